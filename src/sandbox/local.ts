@@ -1,0 +1,223 @@
+import { randomBytes } from "node:crypto";
+import { lstat, mkdir, mkdtemp, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
+import { homedir, tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import type { ExecOptions, ExecResult } from "../contracts/types.js";
+import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../util/errors.js";
+import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../util/github.js";
+import { assertPathConfined, isWithin } from "../util/path.js";
+import { createRedactor } from "../util/redact.js";
+import { DEFAULT_COMMIT_IDENTITY, gitEnv, sandboxBaseEnv } from "./environment.js";
+import { runProcess } from "./process.js";
+import { DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
+import { validateExecOptions } from "./validate.js";
+
+/** Prefix of every local sandbox's temp directory; the orphan reaper looks for it. */
+export const LOCAL_SANDBOX_PREFIX = "harness-";
+/** File beside the checkout recording who owns the sandbox (labels, repo, branch, pid). */
+export const LOCAL_SANDBOX_MANIFEST = "harness-sandbox.json";
+
+/**
+ * A sandbox on this machine: a git worktree of a local repository, or a clone of a GitHub
+ * repository, in its own temp directory. Commands run as argv in their own process group with
+ * a minimal environment. Isolation is only a directory: use it for development and trusted
+ * repositories; production runs belong in Daytona.
+ */
+export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox> {
+  const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
+  const redactToken = createRedactor([opts.githubToken]);
+  await assertValidBranchName(opts.branch);
+
+  const source = resolveSource(opts);
+  if (source.kind === "local") await assertDirectory(source.path);
+  const base = await mkdtemp(join(tmpdir(), `${LOCAL_SANDBOX_PREFIX}${safeId(opts.runId)}-`));
+  const workDir = join(base, "work");
+  await writeFile(
+    join(base, LOCAL_SANDBOX_MANIFEST),
+    JSON.stringify({ repo: source.display, branch: opts.branch, runId: opts.runId, labels: opts.labels ?? {}, pid: process.pid, createdAt: new Date().toISOString() }, null, 2),
+  );
+
+  const git = async (args: string[], cwd: string, token?: string): Promise<ExecResult> =>
+    runProcess({ argv: ["git", ...args], cwd, env: gitEnv(token), timeout: operationTimeout });
+  const gitOrThrow = async (what: string, args: string[], cwd: string, token?: string): Promise<string> => {
+    const result = await git(args, cwd, token);
+    if (result.exitCode !== 0) {
+      const detail = redactToken((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
+      throw new SandboxError(`${what} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
+    }
+    return result.stdout.trim();
+  };
+
+  try {
+    if (source.kind === "local") {
+      const branchExists = (await git(["show-ref", "--verify", "--quiet", `refs/heads/${opts.branch}`], source.path)).exitCode === 0;
+      await gitOrThrow(
+        `Creating a worktree of ${source.path}`,
+        branchExists ? ["worktree", "add", workDir, opts.branch] : ["worktree", "add", "-b", opts.branch, workDir, "HEAD"],
+        source.path,
+      );
+    } else {
+      await gitOrThrow(`Cloning ${source.display}`, ["clone", "--quiet", "--", source.url, workDir], base, opts.githubToken);
+      const fetched = await git(["fetch", "--quiet", "origin", `refs/heads/${opts.branch}:refs/remotes/origin/${opts.branch}`], workDir, opts.githubToken);
+      await gitOrThrow(
+        `Checking out ${opts.branch}`,
+        fetched.exitCode === 0 ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`] : ["checkout", "--quiet", "-b", opts.branch],
+        workDir,
+      );
+    }
+  } catch (error) {
+    await removeSandboxDir(base, source);
+    throw error;
+  }
+
+  const realWorkDir = await realpath(workDir);
+  let tornDown = false;
+  let cachedDefaultBranch: string | undefined;
+  let snapshots = 0;
+
+  /** Lexical confinement, then the same check on the real path, so symlinks cannot escape. */
+  const confine = async (path: string): Promise<string> => {
+    const target = assertPathConfined(path, workDir);
+    let existing = target;
+    for (;;) {
+      try {
+        const real = await realpath(existing);
+        if (!isWithin(real, realWorkDir)) throw new PathConfinementError(`"${path}" resolves through a symlink to ${real}, outside the sandbox`);
+        return target;
+      } catch (error) {
+        if (error instanceof PathConfinementError) throw error;
+        if (existing === workDir) return target;
+        existing = dirname(existing);
+      }
+    }
+  };
+
+  const sandbox: Sandbox = {
+    workDir,
+
+    async exec(execOpts: ExecOptions): Promise<ExecResult> {
+      if (tornDown) throw new SandboxError("This sandbox has been torn down");
+      const cwd = validateExecOptions(execOpts, workDir);
+      await confine(cwd);
+      return runProcess({
+        argv: execOpts.argv,
+        cwd,
+        env: { ...sandboxBaseEnv(), ...execOpts.env },
+        timeout: execOpts.timeout,
+        ...(execOpts.maxOutput !== undefined ? { maxOutput: execOpts.maxOutput } : {}),
+        ...(execOpts.stdin !== undefined ? { stdin: execOpts.stdin } : {}),
+        ...(execOpts.signal ? { signal: execOpts.signal } : {}),
+        ...(execOpts.onOutput ? { onOutput: execOpts.onOutput } : {}),
+      });
+    },
+
+    async uploadFiles(files) {
+      // Check every path before writing any file, so a bad batch writes nothing.
+      const targets = await Promise.all(files.map(async (file) => ({ target: await confine(file.path), content: file.content })));
+      for (const { target } of targets) {
+        const stat = await lstat(target).catch(() => undefined);
+        if (stat?.isSymbolicLink()) throw new PathConfinementError(`"${target}" is a symlink; refusing to write through it`);
+      }
+      for (const { target, content } of targets) {
+        await mkdir(dirname(target), { recursive: true });
+        await writeFile(target, content);
+      }
+    },
+
+    async downloadFile(path) {
+      return readFile(await confine(path), "utf8");
+    },
+
+    async snapshot() {
+      snapshots += 1;
+      const identity = ["-c", `user.name=${DEFAULT_COMMIT_IDENTITY.name}`, "-c", `user.email=${DEFAULT_COMMIT_IDENTITY.email}`];
+      await gitOrThrow("Staging changes", ["add", "--all"], workDir);
+      await gitOrThrow(
+        "Committing a snapshot",
+        [...identity, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", `harness snapshot ${String(snapshots)}${opts.runId ? ` (run ${opts.runId})` : ""}`],
+        workDir,
+      );
+      return gitOrThrow("Reading the snapshot sha", ["rev-parse", "HEAD"], workDir);
+    },
+
+    async pushBranch(branch, token) {
+      const result = await git(["push", "--porcelain", "--set-upstream", "origin", `refs/heads/${branch}:refs/heads/${branch}`], workDir, token);
+      if (result.exitCode === 0) return { pushed: true };
+      const redactPush = createRedactor([token]);
+      return { pushed: false, error: redactPush(`${result.stderr}${result.stdout}`.trim()) || `git push exited with ${String(result.exitCode)}` };
+    },
+
+    async defaultBranch() {
+      if (cachedDefaultBranch !== undefined) return cachedDefaultBranch;
+      const fromOrigin = await git(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], workDir);
+      if (fromOrigin.exitCode === 0 && fromOrigin.stdout.trim() !== "") {
+        cachedDefaultBranch = fromOrigin.stdout.trim().replace(/^origin\//, "");
+      } else if (source.kind === "local") {
+        cachedDefaultBranch = await gitOrThrow("Reading the repository's current branch", ["symbolic-ref", "--quiet", "--short", "HEAD"], source.path);
+      } else {
+        cachedDefaultBranch = "main";
+      }
+      return cachedDefaultBranch;
+    },
+
+    async teardown() {
+      if (tornDown) return;
+      tornDown = true;
+      await removeSandboxDir(base, source);
+    },
+  };
+  return sandbox;
+}
+
+type Source =
+  | { kind: "local"; path: string; display: string }
+  | { kind: "remote"; url: string; display: string };
+
+function resolveSource(opts: SandboxOptions): Source {
+  if (isLocalPath(opts.repo)) {
+    const path = opts.repo.startsWith("~") ? join(homedir(), opts.repo.slice(1)) : resolve(opts.repo);
+    return { kind: "local", path, display: path };
+  }
+  try {
+    const repo = parseGitHubRepo(opts.repo, opts.githubServerUrl ? { serverUrl: opts.githubServerUrl } : {});
+    return { kind: "remote", url: githubCloneUrl(repo, opts.githubServerUrl), display: `${repo.owner}/${repo.name}` };
+  } catch (error) {
+    if (error instanceof RepoRefError) {
+      throw new RepoRefError(`"${opts.repo}" is neither a local path (start it with ./ or /) nor a GitHub repository: ${error.message}`);
+    }
+    throw error;
+  }
+}
+
+async function assertDirectory(path: string): Promise<void> {
+  const stats = await stat(path).catch(() => undefined);
+  if (!stats) throw new RepoRefError(`The repository path ${path} does not exist`);
+  if (!stats.isDirectory()) throw new RepoRefError(`The repository path ${path} is not a directory`);
+}
+
+async function assertValidBranchName(branch: string): Promise<void> {
+  const problem =
+    branch === "" ? "is empty" :
+    branch.includes("\0") ? "contains a NUL byte" :
+    branch.startsWith("-") ? "starts with a hyphen" :
+    undefined;
+  if (problem) throw new InvalidInputError(`Branch name "${branch}" ${problem}`);
+  const check = await runProcess({ argv: ["git", "check-ref-format", "--branch", branch], cwd: tmpdir(), env: gitEnv(), timeout: 10_000 });
+  if (check.exitCode !== 0) throw new InvalidInputError(`"${branch}" is not a valid git branch name`);
+}
+
+/** Removes the temp directory and, for worktrees, the source repository's registration of it. */
+async function removeSandboxDir(base: string, source: Source): Promise<void> {
+  if (source.kind === "local") {
+    await runProcess({ argv: ["git", "worktree", "remove", "--force", "--force", join(base, "work")], cwd: source.path, env: gitEnv(), timeout: 60_000 });
+  }
+  await rm(base, { recursive: true, force: true, maxRetries: 3 });
+  if (source.kind === "local") {
+    await runProcess({ argv: ["git", "worktree", "prune"], cwd: source.path, env: gitEnv(), timeout: 60_000 });
+  }
+}
+
+function safeId(runId: string | undefined): string {
+  const cleaned = (runId ?? "").replace(/[^A-Za-z0-9_-]/g, "").slice(0, 40);
+  return cleaned !== "" ? cleaned : randomBytes(4).toString("hex");
+}

@@ -1,0 +1,79 @@
+import type { ExecOptions, ExecResult } from "../contracts/types.js";
+
+/**
+ * The Sandbox port: an isolated working copy of a repository where a run's commands execute.
+ * Adapters: `local.ts` (a git worktree or clone in a temp directory) and `daytona.ts`.
+ */
+export interface Sandbox {
+  /** Absolute path to the sandbox working directory (the repository's checkout). */
+  readonly workDir: string;
+
+  /** Execute a command inside the sandbox. `cwd` must be inside `workDir`. */
+  exec(opts: ExecOptions): Promise<ExecResult>;
+
+  /** Write files into the sandbox; paths are relative to `workDir` and must stay inside it. */
+  uploadFiles(files: Array<{ path: string; content: string }>): Promise<void>;
+
+  /** Read a UTF-8 file from the sandbox; the path is relative to `workDir` and confined to it. */
+  downloadFile(path: string): Promise<string>;
+
+  /** Commit the current state of `workDir` (even if unchanged) and return the commit sha. */
+  snapshot(): Promise<string>;
+
+  /** Destroy the sandbox and clean up all its resources. Idempotent; never throws. */
+  teardown(): Promise<void>;
+
+  /**
+   * Push `branch` to the repository's remote, authenticating with `token`. Optional: when
+   * absent the harness falls back to `exec`. Never throws for a rejected push.
+   */
+  pushBranch?(branch: string, token: string): Promise<{ pushed: boolean; error?: string }>;
+
+  /** The default branch of the remote repository (the base for pull requests). Optional. */
+  defaultBranch?(): Promise<string>;
+}
+
+/** Settings for a Daytona sandbox; ignored by the local sandbox. */
+export interface DaytonaOptions {
+  /** Daytona API key (default: the `DAYTONA_API_KEY` env var). */
+  apiKey?: string;
+  /** Daytona API URL without a trailing slash (default: `https://app.daytona.io/api`). */
+  apiUrl?: string;
+  /** Daytona target region (default: the `DAYTONA_TARGET` env var, else `us`). */
+  target?: string;
+  /** Snapshot the sandbox is created from (default: `daytona-medium`). */
+  snapshot?: string;
+  /** Resource limits, applied when the snapshot supports resizing: vCPUs, GiB, GiB. */
+  resources?: { cpu?: number; memory?: number; disk?: number };
+}
+
+export interface SandboxOptions {
+  /**
+   * Source repository: a local path (the local sandbox makes a worktree of it), or a GitHub
+   * reference (`owner/name`, an https or SSH URL) that is cloned.
+   */
+  repo: string;
+  /** Branch to create (or check out, when it already exists) for this run. */
+  branch: string;
+  /** Per-operation timeout for the sandbox's own git work, in ms (default 600_000 = 10 min). */
+  operationTimeout?: number;
+  /** Daytona-specific options (ignored by the local sandbox). */
+  daytona?: DaytonaOptions;
+  /**
+   * GitHub token for clone and push. Handed to git only through an environment-scoped
+   * credential for the one git process that needs it; never written to disk or a remote URL.
+   */
+  githubToken?: string;
+  /** Web URL of a GitHub Enterprise Server, when the repository lives on one. */
+  githubServerUrl?: string;
+  /** Run id, used to name the sandbox so operators can match it to a run. */
+  runId?: string;
+  /** Labels that identify the sandbox's owner (app, run, repo, issue) for orphan reaping. */
+  labels?: Record<string, string>;
+}
+
+/** Default per-operation timeout: 10 minutes. */
+export const DEFAULT_OPERATION_TIMEOUT = 600_000;
+
+/** Default per-run timeout: 60 minutes. */
+export const DEFAULT_RUN_TIMEOUT = 3_600_000;

@@ -1,0 +1,48 @@
+/**
+ * Typed errors whose messages are written for the person who will read them (in the CLI, the
+ * log or an issue comment). `code` is stable, for callers that branch on the kind of failure.
+ */
+export class HarnessError extends Error {
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: ErrorOptions) {
+    super(message, options);
+    this.name = new.target.name;
+    this.code = code;
+  }
+}
+
+/** A path, working directory or upload target that would leave the sandbox. */
+export class PathConfinementError extends HarnessError {
+  constructor(message: string) {
+    super("path_confinement", `path confinement: ${message}`);
+  }
+}
+
+/** Input that cannot be run as given: empty argv, NUL bytes, a malformed env key, a bad timeout. */
+export class InvalidInputError extends HarnessError {
+  constructor(message: string) {
+    super("invalid_input", message);
+  }
+}
+
+/** A repository reference that is neither a local path nor a GitHub repository. */
+export class RepoRefError extends HarnessError {
+  constructor(message: string) {
+    super("invalid_repo", message);
+  }
+}
+
+/** A sandbox could not be created, used or torn down. */
+export class SandboxError extends HarnessError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("sandbox", message, options);
+  }
+}
+
+/** Renders any thrown value as one readable line, never a stack trace. */
+export function describeError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (typeof error === "string") return error;
+  return "unknown error";
+}

@@ -1,0 +1,95 @@
+import { describe, expect, test } from "vitest";
+import { REDACTED, createRedactor, redact, secretsFromEnv } from "../../src/util/redact.js";
+
+// Realistic, generated-shape values (not real credentials) split so scanners don't flag them.
+const ghp = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+const ghs = "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a";
+const gho = "gho_" + "16C7e42F292c6912E7710c838347Ae178B4a";
+const ghu = "ghu_" + "9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a";
+const pat = "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789abcdefghijklm";
+const anthropic = "sk-ant-" + "api03-Zx9_yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE-dCbA";
+const openai = "sk-proj-" + "abcDEF123456ghiJKL789012mnoPQR345678";
+const openaiLegacy = "sk-" + "T3BlbkFJabcdefghijklmnopqrstuvwx";
+const daytona = "dtn_" + "4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c";
+const aws = "AKIA" + "IOSFODNN7EXAMPLE";
+const slack = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx";
+const jwt = "eyJhbGciOiJSUzI1NiJ9" + ".eyJpc3MiOiIxMjM0NTYiLCJpYXQiOjE3MDB9" + ".c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWc";
+const pem = ["-----BEGIN RSA PRIVATE" + " KEY-----", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun", "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK", "-----END RSA PRIVATE" + " KEY-----"].join("\n");
+const truncatedPem = "-----BEGIN PRIVATE" + " KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
+
+const table: Array<[label: string, line: string, secret: string]> = [
+  ["classic PAT in a git URL", `fatal: unable to access 'https://x-access-token:${ghp}@github.com/o/r.git/'`, ghp],
+  ["installation token echoed by a script", `Using token ${ghs} for acme/widgets`, ghs],
+  ["OAuth token in JSON", `{"access_token":"${gho}","token_type":"bearer"}`, gho],
+  ["user-to-server token in a header dump", `> GET /user HTTP/1.1\n> Authorization: token ${ghu}`, ghu],
+  ["fine-grained PAT in an env dump", `GH_TOKEN=${pat}`, pat],
+  ["Anthropic key in an error", `Error: invalid x-api-key ${anthropic} (401)`, anthropic],
+  ["OpenAI project key in a config print", `openai.api_key = '${openai}'`, openai],
+  ["legacy OpenAI key inline", `export OPENAI_API_KEY=${openaiLegacy}`, openaiLegacy],
+  ["Daytona key in a stack", `DaytonaError: request failed for key ${daytona}`, daytona],
+  ["AWS access key id", `aws_access_key_id = ${aws}`, aws],
+  ["Slack bot token", `posting with ${slack}`, slack],
+  ["GitHub App JWT", `Bearer JWT ${jwt} expired`, jwt],
+  ["PEM private key block", `PRIVATE_KEY loaded:\n${pem}\ndone`, "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"],
+  ["PEM key cut off by truncation", `key is ${truncatedPem}`, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"],
+  ["Bearer Authorization header", "Authorization: Bearer abc.def-ghi_jkl", "abc.def-ghi_jkl"],
+  ["Basic Authorization header (base64 credentials)", "authorization: Basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0", "eC1hY2Nlc3MtdG9rZW46c2VjcmV0"],
+  ["git http.extraHeader trace", "http.extraheader=AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0", "eC1hY2Nlc3MtdG9rZW46c2VjcmV0"],
+  ["password in a URL", "cloning https://deploy:hunter2hunter2@git.example.com/repo", "hunter2hunter2"],
+  ["DB password assignment", "DATABASE_PASSWORD=correct-horse-battery", "correct-horse-battery"],
+  ["webhook secret in YAML", "webhook_secret: 9f8e7d6c5b4a39f8e7d6", "9f8e7d6c5b4a39f8e7d6"],
+  ["client secret in JSON", `{"client_secret": "f00dbabe1234deadbeef5678"}`, "f00dbabe1234deadbeef5678"],
+  ["NPM token in .npmrc", "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm_abcdefghijklmnopqrstuvwxyz0123456789"],
+];
+
+describe("redact: well-known shapes in realistic log lines", () => {
+  test("the table has at least 20 cases", () => {
+    expect(table.length).toBeGreaterThanOrEqual(20);
+  });
+
+  test.each(table)("%s", (_label, line, secret) => {
+    const out = redact(line);
+    expect(out).not.toContain(secret);
+    expect(out).toContain(REDACTED);
+  });
+});
+
+describe("redact: known values", () => {
+  test("replaces every occurrence of a registered secret, whatever its shape", () => {
+    const out = redact("pw=plainpassword; again plainpassword.", ["plainpassword"]);
+    expect(out).toBe(`pw=${REDACTED}; again ${REDACTED}.`);
+  });
+
+  test("longer secrets win over shorter ones they contain", () => {
+    expect(redact("abcd-efgh", ["abcd", "abcd-efgh"])).toBe(REDACTED);
+  });
+
+  test("regex metacharacters in a secret are matched literally", () => {
+    expect(redact("value a.b*c+d? end", ["a.b*c+d?"])).toBe(`value ${REDACTED} end`);
+    expect(redact("axbxcxd", ["a.b*c+d?"])).toBe("axbxcxd");
+  });
+
+  test("ignores undefined and too-short values rather than garbling the text", () => {
+    expect(redact("a b c", [undefined, "", "b"])).toBe("a b c");
+  });
+
+  test("secretsFromEnv picks values of KEY/TOKEN/SECRET/PASSWORD variables only", () => {
+    const env = { ANTHROPIC_API_KEY: "k-123456789", GITHUB_TOKEN: "t-123456789", WEBHOOK_SECRET: "s-123456789", PGPASSWORD: "p-123456789", PATH: "/usr/bin", HOME: "/root", EMPTY_TOKEN: "" };
+    expect(secretsFromEnv(env).sort()).toEqual(["k-123456789", "p-123456789", "s-123456789", "t-123456789"]);
+    const scrub = createRedactor(secretsFromEnv(env));
+    expect(scrub("path /usr/bin key k-123456789")).toBe(`path /usr/bin key ${REDACTED}`);
+  });
+});
+
+describe("redact: leaves ordinary output alone", () => {
+  test.each([
+    "npm test: 42 passed, 0 failed",
+    "commit 3f2a9c1b0e7d6c5b4a39281706f5e4d3c2b1a090",
+    '{"input_tokens": 12345, "output_tokens": 678}',
+    "max_tokens=4096 use_cache=true",
+    "See https://github.com/acme/widgets/pull/12",
+    "task-runner --skip-tests",
+  ])("%s", (line) => {
+    expect(redact(line)).toBe(line);
+  });
+});
