@@ -1,9 +1,13 @@
 import { defineConfig } from "vitest/config";
 
+// In CI, also write a JSON report so .ci/run can print a plain "N passed, N failed" line.
+const ciReport = process.env["VITEST_JSON_REPORT"];
+
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
     testTimeout: 20_000,
     hookTimeout: 20_000,
+    ...(ciReport ? { reporters: ["default", "json"], outputFile: { json: ciReport } } : {}),
   },
 });
