@@ -1,40 +1,240 @@
 import { readFileSync } from "node:fs";
-import { Command, CommanderError } from "commander";
-import { describeError } from "../util/errors.js";
-import { redact, secretsFromEnv } from "../util/redact.js";
+import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { AGENTS, createAgent } from "../agents/registry.js";
+import type { RunReport } from "../contracts/types.js";
+import { createOctokitClient, createTokenOctokit } from "../github/octokit-client.js";
+import type { Blueprint } from "../harness/blueprint.js";
+import { BlueprintError, loadBlueprintFile } from "../harness/blueprint-file.js";
+import { BUILTIN_BLUEPRINTS, builtinBlueprint, DEFAULT_MAX_FIX_ROUNDS } from "../harness/builtin-blueprints.js";
+import { fanOut, type Reporter } from "../harness/events.js";
+import { ConsoleReporter } from "../harness/reporters/console.js";
+import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
+import { newRunId, runHarness } from "../harness/run.js";
+import { createDaytonaSandbox } from "../sandbox/daytona.js";
+import { createLocalSandbox } from "../sandbox/local.js";
+import type { DaytonaOptions } from "../sandbox/types.js";
+import { parseCommandLine } from "../util/command-line.js";
+import { describeError, HarnessError } from "../util/errors.js";
+import { classifyRepoRef, parseGitHubRepo } from "../util/github.js";
+import { createRedactor, secretsFromEnv } from "../util/redact.js";
 
 /** Exit codes: 0 success, 1 the run failed, 2 the command line was wrong. */
 export const EXIT_OK = 0;
 export const EXIT_RUN_FAILED = 1;
 export const EXIT_USAGE = 2;
 
-/** The package version, read from package.json (two levels up from both src/cli and dist/cli). */
-function packageVersion(): string {
-  const raw: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
-  return typeof raw === "object" && raw !== null && "version" in raw && typeof raw.version === "string" ? raw.version : "unknown";
+/** What the CLI reads and writes, injectable so tests need no globals. */
+export interface CliIo {
+  env: NodeJS.ProcessEnv;
+  stdout: NodeJS.WritableStream;
+  stderr: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+  /** Aborted on Ctrl-C: the run is cancelled and its sandbox torn down. */
+  signal?: AbortSignal;
 }
 
-export function buildProgram(): Command {
-  const program = new Command("harness")
-    .description("Turn an intent into a pull request: run a blueprint in an isolated sandbox, push a branch, open a PR.")
-    .version(packageVersion())
-    .showHelpAfterError("(run `harness --help` for usage)")
-    .exitOverride();
-  return program;
+interface RunFlags {
+  repo: string;
+  intent: string;
+  blueprint: string;
+  agent: string;
+  agentCommand?: string;
+  setup?: string;
+  verify?: string;
+  command?: string;
+  maxFixRounds: number;
+  maxTurns?: number;
+  model?: string;
+  sandbox?: "local" | "daytona";
+  push?: boolean;
+  githubRepo?: string;
+  branch?: string;
+  report?: string;
+  timeout: number;
+  json?: boolean;
 }
 
-export async function main(argv: readonly string[]): Promise<number> {
-  const program = buildProgram();
+/** A usage mistake found after parsing (e.g. a flag that needs another). */
+class UsageError extends HarnessError {
+  constructor(message: string) {
+    super("usage", message);
+  }
+}
+
+export async function main(argv: readonly string[], io: CliIo = { env: process.env, stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+  const redact = createRedactor(secretsFromEnv(io.env));
+  let exitCode = EXIT_OK;
+  const program = buildProgram(io, (code) => { exitCode = code; });
   try {
     await program.parseAsync([...argv], { from: "user" });
-    return EXIT_OK;
+    return exitCode;
   } catch (error) {
     if (error instanceof CommanderError) {
       // Help and version are successful exits; anything else commander rejects is usage.
       return error.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
     }
-    process.stderr.write(`harness: ${redact(describeError(error), secretsFromEnv(process.env))}\n`);
-    return EXIT_RUN_FAILED;
+    io.stderr.write(`harness: ${redact(describeError(error))}\n`);
+    return error instanceof UsageError || error instanceof BlueprintError || (error instanceof HarnessError && error.code === "invalid_input") || (error instanceof HarnessError && error.code === "invalid_repo") ? EXIT_USAGE : EXIT_RUN_FAILED;
   }
 }
 
+function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
+  const program = new Command("harness")
+    .description("Turn an intent into a pull request: run a blueprint in an isolated sandbox, push a branch, open a PR.")
+    .version(packageVersion())
+    .configureOutput({
+      writeOut: (text) => io.stdout.write(text),
+      writeErr: (text) => io.stderr.write(text),
+    })
+    .showHelpAfterError("(run `harness --help` for usage)")
+    .exitOverride();
+
+  program
+    .command("run")
+    .description("Run a blueprint against a repository and, with --push, open a pull request")
+    .requiredOption("--repo <repo>", "local path, owner/name, or https/SSH URL of the repository")
+    .requiredOption("--intent <text>", "what should change, in plain words")
+    .option("--blueprint <name|file>", `built-in blueprint (${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}) or a YAML file`, "default")
+    .option("--agent <name>", `coding agent: ${Object.keys(AGENTS).join(", ")}`, "claude-code")
+    .option("--agent-command <command>", "the program the `command` agent runs")
+    .option("--setup <command>", "default blueprint: command to run before the agent (e.g. \"npm ci\")")
+    .option("--verify <command>", "default blueprint: command that proves the change (e.g. \"npm test\")")
+    .option("--command <command>", "command blueprint: the one command to run")
+    .option("--max-fix-rounds <n>", "default blueprint: fix-agent rounds after a failed verify", positiveInteger(true), DEFAULT_MAX_FIX_ROUNDS)
+    .option("--max-turns <n>", "cap on the agent's conversation turns", positiveInteger(false))
+    .option("--model <name>", "model for the agent, when it supports choosing")
+    .addOption(new Option("--sandbox <kind>", "where to run (default: daytona when DAYTONA_API_KEY is set, else local)").choices(["local", "daytona"]))
+    .option("--push", "push the branch and open a pull request (needs GITHUB_TOKEN)")
+    .option("--github-repo <owner/name>", "the GitHub repository for the PR, when --repo is a local path whose origin is not GitHub")
+    .option("--branch <name>", "branch to commit to (default: harness/<intent>-<run id>)")
+    .option("--report <file>", "append every event to this file as JSON lines")
+    .option("--timeout <minutes>", "run budget in minutes", positiveNumber, 60)
+    .option("--json", "print the final report as JSON on stdout")
+    .action(async (flags: RunFlags) => {
+      setExitCode(await runCommand(flags, io));
+    });
+
+  program
+    .command("blueprints")
+    .description("List the built-in blueprints and their steps")
+    .action(() => {
+      for (const [name, description] of Object.entries(BUILTIN_BLUEPRINTS)) {
+        io.stdout.write(`${name}\n  ${description}\n`);
+        const sample = builtinBlueprint(name, { setup: ["<setup>"], verify: ["<verify>"], command: ["<command>"] });
+        for (const node of sample.nodes) {
+          io.stdout.write(`    - ${node.id} (${node.kind}${node.runs === "on-failure" ? ", on failure" : ""}): ${node.title}\n`);
+        }
+      }
+      io.stdout.write("\nA blueprint can also be a YAML file: harness run --blueprint ./my-blueprint.yml …\n");
+    });
+
+  return program;
+}
+
+async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
+  const env = io.env;
+  const blueprint = await chooseBlueprint(flags);
+  const needsAgent = blueprint.nodes.some((node) => node.kind === "agent");
+  if (flags.agent === "command" && needsAgent && !flags.agentCommand) throw new UsageError("--agent command needs --agent-command \"<program> <args…>\"");
+  const agent = needsAgent ? createAgent(flags.agent, flags.agentCommand ? { command: parseCommandLine(flags.agentCommand, "--agent-command") } : {}) : undefined;
+
+  const serverUrl = env["GITHUB_SERVER_URL"] || undefined;
+  classifyRepoRef(flags.repo, serverUrl ? { serverUrl } : {});
+  const githubRepo = flags.githubRepo ? parseGitHubRepo(flags.githubRepo, serverUrl ? { serverUrl } : {}) : undefined;
+  const sandboxKind = flags.sandbox ?? (env["DAYTONA_API_KEY"] ? "daytona" : "local");
+  const token = env["GITHUB_TOKEN"] || undefined;
+  const runId = newRunId();
+  const branch = flags.branch ?? defaultBranchName(flags.intent, runId);
+
+  const reporters: Reporter[] = [new ConsoleReporter({ stream: io.stderr })];
+  if (flags.report) reporters.push(new JsonLinesReporter(flags.report));
+  const reporter = fanOut(...reporters);
+
+  const report = await runHarness({
+    runId,
+    repo: flags.repo,
+    branch,
+    intent: flags.intent,
+    blueprint,
+    ...(agent ? { agent } : {}),
+    agentCredentials: env,
+    ...(flags.maxTurns !== undefined ? { maxAgentTurns: flags.maxTurns } : {}),
+    ...(flags.model ? { model: flags.model } : {}),
+    createSandbox: sandboxKind === "daytona" ? createDaytonaSandbox : createLocalSandbox,
+    sandboxOptions: {
+      ...(serverUrl ? { githubServerUrl: serverUrl } : {}),
+      ...(sandboxKind === "daytona" ? { daytona: daytonaOptions(env) } : {}),
+    },
+    ...(token ? { githubToken: token, github: createOctokitClient(createTokenOctokit(token, serverUrl)) } : {}),
+    reporter,
+    ...(io.signal ? { signal: io.signal } : {}),
+    budgetMs: flags.timeout * 60_000,
+    push: flags.push === true,
+    ...(githubRepo ? { githubRepo } : {}),
+    secrets: secretsFromEnv(env),
+  });
+  await reporter.close?.();
+
+  if (flags.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
+  else if (report.pushResult?.prUrl) io.stdout.write(`${report.pushResult.prUrl}\n`);
+  return exitCodeFor(report, flags.push === true, io);
+}
+
+function exitCodeFor(report: RunReport, pushRequested: boolean, io: CliIo): number {
+  if (report.status !== "succeeded") {
+    io.stderr.write(`harness: run ${report.status.replace("_", " ")}: ${report.error ?? "see the steps above"}\n`);
+    return EXIT_RUN_FAILED;
+  }
+  const push = report.pushResult;
+  if (pushRequested && push && (!push.pushed || !push.prUrl)) {
+    io.stderr.write(`harness: ${push.error ?? "push failed"}${push.remedy ? ` — ${push.remedy}` : ""}\n`);
+    return EXIT_RUN_FAILED;
+  }
+  return EXIT_OK;
+}
+
+async function chooseBlueprint(flags: RunFlags): Promise<Blueprint> {
+  if (flags.blueprint in BUILTIN_BLUEPRINTS) {
+    return builtinBlueprint(flags.blueprint, {
+      ...(flags.setup ? { setup: parseCommandLine(flags.setup, "--setup") } : {}),
+      ...(flags.verify ? { verify: parseCommandLine(flags.verify, "--verify") } : {}),
+      ...(flags.command ? { command: parseCommandLine(flags.command, "--command") } : {}),
+      maxFixRounds: flags.maxFixRounds,
+    });
+  }
+  if (/\.(ya?ml|json)$/i.test(flags.blueprint) || flags.blueprint.includes("/")) return loadBlueprintFile(flags.blueprint);
+  return builtinBlueprint(flags.blueprint);
+}
+
+/** `harness/<slug of the intent>-<run id>`: readable in the PR list, unique per run. */
+export function defaultBranchName(intent: string, runId: string): string {
+  const slug = intent.toLowerCase().normalize("NFKD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40).replace(/-+$/, "");
+  return `harness/${slug || "change"}-${runId}`;
+}
+
+function daytonaOptions(env: NodeJS.ProcessEnv): DaytonaOptions {
+  return {
+    ...(env["DAYTONA_API_KEY"] ? { apiKey: env["DAYTONA_API_KEY"] } : {}),
+    ...(env["DAYTONA_API_URL"] ? { apiUrl: env["DAYTONA_API_URL"] } : {}),
+    ...(env["DAYTONA_TARGET"] ? { target: env["DAYTONA_TARGET"] } : {}),
+  };
+}
+
+function positiveInteger(allowZero: boolean) {
+  return (value: string): number => {
+    const parsed = Number(value);
+    if (!Number.isInteger(parsed) || parsed < (allowZero ? 0 : 1)) throw new InvalidArgumentError(`expected a whole number${allowZero ? "" : " above 0"}, got "${value}"`);
+    return parsed;
+  };
+}
+
+function positiveNumber(value: string): number {
+  const parsed = Number(value);
+  if (!Number.isFinite(parsed) || parsed <= 0) throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
+  return parsed;
+}
+
+/** The package version, read from package.json (two levels up from both src/cli and dist/cli). */
+function packageVersion(): string {
+  const raw: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
+  return typeof raw === "object" && raw !== null && "version" in raw && typeof raw.version === "string" ? raw.version : "unknown";
+}

@@ -95,14 +95,48 @@ export interface NodeReport {
   error?: string;
 }
 
-/** The outcome of pushing the run's branch and opening its pull request. */
+/** Why a push failed, so front ends can show the right remedy. */
+export type PushErrorKind =
+  | "missing_token"
+  | "auth"
+  | "permission"
+  | "protected_branch"
+  | "workflows"
+  | "non_fast_forward"
+  | "file_too_large"
+  | "repository_rules"
+  | "not_found"
+  | "archived"
+  | "network"
+  | "unknown";
+
+/**
+ * The outcome of pushing the run's branch and opening its pull request. Four states: token
+ * missing (`pushed: false`, error), push failed (`pushed: false`, error), pushed but PR failed
+ * (`pushed: true`, error), pushed and PR opened (`pushed: true`, `prUrl`). Never thrown.
+ */
 export interface PushResult {
   /** True when the branch reached the remote. */
   pushed: boolean;
   /** The pull request's web URL, when one was opened or an open one was reused. */
   prUrl?: string;
+  /** True when an already-open pull request for the branch was reused. */
+  prReused?: boolean;
   /** A one-line, redacted, user-readable reason when the push or the PR failed. */
   error?: string;
+  /** The class of push failure, when the push failed. */
+  errorKind?: PushErrorKind;
+  /** One line telling the user what to do about the failure. */
+  remedy?: string;
+  /** The commit that was (or would have been) pushed. */
+  commitSha?: string;
+  /** `git diff --stat` of the change, kept when the push failed so nothing is lost. */
+  diffstat?: string;
+  /**
+   * The change as `git format-patch` output, kept when the push failed, at most
+   * `MAX_PATCH_BYTES` (cut at the end, with a marker, when larger).
+   */
+  patch?: string;
 }
 
 /** Everything a run did, returned by the harness and rendered by every front end. */

@@ -28,15 +28,24 @@ export function gitEnv(token?: string, source: NodeJS.ProcessEnv = process.env):
   const env = sandboxBaseEnv(source);
   env["GIT_CONFIG_NOSYSTEM"] = "1";
   env["GIT_CONFIG_GLOBAL"] = "/dev/null";
+  return { ...env, ...gitCredentialEnv(token) };
+}
+
+/**
+ * The `GIT_CONFIG_*` variables that give one git process an HTTP credential (GitHub's
+ * `x-access-token:<token>` Basic scheme) and disable credential helpers, so git neither
+ * prompts nor falls back to a credential stored on the machine.
+ */
+export function gitCredentialEnv(token?: string): Record<string, string> {
   const config: Array<[string, string]> = [["credential.helper", ""]];
   if (token !== undefined && token !== "") {
     const basic = Buffer.from(`x-access-token:${token}`).toString("base64");
     config.push(["http.extraHeader", `Authorization: Basic ${basic}`]);
   }
-  env["GIT_CONFIG_COUNT"] = String(config.length);
+  const env: Record<string, string> = { GIT_CONFIG_COUNT: String(config.length) };
   config.forEach(([key, value], index) => {
-    env[`GIT_CONFIG_KEY_${index}`] = key;
-    env[`GIT_CONFIG_VALUE_${index}`] = value;
+    env[`GIT_CONFIG_KEY_${String(index)}`] = key;
+    env[`GIT_CONFIG_VALUE_${String(index)}`] = value;
   });
   return env;
 }

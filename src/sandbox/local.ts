@@ -4,7 +4,7 @@ import { homedir, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import type { ExecOptions, ExecResult } from "../contracts/types.js";
 import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../util/errors.js";
-import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../util/github.js";
+import { classifyRepoRef, githubCloneUrl } from "../util/github.js";
 import { assertPathConfined, isWithin } from "../util/path.js";
 import { createRedactor } from "../util/redact.js";
 import { DEFAULT_COMMIT_IDENTITY, gitEnv, sandboxBaseEnv } from "./environment.js";
@@ -174,19 +174,12 @@ type Source =
   | { kind: "remote"; url: string; display: string };
 
 function resolveSource(opts: SandboxOptions): Source {
-  if (isLocalPath(opts.repo)) {
-    const path = opts.repo.startsWith("~") ? join(homedir(), opts.repo.slice(1)) : resolve(opts.repo);
+  const ref = classifyRepoRef(opts.repo, opts.githubServerUrl ? { serverUrl: opts.githubServerUrl } : {});
+  if (ref.kind === "local") {
+    const path = ref.path.startsWith("~") ? join(homedir(), ref.path.slice(1)) : resolve(ref.path);
     return { kind: "local", path, display: path };
   }
-  try {
-    const repo = parseGitHubRepo(opts.repo, opts.githubServerUrl ? { serverUrl: opts.githubServerUrl } : {});
-    return { kind: "remote", url: githubCloneUrl(repo, opts.githubServerUrl), display: `${repo.owner}/${repo.name}` };
-  } catch (error) {
-    if (error instanceof RepoRefError) {
-      throw new RepoRefError(`"${opts.repo}" is neither a local path (start it with ./ or /) nor a GitHub repository: ${error.message}`);
-    }
-    throw error;
-  }
+  return { kind: "remote", url: githubCloneUrl(ref.repo, opts.githubServerUrl), display: `${ref.repo.owner}/${ref.repo.name}` };
 }
 
 async function assertDirectory(path: string): Promise<void> {

@@ -123,3 +123,22 @@ function ownerAndName(path: string, ref: string): GitHubRepo {
   }
   return { owner, name };
 }
+
+/** A repository reference resolved to what it names: a directory here, or a GitHub repository. */
+export type RepoRef = { kind: "local"; path: string } | { kind: "github"; repo: GitHubRepo };
+
+/**
+ * Decides whether `ref` is a local path or a GitHub repository, with one message for references
+ * that are neither. Local paths are returned as given (not resolved or checked).
+ */
+export function classifyRepoRef(ref: string, options: ParseGitHubRepoOptions = {}): RepoRef {
+  if (isLocalPath(ref)) return { kind: "local", path: ref };
+  try {
+    return { kind: "github", repo: parseGitHubRepo(ref, options) };
+  } catch (error) {
+    if (error instanceof RepoRefError) {
+      throw new RepoRefError(`"${ref}" is neither a local path (start it with ./ or /) nor a GitHub repository: ${error.message}`);
+    }
+    throw error;
+  }
+}

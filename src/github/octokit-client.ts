@@ -1,0 +1,71 @@
+import { Octokit } from "@octokit/core";
+import type { GitHubRepo } from "../util/github.js";
+import type { GitHubClient, NewPullRequest, PullRequestRef } from "./client.js";
+
+/** The slice of Octokit this adapter uses; Probot's `context.octokit` satisfies it too. */
+export type OctokitLike = Pick<Octokit, "request">;
+
+/** REST base URL for github.com or a GitHub Enterprise Server web URL. */
+export function apiBaseUrl(serverUrl?: string): string {
+  if (!serverUrl || /^https?:\/\/(www\.)?github\.com\/?$/i.test(serverUrl)) return "https://api.github.com";
+  return `${serverUrl.replace(/\/+$/, "")}/api/v3`;
+}
+
+/** An Octokit authenticated with a token, for the CLI. */
+export function createTokenOctokit(token: string, serverUrl?: string): Octokit {
+  return new Octokit({ auth: token, baseUrl: apiBaseUrl(serverUrl), userAgent: "harness" });
+}
+
+export function createOctokitClient(octokit: OctokitLike): GitHubClient {
+  return {
+    async getDefaultBranch(repo: GitHubRepo): Promise<string> {
+      const response = await octokit.request("GET /repos/{owner}/{repo}", { owner: repo.owner, repo: repo.name });
+      return response.data.default_branch;
+    },
+
+    async findOpenPullRequest(repo: GitHubRepo, head: string): Promise<PullRequestRef | undefined> {
+      const response = await octokit.request("GET /repos/{owner}/{repo}/pulls", {
+        owner: repo.owner,
+        repo: repo.name,
+        head: `${repo.owner}:${head}`,
+        state: "open",
+        per_page: 1,
+      });
+      const pr = response.data[0];
+      return pr ? { number: pr.number, url: pr.html_url } : undefined;
+    },
+
+    async createPullRequest(repo: GitHubRepo, pr: NewPullRequest): Promise<PullRequestRef> {
+      const response = await octokit.request("POST /repos/{owner}/{repo}/pulls", {
+        owner: repo.owner,
+        repo: repo.name,
+        title: pr.title,
+        body: pr.body,
+        head: pr.head,
+        base: pr.base,
+        maintainer_can_modify: true,
+      });
+      return { number: response.data.number, url: response.data.html_url };
+    },
+
+    async canWriteWorkflows(): Promise<boolean | undefined> {
+      // Classic tokens list their scopes on every response; other tokens (installation,
+      // fine-grained) do not, and then only the push itself can tell.
+      const response = await octokit.request("GET /rate_limit");
+      const scopes = response.headers["x-oauth-scopes"];
+      if (typeof scopes !== "string") return undefined;
+      return scopes.split(",").map((scope) => scope.trim()).includes("workflow");
+    },
+  };
+}
+
+/** A GitHub API failure as one readable line: status and GitHub's own message. */
+export function describeGitHubError(error: unknown): string {
+  if (error !== null && typeof error === "object" && "status" in error && typeof error.status === "number") {
+    const response = "response" in error ? (error.response as { data?: { message?: unknown; errors?: Array<{ message?: unknown }> } } | undefined) : undefined;
+    const message = typeof response?.data?.message === "string" ? response.data.message : error instanceof Error ? error.message : "request failed";
+    const detail = response?.data?.errors?.map((item) => (typeof item.message === "string" ? item.message : "")).filter(Boolean).join("; ");
+    return `GitHub API ${String(error.status)}: ${message}${detail ? ` (${detail})` : ""}`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}

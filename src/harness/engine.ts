@@ -1,0 +1,303 @@
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import type { ExecResult, NodeReport, NodeStatus, RunStatus } from "../contracts/types.js";
+import type { AgentDriver, AgentOutcome } from "../agents/types.js";
+import { EXIT_NOT_FOUND } from "../sandbox/process.js";
+import type { Sandbox } from "../sandbox/types.js";
+import { DEFAULT_OPERATION_TIMEOUT } from "../sandbox/types.js";
+import type { Redactor } from "../util/redact.js";
+import { TailBuffer } from "../util/tail-buffer.js";
+import type { AgentNode, Blueprint, BlueprintNode, ExecNode } from "./blueprint.js";
+import type { Reporter } from "./events.js";
+import { scratchDirName } from "./git-steps.js";
+import { renderAgentPrompt, type PromptInputs } from "./prompt.js";
+import { renderTemplate } from "./template.js";
+
+/** Why a run was stopped from outside its steps. */
+export type StopReason = "budget" | "cancelled";
+
+/** Bytes of a node's output kept for live tails and reports. */
+const OUTPUT_TAIL_BYTES = 4 * 1024;
+/** Bytes of a failing node's output handed to the fix agent as `{{failure.output}}`. */
+const FAILURE_OUTPUT_BYTES = 8 * 1024;
+
+export interface BlueprintRun {
+  blueprint: Blueprint;
+  sandbox: Sandbox;
+  runId: string;
+  reporter: Reporter;
+  redactor: Redactor;
+  signal: AbortSignal;
+  stopReason: () => StopReason | undefined;
+  /** Epoch ms by which the whole run must end. */
+  deadline: number;
+  now: () => Date;
+  promptInputs: PromptInputs;
+  agent?: AgentDriver;
+  agentCredentials: Record<string, string>;
+  maxAgentTurns?: number;
+  model?: string;
+  outputThrottleMs: number;
+}
+
+export interface BlueprintOutcome {
+  status: RunStatus;
+  nodes: NodeReport[];
+  error?: string;
+}
+
+interface Execution {
+  report: NodeReport;
+  /** Redacted tail of the node's output, for a retry target's `{{failure.output}}`. */
+  failureOutput: string;
+}
+
+/**
+ * Runs a blueprint's nodes in order. A failing node with `onFailure` runs its retry target
+ * (e.g. `fix`) and then itself again, at most `maxAttempts` times in all; `on-failure` nodes
+ * run only that way. The first failure that is not allowed ends the blueprint.
+ */
+export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome> {
+  const reports: NodeReport[] = [];
+  const attempts = new Map<string, number>();
+  const byId = new Map(run.blueprint.nodes.map((node) => [node.id, node]));
+  const nonce = randomBytes(6).toString("hex");
+
+  const execute = async (node: BlueprintNode, failureOutput?: string): Promise<Execution> => {
+    const attempt = (attempts.get(node.id) ?? 0) + 1;
+    attempts.set(node.id, attempt);
+    const execution = await executeNode(run, node, attempt, nonce, failureOutput);
+    reports.push(execution.report);
+    return execution;
+  };
+
+  const stopped = (): BlueprintOutcome | undefined => {
+    const reason = run.stopReason();
+    if (!reason) return undefined;
+    return { status: reason === "budget" ? "timed_out" : "cancelled", nodes: reports, error: reason === "budget" ? "The run exceeded its time budget" : "The run was cancelled" };
+  };
+
+  for (const node of run.blueprint.nodes) {
+    if (node.runs === "on-failure") continue;
+    const early = stopped();
+    if (early) return early;
+
+    let execution = await execute(node);
+    while (execution.report.status === "failed" && node.onFailure && (attempts.get(node.id) ?? 0) < node.onFailure.maxAttempts && !stopped()) {
+      const target = byId.get(node.onFailure.retry);
+      if (target && target.id !== node.id) {
+        const repair = await execute(target, execution.failureOutput);
+        if (repair.report.status !== "succeeded" && !target.allowFailure) {
+          return stopped() ?? { status: "failed", nodes: reports, error: `${target.title} failed: ${repair.report.error ?? repair.report.status}` };
+        }
+      }
+      if (stopped()) break;
+      execution = await execute(node);
+    }
+
+    const halted = stopped();
+    if (halted) return halted;
+    const { report } = execution;
+    if (report.status !== "succeeded" && !node.allowFailure) {
+      const tries = attempts.get(node.id) ?? 1;
+      const suffix = tries > 1 ? ` after ${String(tries)} attempts` : "";
+      return { status: report.status === "timed_out" ? "failed" : "failed", nodes: reports, error: `${node.title} failed${suffix}: ${report.error ?? report.status}` };
+    }
+  }
+  return { status: "succeeded", nodes: reports };
+}
+
+async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: number, nonce: string, failureOutput?: string): Promise<Execution> {
+  const started = run.now();
+  run.reporter.emit({ type: "node.started", runId: run.runId, nodeId: node.id, title: node.title, kind: node.kind, attempt, at: started.toISOString() });
+
+  const tail = new TailBuffer(OUTPUT_TAIL_BYTES);
+  const failureTail = new TailBuffer(FAILURE_OUTPUT_BYTES);
+  const throttle = outputThrottle(run, node.id, attempt, () => readableTail(tail, run.redactor));
+  const onOutput = (_stream: "stdout" | "stderr", chunk: string): void => {
+    const bytes = Buffer.from(chunk, "utf8");
+    tail.push(bytes);
+    failureTail.push(bytes);
+    throttle.poke();
+  };
+
+  const remaining = Math.max(1, run.deadline - Date.now());
+  const nodeTimeout = node.timeoutMinutes !== undefined ? node.timeoutMinutes * 60_000 : node.kind === "exec" ? DEFAULT_OPERATION_TIMEOUT : remaining;
+  const timeout = Math.max(1, Math.min(nodeTimeout, remaining));
+
+  let status: NodeStatus;
+  let result: ExecResult | undefined;
+  let agentOutcome: AgentOutcome | undefined;
+  let error: string | undefined;
+  try {
+    if (node.kind === "exec") {
+      result = await runExecNode(run, node, timeout, onOutput);
+    } else {
+      ({ result, outcome: agentOutcome } = await runAgentNode(run, node, attempt, nonce, timeout, onOutput, failureOutput));
+    }
+    ({ status, error } = judge(run, node, result, agentOutcome));
+  } catch (caught) {
+    status = run.stopReason() === "budget" ? "timed_out" : run.stopReason() === "cancelled" ? "cancelled" : "failed";
+    error = caught instanceof Error ? caught.message : String(caught);
+  } finally {
+    throttle.stop();
+  }
+
+  const finished = run.now();
+  const outputTail = readableTail(tail, run.redactor);
+  const report: NodeReport = {
+    nodeId: node.id,
+    title: node.title,
+    kind: node.kind,
+    attempt,
+    status,
+    ...(result ? { exitCode: result.exitCode } : {}),
+    startedAt: started.toISOString(),
+    finishedAt: finished.toISOString(),
+    durationMs: result?.durationMs ?? finished.getTime() - started.getTime(),
+    ...(outputTail ? { outputTail } : {}),
+    ...(agentOutcome?.summary ? { summary: run.redactor(agentOutcome.summary) } : {}),
+    ...(agentOutcome?.turns !== undefined ? { turns: agentOutcome.turns } : {}),
+    ...(agentOutcome?.costUsd !== undefined ? { costUsd: agentOutcome.costUsd } : {}),
+    ...(error ? { error: run.redactor(error) } : {}),
+  };
+  run.reporter.emit({ type: "node.finished", runId: run.runId, report, at: finished.toISOString() });
+  return { report, failureOutput: readableTail(failureTail, run.redactor) };
+}
+
+function templateValues(run: BlueprintRun): Record<string, string> {
+  const inputs = run.promptInputs;
+  return {
+    intent: inputs.intent,
+    repo: inputs.repo,
+    branch: inputs.branch,
+    ...(inputs.issue ? { "issue.title": inputs.issue.title, "issue.body": inputs.issue.body, "issue.number": String(inputs.issue.number) } : {}),
+  };
+}
+
+async function runExecNode(run: BlueprintRun, node: ExecNode, timeout: number, onOutput: (stream: "stdout" | "stderr", chunk: string) => void): Promise<ExecResult> {
+  const values = templateValues(run);
+  return run.sandbox.exec({
+    argv: node.argv.map((arg) => renderTemplate(arg, values)),
+    cwd: run.sandbox.workDir,
+    timeout,
+    signal: run.signal,
+    onOutput,
+  });
+}
+
+async function runAgentNode(
+  run: BlueprintRun,
+  node: AgentNode,
+  attempt: number,
+  nonce: string,
+  timeout: number,
+  onOutput: (stream: "stdout" | "stderr", chunk: string) => void,
+  failureOutput?: string,
+): Promise<{ result: ExecResult; outcome?: AgentOutcome }> {
+  const agent = run.agent;
+  if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
+  const prompt = renderAgentPrompt(node.prompt, { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) }, nonce);
+  const scratch = scratchDirName(run.runId);
+  const promptPath = `${scratch}/prompt-${node.id}-${String(attempt)}.md`;
+  await run.sandbox.uploadFiles([{ path: promptPath, content: prompt }]);
+  try {
+    const invocation = agent.buildInvocation(
+      {
+        prompt,
+        workDir: run.sandbox.workDir,
+        promptFile: join(run.sandbox.workDir, promptPath),
+        ...(run.maxAgentTurns !== undefined ? { maxTurns: run.maxAgentTurns } : {}),
+        ...(run.model !== undefined ? { model: run.model } : {}),
+      },
+      run.agentCredentials,
+    );
+    const result = await run.sandbox.exec({
+      argv: invocation.argv,
+      cwd: run.sandbox.workDir,
+      timeout,
+      env: invocation.env,
+      signal: run.signal,
+      onOutput,
+      ...(invocation.stdin !== undefined ? { stdin: invocation.stdin } : {}),
+    });
+    if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
+      return { result };
+    }
+    return { result, outcome: agent.parseResult(result) };
+  } finally {
+    // The prompt may quote the issue; it must not end up in the commit.
+    await run.sandbox.exec({ argv: ["rm", "-rf", "--", scratch], cwd: run.sandbox.workDir, timeout: 30_000 }).catch(() => undefined);
+  }
+}
+
+function judge(run: BlueprintRun, node: BlueprintNode, result: ExecResult, outcome: AgentOutcome | undefined): { status: NodeStatus; error?: string } {
+  if (result.cancelled) {
+    return run.stopReason() === "budget" ? { status: "timed_out", error: "stopped: the run's time budget ran out" } : { status: "cancelled", error: "cancelled" };
+  }
+  if (result.timedOut) return { status: "timed_out", error: `timed out after ${formatMs(result.durationMs)}` };
+  if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
+    const program = node.kind === "agent" ? run.agent?.program : (node.argv[0] ?? "");
+    const hint = node.kind === "agent" && run.agent ? `${run.agent.program} is not installed in the sandbox: install it (${run.agent.installHint}) or choose another agent with --agent` : `${program ?? "the program"} is not installed in the sandbox`;
+    return { status: "failed", error: hint };
+  }
+  if (node.kind === "agent") {
+    if (!outcome) return { status: "failed", error: `the agent exited with ${String(result.exitCode)}` };
+    if (!outcome.success || result.exitCode !== 0) return { status: "failed", error: outcome.error ?? `the agent exited with ${String(result.exitCode)}` };
+    return { status: "succeeded" };
+  }
+  if (result.exitCode !== 0) {
+    const lastLine = (result.stderr || result.stdout).trim().split("\n").at(-1)?.slice(0, 200);
+    return { status: "failed", error: `exit ${String(result.exitCode)}${lastLine ? `: ${lastLine}` : ""}` };
+  }
+  return { status: "succeeded" };
+}
+
+/**
+ * Emits a node's output tail at most once per interval, however fast the output comes, and a
+ * last time when the node ends, so a chatty agent cannot flood reporters or GitHub.
+ */
+function outputThrottle(run: BlueprintRun, nodeId: string, attempt: number, render: () => string) {
+  let timer: NodeJS.Timeout | undefined;
+  let dirty = false;
+  let lastEmit = 0;
+  const emit = (): void => {
+    timer = undefined;
+    if (!dirty) return;
+    dirty = false;
+    lastEmit = Date.now();
+    run.reporter.emit({ type: "node.output", runId: run.runId, nodeId, attempt, tail: render(), at: run.now().toISOString() });
+  };
+  return {
+    poke(): void {
+      dirty = true;
+      if (timer) return;
+      const wait = Math.max(0, lastEmit + run.outputThrottleMs - Date.now());
+      timer = setTimeout(emit, wait);
+    },
+    stop(): void {
+      if (timer) clearTimeout(timer);
+      timer = undefined;
+      if (dirty) emit();
+    },
+  };
+}
+
+/**
+ * The tail as users should see it: redacted, and when the window cut into the output, starting
+ * at a line boundary, so half a secret at the cut can never show.
+ */
+function readableTail(buffer: TailBuffer, redactor: Redactor): string {
+  let text = buffer.text();
+  if (buffer.truncated) {
+    const marker = text.indexOf("…]\n");
+    const body = marker >= 0 ? text.slice(marker + 3) : text;
+    const firstNewline = body.indexOf("\n");
+    text = firstNewline >= 0 ? body.slice(firstNewline + 1) : body;
+  }
+  return redactor(text);
+}
+
+function formatMs(ms: number): string {
+  return ms >= 60_000 ? `${(ms / 60_000).toFixed(1)} min` : `${(ms / 1000).toFixed(1)} s`;
+}

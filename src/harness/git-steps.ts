@@ -1,0 +1,116 @@
+import type { ExecResult } from "../contracts/types.js";
+import type { Sandbox } from "../sandbox/types.js";
+import { SandboxError } from "../util/errors.js";
+
+/**
+ * Where a run keeps scratch files (prompts) inside the checkout. Named after the run so it can
+ * never be a directory the repository itself tracks; removed after use and never committed.
+ */
+export function scratchDirName(runId: string): string {
+  return `.harness-${runId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 40)}`;
+}
+
+/** Largest patch kept in a report when a push fails: 256 KiB. */
+export const MAX_PATCH_BYTES = 256 * 1024;
+
+const GIT_TIMEOUT_MS = 120_000;
+
+export interface CommitIdentity {
+  name: string;
+  email: string;
+}
+
+export interface CommitRequest {
+  /** The commit the sandbox started from; the run's change is everything since. */
+  baseSha: string;
+  title: string;
+  body?: string;
+  runId: string;
+  identity: CommitIdentity;
+  signal?: AbortSignal;
+}
+
+export interface CommitOutcome {
+  /** The new commit, or undefined when the run changed nothing. */
+  sha?: string;
+  changedFiles: string[];
+}
+
+/**
+ * Git, run through the sandbox port so the same steps work on every sandbox kind. Failures of
+ * these plumbing commands are the harness's problem, not the user's change, so they throw.
+ */
+export function gitRunner(sandbox: Sandbox, signal?: AbortSignal) {
+  return async (args: string[], options: { allowFailure?: boolean; env?: Record<string, string> } = {}): Promise<ExecResult> => {
+    const result = await sandbox.exec({
+      argv: ["git", ...args],
+      cwd: sandbox.workDir,
+      timeout: GIT_TIMEOUT_MS,
+      ...(options.env ? { env: options.env } : {}),
+      ...(signal ? { signal } : {}),
+    });
+    if (result.exitCode !== 0 && !options.allowFailure) {
+      throw new SandboxError(`git ${args[0] ?? ""} failed in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`);
+    }
+    return result;
+  };
+}
+
+export async function headSha(sandbox: Sandbox, signal?: AbortSignal): Promise<string> {
+  return (await gitRunner(sandbox, signal)(["rev-parse", "HEAD"])).stdout.trim();
+}
+
+/**
+ * Commits everything the run changed as one commit by the harness identity with a
+ * `Harness-Run` trailer. Commits the agent made on its own are folded in (soft reset to the
+ * base), so the branch carries exactly one commit per run and the trailer always applies.
+ */
+export async function commitRunChanges(sandbox: Sandbox, request: CommitRequest): Promise<CommitOutcome> {
+  const git = gitRunner(sandbox, request.signal);
+  const scratch = scratchDirName(request.runId);
+  // The agent may have committed scratch files itself; they must not survive into the commit.
+  await git(["rm", "-r", "--cached", "--quiet", "--ignore-unmatch", "--", scratch]);
+  if ((await git(["rev-parse", "HEAD"])).stdout.trim() !== request.baseSha) {
+    await git(["reset", "--soft", request.baseSha]);
+  }
+  await git(["add", "--all", "--", ".", `:(exclude)${scratch}`]);
+  const staged = await git(["diff", "--cached", "--name-only", "-z"]);
+  const changedFiles = staged.stdout.split("\0").filter((file) => file !== "");
+  if (changedFiles.length === 0) return { changedFiles };
+
+  const message = ["-m", request.title];
+  if (request.body?.trim()) message.push("-m", request.body.trim());
+  message.push("-m", `Harness-Run: ${request.runId}`);
+  await git([
+    "-c", `user.name=${request.identity.name}`,
+    "-c", `user.email=${request.identity.email}`,
+    "-c", "commit.gpgsign=false",
+    "commit", "--quiet", "--no-verify", ...message,
+  ]);
+  return { sha: await headSha(sandbox, request.signal), changedFiles };
+}
+
+/** `git diff --stat` and a size-bounded `git format-patch` of base..sha, to keep a failed push's work. */
+export async function describeChange(sandbox: Sandbox, baseSha: string, sha: string): Promise<{ diffstat: string; patch: string }> {
+  const git = gitRunner(sandbox);
+  const [stat, patch] = await Promise.all([
+    git(["diff", "--stat", baseSha, sha], { allowFailure: true }),
+    // The sandbox keeps an output's tail; read enough to know whether the head is complete.
+    sandbox.exec({ argv: ["git", "format-patch", "--stdout", `${baseSha}..${sha}`], cwd: sandbox.workDir, timeout: GIT_TIMEOUT_MS, maxOutput: PATCH_READ_LIMIT }),
+  ]);
+  const patchText = patch.truncated
+    ? `[patch not kept: larger than ${String(PATCH_READ_LIMIT)} bytes; the commit ${sha} holds the change]\n`
+    : headOf(patch.stdout, MAX_PATCH_BYTES);
+  return { diffstat: stat.stdout.trim(), patch: patchText };
+}
+
+const PATCH_READ_LIMIT = 8 * 1024 * 1024;
+
+/** A patch is only useful from its start, so large ones keep their head, cut at a line. */
+function headOf(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length <= maxBytes) return text;
+  const marker = `\n[… patch cut: ${String(bytes.length)} bytes in all …]\n`;
+  const head = bytes.subarray(0, maxBytes - Buffer.byteLength(marker)).toString("utf8");
+  return head.slice(0, Math.max(0, head.lastIndexOf("\n"))) + marker;
+}

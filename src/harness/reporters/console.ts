@@ -1,0 +1,122 @@
+import type { HarnessEvent, Reporter } from "../events.js";
+
+export interface ConsoleReporterOptions {
+  /** Where to write; `process.stderr` by default so stdout stays for machine-readable output. */
+  stream?: NodeJS.WritableStream & { isTTY?: boolean; columns?: number };
+  /** Live mode (spinner, elapsed time, last output line). Defaults to whether the stream is a TTY. */
+  live?: boolean;
+  /** Clock, injectable for tests. */
+  now?: () => number;
+}
+
+const SPINNER = ["⠋", "⠙", "⠹", "⠸", "⠼", "⠴", "⠦", "⠧", "⠇", "⠏"];
+const FRAME_MS = 100;
+
+/**
+ * Shows a run's progress in a terminal. On a TTY: one live line per running node with a
+ * spinner, the elapsed time and its latest output line, replaced by ✔/✖ when it finishes.
+ * Elsewhere (CI logs, pipes): plain lines, one per event that matters.
+ */
+export class ConsoleReporter implements Reporter {
+  private readonly stream: NonNullable<ConsoleReporterOptions["stream"]>;
+  private readonly live: boolean;
+  private readonly now: () => number;
+  private running: { label: string; startedAt: number; lastLine: string } | undefined;
+  private timer: NodeJS.Timeout | undefined;
+  private frame = 0;
+
+  constructor(options: ConsoleReporterOptions = {}) {
+    this.stream = options.stream ?? process.stderr;
+    this.live = options.live ?? this.stream.isTTY === true;
+    this.now = options.now ?? Date.now;
+  }
+
+  emit(event: HarnessEvent): void {
+    switch (event.type) {
+      case "run.started":
+        this.line(`harness run ${event.runId}: ${event.repo} → ${event.branch} (blueprint ${event.blueprint})`);
+        break;
+      case "node.started": {
+        const label = `${event.title}${event.attempt > 1 ? ` (attempt ${String(event.attempt)})` : ""}`;
+        this.running = { label, startedAt: this.now(), lastLine: "" };
+        if (this.live) this.startSpinner();
+        else this.line(`▶ ${label}`);
+        break;
+      }
+      case "node.output":
+        if (this.running) this.running.lastLine = lastLine(event.tail);
+        break;
+      case "node.finished": {
+        this.stopSpinner();
+        const { report } = event;
+        const label = `${report.title}${report.attempt > 1 ? ` (attempt ${String(report.attempt)})` : ""}`;
+        const mark = report.status === "succeeded" ? "✔" : report.status === "skipped" ? "–" : "✖";
+        const extra = report.status === "succeeded" ? "" : ` — ${report.error ?? report.status}`;
+        this.line(`${mark} ${label} ${formatDuration(report.durationMs)}${extra}`);
+        if (report.status !== "succeeded" && report.outputTail) {
+          for (const text of report.outputTail.split("\n").slice(-15)) this.line(`    ${text}`);
+        }
+        this.running = undefined;
+        break;
+      }
+      case "commit.finished":
+        this.line(event.commitSha ? `✔ Committed ${String(event.changedFiles)} file(s) as ${event.commitSha.slice(0, 12)}` : "– No changes to commit");
+        break;
+      case "push.finished":
+        if (event.result.pushed && event.result.prUrl) this.line(`✔ Pull request: ${event.result.prUrl}`);
+        else if (event.result.pushed) this.line(`✖ Pushed, but ${event.result.error ?? "no pull request was opened"}`);
+        else this.line(`✖ ${event.result.error ?? "push failed"}`);
+        break;
+      case "run.finished":
+        this.stopSpinner();
+        this.line(`${event.report.status === "succeeded" ? "✔" : "✖"} Run ${event.report.status} in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`);
+        break;
+      case "sandbox.ready":
+        break;
+    }
+  }
+
+  close(): Promise<void> {
+    this.stopSpinner();
+    return Promise.resolve();
+  }
+
+  private startSpinner(): void {
+    this.stopSpinner();
+    this.draw();
+    this.timer = setInterval(() => { this.draw(); }, FRAME_MS);
+    this.timer.unref();
+  }
+
+  private stopSpinner(): void {
+    if (this.timer) clearInterval(this.timer);
+    this.timer = undefined;
+    if (this.live && this.running) this.stream.write("\r\x1b[2K");
+  }
+
+  private draw(): void {
+    if (!this.running) return;
+    this.frame = (this.frame + 1) % SPINNER.length;
+    const elapsed = formatDuration(this.now() - this.running.startedAt);
+    const head = `${SPINNER[this.frame] ?? ""} ${this.running.label} ${elapsed}`;
+    const width = Math.max(20, (this.stream.columns ?? 100) - 1);
+    const tail = this.running.lastLine ? `  ${this.running.lastLine}` : "";
+    this.stream.write(`\r\x1b[2K${(head + tail).slice(0, width)}`);
+  }
+
+  private line(text: string): void {
+    this.stream.write(`${text}\n`);
+  }
+}
+
+function lastLine(text: string): string {
+  const lines = text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, "").split(/\r?\n|\r/).filter((line) => line.trim() !== "");
+  return lines.at(-1)?.trim() ?? "";
+}
+
+export function formatDuration(ms: number): string {
+  if (ms < 1000) return `${String(Math.round(ms))}ms`;
+  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
+  const minutes = Math.floor(ms / 60_000);
+  return `${String(minutes)}m${String(Math.round((ms % 60_000) / 1000)).padStart(2, "0")}s`;
+}

@@ -1,0 +1,283 @@
+import { randomBytes } from "node:crypto";
+import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
+import type { AgentDriver } from "../agents/types.js";
+import type { GitHubClient } from "../github/client.js";
+import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
+import { DEFAULT_COMMIT_IDENTITY } from "../sandbox/environment.js";
+import { DEFAULT_RUN_TIMEOUT, type Sandbox, type SandboxOptions } from "../sandbox/types.js";
+import { describeError, InvalidInputError } from "../util/errors.js";
+import { isLocalPath, parseGitHubRepo, type GitHubRepo } from "../util/github.js";
+import { createRedactor } from "../util/redact.js";
+import type { Blueprint } from "./blueprint.js";
+import { runBlueprint, type StopReason } from "./engine.js";
+import { fanOut, type Reporter } from "./events.js";
+import { commitRunChanges, gitRunner, headSha, type CommitIdentity } from "./git-steps.js";
+import type { IssueContext } from "./prompt.js";
+import { pushAndOpenPullRequest } from "./push.js";
+import { redactingReporter } from "./reporters/redacting.js";
+
+/** Longest intent accepted, in bytes: long context belongs in the issue body. */
+export const MAX_INTENT_BYTES = 64 * 1024;
+
+export interface HarnessOptions {
+  runId: string;
+  /** Local path, `owner/name` or URL, as given by the user. */
+  repo: string;
+  /** The branch the run commits to and pushes. */
+  branch: string;
+  intent: string;
+  /** False when the intent came from someone not allowed to ask and was approved: it is fenced. */
+  intentTrusted?: boolean;
+  issue?: IssueContext;
+  blueprint: Blueprint;
+  /** Required when the blueprint has agent nodes. */
+  agent?: AgentDriver;
+  /** Candidate credential values by env var name; only those the agent declares are passed. */
+  agentCredentials?: Readonly<Record<string, string | undefined>>;
+  maxAgentTurns?: number;
+  model?: string;
+  createSandbox: (options: SandboxOptions) => Promise<Sandbox>;
+  /** Extra sandbox options (GitHub server, Daytona settings, labels). */
+  sandboxOptions?: Partial<Omit<SandboxOptions, "repo" | "branch" | "githubToken" | "runId">>;
+  /** Token for clone and push; never reaches an agent. */
+  githubToken?: string;
+  reporter?: Reporter;
+  /** Aborting it cancels the run: the running process is killed and the sandbox torn down. */
+  signal?: AbortSignal;
+  /** Wall-clock budget for the whole run in ms (default 60 min). */
+  budgetMs?: number;
+  push?: boolean;
+  /** GitHub API client for the pull request. */
+  github?: GitHubClient;
+  /** The repository the PR goes to; derived from `repo` or its `origin` when absent. */
+  githubRepo?: GitHubRepo;
+  canWriteWorkflows?: boolean;
+  commitIdentity?: CommitIdentity;
+  /** Further secret values to redact from everything the run reports. */
+  secrets?: readonly string[];
+  /** Minimum interval between output-tail events per node, in ms (default 500). */
+  outputThrottleMs?: number;
+  now?: () => Date;
+  /** Link to the run's page, for the PR body. */
+  runUrl?: string;
+}
+
+/**
+ * Runs one request end to end: sandbox → blueprint → commit → push + PR → teardown. Returns a
+ * `RunReport` for every outcome (failures included); throws only for input that could never
+ * run (an empty intent, say), before anything starts. The sandbox is always torn down.
+ */
+export async function runHarness(options: HarnessOptions): Promise<RunReport> {
+  validateOptions(options);
+  const now = options.now ?? (() => new Date());
+  const startedAt = now();
+  const secretValues = [options.githubToken, ...Object.values(options.agentCredentials ?? {}), ...(options.secrets ?? [])];
+  const redactor = createRedactor(secretValues);
+  const reporter = redactingReporter(options.reporter ?? fanOut(), redactor);
+  const at = (): string => now().toISOString();
+
+  const controller = new AbortController();
+  let stopReason: StopReason | undefined;
+  const stop = (reason: StopReason): void => {
+    stopReason ??= reason;
+    controller.abort();
+  };
+  const onCancel = (): void => { stop("cancelled"); };
+  if (options.signal?.aborted) stop("cancelled");
+  options.signal?.addEventListener("abort", onCancel, { once: true });
+  const budgetMs = options.budgetMs ?? DEFAULT_RUN_TIMEOUT;
+  const deadline = startedAt.getTime() + budgetMs;
+  const budgetTimer = setTimeout(() => { stop("budget"); }, budgetMs);
+
+  reporter.emit({
+    type: "run.started",
+    runId: options.runId,
+    repo: options.repo,
+    branch: options.branch,
+    intent: options.intent,
+    blueprint: options.blueprint.name,
+    nodes: options.blueprint.nodes.map((node) => ({ id: node.id, title: node.title, kind: node.kind, onFailureOnly: node.runs === "on-failure" })),
+    at: at(),
+  });
+
+  let sandbox: Sandbox | undefined;
+  let nodes: NodeReport[] = [];
+  let status: RunStatus = "failed";
+  let error: string | undefined;
+  let commitSha: string | undefined;
+  let pushResult: PushResult | undefined;
+
+  try {
+    sandbox = await options.createSandbox({
+      ...options.sandboxOptions,
+      repo: options.repo,
+      branch: options.branch,
+      runId: options.runId,
+      ...(options.githubToken ? { githubToken: options.githubToken } : {}),
+    });
+    if (controller.signal.aborted) throw new Error("stopped before the first step");
+    reporter.emit({ type: "sandbox.ready", runId: options.runId, workDir: sandbox.workDir, at: at() });
+    const baseSha = await headSha(sandbox, controller.signal);
+
+    const outcome = await runBlueprint({
+      blueprint: options.blueprint,
+      sandbox,
+      runId: options.runId,
+      reporter,
+      redactor,
+      signal: controller.signal,
+      stopReason: () => stopReason,
+      deadline,
+      now,
+      promptInputs: { intent: options.intent, intentTrusted: options.intentTrusted ?? true, repo: options.repo, branch: options.branch, ...(options.issue ? { issue: options.issue } : {}) },
+      ...(options.agent ? { agent: options.agent } : {}),
+      agentCredentials: pickCredentials(options.agent, options.agentCredentials),
+      ...(options.maxAgentTurns !== undefined ? { maxAgentTurns: options.maxAgentTurns } : {}),
+      ...(options.model !== undefined ? { model: options.model } : {}),
+      outputThrottleMs: options.outputThrottleMs ?? 500,
+    });
+    nodes = outcome.nodes;
+
+    if (outcome.status !== "succeeded") {
+      status = outcome.status;
+      error = outcome.error;
+    } else {
+      const commit = await commitRunChanges(sandbox, {
+        baseSha,
+        title: pullRequestTitle(options.intent).slice(0, 100),
+        body: options.issue ? `Requested in #${String(options.issue.number)}.` : "",
+        runId: options.runId,
+        identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
+        signal: controller.signal,
+      });
+      commitSha = commit.sha;
+      reporter.emit({ type: "commit.finished", runId: options.runId, ...(commit.sha ? { commitSha: commit.sha } : {}), changedFiles: commit.changedFiles.length, at: at() });
+      if (!commit.sha) {
+        status = "no_changes";
+        error = "The run finished without changing any file, so there is nothing to push";
+      } else {
+        status = "succeeded";
+        if (options.push) {
+          pushResult = await pushAndOpenPullRequest({
+            sandbox,
+            branch: options.branch,
+            baseSha,
+            commitSha: commit.sha,
+            changedFiles: commit.changedFiles,
+            token: options.githubToken,
+            githubRepo: options.githubRepo ?? (await resolveGitHubRepo(options, sandbox)),
+            github: options.github,
+            title: pullRequestTitle(options.intent),
+            body: pullRequestBody({
+              intent: options.intent,
+              blueprint: options.blueprint.name,
+              branch: options.branch,
+              runId: options.runId,
+              nodes,
+              ...(options.issue ? { issueNumber: options.issue.number } : {}),
+              ...(lastSummary(nodes) ? { summary: lastSummary(nodes) } : {}),
+              ...(options.runUrl ? { runUrl: options.runUrl } : {}),
+            }),
+            ...(options.canWriteWorkflows !== undefined ? { canWriteWorkflows: options.canWriteWorkflows } : {}),
+          });
+          pushResult = redactPushResult(pushResult, redactor);
+          reporter.emit({ type: "push.finished", runId: options.runId, result: pushResult, at: at() });
+        }
+      }
+    }
+  } catch (caught) {
+    status = stopReason === "budget" ? "timed_out" : stopReason === "cancelled" ? "cancelled" : "failed";
+    error = redactor(describeError(caught));
+  } finally {
+    clearTimeout(budgetTimer);
+    options.signal?.removeEventListener("abort", onCancel);
+    await sandbox?.teardown().catch(() => undefined);
+  }
+
+  if (stopReason === "budget") {
+    status = "timed_out";
+    error = `The run exceeded its budget of ${formatMinutes(budgetMs)}`;
+  } else if (stopReason === "cancelled") {
+    status = "cancelled";
+    error = "The run was cancelled";
+  }
+
+  const finishedAt = now();
+  const report: RunReport = {
+    runId: options.runId,
+    repo: options.repo,
+    branch: options.branch,
+    intent: options.intent,
+    blueprint: options.blueprint.name,
+    status,
+    startedAt: startedAt.toISOString(),
+    finishedAt: finishedAt.toISOString(),
+    durationMs: finishedAt.getTime() - startedAt.getTime(),
+    nodes,
+    ...(commitSha ? { commitSha } : {}),
+    ...(pushResult ? { pushResult } : {}),
+    ...(error ? { error: redactor(error) } : {}),
+  };
+  reporter.emit({ type: "run.finished", runId: options.runId, report, at: at() });
+  return report;
+}
+
+/** A run id: time-ordered and unique enough for branch names and sandbox labels. */
+export function newRunId(now: Date = new Date()): string {
+  return `${now.getTime().toString(36)}${randomBytes(3).toString("hex")}`;
+}
+
+function validateOptions(options: HarnessOptions): void {
+  if (options.intent.trim() === "") throw new InvalidInputError("The intent is empty: say what should change (e.g. --intent \"fix the typo in README\")");
+  const size = Buffer.byteLength(options.intent, "utf8");
+  if (size > MAX_INTENT_BYTES) {
+    throw new InvalidInputError(`The intent is ${size.toLocaleString("en")} bytes; the limit is ${MAX_INTENT_BYTES.toLocaleString("en")}. Put long context in the issue body and keep the intent to what should change`);
+  }
+  if (options.blueprint.nodes.some((node) => node.kind === "agent") && !options.agent) {
+    throw new InvalidInputError(`Blueprint "${options.blueprint.name}" has agent steps but no agent was chosen (--agent claude-code|codex|pi|command)`);
+  }
+  if (options.budgetMs !== undefined && (!Number.isFinite(options.budgetMs) || options.budgetMs <= 0)) {
+    throw new InvalidInputError("The run budget must be a positive number of minutes");
+  }
+}
+
+/** Only the credentials the agent declares, and never anything that looks like a GitHub credential. */
+function pickCredentials(agent: AgentDriver | undefined, candidates: Readonly<Record<string, string | undefined>> | undefined): Record<string, string> {
+  const picked: Record<string, string> = {};
+  for (const name of agent?.credentials ?? []) {
+    if (/^(GITHUB|GH)_|^GIT_/i.test(name)) continue;
+    const value = candidates?.[name];
+    if (value !== undefined && value !== "") picked[name] = value;
+  }
+  return picked;
+}
+
+async function resolveGitHubRepo(options: HarnessOptions, sandbox: Sandbox): Promise<GitHubRepo | string> {
+  const serverUrl = options.sandboxOptions?.githubServerUrl;
+  const parse = (ref: string): GitHubRepo => parseGitHubRepo(ref, serverUrl ? { serverUrl } : {});
+  try {
+    if (!isLocalPath(options.repo)) return parse(options.repo);
+    const origin = await gitRunner(sandbox)(["remote", "get-url", "origin"], { allowFailure: true });
+    return parse(origin.stdout.trim());
+  } catch {
+    return "cannot tell which GitHub repository to open the pull request in: the repository's origin is not on GitHub (pass --github-repo owner/name)";
+  }
+}
+
+function lastSummary(nodes: readonly NodeReport[]): string | undefined {
+  return [...nodes].reverse().find((node) => node.kind === "agent" && node.summary)?.summary;
+}
+
+function redactPushResult(result: PushResult, redactor: (text: string) => string): PushResult {
+  const out: PushResult = { ...result };
+  for (const key of ["error", "remedy", "diffstat", "patch", "prUrl"] as const) {
+    const value = out[key];
+    if (value !== undefined) out[key] = redactor(value);
+  }
+  return out;
+}
+
+function formatMinutes(ms: number): string {
+  const minutes = ms / 60_000;
+  return minutes >= 1 ? `${String(Math.round(minutes * 10) / 10)} min` : `${String(Math.round(ms / 1000))} s`;
+}
