@@ -46,7 +46,7 @@ export function fanOut(...reporters: Reporter[]): Reporter {
       }
     },
     async close() {
-      await Promise.allSettled(reporters.map((reporter) => reporter.close?.()));
+      await Promise.allSettled(reporters.map(async (reporter) => reporter.close?.()));
     },
   };
 }

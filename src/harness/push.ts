@@ -47,7 +47,7 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
 
   const pushed = await pushBranch(request.sandbox, request.branch, request.token);
   if (!pushed.pushed) {
-    const classified = classifyPushError(pushed.error ?? "");
+    const classified = classifyPushError(pushed.error ?? "", [request.token]);
     return { ...base, ...(await keepChange(request)), errorKind: classified.kind, error: `git push failed: ${classified.summary}`, remedy: classified.remedy };
   }
 
@@ -87,7 +87,7 @@ async function pushBranch(sandbox: Sandbox, branch: string, token: string): Prom
     argv: ["git", "push", "--porcelain", "--set-upstream", "origin", `refs/heads/${branch}:refs/heads/${branch}`],
     cwd: sandbox.workDir,
     timeout: 300_000,
-    env: { ...gitCredentialEnv(token), GIT_TERMINAL_PROMPT: "0" },
+    env: { ...gitCredentialEnv(token), GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" },
   });
   return result.exitCode === 0 ? { pushed: true } : { pushed: false, error: `${result.stderr}\n${result.stdout}`.trim() };
 }

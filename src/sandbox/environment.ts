@@ -27,6 +27,9 @@ export function sandboxBaseEnv(source: NodeJS.ProcessEnv = process.env): Record<
 export function gitEnv(token?: string, source: NodeJS.ProcessEnv = process.env): Record<string, string> {
   const env = sandboxBaseEnv(source);
   env["GIT_CONFIG_NOSYSTEM"] = "1";
+  // Push errors are classified from git's own words; a translated git would defeat that.
+  env["LC_ALL"] = "C";
+  delete env["LANGUAGE"];
   env["GIT_CONFIG_GLOBAL"] = "/dev/null";
   return { ...env, ...gitCredentialEnv(token) };
 }

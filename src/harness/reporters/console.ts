@@ -110,6 +110,7 @@ export class ConsoleReporter implements Reporter {
 }
 
 function lastLine(text: string): string {
+  // eslint-disable-next-line no-control-regex -- stripping ANSI escapes is the point
   const lines = text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, "").split(/\r?\n|\r/).filter((line) => line.trim() !== "");
   return lines.at(-1)?.trim() ?? "";
 }

@@ -1,0 +1,121 @@
+import { chmod, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { commandAgent } from "../../src/agents/command.js";
+import type { GitHubClient } from "../../src/github/client.js";
+import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
+import { MemoryReporter } from "../../src/harness/reporters/memory.js";
+import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
+import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { protectBranch, requireWorkflowsPermission, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+
+const token = "ghs_" + "PushStageToken0123456789abcdefghijklm";
+
+/** A GitHub API stand-in that records what the push stage asked for. */
+function fakeGitHub(): GitHubClient & { created: unknown[] } {
+  const created: unknown[] = [];
+  return {
+    created,
+    getDefaultBranch: () => Promise.resolve("main"),
+    findOpenPullRequest: () => Promise.resolve(undefined),
+    createPullRequest: (_repo, pr) => {
+      created.push(pr);
+      return Promise.resolve({ number: 1, url: "https://github.com/acme/widgets/pull/1" });
+    },
+  };
+}
+
+let root: { path: string; cleanup: () => Promise<void> };
+let bare: string;
+let server: GitHubLikeServer;
+
+beforeEach(async () => {
+  root = await scratchDir("harness-remote-");
+  bare = await makeBareRepo(root.path, "acme", "widgets");
+  server = await startGitHubLikeServer({ projectRoot: root.path, token });
+});
+
+afterEach(async () => {
+  await server.close();
+  await root.cleanup();
+});
+
+async function agentWriting(path: string, content: string): Promise<string> {
+  const script = join(root.path, "agent.sh");
+  await writeFile(script, `#!/bin/sh\nmkdir -p "$(dirname '${path}')"\nprintf '%s\\n' '${content}' > '${path}'\n`);
+  await chmod(script, 0o755);
+  return script;
+}
+
+function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
+  return {
+    runId: "push1",
+    repo: "acme/widgets",
+    branch: "harness/push-test",
+    intent: "Change something",
+    blueprint: builtinBlueprint("default"),
+    agent: commandAgent({ argv: [agent] }),
+    createSandbox: createLocalSandbox,
+    sandboxOptions: { githubServerUrl: server.url },
+    githubToken: token,
+    push: true,
+    ...overrides,
+  };
+}
+
+describe("push + PR through real git", () => {
+  test("pushes the branch over smart HTTP with the installation token and opens the PR", async () => {
+    const github = fakeGitHub();
+    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github }));
+    expect(report.pushResult).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/1" });
+    expect(git(bare, "show", "harness/push-test:hello.txt")).toBe("hi");
+    expect(github.created).toMatchObject([{ head: "harness/push-test", base: "main", title: "[harness] Change something" }]);
+  });
+
+  test("a protected branch is classified with its remedy, and the commit, diffstat and patch are kept", async () => {
+    await protectBranch(bare, { branch: "harness/push-test" });
+    const github = fakeGitHub();
+    const reporter = new MemoryReporter();
+    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github, reporter }));
+    expect(report.status).toBe("succeeded");
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "protected_branch", commitSha: report.commitSha });
+    expect(report.pushResult?.error).toMatch(/^git push failed: .*protected/i);
+    expect(report.pushResult?.remedy).toBeTruthy();
+    expect(report.pushResult?.diffstat).toMatch(/hello\.txt \| 1 \+/);
+    expect(report.pushResult?.patch).toMatch(/^From [0-9a-f]{40}[\s\S]*\+hi/);
+    expect(github.created).toEqual([]);
+    expect(reporter.ofType("push.finished")[0]?.result.errorKind).toBe("protected_branch");
+  });
+
+  test("a change under .github/workflows/ with a token that cannot write workflows stops before pushing", async () => {
+    await requireWorkflowsPermission(bare);
+    const requestsBefore = server.requests.length;
+    const report = await runHarness(options(await agentWriting(".github/workflows/ci.yml", "on: push"), { canWriteWorkflows: false, github: fakeGitHub() }));
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "workflows" });
+    expect(report.pushResult?.error).toContain(".github/workflows/ci.yml");
+    const pushes = server.requests.slice(requestsBefore).filter((request) => request.path.includes("receive-pack"));
+    expect(pushes).toEqual([]);
+  });
+
+  test("when the permission is unknown the push is tried, and GitHub's workflows refusal is classified", async () => {
+    await requireWorkflowsPermission(bare);
+    const report = await runHarness(options(await agentWriting(".github/workflows/ci.yml", "on: push"), { github: fakeGitHub() }));
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "workflows" });
+  });
+
+  test("an expired token is classified as auth and the token never appears in the result", async () => {
+    const expired = "ghs_" + "ExpiredToken0123456789abcdefghijklmno";
+    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), {
+      github: fakeGitHub(),
+      // Clone with the good token, push with the expired one: tokens expire mid-run.
+      createSandbox: async (sandboxOptions) => {
+        const sandbox = await createLocalSandbox(sandboxOptions);
+        const push = sandbox.pushBranch?.bind(sandbox);
+        return { ...sandbox, workDir: sandbox.workDir, pushBranch: async (branch: string) => push ? push(branch, expired) : { pushed: false } };
+      },
+    }));
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "auth" });
+    expect(JSON.stringify(report)).not.toContain(expired);
+  });
+});
