@@ -11,6 +11,7 @@ import { ConsoleReporter } from "../harness/reporters/console.js";
 import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
 import { newRunId, runHarness } from "../harness/run.js";
 import { createDaytonaSandbox } from "../sandbox/daytona.js";
+import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona-snapshot.js";
 import { createLocalSandbox } from "../sandbox/local.js";
 import type { DaytonaOptions } from "../sandbox/types.js";
 import { parseCommandLine } from "../util/command-line.js";
@@ -127,6 +128,22 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       io.stdout.write("\nA blueprint can also be a YAML file: harness run --blueprint ./my-blueprint.yml …\n");
     });
 
+  const daytonaCommand = program.command("daytona").description("Daytona helpers");
+  daytonaCommand
+    .command("snapshot")
+    .description("Manage the Daytona snapshot runs start from")
+    .command("create")
+    .description("Build the recommended snapshot (Node 22, git, Claude Code, Codex, pi) in Daytona")
+    .option("--name <name>", "snapshot name", RECOMMENDED_SNAPSHOT)
+    .action(async (flags: { name: string }) => {
+      const daytona = daytonaOptions(io.env);
+      if (!daytona.apiKey) throw new UsageError("Set DAYTONA_API_KEY to build a snapshot in Daytona");
+      io.stderr.write(`Building snapshot '${flags.name}' in Daytona…\n`);
+      const snapshot = await createRecommendedSnapshot({ name: flags.name, daytona, onProgress: (line) => io.stderr.write(`  ${line}\n`) });
+      io.stdout.write(`${snapshot.name} (${snapshot.state})\n`);
+      io.stderr.write(`Use it with DAYTONA_SNAPSHOT=${snapshot.name}\n`);
+    });
+
   return program;
 }
 
@@ -216,6 +233,7 @@ function daytonaOptions(env: NodeJS.ProcessEnv): DaytonaOptions {
     ...(env["DAYTONA_API_KEY"] ? { apiKey: env["DAYTONA_API_KEY"] } : {}),
     ...(env["DAYTONA_API_URL"] ? { apiUrl: env["DAYTONA_API_URL"] } : {}),
     ...(env["DAYTONA_TARGET"] ? { target: env["DAYTONA_TARGET"] } : {}),
+    ...(env["DAYTONA_SNAPSHOT"] ? { snapshot: env["DAYTONA_SNAPSHOT"] } : {}),
   };
 }
 

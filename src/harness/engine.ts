@@ -18,6 +18,11 @@ export type StopReason = "budget" | "cancelled";
 
 /** Bytes of a node's output kept for live tails and reports. */
 const OUTPUT_TAIL_BYTES = 4 * 1024;
+/**
+ * Output kept from an agent process for its driver to parse. JSON-lines agents (codex, pi) report
+ * turns and cost as events spread over the whole run, so they need more than a command's tail.
+ */
+const AGENT_OUTPUT_BYTES = 16 * 1024 * 1024;
 /** Bytes of a failing node's output handed to the fix agent as `{{failure.output}}`. */
 const FAILURE_OUTPUT_BYTES = 8 * 1024;
 
@@ -217,6 +222,7 @@ async function runAgentNode(
       cwd: run.sandbox.workDir,
       timeout,
       env: invocation.env,
+      maxOutput: AGENT_OUTPUT_BYTES,
       signal: run.signal,
       onOutput,
       ...(invocation.stdin !== undefined ? { stdin: invocation.stdin } : {}),

@@ -1,10 +1,445 @@
-import { SandboxError } from "../util/errors.js";
+// Written against @daytonaio/sdk 0.218.0 (pinned exactly in package.json); shared/notes/daytona-sdk.md
+// records the measured behaviour this file relies on.
+import { randomBytes } from "node:crypto";
+import { dirname, posix } from "node:path";
+import { performance } from "node:perf_hooks";
+import {
+  Daytona,
+  DaytonaAuthenticationError,
+  DaytonaConnectionError,
+  DaytonaError,
+  DaytonaNotFoundError,
+  DaytonaTimeoutError,
+  type Sandbox as DaytonaSdkSandbox,
+} from "@daytonaio/sdk";
+import type { ExecOptions, ExecResult } from "../contracts/types.js";
+import { describeError, SandboxError } from "../util/errors.js";
+import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../util/github.js";
+import { assertPathConfined } from "../util/path.js";
+import { createRedactor } from "../util/redact.js";
+import { shellQuote } from "../util/shell.js";
+import { MAX_OUTPUT_BYTES, truncateBytes } from "../util/sanitize.js";
+import { TailBuffer } from "../util/tail-buffer.js";
+import { boundedCommand, parseBoundedOutput, streamingCommand } from "./daytona-command.js";
+import { DEFAULT_COMMIT_IDENTITY } from "./environment.js";
+import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "./process.js";
 import type { Sandbox, SandboxOptions } from "./types.js";
+import { validateExecOptions } from "./validate.js";
+
+export const DEFAULT_DAYTONA_API_URL = "https://app.daytona.io/api";
+export const DEFAULT_DAYTONA_SNAPSHOT = "daytona-medium";
+/** Above the default 60 min run budget, so a live run is never auto-stopped. */
+const DEFAULT_AUTO_STOP_MINUTES = 75;
+/** Long commands also tell Daytona the sandbox is in use, in case its idle timer ignores toolbox traffic. */
+const ACTIVITY_REFRESH_MS = 5 * 60_000;
+/** Where the clone goes inside the sandbox's home; chosen here, not derived later. */
+const WORKSPACE = "workspace";
+/** Label every harness sandbox carries, so operators and the reaper can find them. */
+export const HARNESS_APP_LABEL = { key: "app", value: "harness" } as const;
 
 /**
- * The Daytona sandbox. Not built yet: the Daytona issue replaces this with the real adapter on
- * `@daytonaio/sdk`. Until then choosing it fails with a message that says so.
+ * A sandbox in Daytona. Bootstrap is three sequential round trips (create → clone ‖ work dir ‖
+ * session → branch). A short command is one round trip: a session created ahead of need runs it
+ * synchronously with output bounded in the sandbox, and the next session is prepared off the
+ * critical path. Commands that stream (agents) run asynchronously with their logs followed
+ * live. Deadlines are ours: the SDK's timeout only cuts the HTTP request, so on expiry we kill
+ * by deleting the session.
  */
-export function createDaytonaSandbox(_opts: SandboxOptions): Promise<Sandbox> {
-  return Promise.reject(new SandboxError("Daytona sandbox not yet implemented: use the local sandbox (--sandbox local) for now"));
+export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbox> {
+  const config = opts.daytona ?? {};
+  const apiKey = config.apiKey ?? process.env["DAYTONA_API_KEY"];
+  if (!apiKey) throw new SandboxError("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
+  if (isLocalPath(opts.repo)) throw new SandboxError("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
+  const serverUrl = opts.githubServerUrl;
+  const repo = parseGitHubRepo(opts.repo, serverUrl ? { serverUrl } : {});
+  const apiUrl = (config.apiUrl ?? process.env["DAYTONA_API_URL"] ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, "");
+  const snapshot = config.snapshot ?? DEFAULT_DAYTONA_SNAPSHOT;
+  const startTimeout = config.startTimeoutSeconds ?? 60;
+  const redactToken = createRedactor([opts.githubToken, apiKey]);
+
+  // Polling instead of the socket.io event stream: a sandbox is usually started when `create`
+  // returns, and no socket is left open to keep the process alive.
+  const daytona = new Daytona({ apiKey, apiUrl, target: config.target ?? process.env["DAYTONA_TARGET"] ?? "us", useDeprecatedPolling: true });
+  const dispose = async (): Promise<void> => {
+    await daytona[Symbol.asyncDispose]().catch(() => undefined);
+  };
+
+  let remote: DaytonaSdkSandbox;
+  try {
+    remote = await daytona.create(
+      {
+        snapshot,
+        language: "typescript",
+        labels: sandboxLabels(opts, `${repo.owner}/${repo.name}`),
+        autoStopInterval: config.autoStopMinutes ?? DEFAULT_AUTO_STOP_MINUTES,
+        ephemeral: true,
+        ...(config.secrets && Object.keys(config.secrets).length > 0 ? { secrets: config.secrets } : {}),
+      },
+      { timeout: startTimeout },
+    );
+  } catch (error) {
+    await dispose();
+    throw translateError(error, { snapshot, apiUrl, startTimeout, redact: redactToken });
+  }
+
+  const sessions = new SessionPool(remote);
+  try {
+    const home = (await Promise.all([
+      remote.getUserHomeDir(),
+      remote.git.clone(
+        githubCloneUrl(repo, serverUrl),
+        posix.join(WORKSPACE, repo.name),
+        opts.checkoutExisting ? opts.branch : undefined,
+        undefined,
+        opts.githubToken ? "x-access-token" : undefined,
+        opts.githubToken,
+        undefined,
+        config.cloneDepth,
+      ),
+      sessions.prepare(),
+    ]))[0];
+    const workDir = posix.join(home ?? "/home/daytona", WORKSPACE, repo.name);
+    // createBranch also checks the branch out: no second round trip.
+    if (!opts.checkoutExisting) await remote.git.createBranch(workDir, opts.branch);
+    return new DaytonaSandbox(daytona, remote, sessions, workDir, opts, redactToken, dispose);
+  } catch (error) {
+    // No orphan: a sandbox that could not be prepared is deleted before the error goes up.
+    await remote.delete().catch(() => undefined);
+    await dispose();
+    throw translateError(error, { snapshot, apiUrl, startTimeout, redact: redactToken, during: `preparing ${repo.owner}/${repo.name}` });
+  }
+}
+
+class DaytonaSandbox implements Sandbox {
+  readonly id: string;
+  private tornDown = false;
+  private snapshots = 0;
+
+  constructor(
+    private readonly daytona: Daytona,
+    private readonly remote: DaytonaSdkSandbox,
+    private readonly sessions: SessionPool,
+    readonly workDir: string,
+    private readonly opts: SandboxOptions,
+    private readonly redact: (text: string) => string,
+    private readonly dispose: () => Promise<void>,
+  ) {
+    this.id = remote.id;
+  }
+
+  async exec(execOpts: ExecOptions): Promise<ExecResult> {
+    if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    const cwd = validateExecOptions(execOpts, this.workDir);
+    const maxOutput = execOpts.maxOutput ?? MAX_OUTPUT_BYTES;
+    const started = performance.now();
+    const stdinPath = execOpts.stdin !== undefined ? await this.uploadScratch("stdin", execOpts.stdin) : undefined;
+    const env = this.sandboxEnv(execOpts.env);
+
+    if (process.env["DAYTONA_SIMPLE_EXEC"] === "1") return this.simpleExec(execOpts, cwd, env, started, maxOutput);
+
+    const session = Object.keys(env).length > 0 ? await this.sessions.withEnv(env) : await this.sessions.take();
+    try {
+      if (execOpts.onOutput) {
+        return await this.streamingExec(session, execOpts, cwd, stdinPath, maxOutput, started);
+      }
+      return await this.boundedExec(session, execOpts, cwd, stdinPath, maxOutput, started);
+    } finally {
+      // Off the critical path: end whatever the command left running, and have the next session ready.
+      this.sessions.retire(session);
+    }
+  }
+
+  async uploadFiles(files: Array<{ path: string; content: string }>): Promise<void> {
+    const targets = files.map((file) => ({ destination: assertPathConfined(file.path, this.workDir), content: file.content }));
+    const folders = [...new Set(targets.map((target) => dirname(target.destination)))].filter((folder) => folder !== this.workDir);
+    try {
+      await Promise.all(folders.map((folder) => this.remote.fs.createFolder(folder, "755")));
+      await this.remote.fs.uploadFiles(targets.map((target) => ({ source: Buffer.from(target.content, "utf8"), destination: target.destination })));
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: "uploading files" });
+    }
+  }
+
+  async downloadFile(path: string): Promise<string> {
+    const target = assertPathConfined(path, this.workDir);
+    try {
+      return (await this.remote.fs.downloadFile(target)).toString("utf8");
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: `reading ${path}` });
+    }
+  }
+
+  async snapshot(): Promise<string> {
+    this.snapshots += 1;
+    try {
+      await this.remote.git.add(this.workDir, ["."]);
+      const { sha } = await this.remote.git.commit(this.workDir, `harness snapshot ${String(this.snapshots)}`, DEFAULT_COMMIT_IDENTITY.name, DEFAULT_COMMIT_IDENTITY.email, true);
+      return sha;
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: "committing a snapshot" });
+    }
+  }
+
+  async pushBranch(branch: string, token: string): Promise<{ pushed: boolean; error?: string }> {
+    try {
+      await this.remote.git.push(this.workDir, "x-access-token", token, branch, "origin", true);
+      return { pushed: true };
+    } catch (error) {
+      return { pushed: false, error: createRedactor([token])(this.redact(describeError(error))) };
+    }
+  }
+
+  async defaultBranch(): Promise<string> {
+    const result = await this.exec({ argv: ["git", "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], cwd: this.workDir, timeout: 30_000 });
+    return result.exitCode === 0 ? result.stdout.trim().replace(/^origin\//, "") : "main";
+  }
+
+  async teardown(): Promise<void> {
+    if (this.tornDown) return;
+    this.tornDown = true;
+    this.sessions.close();
+    try {
+      await this.daytona.delete(this.remote);
+    } catch (error) {
+      // Already gone (auto-deleted, or a second teardown from another process) is the goal reached.
+      if (!(error instanceof DaytonaNotFoundError)) {
+        await this.dispose();
+        throw translateError(error, { redact: this.redact, during: "deleting the sandbox" });
+      }
+    }
+    await this.dispose();
+  }
+
+  /** Env for a command, less credentials Daytona already holds as organisation secrets. */
+  private sandboxEnv(env: Record<string, string> | undefined): Record<string, string> {
+    const secrets = this.opts.daytona?.secrets ?? {};
+    return Object.fromEntries(Object.entries(env ?? {}).filter(([key]) => !(key in secrets)));
+  }
+
+  /** Stdin travels as a file, not in the command string (a prompt can be large, and private). */
+  private async uploadScratch(kind: string, content: string): Promise<string> {
+    const path = `/tmp/harness-${kind}-${randomBytes(6).toString("hex")}`;
+    try {
+      await this.remote.fs.uploadFiles([{ source: Buffer.from(content, "utf8"), destination: path }]);
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: "uploading stdin" });
+    }
+    return path;
+  }
+
+  private async boundedExec(session: string, execOpts: ExecOptions, cwd: string, stdinPath: string | undefined, maxOutput: number, started: number): Promise<ExecResult> {
+    const command = boundedCommand({ argv: execOpts.argv, cwd, maxOutput, ...(stdinPath ? { stdinPath } : {}) });
+    const request = this.remote.process.executeSessionCommand(session, { command }, Math.ceil(execOpts.timeout / 1000) + 30);
+    const stop = await this.raceDeadline(request, session, execOpts);
+    if (stop) return { exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED, stdout: "", stderr: "", durationMs: performance.now() - started, ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }) };
+    let response;
+    try {
+      response = await request;
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: `running ${execOpts.argv[0] ?? ""}` });
+    }
+    const parsed = parseBoundedOutput(response.stdout ?? "");
+    const exitCode = response.exitCode ?? 1;
+    if (!parsed) {
+      // The wrapper itself could not run (cd failed, no mktemp): report what the shell said.
+      return { exitCode, stdout: response.stdout ?? "", stderr: response.stderr ?? "", durationMs: performance.now() - started };
+    }
+    const stdout = truncateBytes(Buffer.from(parsed.stdout, "utf8"), maxOutput, parsed.stdoutBytes);
+    const stderr = truncateBytes(Buffer.from(response.stderr ?? "", "utf8"), maxOutput, parsed.stderrBytes);
+    const truncated = parsed.stdoutBytes > maxOutput || parsed.stderrBytes > maxOutput;
+    return { exitCode, stdout, stderr, durationMs: performance.now() - started, ...(truncated ? { truncated: true } : {}) };
+  }
+
+  private async streamingExec(session: string, execOpts: ExecOptions, cwd: string, stdinPath: string | undefined, maxOutput: number, started: number): Promise<ExecResult> {
+    const stdout = new TailBuffer(maxOutput);
+    const stderr = new TailBuffer(maxOutput);
+    const onOutput = execOpts.onOutput;
+    const command = streamingCommand({ argv: execOpts.argv, cwd, ...(stdinPath ? { stdinPath } : {}) });
+    let cmdId: string;
+    try {
+      cmdId = (await this.remote.process.executeSessionCommand(session, { command, runAsync: true })).cmdId;
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: `starting ${execOpts.argv[0] ?? ""}` });
+    }
+    const keepAlive = setInterval(() => { void this.remote.refreshActivity().catch(() => undefined); }, ACTIVITY_REFRESH_MS);
+    keepAlive.unref();
+    try {
+      const logs = this.remote.process
+        .getSessionCommandLogs(
+          session,
+          cmdId,
+          (chunk) => { stdout.push(Buffer.from(chunk, "utf8")); onOutput?.("stdout", chunk); },
+          (chunk) => { stderr.push(Buffer.from(chunk, "utf8")); onOutput?.("stderr", chunk); },
+        )
+        .catch((error: unknown) => {
+          // A refused log stream rejects with a bare ErrorEvent, not an Error.
+          throw new SandboxError(`Could not follow the output of ${execOpts.argv[0] ?? "the command"}: ${describeStreamError(error)}`);
+        });
+      const stop = await this.raceDeadline(logs, session, execOpts);
+      const base = { stdout: stdout.text(), stderr: stderr.text(), ...(stdout.truncated || stderr.truncated ? { truncated: true } : {}) };
+      if (stop) return { ...base, exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED, durationMs: performance.now() - started, ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }) };
+      await logs;
+      const exitCode = await this.exitCodeOf(session, cmdId);
+      return { ...base, stdout: stdout.text(), stderr: stderr.text(), exitCode, durationMs: performance.now() - started };
+    } finally {
+      clearInterval(keepAlive);
+    }
+  }
+
+  /** The log stream closes when the command exits; its exit code may land a moment later. */
+  private async exitCodeOf(session: string, cmdId: string): Promise<number> {
+    for (let attempt = 0; attempt < 20; attempt++) {
+      const command = await this.remote.process.getSessionCommand(session, cmdId);
+      if (command.exitCode !== undefined && command.exitCode !== null) return command.exitCode;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+    }
+    throw new SandboxError("The command's output ended but Daytona reported no exit code");
+  }
+
+  /**
+   * Waits for `work` unless the deadline or the abort signal comes first; then kills the
+   * command by deleting its session (Daytona's own timeouts only cut the HTTP request).
+   */
+  private async raceDeadline(work: Promise<unknown>, session: string, execOpts: ExecOptions): Promise<"timeout" | "cancelled" | undefined> {
+    let timer: NodeJS.Timeout | undefined;
+    let onAbort: (() => void) | undefined;
+    const stopped = new Promise<"timeout" | "cancelled">((resolve) => {
+      timer = setTimeout(() => { resolve("timeout"); }, execOpts.timeout);
+      if (execOpts.signal?.aborted) resolve("cancelled");
+      onAbort = () => { resolve("cancelled"); };
+      execOpts.signal?.addEventListener("abort", onAbort, { once: true });
+    });
+    try {
+      const winner = await Promise.race([work.then(() => undefined, () => undefined), stopped]);
+      if (winner) {
+        work.catch(() => undefined);
+        await this.remote.process.deleteSession(session).catch(() => undefined);
+      }
+      return winner;
+    } finally {
+      clearTimeout(timer);
+      if (onAbort) execOpts.signal?.removeEventListener("abort", onAbort);
+    }
+  }
+
+  /** The seed's debugging path (`DAYTONA_SIMPLE_EXEC=1`): one call, stdout and stderr merged. */
+  private async simpleExec(execOpts: ExecOptions, cwd: string, env: Record<string, string>, started: number, maxOutput: number): Promise<ExecResult> {
+    try {
+      const response = await this.remote.process.executeCommand(shellQuote(execOpts.argv), cwd, env, Math.ceil(execOpts.timeout / 1000));
+      const output = truncateBytes(Buffer.from(response.result, "utf8"), maxOutput);
+      return { exitCode: response.exitCode, stdout: output, stderr: response.exitCode === 0 ? "" : output, durationMs: performance.now() - started };
+    } catch (error) {
+      if (error instanceof DaytonaTimeoutError) return { exitCode: EXIT_TIMED_OUT, stdout: "", stderr: "", durationMs: performance.now() - started, timedOut: true };
+      throw translateError(error, { redact: this.redact, during: `running ${execOpts.argv[0] ?? ""}` });
+    }
+  }
+}
+
+/**
+ * Sessions for commands. One is kept ready so a short command costs one round trip; commands
+ * that need env get a fresh session created between setting and unsetting that env in the
+ * sandbox, so the values reach that one session and never a command string or a later session.
+ */
+class SessionPool {
+  private ready: Promise<string> | undefined;
+  private envLock: Promise<unknown> = Promise.resolve();
+  private closed = false;
+
+  constructor(private readonly remote: DaytonaSdkSandbox) {}
+
+  prepare(): Promise<string> {
+    this.ready ??= this.create();
+    return this.ready;
+  }
+
+  async take(): Promise<string> {
+    const session = this.ready ?? this.create();
+    this.ready = undefined;
+    try {
+      return await session;
+    } catch (error) {
+      throw translateError(error, { redact: (text) => text, during: "opening a session" });
+    }
+  }
+
+  async withEnv(env: Record<string, string>): Promise<string> {
+    const run = this.envLock.then(async () => {
+      await this.remote.updateEnv(env);
+      try {
+        return await this.create(false);
+      } finally {
+        await this.remote.updateEnv({}, { unset: Object.keys(env) });
+      }
+    });
+    this.envLock = run.catch(() => undefined);
+    try {
+      return await run;
+    } catch (error) {
+      throw translateError(error, { redact: (text) => text, during: "preparing the command's environment" });
+    }
+  }
+
+  retire(session: string): void {
+    void this.remote.process.deleteSession(session).catch(() => undefined);
+    if (!this.closed) void this.prepare().catch(() => undefined);
+  }
+
+  close(): void {
+    this.closed = true;
+    this.ready = undefined;
+  }
+
+  private async create(waitForEnvLock = true): Promise<string> {
+    // A session opened while an agent's env is set would inherit its credentials.
+    if (waitForEnvLock) await this.envLock;
+    const id = `harness-${randomBytes(6).toString("hex")}`;
+    await this.remote.process.createSession(id);
+    return id;
+  }
+}
+
+function sandboxLabels(opts: SandboxOptions, repo: string): Record<string, string> {
+  return {
+    ...opts.labels,
+    [HARNESS_APP_LABEL.key]: HARNESS_APP_LABEL.value,
+    "harness-repo": repo,
+    ...(opts.runId ? { "harness-run": opts.runId } : {}),
+  };
+}
+
+function describeStreamError(error: unknown): string {
+  if (error instanceof Error) return error.message;
+  if (error !== null && typeof error === "object" && "message" in error && typeof error.message === "string") return error.message;
+  return "the log stream was refused";
+}
+
+interface ErrorContext {
+  snapshot?: string;
+  apiUrl?: string;
+  startTimeout?: number;
+  redact: (text: string) => string;
+  during?: string;
+}
+
+/** SDK errors as typed sandbox errors with messages an operator can act on. */
+export function translateError(error: unknown, context: ErrorContext): SandboxError {
+  if (error instanceof SandboxError) return error;
+  const detail = context.redact(describeError(error));
+  const during = context.during ? ` while ${context.during}` : "";
+  if (error instanceof DaytonaAuthenticationError && !context.during) {
+    return new SandboxError("Daytona rejected the API key (check DAYTONA_API_KEY)", { cause: error });
+  }
+  if (context.snapshot && error instanceof DaytonaError && /snapshot/i.test(detail) && /not found|does not exist|unknown/i.test(detail)) {
+    return new SandboxError(`snapshot '${context.snapshot}' does not exist in Daytona (create it with \`harness daytona snapshot create\` or choose another)`, { cause: error });
+  }
+  if (error instanceof DaytonaTimeoutError && context.startTimeout !== undefined && !context.during) {
+    return new SandboxError(`sandbox failed to start within ${String(context.startTimeout)} s`, { cause: error });
+  }
+  if (error instanceof DaytonaConnectionError) {
+    return new SandboxError(`could not reach Daytona${context.apiUrl ? ` at ${context.apiUrl}` : ""}${during}: ${detail}`, { cause: error });
+  }
+  if (error instanceof DaytonaError && typeof error.statusCode === "number") {
+    return new SandboxError(`Daytona answered ${String(error.statusCode)}${during}: ${detail}`, { cause: error });
+  }
+  return new SandboxError(`Daytona failed${during}: ${detail}`, { cause: error });
 }

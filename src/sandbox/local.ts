@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { lstat, mkdir, mkdtemp, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { basename, dirname, join, resolve } from "node:path";
 import type { ExecOptions, ExecResult } from "../contracts/types.js";
 import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../util/errors.js";
 import { classifyRepoRef, githubCloneUrl } from "../util/github.js";
@@ -93,6 +93,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   };
 
   const sandbox: Sandbox = {
+    id: basename(base),
     workDir,
 
     async exec(execOpts: ExecOptions): Promise<ExecResult> {

@@ -5,6 +5,9 @@ import type { ExecOptions, ExecResult } from "../contracts/types.js";
  * Adapters: `local.ts` (a git worktree or clone in a temp directory) and `daytona.ts`.
  */
 export interface Sandbox {
+  /** Identifies the sandbox to operators and the orphan reaper (Daytona id, or temp dir name). */
+  readonly id: string;
+
   /** Absolute path to the sandbox working directory (the repository's checkout). */
   readonly workDir: string;
 
@@ -45,6 +48,18 @@ export interface DaytonaOptions {
   snapshot?: string;
   /** Resource limits, applied when the snapshot supports resizing: vCPUs, GiB, GiB. */
   resources?: { cpu?: number; memory?: number; disk?: number };
+  /**
+   * Credentials held as Daytona organisation secrets: env var name → secret name. The sandbox
+   * then holds only a placeholder and Daytona substitutes the real value on outbound requests,
+   * so the harness never sends that credential's value into the sandbox.
+   */
+  secrets?: Record<string, string>;
+  /** Minutes of inactivity before Daytona stops the sandbox (default 75, above the 60 min run budget). */
+  autoStopMinutes?: number;
+  /** Clone depth (default: full history, which PR branches and fix loops may need). */
+  cloneDepth?: number;
+  /** Seconds to wait for the sandbox to start (default 60). */
+  startTimeoutSeconds?: number;
 }
 
 export interface SandboxOptions {
@@ -70,6 +85,11 @@ export interface SandboxOptions {
   runId?: string;
   /** Labels that identify the sandbox's owner (app, run, repo, issue) for orphan reaping. */
   labels?: Record<string, string>;
+  /**
+   * The branch already exists on the remote (follow-up commits to a pull request): check it
+   * out instead of creating it. The local sandbox detects this itself.
+   */
+  checkoutExisting?: boolean;
 }
 
 /** Default per-operation timeout: 10 minutes. */

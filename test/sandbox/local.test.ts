@@ -80,8 +80,10 @@ describe("local sandbox: seed behaviour", () => {
     await expect(sandbox.teardown()).resolves.not.toThrow();
   });
 
-  test("daytona stub throws", async () => {
-    await expect(createDaytonaSandbox({ repo: "test", branch: "test" })).rejects.toThrow(/not yet implemented/i);
+  // The seed's "daytona stub throws" test: the stub is gone (the Daytona issue replaced it), so
+  // this now checks the real adapter's first guard instead.
+  test("daytona without an API key throws before any network", async () => {
+    await expect(createDaytonaSandbox({ repo: "acme/widgets", branch: "test", daytona: { apiKey: "" } })).rejects.toThrow(/Daytona API key required/);
   });
 });
 

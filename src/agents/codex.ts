@@ -1,0 +1,93 @@
+/**
+ * OpenAI's Codex CLI as an agent. Flags and output verified with codex-cli 0.169.0
+ * (`@openai/codex`) by running it against a local mock of the Responses API, with exactly this argv:
+ *
+ *   codex exec --json --skip-git-repo-check --ephemeral --dangerously-bypass-approvals-and-sandbox
+ *              [--model M] -                      (prompt on stdin)
+ *
+ * - `exec`: the non-interactive command; it never asks for approval.
+ * - `--json`: JSONL events on stdout, ending in `turn.completed` (exit 0) or `turn.failed` (exit 1).
+ * - `--skip-git-repo-check`: exec refuses to start ("Not inside a trusted directory", exit 1)
+ *   unless it recognises a git repository or a directory trusted in its config. Our checkout is a
+ *   repository, but a fresh sandbox has no trust config and a run should not hinge on that check.
+ * - `--ephemeral`: no session files under `~/.codex`; on the local sandbox HOME is the developer's.
+ * - `--dangerously-bypass-approvals-and-sandbox`: Codex's own sandbox off, approvals off. The
+ *   default sandbox is read-only (the agent cannot edit anything). `--sandbox workspace-write`
+ *   with `-c approval_policy="never"` does edit files, but its Landlock/seccomp sandbox made
+ *   `.git` read-only and refused every socket, 127.0.0.1 included (`EPERM`), so the agent could
+ *   not install dependencies or run tests that start a local server. The harness sandbox is the
+ *   isolation boundary, which is what this flag is for ("environments that are externally
+ *   sandboxed"). (`--full-auto` no longer exists in 0.169.0.)
+ * - `--model M`: the model id.
+ * - `-`: read the prompt from stdin, never argv: prompts can be hundreds of KB and argv shows in
+ *   `ps`. (With a prompt argument, exec would also wait for stdin and append it.)
+ * - No `--max-turns`: Codex has no turn cap (the flag is rejected and the binary has no config key
+ *   for one), so `maxTurns` is ignored; the run's wall-clock budget still bounds it.
+ */
+import { z } from "zod";
+import type { ExecResult } from "../contracts/types.js";
+import { chooseExecutable, fallbackSummary, jsonLines, noResultError, oneLine, type CliAgentOptions } from "./cli-output.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
+
+/**
+ * `codex exec` authenticates with `CODEX_API_KEY` (sent as a Bearer token). It ignores
+ * `OPENAI_API_KEY` (verified: no Authorization header), so when only that one is set it is
+ * handed to Codex as `CODEX_API_KEY`; `OPENAI_API_KEY` itself is not passed on.
+ */
+const CREDENTIALS = ["CODEX_API_KEY", "OPENAI_API_KEY"] as const;
+
+/** The events we read; others (`thread.started`, `item.started`, future types) are ignored. */
+const Event = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("turn.started") }),
+  z.object({ type: z.literal("turn.completed") }),
+  z.object({ type: z.literal("turn.failed"), error: z.object({ message: z.string() }) }),
+  // Emitted for every reconnect attempt: not terminal, only context when nothing else is left.
+  z.object({ type: z.literal("error"), message: z.string() }),
+  z.object({ type: z.literal("item.completed"), item: z.object({ type: z.string(), text: z.string().optional() }) }),
+]);
+type CodexEvent = z.infer<typeof Event>;
+
+export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
+  const program = "codex";
+  const executable = chooseExecutable(program, options.executable);
+  return {
+    name: "codex",
+    program,
+    installHint: "npm install -g @openai/codex",
+    credentials: CREDENTIALS,
+    buildInvocation(request: AgentRequest, credentials): AgentInvocation {
+      const argv = [executable, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--dangerously-bypass-approvals-and-sandbox"];
+      if (request.model !== undefined) argv.push("--model", request.model);
+      argv.push("-");
+      const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);
+      return { argv, env: apiKey !== undefined ? { CODEX_API_KEY: apiKey } : {}, stdin: request.prompt };
+    },
+    parseResult(result: ExecResult): AgentOutcome {
+      const events = jsonLines(result.stdout).flatMap((value): CodexEvent[] => {
+        const parsed = Event.safeParse(value);
+        return parsed.success ? [parsed.data] : [];
+      });
+      const messages = events.flatMap((event) => (event.type === "item.completed" && event.item.type === "agent_message" && event.item.text !== undefined ? [event.item.text] : []));
+      const summary = messages.at(-1) ?? "";
+      // Codex's "turn" is one prompt (so `exec` reports 1), not a model round trip. Counted
+      // only over a complete stream: a truncated tail has lost the first events.
+      const turns = result.truncated ? undefined : events.filter((event) => event.type === "turn.started").length;
+      const counts = turns !== undefined && turns > 0 ? { turns } : {};
+
+      const failed = events.findLast((event) => event.type === "turn.failed");
+      if (failed) return { success: false, summary: summary || failed.error.message, error: oneLine(failed.error.message), ...counts };
+      if (events.some((event) => event.type === "turn.completed")) return { success: true, summary, ...counts };
+
+      // No terminal event: a usage error, a crash, or a kill while it was still reconnecting.
+      const lastError = events.findLast((event) => event.type === "error");
+      if (lastError && result.exitCode !== 0) {
+        return { success: false, summary: summary || fallbackSummary(result), error: `codex exited with ${String(result.exitCode)}: ${oneLine(lastError.message)}`, ...counts };
+      }
+      return { success: false, summary: summary || fallbackSummary(result), error: noResultError(program, result, "turn.completed event", "last"), ...counts };
+    },
+  };
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === "" ? undefined : value;
+}

@@ -1,0 +1,154 @@
+/**
+ * The pi coding agent as an agent. Flags and output verified with pi 0.73.1
+ * (`@mariozechner/pi-coding-agent`) by running it against a local mock of the Anthropic API,
+ * with exactly this argv:
+ *
+ *   pi --mode json --no-session [--model M]          (prompt on stdin)
+ *
+ * - `--mode json`: non-interactive, JSONL session events on stdout. Unlike text mode it exits 0
+ *   even when the model call failed, so success is read from the events, not the exit code.
+ * - `--no-session`: no session file under `~/.pi/agent`; on the local sandbox HOME is the
+ *   developer's.
+ * - `--model M`: `provider/id` (e.g. `anthropic/claude-sonnet-4-5`, optionally `:thinking`) or a
+ *   bare pattern; without it pi takes the first provider that has a key.
+ * - The prompt goes on stdin (pi reads a non-TTY stdin fully and makes it the first message),
+ *   never argv: prompts can be hundreds of KB and argv shows in `ps`.
+ * - No permission flag: pi has no permission prompts; its tools (read, bash, edit, write) just
+ *   run, which is why it must only ever run inside the harness sandbox.
+ * - No `--max-turns`: pi has no turn cap (neither flag nor setting), so `maxTurns` is ignored; the
+ *   run's wall-clock budget still bounds it. (A pi extension can abort after N turns, but we do
+ *   not ship code into the sandbox for it.)
+ * - `PI_OFFLINE=1`: no startup network calls (version and package update checks, downloads of
+ *   helper binaries); the model API is still called.
+ */
+import { z } from "zod";
+import type { ExecResult } from "../contracts/types.js";
+import { chooseExecutable, declaredCredentials, fallbackSummary, jsonLines, noResultError, oneLine, type CliAgentOptions } from "./cli-output.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
+
+/**
+ * The env vars pi reads an API key from, by provider (`@mariozechner/pi-ai` `getApiKeyEnvVars`).
+ * Left out on purpose: github-copilot (it reads GitHub tokens, which never reach an agent),
+ * huggingface (`HF_TOKEN` is a whole-account token), and providers that also need configuration
+ * Harness does not pass (Azure, Vertex, Bedrock, Cloudflare).
+ */
+const PROVIDER_KEYS: Record<string, readonly string[]> = {
+  // pi checks the subscription token before the API key.
+  anthropic: ["ANTHROPIC_OAUTH_TOKEN", "ANTHROPIC_API_KEY"],
+  openai: ["OPENAI_API_KEY"],
+  google: ["GEMINI_API_KEY"],
+  deepseek: ["DEEPSEEK_API_KEY"],
+  groq: ["GROQ_API_KEY"],
+  cerebras: ["CEREBRAS_API_KEY"],
+  xai: ["XAI_API_KEY"],
+  openrouter: ["OPENROUTER_API_KEY"],
+  "vercel-ai-gateway": ["AI_GATEWAY_API_KEY"],
+  zai: ["ZAI_API_KEY"],
+  mistral: ["MISTRAL_API_KEY"],
+  minimax: ["MINIMAX_API_KEY"],
+  "minimax-cn": ["MINIMAX_CN_API_KEY"],
+  moonshotai: ["MOONSHOT_API_KEY"],
+  "moonshotai-cn": ["MOONSHOT_API_KEY"],
+  fireworks: ["FIREWORKS_API_KEY"],
+  opencode: ["OPENCODE_API_KEY"],
+  "opencode-go": ["OPENCODE_API_KEY"],
+  "kimi-coding": ["KIMI_API_KEY"],
+};
+const CREDENTIALS: readonly string[] = [...new Set(Object.values(PROVIDER_KEYS).flat())];
+
+const AssistantMessage = z.object({
+  role: z.literal("assistant"),
+  content: z.array(z.object({ type: z.string(), text: z.string().optional() })),
+  /** `stop` | `length` | `toolUse` | `error` | `aborted`. */
+  stopReason: z.string(),
+  errorMessage: z.string().optional(),
+  usage: z.object({ cost: z.object({ total: z.number() }) }).optional(),
+});
+type Assistant = z.infer<typeof AssistantMessage>;
+
+/** The events we read; the many others (`message_update`, `tool_execution_*`, …) are ignored. */
+const Event = z.discriminatedUnion("type", [
+  z.object({ type: z.literal("message_end"), message: z.unknown() }),
+  z.object({ type: z.literal("turn_end") }),
+  z.object({ type: z.literal("auto_retry_end"), success: z.boolean(), attempt: z.number() }),
+]);
+
+export function piAgent(options: CliAgentOptions = {}): AgentDriver {
+  const program = "pi";
+  const executable = chooseExecutable(program, options.executable);
+  return {
+    name: "pi",
+    program,
+    installHint: "npm install -g @mariozechner/pi-coding-agent",
+    credentials: CREDENTIALS,
+    buildInvocation(request: AgentRequest, credentials): AgentInvocation {
+      const argv = [executable, "--mode", "json", "--no-session"];
+      if (request.model !== undefined) argv.push("--model", request.model);
+      return {
+        argv,
+        env: { ...declaredCredentials(keysFor(request.model), credentials), PI_OFFLINE: "1" },
+        stdin: request.prompt,
+      };
+    },
+    parseResult(result: ExecResult): AgentOutcome {
+      const assistants: Assistant[] = [];
+      let turns = 0;
+      let retriesGivenUp: number | undefined;
+      for (const value of jsonLines(result.stdout)) {
+        const event = Event.safeParse(value);
+        if (!event.success) continue;
+        if (event.data.type === "turn_end") turns++;
+        else if (event.data.type === "auto_retry_end") retriesGivenUp = event.data.success ? undefined : event.data.attempt;
+        else {
+          const message = AssistantMessage.safeParse(event.data.message);
+          if (message.success) assistants.push(message.data);
+        }
+      }
+
+      // Turns and cost are sums over the events, which a truncated tail no longer holds: better
+      // none than an undercount. Retried attempts count too: each was a model call.
+      const costs = assistants.flatMap((message) => (message.usage ? [message.usage.cost.total] : []));
+      const counts = result.truncated
+        ? {}
+        : {
+            ...(turns > 0 ? { turns } : {}),
+            // Summing floats leaves noise such as 0.0012000000000000001.
+            ...(costs.length > 0 ? { costUsd: Math.round(costs.reduce((sum, cost) => sum + cost, 0) * 1e8) / 1e8 } : {}),
+          };
+
+      const last = assistants.at(-1);
+      if (!last) return { success: false, summary: fallbackSummary(result), error: noResultError(program, result, "assistant message", "first"), ...counts };
+      const summary = assistants.map(textOf).findLast((text) => text !== "") ?? last.errorMessage ?? "";
+      // After auto-retries pi emits a fresh attempt per retry; the last message is the outcome.
+      if (last.stopReason === "stop" || last.stopReason === "length") return { success: true, summary, ...counts };
+
+      let error: string;
+      if (last.stopReason === "error") {
+        const retries = retriesGivenUp !== undefined ? ` (gave up after ${String(retriesGivenUp)} retries)` : "";
+        error = `the model call failed: ${oneLine(last.errorMessage ?? "no reason given")}${retries}`;
+      } else if (last.stopReason === "aborted") {
+        error = `pi aborted the run: ${oneLine(last.errorMessage ?? "no reason given")}`;
+      } else {
+        error = `pi exited with ${String(result.exitCode)} before the agent finished (last stop reason: ${last.stopReason})`;
+      }
+      return { success: false, summary, error, ...counts };
+    },
+  };
+}
+
+/**
+ * Least privilege: with `--model provider/id` for a provider we know, only that provider's key;
+ * otherwise every declared key that is set, since pi then picks the provider itself.
+ */
+function keysFor(model: string | undefined): readonly string[] {
+  const slash = model?.indexOf("/") ?? -1;
+  const provider = model !== undefined && slash > 0 ? model.slice(0, slash) : undefined;
+  return (provider !== undefined ? PROVIDER_KEYS[provider] : undefined) ?? CREDENTIALS;
+}
+
+function textOf(message: Assistant): string {
+  return message.content
+    .flatMap((part) => (part.type === "text" && part.text !== undefined ? [part.text] : []))
+    .join("\n")
+    .trim();
+}

@@ -1,0 +1,115 @@
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { claudeCodeAgent } from "../../src/agents/claude-code.js";
+import type { ExecResult } from "../../src/contracts/types.js";
+import { addedEnv, capture, execResult, OFFERED_CREDENTIALS, runWithFakeCli } from "../fakes/agent-clis.js";
+import { scratchDir } from "../helpers/git.js";
+
+let dir: { path: string; cleanup: () => Promise<void> };
+beforeEach(async () => {
+  dir = await scratchDir("harness-claude-");
+});
+afterEach(async () => {
+  await dir.cleanup();
+});
+
+const edit = { path: "greeting.txt", content: "hello\n" };
+const agent = (executable: string) => claudeCodeAgent({ executable });
+
+describe("claude-code driver through the harness", () => {
+  test("print mode, JSON output, skip-permissions, --max-turns and --model; the prompt only on stdin", async () => {
+    const { report, record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent, { maxAgentTurns: 12, model: "sonnet" });
+
+    expect(record.args).toEqual(["-p", "--output-format", "json", "--dangerously-skip-permissions", "--no-session-persistence", "--max-turns", "12", "--model", "sonnet"]);
+    expect(record.stdin).toContain("You are running unattended in a sandboxed checkout");
+    expect(record.stdin).toContain("add a greeting");
+    expect(record.args.join(" ")).not.toContain("add a greeting");
+    expect(report.status).toBe("succeeded");
+    expect(report.nodes[0]).toMatchObject({ nodeId: "implement", status: "succeeded", turns: 2, costUsd: 0.0016, summary: "Hello from the mock model." });
+  });
+
+  test("without maxTurns or a model neither flag is passed", async () => {
+    const { record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent);
+    expect(record.args).toEqual(["-p", "--output-format", "json", "--dangerously-skip-permissions", "--no-session-persistence"]);
+  });
+
+  test("the agent gets its own credentials and IS_SANDBOX, nothing else offered, never a GitHub token", async () => {
+    const { record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent);
+    expect(addedEnv(record)).toEqual({
+      ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
+      CLAUDE_CODE_OAUTH_TOKEN: OFFERED_CREDENTIALS.CLAUDE_CODE_OAUTH_TOKEN,
+      IS_SANDBOX: "1",
+      DISABLE_AUTOUPDATER: "1",
+    });
+    const values = Object.values(record.env).join("\n");
+    for (const name of ["GITHUB_TOKEN", "GH_TOKEN", "SECRET", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY"] as const) {
+      expect(values).not.toContain(OFFERED_CREDENTIALS[name]);
+    }
+  });
+
+  test("a prompt of hundreds of KB goes through stdin whole, argv stays small", async () => {
+    const body = "Details of the bug. ".repeat(15_000);
+    const { report, record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent, { issue: { number: 7, title: "Crash", body } });
+    expect(report.status).toBe("succeeded");
+    expect(record.stdin.length).toBeGreaterThan(300_000);
+    expect(record.stdin).toContain(body.trim());
+    expect(record.args.join(" ").length).toBeLessThan(200);
+  });
+
+  test("hitting --max-turns fails the step with the turn count", async () => {
+    const { report } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-max-turns.json"), exitCode: 1, edit }, agent, { maxAgentTurns: 1 });
+    expect(report.status).toBe("failed");
+    expect(report.nodes[0]).toMatchObject({ status: "failed", error: "stopped after 2 turns (--max-turns)", turns: 2, costUsd: 0.0004 });
+  });
+});
+
+describe("claude-code parseResult on captured output", () => {
+  const driver = claudeCodeAgent();
+  const parseResult = (result: ExecResult) => driver.parseResult(result);
+
+  test("success: result, num_turns and total_cost_usd", () => {
+    expect(parseResult(execResult(capture("claude-success.json")))).toEqual({ success: true, summary: "Hello from the mock model.", turns: 2, costUsd: 0.0016 });
+  });
+
+  test("max turns: no result key, the errors list becomes the summary", () => {
+    expect(parseResult(execResult(capture("claude-max-turns.json"), 1))).toEqual({
+      success: false,
+      summary: "Reached maximum number of turns (1)",
+      error: "stopped after 2 turns (--max-turns)",
+      turns: 2,
+      costUsd: 0.0004,
+    });
+  });
+
+  test("an API error says subtype success but is_error true: it is a failure with the API's words", () => {
+    const outcome = parseResult(execResult(capture("claude-api-error.json"), 1));
+    expect(outcome).toMatchObject({ success: false, turns: 1, costUsd: 0 });
+    expect(outcome.error).toBe("API Error: Can't reach the API server — check your internet or DNS (ENOTFOUND)");
+  });
+
+  test("not logged in: says which credentials Harness passes", () => {
+    expect(parseResult(execResult(capture("claude-not-logged-in.json"), 1)).error).toBe(
+      "Not logged in · Please run /login: set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN to a valid credential for the run",
+    );
+  });
+
+  test("lines before the JSON are skipped: the last line that is a result object counts", () => {
+    const stdout = `warning: something noisy\n{"type":"system","subtype":"init"}\n${capture("claude-success.json")}`;
+    expect(parseResult(execResult(stdout)).success).toBe(true);
+  });
+
+  test("a plain-text error with no JSON: the exit code and the last stderr line", () => {
+    expect(parseResult(execResult("", 1, capture("claude-root-refusal.stderr")))).toMatchObject({
+      success: false,
+      error: "claude exited with 1: --dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons",
+    });
+    expect(parseResult(execResult("", 1, "Error: Input must be provided either through stdin or as a prompt argument when using --print")).error).toBe(
+      "claude exited with 1: Error: Input must be provided either through stdin or as a prompt argument when using --print",
+    );
+  });
+
+  test("garbage or a JSON line that is not the result never counts as success", () => {
+    expect(parseResult(execResult("<html>502 Bad Gateway</html>\n{not json\n", 0))).toMatchObject({ success: false, error: "claude exited with 0 but printed no JSON result" });
+    expect(parseResult(execResult('{"type":"result","is_error":"no"}\n', 0)).success).toBe(false);
+    expect(parseResult(execResult("", 137)).error).toBe("claude exited with 137");
+  });
+});
