@@ -38,7 +38,7 @@ export async function createRecommendedSnapshot(request: CreateSnapshotRequest):
       { name: request.name, image: recommendedImage(), resources: { cpu: 2, memory: 4, disk: 10 } },
       { onLogs: (chunk) => { for (const line of chunk.split("\n")) if (line.trim() !== "") request.onProgress(line); } },
     );
-    return { name: snapshot.name, state: String(snapshot.state) };
+    return { name: snapshot.name, state: snapshot.state };
   } catch (error) {
     throw translateError(error, { apiUrl, redact: (text) => text.replaceAll(apiKey, "[REDACTED]"), during: `building snapshot '${request.name}'` });
   } finally {

@@ -290,7 +290,7 @@ class DaytonaSandbox implements Sandbox {
   private async exitCodeOf(session: string, cmdId: string): Promise<number> {
     for (let attempt = 0; attempt < 20; attempt++) {
       const command = await this.remote.process.getSessionCommand(session, cmdId);
-      if (command.exitCode !== undefined && command.exitCode !== null) return command.exitCode;
+      if (command.exitCode !== undefined) return command.exitCode;
       await new Promise((resolve) => setTimeout(resolve, 100));
     }
     throw new SandboxError("The command's output ended but Daytona reported no exit code");
