@@ -32,8 +32,10 @@ export const DEFAULT_DAYTONA_SNAPSHOT = "daytona-medium";
 const DEFAULT_AUTO_STOP_MINUTES = 75;
 /** Long commands also tell Daytona the sandbox is in use, in case its idle timer ignores toolbox traffic. */
 const ACTIVITY_REFRESH_MS = 5 * 60_000;
-/** Where the clone goes inside the sandbox's home; chosen here, not derived later. */
+/** Where the clone goes, relative to the sandbox work dir (which relative git paths resolve against). */
 const WORKSPACE = "workspace";
+/** Harness files outside the clone (stdin for agents), so they can never be committed. */
+const SCRATCH = ".harness";
 /** Label every harness sandbox carries, so operators and the reaper can find them. */
 export const HARNESS_APP_LABEL = { key: "app", value: "harness" } as const;
 
@@ -84,8 +86,8 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
 
   const sessions = new SessionPool(remote);
   try {
-    const home = (await Promise.all([
-      remote.getUserHomeDir(),
+    const base = (await Promise.all([
+      remote.getWorkDir(),
       remote.git.clone(
         githubCloneUrl(repo, serverUrl),
         posix.join(WORKSPACE, repo.name),
@@ -97,11 +99,15 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
         config.cloneDepth,
       ),
       sessions.prepare(),
-    ]))[0];
-    const workDir = posix.join(home ?? "/home/daytona", WORKSPACE, repo.name);
+    ]))[0] ?? "/home/daytona";
+    const workDir = posix.join(base, WORKSPACE, repo.name);
+    const scratchDir = posix.join(base, SCRATCH);
     // createBranch also checks the branch out: no second round trip.
-    if (!opts.checkoutExisting) await remote.git.createBranch(workDir, opts.branch);
-    return new DaytonaSandbox(daytona, remote, sessions, workDir, opts, redactToken, dispose);
+    await Promise.all([
+      opts.checkoutExisting ? undefined : remote.git.createBranch(workDir, opts.branch),
+      remote.fs.createFolder(scratchDir, "700"),
+    ]);
+    return new DaytonaSandbox(daytona, remote, sessions, workDir, scratchDir, opts, redactToken, dispose);
   } catch (error) {
     // No orphan: a sandbox that could not be prepared is deleted before the error goes up.
     await remote.delete().catch(() => undefined);
@@ -120,6 +126,7 @@ class DaytonaSandbox implements Sandbox {
     private readonly remote: DaytonaSdkSandbox,
     private readonly sessions: SessionPool,
     readonly workDir: string,
+    private readonly scratchDir: string,
     private readonly opts: SandboxOptions,
     private readonly redact: (text: string) => string,
     private readonly dispose: () => Promise<void>,
@@ -218,7 +225,7 @@ class DaytonaSandbox implements Sandbox {
 
   /** Stdin travels as a file, not in the command string (a prompt can be large, and private). */
   private async uploadScratch(kind: string, content: string): Promise<string> {
-    const path = `/tmp/harness-${kind}-${randomBytes(6).toString("hex")}`;
+    const path = posix.join(this.scratchDir, `${kind}-${randomBytes(6).toString("hex")}`);
     try {
       await this.remote.fs.uploadFiles([{ source: Buffer.from(content, "utf8"), destination: path }]);
     } catch (error) {

@@ -1,0 +1,337 @@
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
+import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import { InvalidInputError, PathConfinementError, SandboxError } from "../../src/util/errors.js";
+import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
+import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+
+// Contract tests: the real, pinned @daytonaio/sdk (0.218.0) against the fake Daytona server.
+const token = "ghs_" + "DaytonaCloneToken0123456789abcdefghijk";
+let daytona: FakeDaytona;
+let gitServer: GitHttpServer;
+let root: { path: string; cleanup: () => Promise<void> };
+let bare: string;
+const open: Sandbox[] = [];
+
+beforeAll(async () => {
+  root = await scratchDir("harness-remote-");
+  bare = await makeBareRepo(root.path, "acme", "widgets");
+  gitServer = await startGitHttpServer({ projectRoot: root.path, token });
+});
+
+afterAll(async () => {
+  await gitServer.close();
+  await root.cleanup();
+});
+
+beforeEach(async () => {
+  daytona = await startFakeDaytona();
+});
+
+afterEach(async () => {
+  await Promise.all(open.splice(0).map((sandbox) => sandbox.teardown().catch(() => undefined)));
+  await daytona.close();
+});
+
+function options(overrides: Partial<SandboxOptions> = {}): SandboxOptions {
+  return {
+    repo: "acme/widgets",
+    branch: "harness/7-fix",
+    runId: "run-7",
+    githubToken: token,
+    githubServerUrl: gitServer.url,
+    labels: { "harness-issue": "7" },
+    ...overrides,
+    daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl, ...overrides.daytona },
+  };
+}
+
+async function sandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox> {
+  const created = await createDaytonaSandbox(options(overrides));
+  open.push(created);
+  return created;
+}
+
+const requestsTo = (pattern: RegExp) => daytona.requests.filter((request) => pattern.test(`${request.method} ${request.path}`));
+
+describe("Daytona sandbox: creation", () => {
+  test("AC-1/2/18/25: one ephemeral, labelled sandbox from the default snapshot; clone of the default branch, then the run's branch", async () => {
+    const box = await sandbox();
+    const [create] = requestsTo(/^POST \/api\/sandbox$/);
+    expect(create?.body).toMatchObject({
+      snapshot: "daytona-medium",
+      autoDeleteInterval: 0,
+      autoStopInterval: 75,
+      labels: { app: "harness", "harness-run": "run-7", "harness-repo": "acme/widgets", "harness-issue": "7" },
+      env: {},
+    });
+    expect(box.workDir).toBe(join(daytona.sandbox(box.id).workDir, "workspace", "widgets"));
+    const [clone] = requestsTo(/\/git\/clone$/);
+    expect(clone?.body).toMatchObject({ url: `${gitServer.url}/acme/widgets.git`, path: "workspace/widgets", username: "x-access-token", password: token });
+    expect((clone?.body as { branch?: string }).branch).toBeUndefined();
+    expect(requestsTo(/\/git\/checkout$/)).toEqual([]);
+    expect(git(box.workDir, "branch", "--show-current")).toBe("harness/7-fix");
+    expect(daytona.sandboxes.size).toBe(1);
+  });
+
+  test("bootstrap is three sequential round trips: create → clone ‖ work dir ‖ session → branch ‖ scratch folder", async () => {
+    daytona.setLatency(40);
+    await sandbox();
+    const steps = daytona.requests.map((request) => `${request.method} ${request.path.replace(/\/toolbox\/[^/]+/, "").replace(/\/process\/session\/[^/]+/, "/process/session/:id")}`);
+    expect(steps.slice(0, 1)).toEqual(["POST /api/sandbox"]);
+    expect(new Set(steps.slice(1, 4))).toEqual(new Set(["GET /work-dir", "POST /git/clone", "POST /process/session"]));
+    expect(new Set(steps.slice(4, 6))).toEqual(new Set(["POST /git/branches", "POST /files/folder"]));
+    expect(steps).toHaveLength(6);
+  });
+
+  test("a custom snapshot is used", async () => {
+    daytona.addSnapshot("harness-node22");
+    await sandbox({ daytona: { snapshot: "harness-node22" } });
+    expect(requestsTo(/^POST \/api\/sandbox$/)[0]?.body).toMatchObject({ snapshot: "harness-node22" });
+  });
+
+  test("the follow-up branch of a PR is cloned directly, not created", async () => {
+    const seed = await scratchDir();
+    try {
+      git(seed.path, "clone", "--quiet", bare, "w");
+      git(join(seed.path, "w"), "checkout", "--quiet", "-b", "pr-branch");
+      git(join(seed.path, "w"), "commit", "--quiet", "--allow-empty", "-m", "on the PR");
+      git(join(seed.path, "w"), "push", "--quiet", "origin", "pr-branch");
+      const box = await sandbox({ branch: "pr-branch", checkoutExisting: true });
+      expect(requestsTo(/\/git\/branches$/)).toEqual([]);
+      expect(git(box.workDir, "log", "-1", "--format=%s")).toBe("on the PR");
+    } finally {
+      await seed.cleanup();
+    }
+  });
+});
+
+describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
+  test("AC-11: no API key", async () => {
+    await expect(createDaytonaSandbox({ ...options(), daytona: { apiKey: "", apiUrl: daytona.apiUrl } })).rejects.toThrow("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
+    expect(daytona.requests).toEqual([]);
+  });
+
+  test("AC-19: a local path", async () => {
+    await expect(createDaytonaSandbox(options({ repo: "./my-project" }))).rejects.toThrow("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
+  });
+
+  test("a wrong API key", async () => {
+    await expect(createDaytonaSandbox({ ...options(), daytona: { apiKey: "wrong", apiUrl: daytona.apiUrl } })).rejects.toThrow(/Daytona rejected the API key/);
+  });
+
+  test("an unknown snapshot", async () => {
+    await expect(createDaytonaSandbox(options({ daytona: { snapshot: "nope" } }))).rejects.toThrow("snapshot 'nope' does not exist");
+  });
+
+  test("a sandbox that does not start in time", async () => {
+    daytona.setStartDelay(5_000);
+    await expect(createDaytonaSandbox(options({ daytona: { startTimeoutSeconds: 1 } }))).rejects.toThrow("sandbox failed to start within 1 s");
+  });
+
+  test.each([
+    ["a missing repository", { repo: "acme/missing" }],
+    ["a bad token", { githubToken: "ghs_" + "BadToken000000000000000000000000000000" }],
+  ])("AC-20: %s fails the clone, and the sandbox is deleted before the error", async (_label, overrides) => {
+    const attempt = createDaytonaSandbox(options(overrides));
+    await expect(attempt).rejects.toBeInstanceOf(SandboxError);
+    await expect(attempt).rejects.toThrow(/preparing acme\//);
+    expect(requestsTo(/^DELETE \/api\/sandbox\//).length).toBeGreaterThanOrEqual(1);
+    expect([...daytona.sandboxes.values()].filter((box) => box.state !== "destroyed" && !box.deletedAt)).toEqual([]);
+  });
+
+  test("a bad token's value is not in the error", async () => {
+    const bad = "ghs_" + "BadToken000000000000000000000000000000";
+    await createDaytonaSandbox(options({ githubToken: bad })).catch((error: unknown) => {
+      expect(String(error)).not.toContain(bad);
+    });
+  });
+});
+
+describe("Daytona sandbox: exec", () => {
+  test("AC-3: one round trip, cwd honoured, stdout and stderr separate", async () => {
+    const box = await sandbox();
+    const before = daytona.requests.length;
+    const result = await box.exec({ argv: ["sh", "-c", "pwd; echo oops >&2; exit 3"], cwd: box.workDir, timeout: 10_000 });
+    expect(result).toMatchObject({ exitCode: 3, stdout: `${box.workDir}\n`, stderr: "oops\n" });
+    // The command itself is the first request after the call; cleanup comes after the result.
+    expect(daytona.requests[before]?.path).toMatch(/\/process\/session\/[^/]+\/exec$/);
+  });
+
+  test("argv reaches the program literally", async () => {
+    const box = await sandbox();
+    const result = await box.exec({ argv: ["printf", "%s|", "$(id)", "`id`", "a'b", "x y"], cwd: box.workDir, timeout: 10_000 });
+    expect(result.stdout).toBe("$(id)|`id`|a'b|x y|");
+  });
+
+  test("AC-4: a cwd outside the sandbox is refused before any request", async () => {
+    const box = await sandbox();
+    const before = daytona.requests.length;
+    await expect(box.exec({ argv: ["ls"], cwd: "/etc", timeout: 1000 })).rejects.toBeInstanceOf(PathConfinementError);
+    expect(daytona.requests.length).toBe(before);
+  });
+
+  test("AC-24: env keys are validated", async () => {
+    const box = await sandbox();
+    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "A B": "x" } })).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "$(id)": "x" } })).rejects.toThrow('Invalid env key "$(id)" — must match [A-Za-z_][A-Za-z0-9_]*');
+  });
+
+  test("AC-5: a command past its deadline returns timedOut and is really gone", async () => {
+    const box = await sandbox();
+    const started = Date.now();
+    const result = await box.exec({ argv: ["sh", "-c", "sleep 30 & wait"], cwd: box.workDir, timeout: 300 });
+    expect(result.timedOut).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+  });
+
+  test("AC-17: a flood of output comes back as a bounded tail", async () => {
+    const box = await sandbox();
+    const result = await box.exec({ argv: ["sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo END"], cwd: box.workDir, timeout: 30_000, maxOutput: 2000 });
+    expect(result.truncated).toBe(true);
+    expect(Buffer.byteLength(result.stdout)).toBeLessThanOrEqual(2000);
+    expect(result.stdout.endsWith("END\n")).toBe(true);
+    const [marker = "", tail = ""] = result.stdout.split("\n", 1).concat(result.stdout.slice(result.stdout.indexOf("\n") + 1));
+    expect(marker).toBe(`[… ${String(20_000_005 - Buffer.byteLength(tail))} bytes truncated …]`);
+  });
+
+  test("stdin arrives as a file, not in the command string", async () => {
+    const box = await sandbox();
+    const prompt = "a private prompt ".repeat(100);
+    const result = await box.exec({ argv: ["wc", "-c"], cwd: box.workDir, timeout: 10_000, stdin: prompt });
+    expect(result.stdout.trim()).toBe(String(prompt.length));
+    expect(daytona.requestsMentioning("a private prompt").every((request) => request.path.endsWith("/files/bulk-upload"))).toBe(true);
+  });
+
+  test("agent credentials reach the one command through the sandbox env API, never a command string or envVars", async () => {
+    const box = await sandbox();
+    const key = "sk-ant-" + "api03-AgentKeyValue0123456789";
+    const withKey = await box.exec({ argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'], cwd: box.workDir, timeout: 10_000, env: { ANTHROPIC_API_KEY: key, EXPECTED: key } });
+    expect(withKey.stdout).toBe("seen\n");
+    const later = await box.exec({ argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'], cwd: box.workDir, timeout: 10_000 });
+    expect(later.stdout).toBe("[]\n");
+    for (const request of daytona.requestsMentioning(key)) expect(request.path).toMatch(/\/env$/);
+    expect(JSON.stringify(requestsTo(/^POST \/api\/sandbox$/)[0]?.body)).not.toContain(key);
+  });
+
+  test("streaming exec (agents) delivers stdout and stderr live and the exit code", async () => {
+    const box = await sandbox();
+    const chunks: string[] = [];
+    const result = await box.exec({
+      argv: ["sh", "-c", "echo one; echo two >&2; echo three; exit 4"],
+      cwd: box.workDir,
+      timeout: 10_000,
+      onOutput: (stream, chunk) => chunks.push(`${stream}:${chunk}`),
+    });
+    expect(result).toMatchObject({ exitCode: 4, stdout: "one\nthree\n", stderr: "two\n" });
+    expect(chunks.join("")).toContain("stderr:two\n");
+  });
+
+  test("streaming exec stops at its deadline and is killed", async () => {
+    const box = await sandbox();
+    const result = await box.exec({ argv: ["sh", "-c", "echo start; sleep 30"], cwd: box.workDir, timeout: 400, onOutput: () => undefined });
+    expect(result.timedOut).toBe(true);
+    expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+  });
+
+  test("cancel through the signal kills the command", async () => {
+    const box = await sandbox();
+    const controller = new AbortController();
+    const result = await box.exec({ argv: ["sh", "-c", "echo start; sleep 30"], cwd: box.workDir, timeout: 60_000, signal: controller.signal, onOutput: () => { controller.abort(); } });
+    expect(result.cancelled).toBe(true);
+    expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+  });
+
+  test("a 5xx mid-run is a typed error, and teardown still deletes the sandbox", async () => {
+    const box = await sandbox();
+    daytona.injectFault({ method: "POST", pathPattern: /\/exec$/, times: 1 }, { status: 503, body: { statusCode: 503, message: "upstream unavailable" } });
+    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 5000 })).rejects.toThrow(/Daytona answered 503 while running true: upstream unavailable/);
+    await box.teardown();
+    expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
+  });
+});
+
+describe("Daytona sandbox: files, git, teardown", () => {
+  test("AC-6/7: uploads create folders, and traversal is refused before any request", async () => {
+    const box = await sandbox();
+    await box.uploadFiles([{ path: "src/new/file.txt", content: "hello" }]);
+    expect(await box.downloadFile("src/new/file.txt")).toBe("hello");
+    expect(requestsTo(/\/files\/folder$/).some((request) => request.query["path"] === join(box.workDir, "src/new"))).toBe(true);
+    const before = daytona.requests.length;
+    await expect(box.uploadFiles([{ path: "../escape.txt", content: "x" }])).rejects.toThrow(/path confinement/);
+    await expect(box.downloadFile("/etc/passwd")).rejects.toThrow(/path confinement/);
+    expect(daytona.requests.length).toBe(before);
+  });
+
+  test("AC-8: snapshot commits with the SDK, empty or not, and returns the sha", async () => {
+    const box = await sandbox();
+    await box.uploadFiles([{ path: "a.txt", content: "a" }]);
+    const first = await box.snapshot();
+    const empty = await box.snapshot();
+    expect(first).toMatch(/^[0-9a-f]{40}$/);
+    expect(empty).not.toBe(first);
+    expect(requestsTo(/\/git\/commit$/).map((request) => (request.body as { allow_empty?: boolean }).allow_empty)).toEqual([true, true]);
+  });
+
+  test("pushBranch pushes with the token in the credential fields only", async () => {
+    const box = await sandbox({ branch: "harness/push" });
+    await box.uploadFiles([{ path: "pushed.txt", content: "pushed" }]);
+    const sha = await box.snapshot();
+    expect(await box.pushBranch?.("harness/push", token)).toEqual({ pushed: true });
+    expect(git(bare, "rev-parse", "harness/push")).toBe(sha);
+    const leaks = daytona.requestsMentioning(token).filter((request) => !/\/git\/(clone|push)$/.test(request.path));
+    expect(leaks).toEqual([]);
+  });
+
+  test("a rejected push is reported, not thrown, and without the token", async () => {
+    const box = await sandbox({ branch: "harness/reject" });
+    const wrong = "ghs_" + "WrongPushToken00000000000000000000000";
+    const result = await box.pushBranch?.("harness/reject", wrong);
+    expect(result?.pushed).toBe(false);
+    expect(result?.error).toBeTruthy();
+    expect(result?.error).not.toContain(wrong);
+  });
+
+  test("AC-9/10: teardown deletes once, is idempotent, and swallows not-found", async () => {
+    const box = await createDaytonaSandbox(options());
+    await box.teardown();
+    await box.teardown();
+    expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
+    const other = await createDaytonaSandbox(options());
+    daytona.injectFault({ method: "DELETE", pathPattern: /^\/api\/sandbox\//, times: 1 }, { status: 404, body: { statusCode: 404, message: "Sandbox not found" } });
+    await expect(other.teardown()).resolves.toBeUndefined();
+  });
+
+  test("exactly one sandbox is created and deleted per lifecycle, and the token appears only in clone and push bodies", async () => {
+    const box = await createDaytonaSandbox(options());
+    await box.exec({ argv: ["git", "status"], cwd: box.workDir, timeout: 10_000 });
+    await box.teardown();
+    expect(requestsTo(/^POST \/api\/sandbox$/)).toHaveLength(1);
+    expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
+    expect(daytona.requestsMentioning(token).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+  });
+});
+
+describe("Daytona sandbox: org secrets", () => {
+  test("a credential held as an org secret is never sent; the sandbox sees the placeholder", async () => {
+    daytona.addOrgSecret("anthropic-key", "sk-ant-real-value-held-by-daytona", ["api.anthropic.com"]);
+    const box = await sandbox({ daytona: { secrets: { ANTHROPIC_API_KEY: "anthropic-key" } } });
+    expect(requestsTo(/^POST \/api\/sandbox$/)[0]?.body).toMatchObject({ secrets: [{ ANTHROPIC_API_KEY: "anthropic-key" }] });
+    const real = "sk-ant-" + "the-operators-local-copy-0123456789";
+    const result = await box.exec({ argv: ["sh", "-c", 'echo "$ANTHROPIC_API_KEY"'], cwd: box.workDir, timeout: 10_000, env: { ANTHROPIC_API_KEY: real } });
+    expect(result.stdout).toMatch(/^dtn_secret_/);
+    expect(daytona.requestsMentioning(real)).toEqual([]);
+  });
+});
+
+/** Polls a condition a bounded number of times (the fake reaps killed processes asynchronously). */
+async function waitFor(condition: () => boolean, attempts = 100): Promise<boolean> {
+  for (let i = 0; i < attempts; i++) {
+    if (condition()) return true;
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+  return condition();
+}
