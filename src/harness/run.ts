@@ -71,7 +71,9 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   validateOptions(options);
   const now = options.now ?? (() => new Date());
   const startedAt = now();
-  const secretValues = [options.githubToken, ...Object.values(options.agentCredentials ?? {}), ...(options.secrets ?? [])];
+  const agentCredentials = pickCredentials(options.agent, options.agentCredentials);
+  // Only values that are secrets: the candidates may be a whole environment (PATH, URLs…).
+  const secretValues = [options.githubToken, ...Object.values(agentCredentials), ...(options.secrets ?? [])];
   const redactor = createRedactor(secretValues);
   const reporter = redactingReporter(options.reporter ?? fanOut(), redactor);
   const at = (): string => now().toISOString();
@@ -131,7 +133,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       now,
       promptInputs: { intent: options.intent, intentTrusted: options.intentTrusted ?? true, repo: options.repo, branch: options.branch, ...(options.issue ? { issue: options.issue } : {}) },
       ...(options.agent ? { agent: options.agent } : {}),
-      agentCredentials: pickCredentials(options.agent, options.agentCredentials),
+      agentCredentials,
       ...(options.maxAgentTurns !== undefined ? { maxAgentTurns: options.maxAgentTurns } : {}),
       ...(options.model !== undefined ? { model: options.model } : {}),
       outputThrottleMs: options.outputThrottleMs ?? 500,
