@@ -142,7 +142,7 @@ class DaytonaSandbox implements Sandbox {
     const stdinPath = execOpts.stdin !== undefined ? await this.uploadScratch("stdin", execOpts.stdin) : undefined;
     const env = this.sandboxEnv(execOpts.env);
 
-    if (process.env["DAYTONA_SIMPLE_EXEC"] === "1") return this.simpleExec(execOpts, cwd, env, started, maxOutput);
+    if (this.opts.daytona?.simpleExec ?? process.env["DAYTONA_SIMPLE_EXEC"] === "1") return this.simpleExec(execOpts, cwd, env, started, maxOutput);
 
     const session = Object.keys(env).length > 0 ? await this.sessions.withEnv(env) : await this.sessions.take();
     try {
@@ -370,17 +370,21 @@ class SessionPool {
   }
 
   async withEnv(env: Record<string, string>): Promise<string> {
-    const run = this.envLock.then(async () => {
+    const created = this.envLock.then(async () => {
       await this.remote.updateEnv(env);
       try {
         return await this.create(false);
-      } finally {
-        await this.remote.updateEnv({}, { unset: Object.keys(env) });
+      } catch (error) {
+        await this.remote.updateEnv({}, { unset: Object.keys(env) }).catch(() => undefined);
+        throw error;
       }
     });
-    this.envLock = run.catch(() => undefined);
+    // The unset runs while the command starts (the session already holds its env); whatever
+    // opens a session next waits for it, so no later session inherits these values.
+    const unset = created.then(() => this.remote.updateEnv({}, { unset: Object.keys(env) }));
+    this.envLock = unset.catch(() => undefined);
     try {
-      return await run;
+      return await created;
     } catch (error) {
       throw translateError(error, { redact: (text) => text, during: "preparing the command's environment" });
     }

@@ -60,6 +60,11 @@ export interface DaytonaOptions {
   cloneDepth?: number;
   /** Seconds to wait for the sandbox to start (default 60). */
   startTimeoutSeconds?: number;
+  /**
+   * Debugging only: run commands with Daytona's one-shot `executeCommand` (stdout and stderr
+   * merged). Default: the `DAYTONA_SIMPLE_EXEC=1` env var.
+   */
+  simpleExec?: boolean;
 }
 
 export interface SandboxOptions {

@@ -74,3 +74,34 @@ describe("harness run --sandbox daytona, end to end against the fake Daytona", (
     expect(api.isDone()).toBe(true);
   });
 });
+
+describe("harness daytona snapshot create", () => {
+  test("builds the recommended image through the SDK and prints the snapshot", async () => {
+    const out = new PassThrough();
+    const err = new PassThrough();
+    let stdout = "";
+    out.on("data", (chunk: Buffer) => { stdout += chunk.toString(); });
+    err.resume();
+    const code = await main(["daytona", "snapshot", "create", "--name", "harness-node22"], {
+      env: { DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl },
+      stdout: out,
+      stderr: err,
+    });
+    expect(code).toBe(0);
+    expect(stdout).toBe("harness-node22 (active)\n");
+    const dockerfile = [...daytona.snapshots.values()].find((snapshot) => snapshot.name === "harness-node22")?.dockerfile ?? "";
+    expect(dockerfile).toMatch(/^FROM node:22/);
+    expect(dockerfile).toContain("@anthropic-ai/claude-code@2.1.330");
+    expect(dockerfile).toContain("@openai/codex@0.169.0");
+    expect(dockerfile).toContain("@mariozechner/pi-coding-agent@0.73.1");
+  });
+
+  test("without DAYTONA_API_KEY it is a usage error", async () => {
+    const err = new PassThrough();
+    let stderr = "";
+    err.on("data", (chunk: Buffer) => { stderr += chunk.toString(); });
+    const code = await main(["daytona", "snapshot", "create"], { env: {}, stdout: new PassThrough(), stderr: err });
+    expect(code).toBe(2);
+    expect(stderr).toMatch(/Set DAYTONA_API_KEY/);
+  });
+});

@@ -188,14 +188,14 @@ describe("Daytona sandbox: exec", () => {
     expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
   });
 
-  test("AC-17: a flood of output comes back as a bounded tail", async () => {
+  test("AC-17: a 100 MB flood of output comes back as a bounded tail", async () => {
     const box = await sandbox();
-    const result = await box.exec({ argv: ["sh", "-c", "head -c 20000000 /dev/zero | tr '\\0' x; echo; echo END"], cwd: box.workDir, timeout: 30_000, maxOutput: 2000 });
+    const result = await box.exec({ argv: ["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo END"], cwd: box.workDir, timeout: 60_000, maxOutput: 2000 });
     expect(result.truncated).toBe(true);
     expect(Buffer.byteLength(result.stdout)).toBeLessThanOrEqual(2000);
     expect(result.stdout.endsWith("END\n")).toBe(true);
     const [marker = "", tail = ""] = result.stdout.split("\n", 1).concat(result.stdout.slice(result.stdout.indexOf("\n") + 1));
-    expect(marker).toBe(`[… ${String(20_000_005 - Buffer.byteLength(tail))} bytes truncated …]`);
+    expect(marker).toBe(`[… ${String(100_000_005 - Buffer.byteLength(tail))} bytes truncated …]`);
   });
 
   test("stdin arrives as a file, not in the command string", async () => {
@@ -243,6 +243,24 @@ describe("Daytona sandbox: exec", () => {
     const result = await box.exec({ argv: ["sh", "-c", "echo start; sleep 30"], cwd: box.workDir, timeout: 60_000, signal: controller.signal, onOutput: () => { controller.abort(); } });
     expect(result.cancelled).toBe(true);
     expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+  });
+
+  test("Daytona hanging mid-command ends in timedOut at our deadline, not a stuck run", async () => {
+    const box = await sandbox();
+    daytona.injectFault({ method: "POST", pathPattern: /\/exec$/, times: 1 }, { hang: true });
+    const started = Date.now();
+    const result = await box.exec({ argv: ["true"], cwd: box.workDir, timeout: 500 });
+    expect(result.timedOut).toBe(true);
+    expect(Date.now() - started).toBeLessThan(5_000);
+  });
+
+  test("DAYTONA_SIMPLE_EXEC: one executeCommand call, output merged, stderr duplicated on failure", async () => {
+    const box = await sandbox({ daytona: { simpleExec: true } });
+    const ok = await box.exec({ argv: ["sh", "-c", "echo out; echo err >&2"], cwd: box.workDir, timeout: 10_000 });
+    expect(ok).toMatchObject({ exitCode: 0, stdout: "out\nerr\n", stderr: "" });
+    const failed = await box.exec({ argv: ["sh", "-c", "echo bad; exit 2"], cwd: box.workDir, timeout: 10_000 });
+    expect(failed).toMatchObject({ exitCode: 2, stdout: "bad\n", stderr: "bad\n" });
+    expect(requestsTo(/\/process\/execute$/)).toHaveLength(2);
   });
 
   test("a 5xx mid-run is a typed error, and teardown still deletes the sandbox", async () => {
