@@ -13,6 +13,8 @@ export interface NewPullRequest {
   /** Branch name in the same repository. */
   head: string;
   base: string;
+  /** Open as a draft (not every plan allows drafts on private repositories). */
+  draft?: boolean;
 }
 
 /**
@@ -29,4 +31,8 @@ export interface GitHubClient {
    * (a classic token's `X-OAuth-Scopes`), undefined when it cannot be known in advance.
    */
   canWriteWorkflows?(): Promise<boolean | undefined>;
+  /** Adds labels to a pull request (best effort: a missing label must not fail the run). */
+  addLabels?(repo: GitHubRepo, number: number, labels: readonly string[]): Promise<void>;
+  /** Requests reviews on a pull request (best effort). */
+  requestReviewers?(repo: GitHubRepo, number: number, reviewers: readonly string[]): Promise<void>;
 }

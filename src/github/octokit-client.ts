@@ -43,9 +43,17 @@ export function createOctokitClient(octokit: OctokitLike): GitHubClient {
         body: pr.body,
         head: pr.head,
         base: pr.base,
-        maintainer_can_modify: true,
+        ...(pr.draft ? { draft: true } : {}),
       });
       return { number: response.data.number, url: response.data.html_url };
+    },
+
+    async addLabels(repo: GitHubRepo, number: number, labels: readonly string[]): Promise<void> {
+      await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/labels", { owner: repo.owner, repo: repo.name, issue_number: number, labels: [...labels] });
+    },
+
+    async requestReviewers(repo: GitHubRepo, number: number, reviewers: readonly string[]): Promise<void> {
+      await octokit.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", { owner: repo.owner, repo: repo.name, pull_number: number, reviewers: [...reviewers] });
     },
 
     async canWriteWorkflows(): Promise<boolean | undefined> {

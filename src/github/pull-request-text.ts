@@ -23,6 +23,8 @@ export interface PullRequestBodyInput {
   summary?: string;
   /** Link to the run's page, when the App serves one. */
   runUrl?: string;
+  /** Login of the person who asked, mentioned so they are notified. */
+  requester?: string;
 }
 
 /** The pull request description: what was asked, what ran, and the seed's run footer. */
@@ -30,6 +32,7 @@ export function pullRequestBody(input: PullRequestBodyInput): string {
   const parts: string[] = [];
   parts.push(quote(neutraliseClosingKeywords(input.intent.trim())));
   if (input.issueNumber !== undefined) parts.push(`Fixes #${String(input.issueNumber)}`);
+  if (input.requester) parts.push(`Requested by @${input.requester}${input.issueNumber !== undefined ? ` in #${String(input.issueNumber)}` : ""}.`);
   if (input.summary?.trim()) parts.push(`### What the agent did\n\n${neutraliseClosingKeywords(input.summary.trim().slice(0, 4000))}`);
   if (input.nodes && input.nodes.length > 0) {
     const lines = input.nodes.map((node) => `- [${node.status === "succeeded" ? "x" : " "}] ${node.title}${node.attempt > 1 ? ` (attempt ${String(node.attempt)})` : ""} — ${node.status}`);

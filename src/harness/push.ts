@@ -1,5 +1,5 @@
 import type { PushResult } from "../contracts/types.js";
-import type { GitHubClient } from "../github/client.js";
+import type { GitHubClient, NewPullRequest } from "../github/client.js";
 import { describeGitHubError } from "../github/octokit-client.js";
 import { classifyPushError, workflowPermissionError } from "../github/push-errors.js";
 import { gitCredentialEnv } from "../sandbox/environment.js";
@@ -21,6 +21,9 @@ export interface PushRequest {
   body: string;
   /** Whether the token may change workflows; undefined asks the client, then just tries. */
   canWriteWorkflows?: boolean;
+  draft?: boolean;
+  labels?: readonly string[];
+  reviewers?: readonly string[];
 }
 
 const WORKFLOWS_DIR = ".github/workflows/";
@@ -61,7 +64,8 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
     const existing = await request.github.findOpenPullRequest(request.githubRepo, request.branch);
     if (existing) return { pushed: true, prUrl: existing.url, prReused: true, commitSha: request.commitSha };
     const base = await request.github.getDefaultBranch(request.githubRepo);
-    const pr = await createOrFindPullRequest(request.github, request.githubRepo, { title: request.title, body: request.body, head: request.branch, base });
+    const pr = await createOrFindPullRequest(request.github, request.githubRepo, { title: request.title, body: request.body, head: request.branch, base, ...(request.draft ? { draft: true } : {}) });
+    if (!pr.reused) await decorate(request.github, request.githubRepo, pr.number, request);
     return { pushed: true, prUrl: pr.url, commitSha: request.commitSha, ...(pr.reused ? { prReused: true } : {}) };
   } catch (error) {
     return { pushed: true, commitSha: request.commitSha, error: `PR creation failed: ${describeGitHubError(error)}` };
@@ -69,16 +73,25 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
 }
 
 /** Creating can race with another run (or a redelivery): GitHub then answers 422, and the open PR is the answer. */
-async function createOrFindPullRequest(github: GitHubClient, repo: GitHubRepo, pr: { title: string; body: string; head: string; base: string }): Promise<{ url: string; reused: boolean }> {
+async function createOrFindPullRequest(github: GitHubClient, repo: GitHubRepo, pr: NewPullRequest): Promise<{ url: string; number: number; reused: boolean }> {
   try {
-    return { url: (await github.createPullRequest(repo, pr)).url, reused: false };
+    const created = await github.createPullRequest(repo, pr);
+    return { url: created.url, number: created.number, reused: false };
   } catch (error) {
     if (isStatus(error, 422)) {
       const existing = await github.findOpenPullRequest(repo, pr.head);
-      if (existing) return { url: existing.url, reused: true };
+      if (existing) return { url: existing.url, number: existing.number, reused: true };
     }
     throw error;
   }
+}
+
+/** Labels and reviewers are courtesy: failing to add them must not fail a run whose PR is open. */
+async function decorate(github: GitHubClient, repo: GitHubRepo, number: number, request: PushRequest): Promise<void> {
+  await Promise.allSettled([
+    request.labels?.length ? github.addLabels?.(repo, number, request.labels) : undefined,
+    request.reviewers?.length ? github.requestReviewers?.(repo, number, request.reviewers) : undefined,
+  ]);
 }
 
 async function pushBranch(sandbox: Sandbox, branch: string, token: string): Promise<{ pushed: boolean; error?: string }> {

@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
 import type { AgentDriver } from "../agents/types.js";
 import type { GitHubClient } from "../github/client.js";
+import { describeGitHubError } from "../github/octokit-client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { DEFAULT_COMMIT_IDENTITY } from "../sandbox/environment.js";
 import { DEFAULT_RUN_TIMEOUT, type Sandbox, type SandboxOptions } from "../sandbox/types.js";
@@ -39,8 +40,15 @@ export interface HarnessOptions {
   createSandbox: (options: SandboxOptions) => Promise<Sandbox>;
   /** Extra sandbox options (GitHub server, Daytona settings, labels). */
   sandboxOptions?: Partial<Omit<SandboxOptions, "repo" | "branch" | "githubToken" | "runId">>;
-  /** Token for clone and push; never reaches an agent. */
+  /** Token for the clone (and the push, unless `pushToken` is given); never reaches an agent. */
   githubToken?: string;
+  /**
+   * Mints the push credential just before the push and releases (revokes) it right after, so
+   * a long run never pushes with an expired token and the token exists only for the push.
+   */
+  pushToken?: () => Promise<{ token: string; release: () => Promise<void> }>;
+  /** Pull request details beyond title and body. */
+  pullRequest?: { draft?: boolean; labels?: readonly string[]; reviewers?: readonly string[]; requester?: string };
   reporter?: Reporter;
   /** Aborting it cancels the run: the running process is killed and the sandbox torn down. */
   signal?: AbortSignal;
@@ -160,29 +168,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       } else {
         status = "succeeded";
         if (options.push) {
-          pushResult = await pushAndOpenPullRequest({
-            sandbox,
-            branch: options.branch,
-            baseSha,
-            commitSha: commit.sha,
-            changedFiles: commit.changedFiles,
-            token: options.githubToken,
-            githubRepo: options.githubRepo ?? (await resolveGitHubRepo(options, sandbox)),
-            github: options.github,
-            title: pullRequestTitle(options.intent),
-            body: pullRequestBody({
-              intent: options.intent,
-              blueprint: options.blueprint.name,
-              branch: options.branch,
-              runId: options.runId,
-              nodes,
-              ...(options.issue ? { issueNumber: options.issue.number } : {}),
-              ...(lastSummary(nodes) ? { summary: lastSummary(nodes) } : {}),
-              ...(options.runUrl ? { runUrl: options.runUrl } : {}),
-            }),
-            ...(options.canWriteWorkflows !== undefined ? { canWriteWorkflows: options.canWriteWorkflows } : {}),
-          });
-          pushResult = redactPushResult(pushResult, redactor);
+          pushResult = redactPushResult(await pushStage(options, sandbox, baseSha, commit.sha, commit.changedFiles, nodes), redactor);
           reporter.emit({ type: "push.finished", runId: options.runId, result: pushResult, at: at() });
         }
       }
@@ -277,6 +263,50 @@ function redactPushResult(result: PushResult, redactor: (text: string) => string
     if (value !== undefined) out[key] = redactor(value);
   }
   return out;
+}
+
+/** Push + PR with the push credential minted for this step only, and released right after. */
+async function pushStage(options: HarnessOptions, sandbox: Sandbox, baseSha: string, commitSha: string, changedFiles: string[], nodes: NodeReport[]): Promise<PushResult> {
+  let credential: { token: string | undefined; release: () => Promise<void> } = { token: options.githubToken, release: () => Promise.resolve() };
+  if (options.pushToken) {
+    try {
+      credential = await options.pushToken();
+    } catch (error) {
+      // A credential that cannot be minted is a push failure with its reason, not a crash.
+      return { pushed: false, commitSha, errorKind: "auth", error: `git push failed: could not get a push token: ${describeGitHubError(error)}`, remedy: "Check that the app is still installed on this repository with Contents: write" };
+    }
+  }
+  try {
+    const summary = lastSummary(nodes);
+    return await pushAndOpenPullRequest({
+      sandbox,
+      branch: options.branch,
+      baseSha,
+      commitSha,
+      changedFiles,
+      token: credential.token,
+      githubRepo: options.githubRepo ?? (await resolveGitHubRepo(options, sandbox)),
+      github: options.github,
+      title: pullRequestTitle(options.intent),
+      body: pullRequestBody({
+        intent: options.intent,
+        blueprint: options.blueprint.name,
+        branch: options.branch,
+        runId: options.runId,
+        nodes,
+        ...(options.issue ? { issueNumber: options.issue.number } : {}),
+        ...(summary ? { summary } : {}),
+        ...(options.runUrl ? { runUrl: options.runUrl } : {}),
+        ...(options.pullRequest?.requester ? { requester: options.pullRequest.requester } : {}),
+      }),
+      ...(options.canWriteWorkflows !== undefined ? { canWriteWorkflows: options.canWriteWorkflows } : {}),
+      ...(options.pullRequest?.draft ? { draft: true } : {}),
+      ...(options.pullRequest?.labels ? { labels: options.pullRequest.labels } : {}),
+      ...(options.pullRequest?.reviewers ? { reviewers: options.pullRequest.reviewers } : {}),
+    });
+  } finally {
+    await credential.release().catch(() => undefined);
+  }
 }
 
 function formatMinutes(ms: number): string {

@@ -1,0 +1,141 @@
+import { readFileSync } from "node:fs";
+import { HarnessError } from "../util/errors.js";
+import type { SandboxKind } from "../runs/worker.js";
+import type { DaytonaOptions } from "../sandbox/types.js";
+
+/** The process's configuration, from the environment only. */
+export type AppSettings =
+  | { mode: "setup"; port: number; host: string; githubHost: string; org?: string; envFile: string }
+  | {
+      mode: "app";
+      port: number;
+      host: string;
+      appId: number;
+      privateKey: string;
+      webhookSecret: string;
+      webhookPath: string;
+      webhookProxyUrl?: string;
+      /** `https://api.github.com` or `<GHE_PROTOCOL>://<GHE_HOST>/api/v3`. */
+      apiBaseUrl: string;
+      gheHost?: string;
+      gheProtocol?: string;
+      logLevel: string;
+      logFormat: "json" | "pretty";
+      sandbox: SandboxKind;
+      allowedSandboxes: SandboxKind[];
+      daytona: DaytonaOptions;
+      concurrency: number;
+      publicUrl?: string;
+      statusIntervalMs: number;
+      /** Set when the operator did not choose a sandbox: said once in the log at start. */
+      warnings: string[];
+    };
+
+/** A setting that stops the process from starting; the message says what to change. */
+export class SettingsError extends HarnessError {
+  constructor(message: string) {
+    super("settings", message);
+  }
+}
+
+/**
+ * Reads the environment. With no app credentials at all the app starts in setup mode (the
+ * manifest flow that registers the GitHub App from the browser). With credentials but no
+ * webhook secret it refuses to start: Probot would otherwise accept payloads signed with
+ * the public default secret "development".
+ */
+export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string) => string = (path) => readFileSync(path, "utf8")): AppSettings {
+  const port = integer(env["PORT"], 3000, "PORT");
+  const host = env["HOST"] || "0.0.0.0";
+  const appIdText = env["APP_ID"];
+  const privateKey = privateKeyFrom(env, readFile);
+  if (!appIdText && !privateKey) {
+    return { mode: "setup", port, host, githubHost: env["GHE_HOST"] || "github.com", ...(env["GH_ORG"] ? { org: env["GH_ORG"] } : {}), envFile: ".env" };
+  }
+  if (!appIdText) throw new SettingsError("PRIVATE_KEY is set but APP_ID is not: set both (the app's settings page shows its App ID)");
+  if (!privateKey) throw new SettingsError("APP_ID is set but no private key was found: set PRIVATE_KEY (the PEM text) or PRIVATE_KEY_PATH");
+  const webhookSecret = env["WEBHOOK_SECRET"];
+  if (!webhookSecret) {
+    throw new SettingsError("WEBHOOK_SECRET is not set: refusing to start, because webhooks could then be forged. Set it to the secret configured in the GitHub App's settings");
+  }
+  const appId = integer(appIdText, 0, "APP_ID");
+  const gheHost = env["GHE_HOST"] || undefined;
+  const gheProtocol = env["GHE_PROTOCOL"] || "https";
+  const warnings: string[] = [];
+  const sandbox = sandboxKind(env["HARNESS_SANDBOX"], "HARNESS_SANDBOX") ?? (env["DAYTONA_API_KEY"] ? "daytona" : "local");
+  if (!env["HARNESS_SANDBOX"] && sandbox === "local") {
+    warnings.push("HARNESS_SANDBOX is not set and DAYTONA_API_KEY is missing: runs use the local sandbox, which isolates only by directory. Use Daytona for repositories you do not fully trust");
+  }
+  const allowed = (env["HARNESS_SANDBOXES"] ?? "").split(",").map((item) => item.trim()).filter(Boolean).map((item) => sandboxKind(item, "HARNESS_SANDBOXES") ?? sandbox);
+  const logFormat = env["LOG_FORMAT"] === "pretty" ? "pretty" : "json";
+  return {
+    mode: "app",
+    port,
+    host,
+    appId,
+    privateKey,
+    webhookSecret,
+    webhookPath: env["WEBHOOK_PATH"] || "/api/github/webhooks",
+    ...(env["WEBHOOK_PROXY_URL"] ? { webhookProxyUrl: env["WEBHOOK_PROXY_URL"] } : {}),
+    apiBaseUrl: gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com",
+    ...(gheHost ? { gheHost, gheProtocol } : {}),
+    logLevel: env["LOG_LEVEL"] || "info",
+    logFormat,
+    sandbox,
+    allowedSandboxes: [...new Set([sandbox, ...allowed])],
+    daytona: {
+      ...(env["DAYTONA_API_KEY"] ? { apiKey: env["DAYTONA_API_KEY"] } : {}),
+      ...(env["DAYTONA_API_URL"] ? { apiUrl: env["DAYTONA_API_URL"] } : {}),
+      ...(env["DAYTONA_TARGET"] ? { target: env["DAYTONA_TARGET"] } : {}),
+      ...(env["DAYTONA_SNAPSHOT"] ? { snapshot: env["DAYTONA_SNAPSHOT"] } : {}),
+      ...(daytonaSecrets(env["DAYTONA_SECRETS"]) ?? {}),
+    },
+    concurrency: integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
+    ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
+    statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
+    warnings,
+  };
+}
+
+/** PRIVATE_KEY (PEM text, `\n`-escaped or base64) wins over PRIVATE_KEY_PATH, as in Probot. */
+function privateKeyFrom(env: NodeJS.ProcessEnv, readFile: (path: string) => string): string | undefined {
+  const inline = env["PRIVATE_KEY"];
+  if (inline) {
+    if (inline.includes("-----BEGIN")) return inline.replace(/\\n/g, "\n");
+    const decoded = Buffer.from(inline, "base64").toString("utf8");
+    if (decoded.includes("-----BEGIN")) return decoded;
+    throw new SettingsError("PRIVATE_KEY is neither a PEM private key nor base64 of one");
+  }
+  const path = env["PRIVATE_KEY_PATH"];
+  if (!path) return undefined;
+  try {
+    return readFile(path);
+  } catch {
+    throw new SettingsError(`PRIVATE_KEY_PATH points to ${path}, which cannot be read`);
+  }
+}
+
+function integer(text: string | undefined, fallback: number, name: string): number {
+  if (text === undefined || text === "") return fallback;
+  const value = Number(text);
+  if (!Number.isInteger(value) || value < 0) throw new SettingsError(`${name} must be a whole number, got "${text}"`);
+  return value;
+}
+
+function sandboxKind(text: string | undefined, name: string): SandboxKind | undefined {
+  if (!text) return undefined;
+  if (text === "local" || text === "daytona") return text;
+  throw new SettingsError(`${name} must be "local" or "daytona", got "${text}"`);
+}
+
+/** `DAYTONA_SECRETS=ANTHROPIC_API_KEY=anthropic-key,OPENAI_API_KEY=openai-key`: env name → org secret. */
+function daytonaSecrets(text: string | undefined): { secrets: Record<string, string> } | undefined {
+  if (!text) return undefined;
+  const secrets: Record<string, string> = {};
+  for (const pair of text.split(",").map((item) => item.trim()).filter(Boolean)) {
+    const [name, secret] = pair.split("=");
+    if (!name || !secret) throw new SettingsError(`DAYTONA_SECRETS must look like ENV_NAME=secret-name[,…], got "${pair}"`);
+    secrets[name] = secret;
+  }
+  return { secrets };
+}

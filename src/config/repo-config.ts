@@ -1,0 +1,105 @@
+import { z } from "zod";
+import { parseCommandLine } from "../util/command-line.js";
+import { HarnessError } from "../util/errors.js";
+
+/** Repository permission levels, weakest first, as GitHub's permission API reports them. */
+export const PERMISSION_LEVELS = ["none", "read", "triage", "write", "maintain", "admin"] as const;
+export type PermissionLevel = (typeof PERMISSION_LEVELS)[number];
+
+/** A command given as one string (`npm test`) or as an argv list (`[npm, test]`). */
+const commandSchema = z.union([z.string().trim().min(1), z.array(z.string()).min(1)]);
+
+/**
+ * `.github/harness.yml`, read from the default branch (never from a PR branch or a fork, so a
+ * contributor cannot loosen it), with organisation defaults from the org's `.github` repository.
+ * Keys are snake_case as written in YAML; every key is optional.
+ */
+export const repoConfigSchema = z
+  .object({
+    /** The comment command that triggers a run. */
+    command: z.string().regex(/^\/[A-Za-z0-9_-]{1,30}$/, "must be a slash followed by letters, digits, '-' or '_' (e.g. /harness)").default("/harness"),
+    /** The label that triggers a run on an issue (intent = title + body). */
+    label: z.string().trim().min(1).max(50).default("harness"),
+    /** The least repository permission a requester needs. */
+    permission: z.enum(["read", "triage", "write", "maintain", "admin"]).default("write"),
+    /** Bot logins (e.g. `renovate[bot]`) allowed to trigger runs; bots are ignored otherwise. */
+    allowed_bots: z.array(z.string().trim().min(1)).default([]),
+    agent: z.enum(["claude-code", "codex", "pi", "command"]).default("claude-code"),
+    /** For `agent: command`: the program (argv list) run in the clone with the prompt in HARNESS_PROMPT. */
+    agent_command: z.array(z.string()).min(1).optional(),
+    /** `default`, `command`, or the path of a YAML blueprint in this repository. */
+    blueprint: z.string().trim().min(1).default("default"),
+    setup: commandSchema.optional(),
+    verify: commandSchema.optional(),
+    /** For `blueprint: command`: the one command to run. */
+    run: commandSchema.optional(),
+    /** Fix-agent rounds after a failed verify. */
+    fix_attempts: z.number().int().min(0).max(10).default(2),
+    timeout_minutes: z.number().positive().max(360).default(60),
+    /** Cap on the agent's turns, for agents that support one. */
+    max_turns: z.number().int().positive().max(1000).optional(),
+    model: z.string().trim().min(1).optional(),
+    sandbox: z
+      .object({
+        provider: z.enum(["local", "daytona"]).optional(),
+        snapshot: z.string().trim().min(1).optional(),
+        resources: z.object({ cpu: z.number().positive().optional(), memory: z.number().positive().optional(), disk: z.number().positive().optional() }).strict().optional(),
+      })
+      .strict()
+      .default({}),
+    pr: z
+      .object({
+        /** Open pull requests as drafts: an agent's change deserves a human look before review requests go out. */
+        draft: z.boolean().default(true),
+        labels: z.array(z.string().trim().min(1)).default([]),
+        reviewers: z.array(z.string().trim().min(1)).default([]),
+      })
+      .strict()
+      .default({ draft: true, labels: [], reviewers: [] }),
+    /** Let runs change `.github/workflows/` (the app then also needs the Workflows permission). */
+    allow_workflow_changes: z.boolean().default(false),
+  })
+  .strict()
+  .superRefine((config, ctx) => {
+    if (config.agent === "command" && !config.agent_command) {
+      ctx.addIssue({ code: "custom", path: ["agent_command"], message: "is required when agent is command" });
+    }
+    if (config.blueprint === "command" && !config.run) {
+      ctx.addIssue({ code: "custom", path: ["run"], message: "is required when blueprint is command" });
+    }
+  });
+
+export type RepoConfig = z.output<typeof repoConfigSchema>;
+
+/** An invalid `.github/harness.yml`; the message names each key and the reason. */
+export class RepoConfigError extends HarnessError {
+  constructor(readonly problems: string[]) {
+    super("invalid_config", `.github/harness.yml is invalid: ${problems.join("; ")}`);
+  }
+}
+
+/** Validates the merged config (`null` = no file anywhere: all defaults). */
+export function parseRepoConfig(raw: unknown): RepoConfig {
+  const parsed = repoConfigSchema.safeParse(raw ?? {});
+  if (parsed.success) return parsed.data;
+  throw new RepoConfigError(
+    parsed.error.issues.map((issue) => {
+      const key = issue.path.map(String).join(".") || "(top level)";
+      const message = issue.code === "unrecognized_keys" ? `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}` : issue.message;
+      return `\`${key}\` ${message}`;
+    }),
+  );
+}
+
+/** A config command as an argv (`"npm test"` → `["npm", "test"]`). */
+export function commandArgv(command: string | string[] | undefined, what: string): string[] | undefined {
+  if (command === undefined) return undefined;
+  return Array.isArray(command) ? command : parseCommandLine(command, `${what} in .github/harness.yml`);
+}
+
+/** True when `actual` reaches `minimum` on GitHub's permission ladder. */
+export function meetsPermission(actual: string | undefined, minimum: PermissionLevel): boolean {
+  const rank = (level: string | undefined): number => PERMISSION_LEVELS.indexOf((level ?? "none") as PermissionLevel);
+  const actualRank = rank(actual);
+  return actualRank >= 0 && actualRank >= rank(minimum);
+}

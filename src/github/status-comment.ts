@@ -1,0 +1,156 @@
+import { formatDuration } from "../harness/reporters/console.js";
+import { redact } from "../util/redact.js";
+
+/** Where a run is, as the status comment shows it. */
+export type RunPhase = "queued" | "waiting" | "running" | "succeeded" | "no_changes" | "failed" | "timed_out" | "cancelled" | "interrupted";
+
+export type StepState = "pending" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "skipped";
+
+export interface StepView {
+  id: string;
+  title: string;
+  state: StepState;
+  attempt: number;
+  durationMs?: number;
+  /** Steps that run only when another fails (e.g. fix rounds) are listed once they run. */
+  onFailureOnly?: boolean;
+}
+
+/** Everything the status comment shows. Strings are redacted again when rendered. */
+export interface StatusView {
+  runId: string;
+  phase: RunPhase;
+  requester: string;
+  intent: string;
+  agent?: string;
+  sandbox?: string;
+  blueprint?: string;
+  steps: StepView[];
+  /** A line under the heading (e.g. "Queued behind the run for …"). */
+  note?: string;
+  durationMs?: number;
+  prUrl?: string;
+  prNumber?: number;
+  prReused?: boolean;
+  changedFiles?: number;
+  costUsd?: number;
+  turns?: number;
+  error?: string;
+  remedy?: string;
+  diffstat?: string;
+  patch?: string;
+  runUrl?: string;
+}
+
+/** Hidden marker that lets a restarted worker find its comment again instead of posting a second. */
+export function statusMarker(runId: string): string {
+  return `<!-- harness:run=${runId} -->`;
+}
+
+export function runIdFromComment(body: string): string | undefined {
+  return /<!-- harness:run=([A-Za-z0-9_-]+) -->/.exec(body)?.[1];
+}
+
+/** GitHub rejects comments over 65,536 characters; stay clear of it. */
+const MAX_COMMENT_CHARS = 60_000;
+/** A patch is shown inline only when it is small enough to read. */
+const MAX_INLINE_PATCH_CHARS = 12_000;
+
+const HEADINGS: Record<RunPhase, string> = {
+  queued: "👀 Harness heard you — queued",
+  waiting: "⏳ Harness is waiting for the previous run on this issue",
+  running: "🛠️ Harness is working on it",
+  succeeded: "✅ Harness opened a pull request",
+  no_changes: "➖ Harness finished without changes",
+  failed: "❌ Harness could not finish",
+  timed_out: "❌ Harness ran out of time",
+  cancelled: "⏹ Harness run cancelled",
+  interrupted: "❌ Harness was interrupted",
+};
+
+const STEP_MARK: Record<StepState, string> = {
+  pending: "⬜",
+  running: "⏳",
+  succeeded: "✅",
+  failed: "❌",
+  timed_out: "⌛",
+  cancelled: "⏹",
+  skipped: "➖",
+};
+
+/** Renders the status comment's markdown. Pure: the same view always renders the same text. */
+export function renderStatusComment(view: StatusView): string {
+  const lines: string[] = [statusMarker(view.runId), `### ${HEADINGS[view.phase]}`, ""];
+  lines.push(`> ${oneLine(view.intent, 300)}`, `> — requested by @${view.requester}`, "");
+  if (view.note) lines.push(view.note, "");
+
+  if (view.phase === "succeeded" && view.prUrl) {
+    const facts = [
+      view.prReused ? `Updated ${view.prUrl}` : `**${view.prUrl}**`,
+      view.changedFiles !== undefined ? `${String(view.changedFiles)} file${view.changedFiles === 1 ? "" : "s"} changed` : undefined,
+      view.durationMs !== undefined ? formatDuration(view.durationMs) : undefined,
+      view.turns !== undefined ? `${String(view.turns)} agent turn${view.turns === 1 ? "" : "s"}` : undefined,
+      view.costUsd !== undefined ? `$${view.costUsd.toFixed(2)}` : undefined,
+    ].filter((fact): fact is string => fact !== undefined);
+    lines.push(facts.join(" · "), "");
+  }
+
+  const steps = view.steps.filter((step) => !step.onFailureOnly || step.state !== "pending");
+  if (steps.length > 0) {
+    for (const step of steps) {
+      const attempt = step.attempt > 1 ? ` (attempt ${String(step.attempt)})` : "";
+      const time = step.durationMs !== undefined ? ` — ${formatDuration(step.durationMs)}` : step.state === "running" ? " — running" : "";
+      lines.push(`- ${STEP_MARK[step.state]} ${step.title}${attempt}${time}`);
+    }
+    lines.push("");
+  }
+
+  if (view.error && view.phase !== "succeeded") {
+    lines.push(`**What happened:** ${oneLine(view.error, 500)}`);
+    if (view.remedy) lines.push(`**What to do:** ${oneLine(view.remedy, 500)}`);
+    lines.push("");
+  }
+  if (view.diffstat) {
+    lines.push("<details><summary>The change is kept here (diffstat)</summary>", "", fence(view.diffstat.slice(0, 4000)), "", "</details>", "");
+  }
+  if (view.patch && view.patch.length <= MAX_INLINE_PATCH_CHARS) {
+    lines.push("<details><summary>Patch (apply with <code>git am</code>)</summary>", "", fence(view.patch, "diff"), "", "</details>", "");
+  }
+
+  const footer = [
+    view.agent ? `Agent: ${view.agent}` : undefined,
+    view.sandbox ? `Sandbox: ${view.sandbox}` : undefined,
+    view.blueprint ? `Blueprint: ${view.blueprint}` : undefined,
+    view.runUrl ? `[Run page](${view.runUrl})` : `Run \`${view.runId}\``,
+  ].filter((part): part is string => part !== undefined);
+  lines.push(`<sub>${footer.join(" · ")}</sub>`);
+
+  const body = redact(lines.join("\n"));
+  return body.length <= MAX_COMMENT_CHARS ? body : `${body.slice(0, MAX_COMMENT_CHARS)}\n\n… (cut to fit a GitHub comment)`;
+}
+
+function oneLine(text: string, max: number): string {
+  const flat = text.replace(/\s+/g, " ").trim();
+  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
+}
+
+/** A fenced block whose fence is longer than any backtick run inside, so content cannot close it. */
+function fence(text: string, language = ""): string {
+  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((match) => match[0].length));
+  const ticks = "`".repeat(longest + 1);
+  return `${ticks}${language}\n${text.replace(/\n+$/, "")}\n${ticks}`;
+}
+
+/** The help reply for `/harness help` and a bare `/harness`. */
+export function renderHelp(command: string, label: string, permission: string): string {
+  return [
+    "**Harness** turns a request into a pull request.",
+    "",
+    `- \`${command} <what should change>\` — start a run on this issue (or push follow-up commits on this pull request)`,
+    `- \`${command} cancel\` — stop the active run on this issue`,
+    `- \`${command} approve\` — run a request from someone without ${permission} access (maintainers only)`,
+    `- add the \`${label}\` label — run with the issue's title and body as the request`,
+    "",
+    `Only people with **${permission}** access (or more) can start runs. Settings live in \`.github/harness.yml\`.`,
+  ].join("\n");
+}

@@ -1,0 +1,36 @@
+/**
+ * Harness as a Probot app. `npm start` runs `main.ts` (our own HTTP server around this); other
+ * hosts can load the app function directly, e.g. `createNodeMiddleware(harness, { probot })`.
+ */
+import type { ApplicationFunction } from "probot";
+import { createHarnessApp, type HarnessAppOptions } from "./app.js";
+import { settingsFromEnv } from "./config/app-settings.js";
+import { createDaytonaSandbox } from "./sandbox/daytona.js";
+import { createLocalSandbox } from "./sandbox/local.js";
+
+export { createHarnessApp, type HarnessAppOptions } from "./app.js";
+export { startHarnessServer, type HarnessServer } from "./server.js";
+export { runHarness, type HarnessOptions } from "./harness/run.js";
+
+/** The app configured from the environment, as `npm start` runs it. */
+const harness: ApplicationFunction = (app, options) => {
+  const settings = settingsFromEnv(process.env);
+  if (settings.mode !== "app") throw new Error("APP_ID and PRIVATE_KEY are required to load the Harness app");
+  const appOptions: HarnessAppOptions = {
+    apiBaseUrl: settings.apiBaseUrl,
+    appId: settings.appId,
+    concurrency: settings.concurrency,
+    worker: {
+      sandboxes: { local: createLocalSandbox, daytona: createDaytonaSandbox },
+      defaultSandbox: settings.sandbox,
+      allowedSandboxes: settings.allowedSandboxes,
+      daytona: settings.daytona,
+      environment: process.env,
+      statusIntervalMs: settings.statusIntervalMs,
+      ...(settings.publicUrl ? { publicUrl: settings.publicUrl } : {}),
+    },
+  };
+  return createHarnessApp(appOptions)(app, options);
+};
+
+export default harness;

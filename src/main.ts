@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+// `npm start`: the Harness server, configured by the environment (see .env.example).
+import { settingsFromEnv, SettingsError } from "./config/app-settings.js";
+import { startHarnessServer } from "./server.js";
+import { describeError } from "./util/errors.js";
+
+try {
+  const settings = settingsFromEnv(process.env);
+  const server = await startHarnessServer(settings);
+  process.stderr.write(settings.mode === "setup"
+    ? `Harness is in setup mode: open ${server.url}/ to register the GitHub App.\n`
+    : `Harness is listening on ${server.url} (webhooks at ${settings.webhookPath})\n`);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) process.exit(1);
+    stopping = true;
+    process.stderr.write(`Harness received ${signal}: finishing active runs, then exiting\n`);
+    server.close().then(() => process.exit(0), () => process.exit(1));
+  };
+  process.on("SIGTERM", () => { stop("SIGTERM"); });
+  process.on("SIGINT", () => { stop("SIGINT"); });
+} catch (error) {
+  process.stderr.write(`harness: ${error instanceof SettingsError ? error.message : describeError(error)}\n`);
+  process.exit(error instanceof SettingsError ? 2 : 1);
+}

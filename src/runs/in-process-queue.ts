@@ -1,0 +1,114 @@
+import { issueKey, type RunRequest } from "./request.js";
+import type { EnqueueOutcome, RunProcessor, RunQueue } from "./queue.js";
+
+export interface InProcessQueueOptions {
+  /** Runs at once in this process. */
+  concurrency?: number;
+  /** Called when a processor throws (it should not: the worker ends every run itself). */
+  onError?: (request: RunRequest, error: unknown) => void;
+}
+
+interface Entry {
+  request: RunRequest;
+  controller: AbortController;
+}
+
+/**
+ * Runs requests in this process, at most `concurrency` at a time and one per issue (later
+ * requests on a busy issue wait their turn). Nothing survives a restart: the durable adapters
+ * (SQLite, BullMQ) are for that.
+ */
+export class InProcessRunQueue implements RunQueue {
+  private readonly pending: Entry[] = [];
+  private readonly running = new Map<string, Entry & { done: Promise<void> }>();
+  private readonly keys = new Map<string, string>();
+  private closed = false;
+  private readonly concurrency: number;
+
+  constructor(private readonly processor: RunProcessor, private readonly options: InProcessQueueOptions = {}) {
+    this.concurrency = Math.max(1, options.concurrency ?? 2);
+  }
+
+  enqueue(request: RunRequest): Promise<EnqueueOutcome> {
+    if (this.closed) return Promise.reject(new Error("The run queue is shutting down"));
+    const existing = this.keys.get(request.key);
+    if (existing) return Promise.resolve({ status: "duplicate", runId: existing });
+    this.keys.set(request.key, request.runId);
+    const behind = this.busyWith(issueKey(request));
+    this.pending.push({ request, controller: new AbortController() });
+    this.pump();
+    return Promise.resolve(behind ? { status: "waiting", behind } : { status: "queued" });
+  }
+
+  seen(key: string): Promise<boolean> {
+    return Promise.resolve(this.keys.has(key));
+  }
+
+  activeRun(key: string): Promise<string | undefined> {
+    return Promise.resolve(this.busyWith(key));
+  }
+
+  cancel(key: string): Promise<boolean> {
+    const running = [...this.running.values()].find((entry) => issueKey(entry.request) === key);
+    if (running) {
+      running.controller.abort();
+      return Promise.resolve(true);
+    }
+    const index = this.pending.findIndex((entry) => issueKey(entry.request) === key);
+    if (index === -1) return Promise.resolve(false);
+    const [entry] = this.pending.splice(index, 1);
+    if (entry) {
+      // A run cancelled before it started still ends in its terminal state through the worker.
+      entry.controller.abort();
+      this.start(entry);
+    }
+    return Promise.resolve(true);
+  }
+
+  async close(graceMs = 30_000): Promise<void> {
+    this.closed = true;
+    const pendingNow = this.pending.splice(0);
+    for (const entry of pendingNow) entry.controller.abort();
+    const all = [...this.running.values()].map((entry) => entry.done);
+    const timer = setTimeout(() => {
+      for (const entry of this.running.values()) entry.controller.abort();
+    }, graceMs);
+    timer.unref();
+    await Promise.allSettled(all);
+    clearTimeout(timer);
+  }
+
+  /** The number of runs executing now, for health and metrics. */
+  get activeCount(): number {
+    return this.running.size;
+  }
+
+  private busyWith(key: string): string | undefined {
+    const running = [...this.running.values()].find((entry) => issueKey(entry.request) === key);
+    if (running) return running.request.runId;
+    return this.pending.find((entry) => issueKey(entry.request) === key)?.request.runId;
+  }
+
+  private pump(): void {
+    while (this.running.size < this.concurrency) {
+      const index = this.pending.findIndex((entry) => !this.isIssueRunning(issueKey(entry.request)));
+      if (index === -1) return;
+      const [entry] = this.pending.splice(index, 1);
+      if (entry) this.start(entry);
+    }
+  }
+
+  private isIssueRunning(key: string): boolean {
+    return [...this.running.values()].some((entry) => issueKey(entry.request) === key);
+  }
+
+  private start(entry: Entry): void {
+    const done = this.processor(entry.request, entry.controller.signal)
+      .catch((error: unknown) => this.options.onError?.(entry.request, error))
+      .finally(() => {
+        this.running.delete(entry.request.runId);
+        if (!this.closed) this.pump();
+      });
+    this.running.set(entry.request.runId, { ...entry, done });
+  }
+}

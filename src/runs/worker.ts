@@ -1,0 +1,188 @@
+import { createAgent } from "../agents/registry.js";
+import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
+import type { RepoConfig } from "../config/repo-config.js";
+import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
+import { createOctokitClient, describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
+import { renderStatusComment, type RunPhase, type StatusView } from "../github/status-comment.js";
+import { StatusCommentReporter, StatusUpdater } from "../github/status-updater.js";
+import type { TokenMinter } from "../github/tokens.js";
+import { fanOut, type HarnessEvent, type Reporter } from "../harness/events.js";
+import { runHarness } from "../harness/run.js";
+import type { Sandbox, SandboxOptions, DaytonaOptions } from "../sandbox/types.js";
+import { describeError } from "../util/errors.js";
+import type { Log } from "../util/log.js";
+import { createRedactor, secretsFromEnv } from "../util/redact.js";
+import type { RunRequest } from "./request.js";
+
+export type SandboxKind = "local" | "daytona";
+
+/** What the worker needs from the outside world, injected so tests need no globals. */
+export interface WorkerDeps {
+  /** An installation client (issues, pull requests, contents, config). */
+  installationOctokit(installationId: number): Promise<OctokitLike & ConfigCapableOctokit>;
+  /** The app (JWT) client, for the bot identity. */
+  appOctokit(): Promise<OctokitLike>;
+  tokens: TokenMinter;
+  sandboxes: Record<SandboxKind, (options: SandboxOptions) => Promise<Sandbox>>;
+  /** The operator's sandbox, and which ones a repository may choose in its config. */
+  defaultSandbox: SandboxKind;
+  allowedSandboxes: readonly SandboxKind[];
+  daytona?: DaytonaOptions;
+  /** Where agent credentials come from (only the ones an agent declares are passed on). */
+  environment: NodeJS.ProcessEnv;
+  log: Log;
+  /** Least time between two status-comment edits, in ms. */
+  statusIntervalMs?: number;
+  /** Base URL of the run pages, when served. */
+  publicUrl?: string;
+  /** Extra reporters (metrics, run pages). */
+  reporters?: Reporter[];
+}
+
+/**
+ * Runs one request from start to a terminal status comment, whatever happens: config, tokens,
+ * sandbox, blueprint, push, PR. Never throws; every failure ends as a ❌ comment with a reason.
+ */
+export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
+  const log = deps.log.child?.({ runId: request.runId, repo: `${request.repo.owner}/${request.repo.name}`, issue: request.issue.number }) ?? deps.log;
+  const redact = createRedactor(secretsFromEnv(deps.environment));
+  const view: StatusView = { runId: request.runId, phase: "running", requester: request.requester.login, intent: request.intent, steps: [] };
+  let octokit: (OctokitLike & ConfigCapableOctokit) | undefined;
+  let updater: StatusUpdater | undefined;
+
+  const finish = async (phase: RunPhase, error?: string, remedy?: string): Promise<void> => {
+    view.phase = phase;
+    if (error) view.error = redact(error);
+    if (remedy) view.remedy = remedy;
+    updater?.set(renderStatusComment(view));
+    await updater?.flush();
+  };
+
+  try {
+    octokit = await deps.installationOctokit(request.installationId);
+    const client = octokit;
+    let commentId = request.statusCommentId;
+    updater = new StatusUpdater(
+      {
+        update: async (body) => {
+          // The handler could not create the comment (GitHub was failing): the first update does.
+          if (commentId === undefined) {
+            const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: request.repo.owner, repo: request.repo.name, issue_number: request.issue.number, body });
+            commentId = (created.data as { id: number }).id;
+            return;
+          }
+          await client.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner: request.repo.owner, repo: request.repo.name, comment_id: commentId, body });
+        },
+      },
+      { minIntervalMs: deps.statusIntervalMs ?? 5_000, onGiveUp: (error) => { log.warn({ err: describeError(error) }, "status comment update failed"); } },
+    );
+    if (signal.aborted) {
+      await finish("cancelled", "Cancelled before it started");
+      return;
+    }
+
+    let config: RepoConfig;
+    let blueprint;
+    try {
+      config = await loadRepoConfig(octokit, request.repo.owner, request.repo.name);
+      blueprint = await resolveBlueprint(octokit, request.repo.owner, request.repo.name, config);
+    } catch (error) {
+      await finish("failed", describeError(error), "Fix .github/harness.yml on the default branch, then ask again");
+      return;
+    }
+    const sandboxKind = chooseSandbox(config, deps);
+    const agent = blueprint.nodes.some((node) => node.kind === "agent") ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {}) : undefined;
+    Object.assign(view, { agent: agent?.name ?? "none", sandbox: sandboxKind, blueprint: blueprint.name, phase: "running" });
+    updater.set(renderStatusComment(view));
+
+    const identity: BotIdentity = await fetchBotIdentity(await deps.appOctokit(), client);
+    const repository = { owner: request.repo.owner, name: request.repo.name };
+    const serverUrl = new URL(request.repo.htmlUrl).origin;
+    const branch = request.issue.pullRequest?.headRef ?? `harness/issue-${String(request.issue.number)}-${request.runId}`;
+
+    // Clone with a read-only token for this one repository, revoked as soon as the clone is done.
+    const clone = await deps.tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions: { contents: "read" } });
+    let cloneRevoked = false;
+    const revokeClone = async (): Promise<void> => {
+      if (cloneRevoked) return;
+      cloneRevoked = true;
+      await deps.tokens.revoke(clone.token).catch((error: unknown) => { log.warn({ err: describeGitHubError(error) }, "could not revoke the clone token"); });
+    };
+    const revokeOnReady: Reporter = { emit: (event: HarnessEvent) => { if (event.type === "sandbox.ready") void revokeClone(); } };
+
+    const statusReporter = new StatusCommentReporter(view, updater);
+    const logReporter: Reporter = { emit: (event) => { logEvent(log, event); } };
+    try {
+      const report = await runHarness({
+        runId: request.runId,
+        repo: `${request.repo.owner}/${request.repo.name}`,
+        branch,
+        intent: request.intent,
+        intentTrusted: request.intentTrusted,
+        issue: { number: request.issue.number, title: request.issue.title, body: request.issue.body, url: request.issue.htmlUrl },
+        blueprint,
+        ...(agent ? { agent } : {}),
+        agentCredentials: deps.environment,
+        ...(config.max_turns !== undefined ? { maxAgentTurns: config.max_turns } : {}),
+        ...(config.model ? { model: config.model } : {}),
+        createSandbox: deps.sandboxes[sandboxKind],
+        sandboxOptions: {
+          githubServerUrl: serverUrl,
+          labels: { "harness-issue": String(request.issue.number), "harness-installation": String(request.installationId) },
+          ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
+          ...(sandboxKind === "daytona" ? { daytona: { ...deps.daytona, ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}), ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}) } } : {}),
+        },
+        githubToken: clone.token,
+        pushToken: async () => {
+          const minted = await deps.tokens.mint({
+            installationId: request.installationId,
+            repositoryId: request.repo.id,
+            permissions: config.allow_workflow_changes ? { contents: "write", workflows: "write" } : { contents: "write" },
+          });
+          return { token: minted.token, release: () => deps.tokens.revoke(minted.token) };
+        },
+        push: true,
+        github: createOctokitClient(client),
+        githubRepo: repository,
+        ...(config.allow_workflow_changes ? {} : { canWriteWorkflows: false }),
+        commitIdentity: { name: identity.name, email: identity.email },
+        pullRequest: { draft: config.pr.draft, labels: config.pr.labels, reviewers: config.pr.reviewers, requester: request.requester.login },
+        reporter: fanOut(revokeOnReady, statusReporter, logReporter, ...(deps.reporters ?? [])),
+        signal,
+        budgetMs: config.timeout_minutes * 60_000,
+        secrets: [...secretsFromEnv(deps.environment), clone.token],
+        ...(deps.publicUrl ? { runUrl: `${deps.publicUrl.replace(/\/+$/, "")}/runs/${request.runId}` } : {}),
+      });
+      if (report.pushResult?.remedy) view.remedy = report.pushResult.remedy;
+      await statusReporter.close();
+      log.info({ status: report.status, prUrl: report.pushResult?.prUrl, durationMs: report.durationMs }, "run finished");
+    } finally {
+      await revokeClone();
+    }
+  } catch (error) {
+    log.error({ err: redact(describeError(error)) }, "run failed before it could finish");
+    await finish(signal.aborted ? "cancelled" : "failed", `Harness failed before the run could finish: ${describeGitHubError(error)}`, "Ask again; if it keeps failing, an operator can find the run id in the logs").catch(() => undefined);
+  }
+}
+
+function chooseSandbox(config: RepoConfig, deps: WorkerDeps): SandboxKind {
+  const asked = config.sandbox.provider;
+  return asked && deps.allowedSandboxes.includes(asked) ? asked : deps.defaultSandbox;
+}
+
+/** One structured log line per step boundary, with the run id bound by the child logger. */
+function logEvent(log: Log, event: HarnessEvent): void {
+  switch (event.type) {
+    case "node.started":
+      log.info({ node: event.nodeId, attempt: event.attempt }, "step started");
+      break;
+    case "node.finished":
+      log.info({ node: event.report.nodeId, attempt: event.report.attempt, status: event.report.status, durationMs: event.report.durationMs }, "step finished");
+      break;
+    case "push.finished":
+      log.info({ pushed: event.result.pushed, prUrl: event.result.prUrl, errorKind: event.result.errorKind }, "push finished");
+      break;
+    default:
+      break;
+  }
+}

@@ -1,0 +1,118 @@
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
+import type { Logger } from "pino";
+import { createHarnessApp } from "./app.js";
+import type { AppSettings } from "./config/app-settings.js";
+import type { RunQueue } from "./runs/queue.js";
+import type { SandboxKind } from "./runs/worker.js";
+import { createDaytonaSandbox } from "./sandbox/daytona.js";
+import { createLocalSandbox } from "./sandbox/local.js";
+import type { Sandbox, SandboxOptions } from "./sandbox/types.js";
+import { createManifestFlow } from "./setup/manifest-flow.js";
+import { describeError } from "./util/errors.js";
+
+export interface ServerOverrides {
+  /** Where agent credentials are read from (default: process.env). */
+  environment?: NodeJS.ProcessEnv;
+  sandboxes?: Partial<Record<SandboxKind, (options: SandboxOptions) => Promise<Sandbox>>>;
+  /** A pino logger (tests capture output through it). */
+  log?: Logger;
+  /** Octokit retry/throttle off, for tests that inject failures. */
+  octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
+  fetch?: typeof globalThis.fetch;
+}
+
+export interface HarnessServer {
+  url: string;
+  port: number;
+  /** The run queue (absent in setup mode), for draining and tests. */
+  queue?: RunQueue;
+  /** Stops taking webhooks, lets active runs finish (up to `graceMs`), closes the socket. */
+  close(graceMs?: number): Promise<void>;
+}
+
+/**
+ * The HTTP process: Probot's webhook middleware at the webhook path, `/healthz` (alive) and
+ * `/readyz` (taking work), or — with no app credentials — the registration flow.
+ */
+export async function startHarnessServer(settings: AppSettings, overrides: ServerOverrides = {}): Promise<HarnessServer> {
+  let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  let queue: RunQueue | undefined;
+  let accepting = true;
+
+  if (settings.mode === "setup") {
+    const flow = createManifestFlow({ githubHost: settings.githubHost, envFile: settings.envFile, ...(settings.org ? { org: settings.org } : {}), ...(overrides.fetch ? { fetch: overrides.fetch } : {}) });
+    handle = async (req, res) => {
+      if (await flow(req, res)) return;
+      res.writeHead(404, { "content-type": "text/plain" }).end("Harness is in setup mode: open / to register the GitHub App.\n");
+    };
+  } else {
+    const probot = new Probot({
+      appId: settings.appId,
+      privateKey: settings.privateKey,
+      secret: settings.webhookSecret,
+      baseUrl: settings.apiBaseUrl,
+      ...(overrides.log ? { log: overrides.log } : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
+      ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
+    });
+    const app = createHarnessApp({
+      apiBaseUrl: settings.apiBaseUrl,
+      appId: settings.appId,
+      concurrency: settings.concurrency,
+      onQueue: (built) => { queue = built; },
+      worker: {
+        sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
+        defaultSandbox: settings.sandbox,
+        allowedSandboxes: settings.allowedSandboxes,
+        daytona: settings.daytona,
+        environment: overrides.environment ?? process.env,
+        statusIntervalMs: settings.statusIntervalMs,
+        ...(settings.publicUrl ? { publicUrl: settings.publicUrl } : {}),
+      },
+    });
+    const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
+    for (const warning of settings.warnings) probot.log.warn(warning);
+    handle = async (req, res) => {
+      if (req.url === "/healthz") return json(res, 200, { status: "ok" });
+      if (req.url === "/readyz") return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
+      if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
+      await middleware(req, res, () => {
+        res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
+      });
+    };
+  }
+
+  const server = createServer((req, res) => {
+    handle(req, res).catch((error: unknown) => {
+      // Never a stack trace to the caller: one line, and the details in the log.
+      if (!res.headersSent) res.writeHead(500, { "content-type": "application/json" });
+      res.end(JSON.stringify({ error: "internal error" }));
+      overrides.log?.error({ err: describeError(error) }, "request failed");
+    });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once("error", reject);
+    server.listen(settings.port, settings.host, () => { resolve(); });
+  });
+  const { port } = server.address() as AddressInfo;
+  const printable = settings.host === "0.0.0.0" || settings.host === "::" ? "localhost" : settings.host;
+  return {
+    url: `http://${printable}:${String(port)}`,
+    port,
+    ...(queue ? { queue } : {}),
+    async close(graceMs = 30_000) {
+      accepting = false;
+      await queue?.close(graceMs);
+      await new Promise<void>((resolve) => {
+        server.close(() => { resolve(); });
+        server.closeIdleConnections();
+      });
+    },
+  };
+}
+
+function json(res: ServerResponse, status: number, body: unknown): Promise<void> {
+  res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
+  return Promise.resolve();
+}

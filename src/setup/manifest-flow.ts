@@ -1,0 +1,120 @@
+import { readFile, writeFile } from "node:fs/promises";
+import type { IncomingMessage, ServerResponse } from "node:http";
+import { parse as parseYaml } from "yaml";
+
+export interface ManifestFlowOptions {
+  /** `github.com` or a GitHub Enterprise Server host. */
+  githubHost: string;
+  /** Register on this organisation instead of the signed-in user. */
+  org?: string;
+  /** Where the credentials are written (`.env`). */
+  envFile: string;
+  /** `app.yml`, the manifest's source. */
+  manifestFile?: string;
+  fetch?: typeof globalThis.fetch;
+}
+
+/**
+ * Registers the GitHub App from the browser (GitHub's manifest flow), for a first start with
+ * no credentials: `/` posts the manifest built from app.yml to GitHub, GitHub redirects back
+ * to `/setup?code=…`, and the code is exchanged for the app's id, key and webhook secret,
+ * which are written to `.env`. Restarting then starts the app proper.
+ */
+export function createManifestFlow(options: ManifestFlowOptions) {
+  const fetchImpl = options.fetch ?? globalThis.fetch;
+  const web = `https://${options.githubHost}`;
+  const api = options.githubHost === "github.com" ? "https://api.github.com" : `https://${options.githubHost}/api/v3`;
+
+  return async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
+    const url = new URL(req.url ?? "/", "http://localhost");
+    if (req.method !== "GET") return false;
+    const base = baseUrlOf(req);
+    if (url.pathname === "/") {
+      const manifest = await buildManifest(options.manifestFile ?? "app.yml", base);
+      const action = options.org ? `${web}/organizations/${encodeURIComponent(options.org)}/settings/apps/new` : `${web}/settings/apps/new`;
+      html(res, 200, page("Register Harness", `
+        <p>Harness has no GitHub App credentials yet. Register it as a GitHub App on ${escapeHtml(options.githubHost)}${options.org ? ` for the organisation <b>${escapeHtml(options.org)}</b>` : ""}:
+        GitHub shows the permissions it asks for (contents, issues, pull requests: write; metadata: read) before anything is created.</p>
+        <form action="${escapeHtml(action)}" method="post">
+          <input type="hidden" name="manifest" value="${escapeHtml(manifest)}">
+          <button type="submit">Register the GitHub App</button>
+        </form>`));
+      return true;
+    }
+    if (url.pathname === "/setup") {
+      const code = url.searchParams.get("code");
+      if (!code || !/^[A-Za-z0-9_-]{1,100}$/.test(code)) {
+        html(res, 400, page("Registration failed", "<p>GitHub did not send a registration code. Start again from <a href=\"/\">the start page</a>.</p>"));
+        return true;
+      }
+      const response = await fetchImpl(`${api}/app-manifests/${code}/conversions`, { method: "POST", headers: { accept: "application/vnd.github+json", "user-agent": "harness-setup" } });
+      if (!response.ok) {
+        html(res, 502, page("Registration failed", `<p>GitHub answered ${String(response.status)} when exchanging the code. Codes expire after an hour: start again from <a href="/">the start page</a>.</p>`));
+        return true;
+      }
+      const app = (await response.json()) as { id: number; pem: string; webhook_secret: string; client_id?: string; client_secret?: string; html_url: string; slug?: string };
+      await updateEnvFile(options.envFile, {
+        APP_ID: String(app.id),
+        PRIVATE_KEY: JSON.stringify(app.pem),
+        WEBHOOK_SECRET: app.webhook_secret,
+        ...(app.client_id ? { GITHUB_CLIENT_ID: app.client_id } : {}),
+        ...(app.client_secret ? { GITHUB_CLIENT_SECRET: app.client_secret } : {}),
+      });
+      html(res, 200, page("Harness is registered", `
+        <p>The GitHub App <b>${escapeHtml(app.slug ?? String(app.id))}</b> is registered and its credentials are in <code>${escapeHtml(options.envFile)}</code>.</p>
+        <ol><li>Restart Harness (<code>npm start</code>) so it picks them up.</li>
+        <li><a href="${escapeHtml(app.html_url)}/installations/new">Install the app</a> on the repositories it should work on.</li></ol>`));
+      return true;
+    }
+    return false;
+  };
+}
+
+async function buildManifest(path: string, baseUrl: string): Promise<string> {
+  const raw = parseYaml(await readFile(path, "utf8")) as Record<string, unknown>;
+  const hook = (raw["hook_attributes"] as Record<string, unknown> | undefined) ?? {};
+  const webhookUrl = process.env["WEBHOOK_PROXY_URL"] ?? `${baseUrl}/api/github/webhooks`;
+  return JSON.stringify({
+    ...raw,
+    url: raw["url"] ?? baseUrl,
+    hook_attributes: { ...hook, url: webhookUrl },
+    redirect_url: `${baseUrl}/setup`,
+    public: raw["public"] ?? false,
+  });
+}
+
+/** Sets keys in a dotenv file, keeping every other line as it was. */
+export async function updateEnvFile(path: string, values: Record<string, string>): Promise<void> {
+  const existing = await readFile(path, "utf8").catch(() => "");
+  const lines = existing === "" ? [] : existing.replace(/\n$/, "").split("\n");
+  const remaining = new Map(Object.entries(values));
+  const updated = lines.map((line) => {
+    const name = /^\s*([A-Za-z_][A-Za-z0-9_]*)\s*=/.exec(line)?.[1];
+    if (name && remaining.has(name)) {
+      const value = remaining.get(name) ?? "";
+      remaining.delete(name);
+      return `${name}=${value}`;
+    }
+    return line;
+  });
+  for (const [name, value] of remaining) updated.push(`${name}=${value}`);
+  await writeFile(path, `${updated.join("\n")}\n`, { mode: 0o600 });
+}
+
+function baseUrlOf(req: IncomingMessage): string {
+  const forwardedProto = req.headers["x-forwarded-proto"];
+  const protocol = typeof forwardedProto === "string" ? forwardedProto.split(",")[0] ?? "http" : "http";
+  return `${protocol}://${req.headers.host ?? "localhost:3000"}`;
+}
+
+function html(res: ServerResponse, status: number, body: string): void {
+  res.writeHead(status, { "content-type": "text/html; charset=utf-8" }).end(body);
+}
+
+function page(title: string, content: string): string {
+  return `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body style="font-family:system-ui;max-width:40rem;margin:3rem auto"><h1>${escapeHtml(title)}</h1>${content}</body></html>`;
+}
+
+export function escapeHtml(text: string): string {
+  return text.replace(/[&<>"']/g, (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char] ?? char);
+}

@@ -1,0 +1,315 @@
+import { loadRepoConfig, type ConfigCapableOctokit } from "../config/load-repo-config.js";
+import { meetsPermission, PERMISSION_LEVELS, RepoConfigError, type PermissionLevel, type RepoConfig } from "../config/repo-config.js";
+import { describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
+import { renderHelp, renderStatusComment, type StatusView } from "../github/status-comment.js";
+import type { ApprovalStore } from "../runs/approvals.js";
+import type { RunQueue } from "../runs/queue.js";
+import { issueKeyOf, type RunRequest } from "../runs/request.js";
+import type { Log } from "../util/log.js";
+import { MAX_COMMENT_INTENT_BYTES, intentFromIssue, parseCommand } from "./command.js";
+import { parseIssueComment, parseIssuesLabeled, type IssueCommentEvent } from "./payload.js";
+
+/** What a handler gets from Probot's context, narrowed so handlers can be tested without Probot. */
+export interface WebhookContext {
+  /** `X-GitHub-Delivery`. */
+  id: string;
+  payload: unknown;
+  octokit: OctokitLike & ConfigCapableOctokit;
+  log: Log;
+}
+
+export interface HandlerDeps {
+  queue: RunQueue;
+  approvals: ApprovalStore;
+  newRunId: () => string;
+  now: () => Date;
+  /** This app's id, to recognise its own comments. */
+  appId?: number;
+}
+
+type Repo = IssueCommentEvent["repository"];
+type Issue = IssueCommentEvent["issue"];
+
+/**
+ * `issue_comment.created`: parse → authorise → acknowledge → enqueue → return. Everything slow
+ * happens in the worker; every GitHub call here is one request, independent ones in parallel.
+ */
+export async function onIssueComment(context: WebhookContext, deps: HandlerDeps): Promise<void> {
+  const event = parseIssueComment(context.payload);
+  if (!event) return;
+  // Cheap filter first: most comments are not commands, and cost no API call at all.
+  if (!event.comment.body.trimStart().startsWith("/")) return;
+  if (deps.appId !== undefined && event.comment.performed_via_github_app?.id === deps.appId) return;
+  // A redelivery (or a second delivery of the same comment) is recognised before any API call.
+  if (await deps.queue.seen(commentKey(event))) {
+    context.log.info({ comment: event.comment.id }, "ignored a comment already handled (redelivery)");
+    return;
+  }
+  await guard(context, async () => {
+    const { owner, repo } = names(event.repository);
+    const [config, permission] = await Promise.all([
+      loadConfigOrReport(context, event.repository, event.issue, event.comment.body),
+      fetchPermission(context.octokit, owner, repo, event.sender.login),
+    ]);
+    if (!config) return;
+    const command = parseCommand(event.comment.body, config.command);
+    if (!command) return;
+    if (isIgnoredBot(event.sender, event.comment.user, config)) {
+      context.log.info({ sender: event.sender.login }, "ignored a command from a bot");
+      return;
+    }
+    const key = issueKeyOf(event.repository.id, event.issue.number);
+    const allowed = meetsPermission(permission, config.permission);
+
+    switch (command.kind) {
+      case "help":
+      case "empty":
+        await reply(context, event.repository, event.issue.number, renderHelp(config.command, config.label, config.permission));
+        return;
+      case "cancel": {
+        if (!allowed) return refuse(context, deps, event, config, key);
+        const cancelled = await deps.queue.cancel(key);
+        await (cancelled
+          ? react(context, event.repository, { commentId: event.comment.id }, "+1")
+          : reply(context, event.repository, event.issue.number, "There is no active Harness run on this issue to cancel."));
+        return;
+      }
+      case "approve": {
+        if (!allowed) return refuse(context, deps, event, config, key);
+        const pending = deps.approvals.take(key);
+        if (!pending) {
+          await reply(context, event.repository, event.issue.number, "There is no request waiting for approval on this issue.");
+          return;
+        }
+        await startRun(context, deps, {
+          repository: event.repository,
+          issue: event.issue,
+          intent: pending.intent,
+          intentTrusted: false,
+          requester: pending.requester,
+          trigger: { kind: "comment", commentId: pending.commentId },
+          key: `${String(event.repository.id)}:comment:${String(pending.commentId)}`,
+          approvedBy: event.sender.login,
+        });
+        return;
+      }
+      case "run": {
+        if (Buffer.byteLength(command.intent, "utf8") > MAX_COMMENT_INTENT_BYTES) {
+          await reply(context, event.repository, event.issue.number, `That request is ${Buffer.byteLength(command.intent, "utf8").toLocaleString("en")} bytes; Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. Put the detail in the issue body and keep the command to what should change.`);
+          return;
+        }
+        if (!allowed) {
+          deps.approvals.put(key, { intent: command.intent, requester: { login: event.sender.login, id: event.sender.id }, commentId: event.comment.id, at: deps.now().getTime() });
+          return refuse(context, deps, event, config, key, true);
+        }
+        await startRun(context, deps, {
+          repository: event.repository,
+          issue: event.issue,
+          intent: command.intent,
+          intentTrusted: true,
+          requester: { login: event.sender.login, id: event.sender.id },
+          trigger: { kind: "comment", commentId: event.comment.id },
+          key: commentKey(event),
+        });
+        return;
+      }
+    }
+  });
+}
+
+/** `issues.labeled` with the trigger label: the issue's title and body are the request. */
+export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps): Promise<void> {
+  const event = parseIssuesLabeled(context.payload);
+  if (!event?.label) return;
+  await guard(context, async () => {
+    const { owner, repo } = names(event.repository);
+    const [config, permission] = await Promise.all([
+      loadConfigOrReport(context, event.repository, event.issue, undefined),
+      fetchPermission(context.octokit, owner, repo, event.sender.login),
+    ]);
+    if (!config || event.label?.name !== config.label) return;
+    if (isIgnoredBot(event.sender, event.sender, config)) return;
+    // Adding a label needs only triage access, so the labeller's permission is checked as for a comment.
+    if (!meetsPermission(permission, config.permission)) {
+      const key = issueKeyOf(event.repository.id, event.issue.number);
+      if (deps.approvals.shouldReply(key, event.sender.login)) {
+        await reply(context, event.repository, event.issue.number, `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`);
+      }
+      return;
+    }
+    await startRun(context, deps, {
+      repository: event.repository,
+      issue: event.issue,
+      intent: intentFromIssue(event.issue.title, event.issue.body),
+      intentTrusted: true,
+      requester: { login: event.sender.login, id: event.sender.id },
+      trigger: { kind: "label", label: config.label },
+      key: `${String(event.repository.id)}:issue:${String(event.issue.number)}:label:${context.id}`,
+    });
+  });
+}
+
+interface StartRun {
+  repository: Repo;
+  issue: Issue;
+  intent: string;
+  intentTrusted: boolean;
+  requester: { login: string; id: number };
+  trigger: RunRequest["trigger"];
+  key: string;
+  approvedBy?: string;
+}
+
+/** Acknowledge (👀 + the queued status comment, in parallel), then enqueue. */
+async function startRun(context: WebhookContext, deps: HandlerDeps, start: StartRun): Promise<void> {
+  if (await deps.queue.seen(start.key)) {
+    context.log.info({ key: start.key }, "ignored a request already accepted (redelivery)");
+    return;
+  }
+  const { owner, repo } = names(start.repository);
+  let pullRequest: RunRequest["issue"]["pullRequest"];
+  if (start.issue.pull_request) {
+    const pr = await context.octokit.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", { owner, repo, pull_number: start.issue.number });
+    const data = pr.data as { head: { ref: string; repo: { full_name: string } | null } };
+    if (data.head.repo?.full_name.toLowerCase() !== start.repository.full_name.toLowerCase()) {
+      await reply(context, start.repository, start.issue.number, "Harness cannot push to this pull request: its branch lives in a fork, and Harness only pushes to branches in this repository. Ask on an issue instead and Harness will open a new pull request.");
+      return;
+    }
+    pullRequest = { headRef: data.head.ref };
+  }
+
+  const runId = deps.newRunId();
+  const key = issueKeyOf(start.repository.id, start.issue.number);
+  const behind = await deps.queue.activeRun(key);
+  const view: StatusView = {
+    runId,
+    phase: behind ? "waiting" : "queued",
+    requester: start.requester.login,
+    intent: start.intent,
+    steps: [],
+    ...(behind ? { note: `Another Harness run is active on this issue (\`${behind}\`); this one starts when it ends.` } : {}),
+    ...(start.approvedBy ? { note: `Approved by @${start.approvedBy}; the request is treated as untrusted input.` } : {}),
+  };
+  const target = start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issueNumber: start.issue.number };
+  const [, statusCommentId] = await Promise.all([
+    react(context, start.repository, target, "eyes"),
+    context.octokit
+      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: start.issue.number, body: renderStatusComment(view) })
+      .then((comment) => (comment.data as { id: number }).id)
+      // The worker creates the comment itself when GitHub would not take it now: the run still answers.
+      .catch((error: unknown) => {
+        context.log.warn({ err: describeGitHubError(error) }, "could not create the status comment; the worker will");
+        return undefined;
+      }),
+  ]);
+  const request: RunRequest = {
+    runId,
+    key: start.key,
+    deliveryId: context.id,
+    installationId: installationOf(context.payload),
+    repo: { id: start.repository.id, owner, name: repo, htmlUrl: start.repository.html_url, defaultBranch: start.repository.default_branch },
+    issue: {
+      number: start.issue.number,
+      title: start.issue.title,
+      body: start.issue.body ?? "",
+      htmlUrl: start.issue.html_url,
+      ...(pullRequest ? { pullRequest } : {}),
+    },
+    trigger: start.trigger,
+    requester: start.requester,
+    intent: start.intent,
+    intentTrusted: start.intentTrusted,
+    ...(statusCommentId !== undefined ? { statusCommentId } : {}),
+    requestedAt: deps.now().toISOString(),
+  };
+  const outcome = await deps.queue.enqueue(request);
+  context.log.info({ runId, key: start.key, outcome: outcome.status, requester: start.requester.login }, "run accepted");
+}
+
+/** Tells someone below the bar how to get their request run — once per person per issue. */
+async function refuse(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, canApprove = false): Promise<void> {
+  context.log.info({ sender: event.sender.login, required: config.permission }, "refused a command from someone below the permission bar");
+  if (!deps.approvals.shouldReply(key, event.sender.login)) return;
+  const approve = canApprove ? ` A maintainer can run it by commenting \`${config.command} approve\`.` : "";
+  await reply(context, event.repository, event.issue.number, `@${event.sender.login} Harness runs only for people with **${config.permission}** access to this repository.${approve}`);
+}
+
+/** The repository config, or undefined after telling the issue why it is invalid (for commands only). */
+async function loadConfigOrReport(context: WebhookContext, repository: Repo, issue: Issue, commentBody: string | undefined): Promise<RepoConfig | undefined> {
+  const { owner, repo } = names(repository);
+  try {
+    return await loadRepoConfig(context.octokit, owner, repo);
+  } catch (error) {
+    if (error instanceof RepoConfigError) {
+      // Only answer what was plainly meant for Harness; other slash commands stay untouched.
+      if (commentBody === undefined || parseCommand(commentBody) !== undefined) {
+        await reply(context, repository, issue.number, `Harness cannot run here: ${error.message}. Fix the file on the default branch and ask again.`);
+      }
+      context.log.warn({ problems: error.problems }, "invalid .github/harness.yml");
+      return undefined;
+    }
+    throw error;
+  }
+}
+
+async function fetchPermission(octokit: OctokitLike, owner: string, repo: string, username: string): Promise<PermissionLevel> {
+  try {
+    const response = await octokit.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", { owner, repo, username });
+    const data = response.data as { permission?: string; role_name?: string };
+    // role_name carries maintain and triage, which `permission` folds into write and read.
+    const role = data.role_name as PermissionLevel | undefined;
+    if (role && (PERMISSION_LEVELS as readonly string[]).includes(role)) return role;
+    return (PERMISSION_LEVELS as readonly string[]).includes(data.permission ?? "") ? (data.permission as PermissionLevel) : "none";
+  } catch (error) {
+    // Not a collaborator (404) means no permission; anything else is a failure to decide.
+    if (typeof error === "object" && error !== null && "status" in error && error.status === 404) return "none";
+    throw error;
+  }
+}
+
+function isIgnoredBot(sender: { login: string; type: string }, author: { login: string; type: string }, config: RepoConfig): boolean {
+  const bot = sender.type === "Bot" || author.type === "Bot" || sender.login.endsWith("[bot]");
+  return bot && !config.allowed_bots.includes(sender.login);
+}
+
+async function reply(context: WebhookContext, repository: Repo, issueNumber: number, body: string): Promise<void> {
+  const { owner, repo } = names(repository);
+  await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: issueNumber, body });
+}
+
+async function react(context: WebhookContext, repository: Repo, target: { commentId: number } | { issueNumber: number }, content: "eyes" | "+1"): Promise<void> {
+  const { owner, repo } = names(repository);
+  // Reactions are an acknowledgement: failing to add one must not stop the run.
+  try {
+    if ("commentId" in target) await context.octokit.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", { owner, repo, comment_id: target.commentId, content });
+    else await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", { owner, repo, issue_number: target.issueNumber, content });
+  } catch (error) {
+    context.log.warn({ err: describeGitHubError(error) }, "could not add a reaction");
+  }
+}
+
+/**
+ * Errors from GitHub (a deleted issue, an uninstalled repository, a 502) are logged and the
+ * delivery answered 200: a thrown error would reach GitHub's delivery log as a 500 with its text.
+ */
+async function guard(context: WebhookContext, work: () => Promise<void>): Promise<void> {
+  try {
+    await work();
+  } catch (error) {
+    context.log.error({ err: describeGitHubError(error), delivery: context.id }, "could not handle the webhook");
+  }
+}
+
+function commentKey(event: IssueCommentEvent): string {
+  return `${String(event.repository.id)}:comment:${String(event.comment.id)}`;
+}
+
+function names(repository: Repo): { owner: string; repo: string } {
+  return { owner: repository.owner.login, repo: repository.name };
+}
+
+function installationOf(payload: unknown): number {
+  const installation = (payload as { installation?: { id?: unknown } }).installation;
+  if (typeof installation?.id !== "number") throw new Error("the event carries no installation: is the app installed on this repository?");
+  return installation.id;
+}

@@ -1,0 +1,332 @@
+import { generateKeyPairSync } from "node:crypto";
+import nock from "nock";
+import { Probot, ProbotOctokit } from "probot";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { createHarnessApp } from "../../src/app.js";
+import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue.js";
+import type { RunRequest } from "../../src/runs/request.js";
+import { issueCommentCreated, issuesLabeled } from "../fixtures/payloads.js";
+
+// The Probot testing pattern: the real Probot and Octokit, GitHub answered by nock, retry and
+// throttling off so failures surface at once. The queue records requests instead of running them.
+const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048, privateKeyEncoding: { type: "pkcs1", format: "pem" }, publicKeyEncoding: { type: "spki", format: "pem" } });
+const API = "https://api.github.com";
+const CONFIG_PATH = "/repos/acme/widgets/contents/.github%2Fharness.yml";
+const ORG_CONFIG_PATH = "/repos/acme/.github/contents/.github%2Fharness.yml";
+
+class RecordingQueue implements RunQueue {
+  readonly requests: RunRequest[] = [];
+  readonly cancelled: string[] = [];
+  active: string | undefined;
+  enqueue(request: RunRequest): Promise<EnqueueOutcome> {
+    this.requests.push(request);
+    return Promise.resolve({ status: "queued" });
+  }
+  seen(key: string): Promise<boolean> {
+    return Promise.resolve(this.requests.some((request) => request.key === key));
+  }
+  activeRun(): Promise<string | undefined> {
+    return Promise.resolve(this.active);
+  }
+  cancel(key: string): Promise<boolean> {
+    this.cancelled.push(key);
+    return Promise.resolve(this.active !== undefined);
+  }
+  close(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+let probot: Probot;
+let queue: RecordingQueue;
+
+beforeEach(async () => {
+  nock.disableNetConnect();
+  queue = new RecordingQueue();
+  probot = new Probot({
+    appId: 123,
+    privateKey,
+    secret: "test-secret",
+    // The function form wins over Probot's own throttle options (the object form does not).
+    Octokit: ProbotOctokit.defaults((instanceOptions: object) => ({ ...instanceOptions, retry: { enabled: false }, throttle: { enabled: false } })),
+    logLevel: "fatal",
+  });
+  await probot.load(
+    createHarnessApp({
+      apiBaseUrl: API,
+      appId: 123,
+      createQueue: () => queue,
+      worker: { sandboxes: { local: () => Promise.reject(new Error("no sandbox in handler tests")), daytona: () => Promise.reject(new Error("no")) }, defaultSandbox: "local", allowedSandboxes: ["local"], environment: {} },
+    }),
+  );
+});
+
+afterEach(() => {
+  nock.cleanAll();
+  nock.enableNetConnect();
+});
+
+/** GitHub as the handlers see it: token exchange, config lookups, the sender's permission. */
+function github(options: { permission?: string; roleName?: string; config?: string; orgConfig?: string } = {}) {
+  // Probot caches the installation token, so only the first event in a test asks for one.
+  const scope = nock(API).post("/app/installations/2/access_tokens").optionally().reply(201, { token: "ghs_installation", permissions: { issues: "write" } });
+  if (options.config !== undefined) {
+    // The config plugin asks for the raw media type: the body is the YAML text itself.
+    scope.get(CONFIG_PATH).reply(200, options.config);
+  } else {
+    scope.get(CONFIG_PATH).reply(404, { message: "Not Found" });
+    if (options.orgConfig !== undefined) scope.get(ORG_CONFIG_PATH).reply(200, options.orgConfig);
+    else scope.get(ORG_CONFIG_PATH).reply(404, { message: "Not Found" });
+  }
+  if (options.permission !== undefined) {
+    scope.get(/\/repos\/acme\/widgets\/collaborators\/[^/]+\/permission/).reply(200, { permission: options.permission, role_name: options.roleName ?? options.permission, user: { login: "x" } });
+  }
+  return scope;
+}
+
+function bodies(scope: nock.Scope, into: unknown[]) {
+  scope.on("request", (_req: unknown, _interceptor: unknown, body: string) => {
+    if (body) into.push(JSON.parse(body) as unknown);
+  });
+}
+
+const receive = (name: "issue_comment" | "issues", payload: unknown, id = "delivery-1") => probot.receive({ id, name, payload } as Parameters<Probot["receive"]>[0]);
+
+describe("/harness <intent> from someone with write access", () => {
+  test("reacts 👀, posts one queued status comment, and enqueues a request that holds no token", async () => {
+    const posted: unknown[] = [];
+    const scope = github({ permission: "write" })
+      .post("/repos/acme/widgets/issues/comments/555/reactions", { content: "eyes" }).reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments", (body: { body: string }) => { posted.push(body.body); return true; })
+      .reply(201, { id: 9001 });
+    await receive("issue_comment", issueCommentCreated("/harness fix the typo in the README"));
+    expect(scope.pendingMocks()).toEqual([]);
+    expect(queue.requests).toHaveLength(1);
+    const [request] = queue.requests;
+    expect(request).toMatchObject({
+      key: "4242:comment:555",
+      deliveryId: "delivery-1",
+      installationId: 2,
+      repo: { id: 4242, owner: "acme", name: "widgets", htmlUrl: "https://github.com/acme/widgets", defaultBranch: "main" },
+      issue: { number: 7, title: "Typo in README" },
+      trigger: { kind: "comment", commentId: 555 },
+      requester: { login: "maintainer" },
+      intent: "fix the typo in the README",
+      intentTrusted: true,
+      statusCommentId: 9001,
+    });
+    expect(JSON.stringify(request)).not.toMatch(/ghs_|token/i);
+    expect(String(posted[0])).toMatch(new RegExp(`^<!-- harness:run=${request?.runId ?? "x"} -->\\n### 👀 Harness heard you — queued`));
+  });
+
+  test("maintain and admin roles pass a write bar; triage does not", async () => {
+    github({ permission: "write", roleName: "maintain" }).post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 1 });
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(queue.requests).toHaveLength(1);
+    const replies: unknown[] = [];
+    const scope = github({ permission: "read", roleName: "triage" });
+    bodies(scope.post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 2 }), replies);
+    await receive("issue_comment", issueCommentCreated("/harness go", { commentId: 556, sender: { login: "triager" } }), "delivery-2");
+    expect(queue.requests).toHaveLength(1);
+  });
+
+  test("a redelivered webhook does not start a second run or post a second comment", async () => {
+    github({ permission: "write" }).post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 1 });
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    // The redelivery is recognised before any API call.
+    const second = nock(API).get(/.*/).reply(500).post(/.*/).reply(500);
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(queue.requests).toHaveLength(1);
+    expect(second.isDone()).toBe(false);
+  });
+
+  test("on a busy issue the status comment says the run waits its turn", async () => {
+    queue.active = "run-before";
+    const posted: Array<{ body: string }> = [];
+    github({ permission: "write" }).post(/reactions/).reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments", (body: { body: string }) => { posted.push(body); return true; }).reply(201, { id: 3 });
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(posted[0]?.body).toMatch(/waiting for the previous run[\s\S]*`run-before`/);
+  });
+});
+
+describe("comments Harness ignores without a single API call", () => {
+  test.each([
+    ["an ordinary comment", issueCommentCreated("Thanks, looks good!")],
+    ["another bot's slash command", issueCommentCreated("/deploy staging")],
+    ["the app's own comment quoting /harness", issueCommentCreated("/harness fix it", { viaAppId: 123 })],
+  ])("%s", async (_label, payload) => {
+    const scope = nock(API).post(/.*/).reply(500).get(/.*/).reply(500);
+    await receive("issue_comment", payload);
+    expect(scope.isDone()).toBe(false);
+    expect(queue.requests).toEqual([]);
+  });
+
+  test("a command from a bot is ignored; an allowlisted bot is served", async () => {
+    github({ permission: "write" });
+    await receive("issue_comment", issueCommentCreated("/harness bump deps", { sender: { login: "renovate[bot]", type: "Bot" } }));
+    expect(queue.requests).toEqual([]);
+    github({ permission: "write", config: "allowed_bots:\n  - renovate[bot]\n" }).post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 4 });
+    await receive("issue_comment", issueCommentCreated("/harness bump deps", { commentId: 600, sender: { login: "renovate[bot]", type: "Bot" } }), "d-3");
+    expect(queue.requests).toHaveLength(1);
+  });
+});
+
+describe("who may ask", () => {
+  test("someone with read access gets one short reply, no sandbox; a maintainer's /harness approve runs it as untrusted", async () => {
+    const replies: unknown[] = [];
+    const first = github({ permission: "read" });
+    bodies(first.post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 10 }), replies);
+    await receive("issue_comment", issueCommentCreated("/harness rewrite everything", { sender: { login: "drive-by", id: 9 } }));
+    expect(queue.requests).toEqual([]);
+    expect(replies).toEqual([{ body: "@drive-by Harness runs only for people with **write** access to this repository. A maintainer can run it by commenting `/harness approve`." }]);
+
+    // A second attempt by the same person on the same issue is not answered again.
+    const second = github({ permission: "read" });
+    await receive("issue_comment", issueCommentCreated("/harness please", { commentId: 557, sender: { login: "drive-by", id: 9 } }), "d-2");
+    expect(second.pendingMocks()).toEqual([]);
+
+    github({ permission: "admin" }).post("/repos/acme/widgets/issues/comments/558/reactions").reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 11 });
+    await receive("issue_comment", issueCommentCreated("/harness approve", { commentId: 558, sender: { login: "lead" } }), "d-3");
+    expect(queue.requests).toHaveLength(1);
+    expect(queue.requests[0]).toMatchObject({ intent: "please", intentTrusted: false, requester: { login: "drive-by" }, trigger: { kind: "comment", commentId: 557 } });
+  });
+
+  test("/harness approve from someone without access does nothing", async () => {
+    github({ permission: "none" }).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 12 });
+    await receive("issue_comment", issueCommentCreated("/harness approve", { sender: { login: "nobody" } }));
+    expect(queue.requests).toEqual([]);
+  });
+
+  test("a repository can raise the bar to admin", async () => {
+    const replies: unknown[] = [];
+    bodies(github({ permission: "write", config: "permission: admin\n" }).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 13 }), replies);
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(queue.requests).toEqual([]);
+    expect(JSON.stringify(replies)).toContain("**admin** access");
+  });
+});
+
+describe("other commands", () => {
+  test.each([["/harness"], ["/harness help"], ["  \n/harness   "]])("%j answers with help", async (body) => {
+    const replies: Array<{ body: string }> = [];
+    const scope = github({ permission: "read" });
+    scope.post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => { replies.push(reply); return true; }).reply(201, { id: 14 });
+    await receive("issue_comment", issueCommentCreated(body));
+    expect(replies[0]?.body).toMatch(/`\/harness <what should change>`/);
+    expect(queue.requests).toEqual([]);
+  });
+
+  test("/harness cancel cancels the active run and reacts 👍", async () => {
+    queue.active = "run-1";
+    const scope = github({ permission: "write" }).post("/repos/acme/widgets/issues/comments/555/reactions", { content: "+1" }).reply(201, {});
+    await receive("issue_comment", issueCommentCreated("/harness cancel"));
+    expect(queue.cancelled).toEqual(["4242#7"]);
+    expect(scope.pendingMocks()).toEqual([]);
+  });
+
+  test("/harness cancel with nothing running says so", async () => {
+    const replies: Array<{ body: string }> = [];
+    github({ permission: "write" }).post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => { replies.push(reply); return true; }).reply(201, { id: 15 });
+    await receive("issue_comment", issueCommentCreated("/harness cancel"));
+    expect(replies[0]?.body).toBe("There is no active Harness run on this issue to cancel.");
+  });
+
+  test("a custom command word from the repository config", async () => {
+    github({ permission: "write", config: "command: /robot\n" }).post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 16 });
+    await receive("issue_comment", issueCommentCreated("/robot tidy up"));
+    expect(queue.requests[0]?.intent).toBe("tidy up");
+  });
+
+  test("org-wide defaults come from the org's .github repository", async () => {
+    github({ permission: "write", orgConfig: "command: /org-bot\n" }).post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 17 });
+    await receive("issue_comment", issueCommentCreated("/org-bot tidy up"));
+    expect(queue.requests[0]?.intent).toBe("tidy up");
+  });
+});
+
+describe("bad input", () => {
+  test("an invalid .github/harness.yml is reported naming the key and reason, and nothing runs", async () => {
+    const replies: Array<{ body: string }> = [];
+    github({ permission: "write", config: "agent: gpt-9000\nfix_attempts: -1\ncolour: blue\n" })
+      .post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => { replies.push(reply); return true; }).reply(201, { id: 18 });
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(queue.requests).toEqual([]);
+    expect(replies[0]?.body).toMatch(/`agent`/);
+    expect(replies[0]?.body).toMatch(/`fix_attempts`/);
+    expect(replies[0]?.body).toMatch(/unknown key colour/);
+  });
+
+  test("an intent over 64 KiB gets a clear reply", async () => {
+    const replies: Array<{ body: string }> = [];
+    github({ permission: "write" }).post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => { replies.push(reply); return true; }).reply(201, { id: 19 });
+    await receive("issue_comment", issueCommentCreated(`/harness ${"x".repeat(1024 * 1024)}`));
+    expect(replies[0]?.body).toMatch(/1,048,576 bytes; Harness takes at most 65,536/);
+    expect(queue.requests).toEqual([]);
+  });
+
+  test("control characters are stripped from the intent; shell metacharacters are kept as text", async () => {
+    github({ permission: "write" }).post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 20 });
+    await receive("issue_comment", issueCommentCreated("/harness fix \u0007`rm -rf /` $(id)\u202E; echo"));
+    expect(queue.requests[0]?.intent).toBe("fix `rm -rf /` $(id); echo");
+  });
+
+  test("a deleted issue (GitHub 410) is logged, not thrown: the delivery still succeeds", async () => {
+    github({ permission: "write" }).post(/reactions/).reply(404, { message: "Not Found" }).post("/repos/acme/widgets/issues/7/comments").reply(410, { message: "This issue was deleted" });
+    await expect(receive("issue_comment", issueCommentCreated("/harness go"))).resolves.toBeUndefined();
+  });
+
+  test("an event without an installation is ignored cleanly", async () => {
+    await expect(receive("issue_comment", issueCommentCreated("/harness go", { installationId: null }))).resolves.toBeUndefined();
+    expect(queue.requests).toEqual([]);
+  });
+
+  test("a malformed payload is ignored", async () => {
+    await expect(receive("issue_comment", { action: "created", comment: { body: "/harness x" } })).resolves.toBeUndefined();
+  });
+});
+
+describe("pull requests", () => {
+  test("on a same-repository PR the run targets the PR's branch", async () => {
+    github({ permission: "write" })
+      .get("/repos/acme/widgets/pulls/7").reply(200, { number: 7, head: { ref: "feature/login", sha: "abc", repo: { full_name: "acme/widgets" } }, base: { ref: "main" } })
+      .post(/reactions/).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 21 });
+    await receive("issue_comment", issueCommentCreated("/harness address the review", { pullRequest: true }));
+    expect(queue.requests[0]?.issue.pullRequest).toEqual({ headRef: "feature/login" });
+  });
+
+  test("on a fork's PR it explains why it cannot push", async () => {
+    const replies: Array<{ body: string }> = [];
+    github({ permission: "write" })
+      .get("/repos/acme/widgets/pulls/7").reply(200, { number: 7, head: { ref: "patch-1", sha: "abc", repo: { full_name: "someone/widgets" } }, base: { ref: "main" } })
+      .post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => { replies.push(reply); return true; }).reply(201, { id: 22 });
+    await receive("issue_comment", issueCommentCreated("/harness fix", { pullRequest: true }));
+    expect(queue.requests).toEqual([]);
+    expect(replies[0]?.body).toMatch(/branch lives in a fork/);
+  });
+});
+
+describe("the harness label", () => {
+  test("added by a maintainer: the issue's title and body are the request, and the issue gets 👀", async () => {
+    const scope = github({ permission: "write" })
+      .post("/repos/acme/widgets/issues/7/reactions", { content: "eyes" }).reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 23 });
+    await receive("issues", issuesLabeled("harness"));
+    expect(scope.pendingMocks()).toEqual([]);
+    expect(queue.requests[0]).toMatchObject({ intent: "Typo in README\n\nThe README says 'teh' instead of 'the'.", trigger: { kind: "label", label: "harness" }, key: "4242:issue:7:label:delivery-1" });
+  });
+
+  test("another label does nothing", async () => {
+    github({ permission: "write" });
+    await receive("issues", issuesLabeled("bug"));
+    expect(queue.requests).toEqual([]);
+  });
+
+  test("added by someone with triage only (who can label but not write): refused with one reply", async () => {
+    const replies: Array<{ body: string }> = [];
+    github({ permission: "read", roleName: "triage" }).post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => { replies.push(reply); return true; }).reply(201, { id: 24 });
+    await receive("issues", issuesLabeled("harness", { sender: { login: "triager" } }));
+    expect(queue.requests).toEqual([]);
+    expect(replies[0]?.body).toMatch(/only when added by someone with \*\*write\*\* access/);
+  });
+});
