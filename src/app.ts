@@ -7,7 +7,7 @@ import { ApprovalStore } from "./runs/approvals.js";
 import { InProcessRunQueue } from "./runs/in-process-queue.js";
 import type { RunProcessor, RunQueue } from "./runs/queue.js";
 import { processRun, type WorkerDeps } from "./runs/worker.js";
-import { onIssueComment, onIssueLabeled, type WebhookContext } from "./triggers/handlers.js";
+import { onIssueComment, onIssueLabeled } from "./triggers/handlers.js";
 import type { Log } from "./util/log.js";
 
 /** How the app is put together; `settingsFromEnv` fills it for `npm start`. */
