@@ -1,0 +1,41 @@
+import { describe, expect, test } from "vitest";
+import { settingsFromEnv, SettingsError } from "../../src/config/app-settings.js";
+
+const pem = "-----BEGIN RSA PRIVATE" + " KEY-----\nMIIB\n-----END RSA PRIVATE" + " KEY-----\n";
+
+describe("settings from the environment", () => {
+  test("no app credentials at all: setup mode (the registration flow)", () => {
+    expect(settingsFromEnv({})).toMatchObject({ mode: "setup", port: 3000, host: "0.0.0.0", githubHost: "github.com" });
+    expect(settingsFromEnv({ GHE_HOST: "ghe.corp", GH_ORG: "platform", PORT: "8080" })).toMatchObject({ mode: "setup", port: 8080, githubHost: "ghe.corp", org: "platform" });
+  });
+
+  test("credentials without a webhook secret: refuses to start", () => {
+    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem })).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem })).toThrow(/WEBHOOK_SECRET is not set: refusing to start/);
+  });
+
+  test.each([
+    [{ APP_ID: "1" }, /APP_ID is set but no private key/],
+    [{ PRIVATE_KEY: pem }, /PRIVATE_KEY is set but APP_ID is not/],
+    [{ APP_ID: "x", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" }, /APP_ID must be a whole number/],
+    [{ APP_ID: "1", PRIVATE_KEY: "not a key", WEBHOOK_SECRET: "s" }, /neither a PEM private key nor base64/],
+    [{ APP_ID: "1", PRIVATE_KEY_PATH: "/nope.pem", WEBHOOK_SECRET: "s" }, /PRIVATE_KEY_PATH points to \/nope\.pem, which cannot be read/],
+    [{ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "docker" }, /HARNESS_SANDBOX must be "local" or "daytona"/],
+    [{ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", DAYTONA_SECRETS: "nonsense" }, /DAYTONA_SECRETS must look like/],
+  ])("%j is refused with a clear reason", (env, message) => {
+    expect(() => settingsFromEnv(env, () => { throw new Error("ENOENT"); })).toThrow(message);
+  });
+
+  test("app mode: Probot's variables and ours", () => {
+    const settings = settingsFromEnv({ APP_ID: "42", PRIVATE_KEY: pem.replace(/\n/g, "\\n"), WEBHOOK_SECRET: "s", GHE_HOST: "ghe.corp", GHE_PROTOCOL: "https", HARNESS_SANDBOX: "daytona", HARNESS_SANDBOXES: "local", DAYTONA_API_KEY: "k", DAYTONA_SECRETS: "ANTHROPIC_API_KEY=anthropic", HARNESS_CONCURRENCY: "4", LOG_FORMAT: "pretty" });
+    expect(settings).toMatchObject({ mode: "app", appId: 42, privateKey: pem, apiBaseUrl: "https://ghe.corp/api/v3", sandbox: "daytona", allowedSandboxes: ["daytona", "local"], concurrency: 4, logFormat: "pretty", daytona: { apiKey: "k", secrets: { ANTHROPIC_API_KEY: "anthropic" } }, warnings: [] });
+  });
+
+  test("a base64 private key is accepted; the default sandbox is daytona when a key is set, else local with a warning", () => {
+    const base64 = Buffer.from(pem).toString("base64");
+    expect(settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: base64, WEBHOOK_SECRET: "s", DAYTONA_API_KEY: "k" })).toMatchObject({ privateKey: pem, sandbox: "daytona", apiBaseUrl: "https://api.github.com" });
+    const local = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" });
+    expect(local).toMatchObject({ sandbox: "local" });
+    expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/local sandbox, which isolates only by directory/);
+  });
+});

@@ -1,0 +1,57 @@
+import { readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { startHarnessServer, type HarnessServer } from "../../src/server.js";
+import { scratchDir } from "../helpers/git.js";
+
+let dir: { path: string; cleanup: () => Promise<void> };
+let server: HarnessServer;
+let conversions: string[];
+
+beforeEach(async () => {
+  dir = await scratchDir();
+  conversions = [];
+  const fakeFetch = ((url: string) => {
+    conversions.push(url);
+    return Promise.resolve(new Response(JSON.stringify({ id: 321, slug: "harness-acme", pem: "-----BEGIN RSA PRIVATE" + " KEY-----\nabc\n-----END RSA PRIVATE" + " KEY-----\n", webhook_secret: "whsec", client_id: "Iv1.x", client_secret: "cs", html_url: "https://github.com/apps/harness-acme" }), { status: 201 }));
+  }) as typeof fetch;
+  server = await startHarnessServer({ mode: "setup", port: 0, host: "127.0.0.1", githubHost: "github.com", envFile: join(dir.path, ".env") }, { fetch: fakeFetch });
+});
+
+afterEach(async () => {
+  await server.close();
+  await dir.cleanup();
+});
+
+describe("setup mode: registering the GitHub App from the browser", () => {
+  test("/ posts a least-privilege manifest built from app.yml to GitHub", async () => {
+    const page = await (await fetch(`${server.url}/`)).text();
+    expect(page).toContain('action="https://github.com/settings/apps/new"');
+    const manifest = JSON.parse((/name="manifest" value="([^"]*)"/.exec(page)?.[1] ?? "{}").replace(/&quot;/g, '"').replace(/&amp;/g, "&").replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">")) as Record<string, unknown>;
+    expect(manifest).toMatchObject({
+      public: false,
+      default_events: ["issue_comment", "issues"],
+      default_permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" },
+      redirect_url: `${server.url.replace("localhost", "127.0.0.1")}/setup`,
+      hook_attributes: { url: `${server.url.replace("localhost", "127.0.0.1")}/api/github/webhooks` },
+    });
+  });
+
+  test("/setup exchanges the code and writes the credentials to .env, keeping other lines", async () => {
+    await writeFile(join(dir.path, ".env"), "# mine\nDAYTONA_API_KEY=keep-me\nAPP_ID=old\n");
+    const response = await fetch(`${server.url}/setup?code=abc123`, { redirect: "manual" });
+    expect(response.status).toBe(200);
+    expect(await response.text()).toContain('href="https://github.com/apps/harness-acme/installations/new"');
+    expect(conversions).toEqual(["https://api.github.com/app-manifests/abc123/conversions"]);
+    const env = await readFile(join(dir.path, ".env"), "utf8");
+    expect(env).toContain("# mine\nDAYTONA_API_KEY=keep-me\nAPP_ID=321\n");
+    expect(env).toContain("WEBHOOK_SECRET=whsec\n");
+    expect(env).toContain('PRIVATE_KEY="-----BEGIN RSA PRIVATE');
+  });
+
+  test("a missing or odd code is a 400 with a way back", async () => {
+    const response = await fetch(`${server.url}/setup?code=%3Cscript%3E`);
+    expect(response.status).toBe(400);
+    expect(await response.text()).toContain('href="/"');
+  });
+});
