@@ -24,6 +24,7 @@ export class InProcessRunQueue implements RunQueue {
   private readonly keys = new Map<string, string>();
   private closed = false;
   private readonly concurrency: number;
+  private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly processor: RunProcessor, private readonly options: InProcessQueueOptions = {}) {
     this.concurrency = Math.max(1, options.concurrency ?? 2);
@@ -78,6 +79,12 @@ export class InProcessRunQueue implements RunQueue {
     clearTimeout(timer);
   }
 
+  /** Resolves once nothing is running or waiting (tests, and drains). */
+  idle(): Promise<void> {
+    if (this.running.size === 0 && this.pending.length === 0) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
   /** The number of runs executing now, for health and metrics. */
   get activeCount(): number {
     return this.running.size;
@@ -108,6 +115,9 @@ export class InProcessRunQueue implements RunQueue {
       .finally(() => {
         this.running.delete(entry.request.runId);
         if (!this.closed) this.pump();
+        if (this.running.size === 0 && this.pending.length === 0) {
+          for (const resolve of this.idleWaiters.splice(0)) resolve();
+        }
       });
     this.running.set(entry.request.runId, { ...entry, done });
   }

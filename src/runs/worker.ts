@@ -134,11 +134,12 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         },
         githubToken: clone.token,
         pushToken: async () => {
-          const minted = await deps.tokens.mint({
-            installationId: request.installationId,
-            repositoryId: request.repo.id,
-            permissions: config.allow_workflow_changes ? { contents: "write", workflows: "write" } : { contents: "write" },
-          });
+          const mint = (permissions: Record<string, "read" | "write">) => deps.tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions });
+          // Workflow changes need the Workflows permission, which GitHub refuses to mint (422)
+          // if the installation lacks it: then push without it and let GitHub's refusal explain.
+          const minted = config.allow_workflow_changes
+            ? await mint({ contents: "write", workflows: "write" }).catch(() => mint({ contents: "write" }))
+            : await mint({ contents: "write" });
           return { token: minted.token, release: () => deps.tokens.revoke(minted.token) };
         },
         push: true,

@@ -1,0 +1,275 @@
+import { chmod, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { Writable } from "node:stream";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import type { AppSettings } from "../../src/config/app-settings.js";
+import type { InProcessRunQueue } from "../../src/runs/in-process-queue.js";
+import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
+import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { startFakeDaytona } from "../fakes/daytona/server.js";
+import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
+import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github/webhooks.js";
+import { scratchDir } from "../helpers/git.js";
+
+// The real server on a random port, real signed webhooks, the fake GitHub (REST under /api/v3
+// and git smart HTTP), the local sandbox and the `command` agent.
+const SECRET = "e2e-webhook-secret";
+const AGENT_KEY = "sk-ant-" + "e2e-agent-credential-0123456789";
+
+let github: FakeGitHub;
+let server: HarnessServer;
+let dir: { path: string; cleanup: () => Promise<void> };
+let logs: string;
+let privateKey: string;
+let appId: number;
+let agentScript: string;
+let envDump: string;
+
+async function start(overrides: ServerOverrides = {}): Promise<void> {
+  logs = "";
+  const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
+  const settings: AppSettings = {
+    mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks",
+    apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {},
+    concurrency: 2, statusIntervalMs: 0, warnings: [],
+  };
+  server = await startHarnessServer(settings, {
+    environment: { PATH: process.env["PATH"], HOME: process.env["HOME"], ANTHROPIC_API_KEY: AGENT_KEY },
+    log: pino({ level: "info" }, sink),
+    octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
+    ...overrides,
+  });
+}
+
+beforeEach(async () => {
+  dir = await scratchDir();
+  github = await startFakeGitHub();
+  const app = github.addApp({ id: 4100, slug: "harness" });
+  appId = app.id;
+  privateKey = app.privateKeyPem ?? "";
+  github.addInstallation({ id: 77, appId, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
+  await github.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
+  github.setCollaborator("acme", "widgets", "maintainer", "write");
+  github.setCollaborator("acme", "widgets", "reader", "read");
+  envDump = join(dir.path, "agent-env.txt");
+  agentScript = join(dir.path, "agent.sh");
+  await writeFile(agentScript, `#!/bin/sh\nenv > '${envDump}'\nprintf 'Hello from the agent\\n' > HELLO.md\necho "Added HELLO.md"\n`);
+  await chmod(agentScript, 0o755);
+  await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\npr:\n  labels: [harness]\n`);
+  await start();
+});
+
+afterEach(async () => {
+  await server.close(1_000);
+  await github.close();
+  await dir.cleanup();
+});
+
+/** Posts a comment on issue #1 in the fake and delivers its webhook; returns the delivery and the comment id. */
+async function comment(body: string, sender = "maintainer") {
+  const repo = github.repo("acme", "widgets");
+  const issue = github.issue("acme", "widgets", 1) ?? github.createIssue("acme", "widgets", { title: "Greet people", body: "We need a HELLO file.", user: "reporter" });
+  const posted = github.addComment("acme", "widgets", issue.number, { body, user: sender });
+  const payload = issueCommentCreated({ repo, issue: { number: issue.number, title: issue.title, body: issue.body }, comment: { id: posted.id, body, user: { login: sender } }, installationId: 77 });
+  return { ...(await sendWebhook(server.url, SECRET, "issue_comment", payload)), commentId: posted.id };
+}
+
+async function settle(): Promise<void> {
+  await (server.queue as InProcessRunQueue).idle();
+}
+
+function statusComments() {
+  return github.issueComments("acme", "widgets", 1).filter((c) => c.body.includes("<!-- harness:run="));
+}
+
+/** Every string the app wrote anywhere: comments, PRs, logs. */
+function everythingWritten(): string {
+  const comments = github.issueComments("acme", "widgets", 1).map((c) => c.body).join("\n");
+  const prs = github.pullRequests("acme", "widgets").map((pr) => `${pr.title}\n${pr.body ?? ""}`).join("\n");
+  return `${comments}\n${prs}\n${logs}`;
+}
+
+describe("comment → 👀 → status comment → branch → PR → final comment", () => {
+  test("the whole flow, answered fast, with short-lived scoped tokens and no secret anywhere", async () => {
+    const delivery = await comment("/harness add a HELLO file");
+    expect(delivery.status).toBe(200);
+    expect(delivery.durationMs).toBeLessThan(2_000);
+    expect(github.reactions("acme", "widgets", { commentId: delivery.commentId }).map((r) => r.content)).toEqual(["eyes"]);
+    await settle();
+
+    const [status, ...others] = statusComments();
+    expect(others).toEqual([]);
+    expect(status?.user.login).toBe("harness[bot]");
+    expect(status?.body).toContain("### ✅ Harness opened a pull request");
+    const [pr] = github.pullRequests("acme", "widgets");
+    expect(pr).toBeDefined();
+    expect(status?.body).toContain(`/acme/widgets/pull/${String(pr?.number)}`);
+    expect(pr?.pull?.draft).toBe(true);
+    expect(pr?.title).toBe("[harness] add a HELLO file");
+    expect(pr?.body).toContain("Fixes #1");
+    expect(pr?.body).toContain("Requested by @maintainer in #1.");
+    expect(pr?.labels).toContain("harness");
+    const branch = pr?.pull?.headRef ?? "";
+    expect(branch).toMatch(/^harness\/issue-1-/);
+    expect(await github.readFile("acme", "widgets", "HELLO.md", branch)).toBe("Hello from the agent\n");
+
+    // Tokens: one read-only for the clone, one contents-write for the push, both revoked.
+    const minted = github.mintedTokens().filter((token) => token.repositories.length === 1);
+    expect(minted.map((token) => [token.permissions["contents"], token.revoked])).toEqual([["read", true], ["write", true]]);
+
+    // No minted token, private key or agent credential in anything written, nor in the agent's env.
+    const written = everythingWritten();
+    for (const token of github.mintedTokens()) expect(written).not.toContain(token.token);
+    expect(written).not.toContain(privateKey.split("\n")[1] ?? "-");
+    expect(written).not.toContain(AGENT_KEY);
+    const agentEnv = await readFile(envDump, "utf8");
+    for (const token of github.mintedTokens()) expect(agentEnv).not.toContain(token.token);
+    expect(agentEnv).not.toMatch(/PRIVATE_KEY|WEBHOOK_SECRET|GITHUB_TOKEN/);
+  });
+
+  test("the harness label starts a run with the issue's title and body", async () => {
+    const repo = github.repo("acme", "widgets");
+    const issue = github.createIssue("acme", "widgets", { title: "Greet people", body: "Add HELLO.md", user: "reporter" });
+    const delivery = await sendWebhook(server.url, SECRET, "issues", issuesLabeled({ repo, issue: { number: issue.number, title: issue.title, body: issue.body, labels: ["harness"] }, label: "harness", sender: { login: "maintainer" }, installationId: 77 }));
+    expect(delivery.status).toBe(200);
+    await settle();
+    expect(github.reactions("acme", "widgets", { issueNumber: issue.number }).map((r) => r.content)).toEqual(["eyes"]);
+    expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
+  });
+});
+
+describe("the same flow with the Daytona sandbox (against the fake Daytona)", () => {
+  test("clone and push go through Daytona's git API with the minted tokens; one sandbox, deleted", async () => {
+    const daytona = await startFakeDaytona();
+    try {
+      await server.close(1_000);
+      logs = "";
+      const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
+      server = await startHarnessServer(
+        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "daytona", allowedSandboxes: ["daytona"], daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl }, concurrency: 1, statusIntervalMs: 0, warnings: [] },
+        { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+      );
+      await comment("/harness add a HELLO file");
+      await settle();
+      expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+      expect(statusComments()[0]?.body).toContain("Sandbox: daytona");
+      expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
+      expect(daytona.requests.filter((r) => r.method === "DELETE" && r.path.startsWith("/api/sandbox/"))).toHaveLength(1);
+      const [clone, push] = github.mintedTokens().filter((token) => token.repositories.length === 1);
+      expect(daytona.requestsMentioning(clone?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+      expect(daytona.requestsMentioning(push?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/push"]);
+      expect(daytona.requestsMentioning(AGENT_KEY).every((r) => r.path.endsWith("/env"))).toBe(true);
+    } finally {
+      await daytona.close();
+    }
+  });
+});
+
+describe("security", () => {
+  test("a forged signature gets a 4xx and nothing runs", async () => {
+    const repo = github.repo("acme", "widgets");
+    const issue = github.createIssue("acme", "widgets", { title: "x", user: "reporter" });
+    const payload = issueCommentCreated({ repo, issue: { number: issue.number }, comment: { id: 1, body: "/harness go", user: { login: "maintainer" } }, installationId: 77 });
+    const forged = await sendWebhook(server.url, "not-the-secret", "issue_comment", payload);
+    const unsigned = await sendWebhook(server.url, SECRET, "issue_comment", payload, undefined, { omitSignature: true });
+    expect(forged.status).toBeGreaterThanOrEqual(400);
+    expect(forged.status).toBeLessThan(500);
+    expect(unsigned.status).toBeGreaterThanOrEqual(400);
+    expect(unsigned.status).toBeLessThan(500);
+    await settle();
+    expect(github.mintedTokens()).toEqual([]);
+    expect(github.issueComments("acme", "widgets", issue.number)).toEqual([]);
+  });
+
+  test("a sender with read permission gets no sandbox, only one reply", async () => {
+    await comment("/harness delete everything", "reader");
+    await settle();
+    expect(github.mintedTokens().filter((token) => token.repositories.length === 1)).toEqual([]);
+    const replies = github.issueComments("acme", "widgets", 1).filter((c) => c.user.login === "harness[bot]");
+    expect(replies.map((c) => c.body)).toEqual(["@reader Harness runs only for people with **write** access to this repository. A maintainer can run it by commenting `/harness approve`."]);
+  });
+
+  test("bots are ignored", async () => {
+    github.addUser("other-app[bot]", "Bot");
+    const repo = github.repo("acme", "widgets");
+    const issue = github.createIssue("acme", "widgets", { title: "x", user: "reporter" });
+    const payload = issueCommentCreated({ repo, issue: { number: issue.number }, comment: { id: 5, body: "/harness go", user: { login: "other-app[bot]", type: "Bot" } }, installationId: 77 });
+    expect((await sendWebhook(server.url, SECRET, "issue_comment", payload)).status).toBe(200);
+    await settle();
+    expect(github.issueComments("acme", "widgets", issue.number)).toEqual([]);
+  });
+
+  test("the clone token cannot push", async () => {
+    await comment("/harness add a HELLO file");
+    await settle();
+    const [clone] = github.mintedTokens().filter((token) => token.permissions["contents"] === "read");
+    expect(clone?.permissions).not.toHaveProperty("issues");
+    const pushes = github.requests.filter((request) => request.kind === "git" && request.path.includes("git-receive-pack"));
+    expect(pushes.every((request) => request.auth === undefined || !request.headers["authorization"]?.includes(Buffer.from(`x-access-token:${clone?.token ?? ""}`).toString("base64")))).toBe(true);
+  });
+});
+
+describe("failures end in the right terminal comment, and the app keeps serving", () => {
+  test("a push GitHub rejects (a workflow change the app may not make): ❌ with the classified reason and the change kept", async () => {
+    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nallow_workflow_changes: true\n`);
+    await writeFile(agentScript, "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n");
+    await comment("/harness add CI");
+    await settle();
+    const [status] = statusComments();
+    expect(status?.body).toContain("### ❌ Harness could not finish");
+    expect(status?.body).toMatch(/\*\*What happened:\*\* git push failed: .*workflow/i);
+    expect(status?.body).toMatch(/\*\*What to do:\*\* .*Workflows/);
+    expect(status?.body).toContain("The change is kept here");
+    expect(github.requests.some((request) => request.path.includes("git-receive-pack"))).toBe(true);
+    expect(github.pullRequests("acme", "widgets")).toEqual([]);
+  });
+
+  test("a workflow change without permission stops before pushing, with the remedy", async () => {
+    await writeFile(agentScript, "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n");
+    await comment("/harness add CI");
+    await settle();
+    const [status] = statusComments();
+    expect(status?.body).toContain("### ❌ Harness could not finish");
+    expect(status?.body).toContain(".github/workflows/ci.yml");
+    expect(status?.body).toMatch(/\*\*What to do:\*\*/);
+    expect(status?.body).toContain("The change is kept here");
+    expect(github.requests.filter((request) => request.path.includes("git-receive-pack"))).toEqual([]);
+  });
+
+  test("GitHub 502 on the status comment: the worker posts it later; 502 on the PR: ❌ PR creation failed", async () => {
+    github.injectFault({ method: "POST", pathPattern: "/repos/{owner}/{repo}/issues/{issue_number}/comments", times: 1 }, { status: 502, body: { message: "Server Error" } });
+    github.injectFault({ method: "POST", pathPattern: "/repos/{owner}/{repo}/pulls", times: 1 }, { status: 502, body: { message: "Server Error" } });
+    await comment("/harness add a HELLO file");
+    await settle();
+    const statuses = statusComments();
+    expect(statuses).toHaveLength(1);
+    expect(statuses[0]?.body).toContain("PR creation failed: GitHub API 502");
+    // The branch was pushed: the work is on GitHub even though the PR could not be opened.
+    expect((await github.branches("acme", "widgets")).some((branch) => branch.name.startsWith("harness/issue-1-"))).toBe(true);
+    expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
+  });
+
+  test("an invalid config: a reply naming the key, no run", async () => {
+    await github.setFile("acme", "widgets", ".github/harness.yml", "agent: gpt\ntimeout_minutes: 0\n");
+    await comment("/harness go");
+    await settle();
+    const replies = github.issueComments("acme", "widgets", 1).filter((c) => c.user.login === "harness[bot]");
+    expect(replies).toHaveLength(1);
+    expect(replies[0]?.body).toMatch(/`agent`[\s\S]*`timeout_minutes`/);
+    expect(github.mintedTokens().filter((token) => token.repositories.length === 1)).toEqual([]);
+  });
+
+  test("a sandbox that fails to start: ❌ with the reason, and the next request still works", async () => {
+    await server.close(1_000);
+    let calls = 0;
+    await start({ sandboxes: { local: (options) => (++calls === 1 ? Promise.reject(new Error("the sandbox host is out of disk")) : createLocalSandbox(options)) } });
+    await comment("/harness add a HELLO file");
+    await settle();
+    expect(statusComments()[0]?.body).toContain("the sandbox host is out of disk");
+    await comment("/harness add a HELLO file again");
+    await settle();
+    expect(statusComments()[1]?.body).toContain("### ✅ Harness opened a pull request");
+  });
+});
+

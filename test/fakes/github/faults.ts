@@ -1,0 +1,94 @@
+import { templateToRegExp } from "./http.js";
+
+/** Which requests a fault applies to. */
+export interface FaultMatcher {
+  /** HTTP method (case-insensitive); any when absent. */
+  method?: string;
+  /**
+   * Tested against the path without the query, both as sent (`/api/v3/repos/o/r/…`, `/o/r.git/…`)
+   * and, for API calls, below `/api/v3` (`/repos/o/r/…`). A RegExp; or an Octokit-style route
+   * such as `/repos/{owner}/{repo}/issues/{issue_number}/comments` (matched whole); or any
+   * other string, which the path must contain. Any path when absent.
+   */
+  pathPattern?: string | RegExp;
+  /** How many matching requests to affect; 1 when absent, `Infinity` for all. */
+  times?: number;
+}
+
+/** The answer a fault gives instead of the fake's own. */
+export interface Fault {
+  status: number;
+  /** JSON-encoded unless a string; default GitHub-style `{message}`. */
+  body?: unknown;
+  headers?: Record<string, string>;
+}
+
+export interface FaultHandle {
+  /** Requests this fault has answered so far. */
+  readonly hits: number;
+  remove(): void;
+}
+
+/** Ready-made faults shaped like GitHub's own. */
+export const faults = {
+  /**
+   * GitHub's secondary (abuse) rate limit: 403 with `retry-after`. Octokit's throttling plugin
+   * recognises it by the words "secondary rate" in the message.
+   */
+  secondaryRateLimit: (retryAfterSeconds = 60): Fault => ({
+    status: 403,
+    body: {
+      message:
+        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000000:0000000:00000000.",
+      documentation_url: "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+      status: "403",
+    },
+    headers: { "retry-after": String(retryAfterSeconds), "x-ratelimit-remaining": "4999" },
+  }),
+  /** A proxy error in front of GitHub (its 502 page is HTML, not JSON). */
+  badGateway: (): Fault => ({ status: 502, body: "<html><body><h1>502 Bad Gateway</h1></body></html>", headers: { "content-type": "text/html" } }),
+  serverError: (status = 500): Fault => ({ status, body: { message: "Server Error" } }),
+};
+
+interface Entry {
+  matcher: FaultMatcher;
+  pattern: RegExp | string | undefined;
+  fault: Fault;
+  hits: number;
+}
+
+export class FaultRegistry {
+  private entries: Entry[] = [];
+
+  add(matcher: FaultMatcher, fault: Fault): FaultHandle {
+    const raw = matcher.pathPattern;
+    const pattern = typeof raw === "string" && /\{[a-z_]+\*?\}/.test(raw) ? templateToRegExp(raw) : raw;
+    const entry: Entry = { matcher, pattern, fault, hits: 0 };
+    this.entries.push(entry);
+    return {
+      get hits() {
+        return entry.hits;
+      },
+      remove: () => {
+        this.entries = this.entries.filter((e) => e !== entry);
+      },
+    };
+  }
+
+  clear(): void {
+    this.entries = [];
+  }
+
+  /** The first live fault matching this request, counting it as used. */
+  take(method: string, paths: readonly string[]): Fault | undefined {
+    for (const entry of this.entries) {
+      const { matcher, pattern } = entry;
+      if (entry.hits >= (matcher.times ?? 1)) continue;
+      if (matcher.method !== undefined && matcher.method.toUpperCase() !== method.toUpperCase()) continue;
+      if (pattern !== undefined && !paths.some((path) => (typeof pattern === "string" ? path.includes(pattern) : pattern.test(path)))) continue;
+      entry.hits += 1;
+      return entry.fault;
+    }
+    return undefined;
+  }
+}

@@ -1,0 +1,685 @@
+import { createPublicKey, generateKeyPairSync, randomUUID } from "node:crypto";
+import { mkdir, mkdtemp, rm } from "node:fs/promises";
+import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { AddressInfo } from "node:net";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { requireWorkflowsPermission } from "../github-git-rejections.js";
+import { authenticate, type Credential } from "./auth.js";
+import { commitFiles, initBare, listBranches, readPath, runGit } from "./bare-repo.js";
+import { FaultRegistry, type Fault, type FaultHandle, type FaultMatcher } from "./faults.js";
+import { handleGit, matchGitPath } from "./git.js";
+import { compileRoutes, githubError, HttpError, matchRoute, readBody, type ApiContext, type ApiResponse, type RecordedRequest } from "./http.js";
+import { RateLimiter, rateLimitExceededMessage, rateLimitHeaders, rateLimitKey } from "./rate-limit.js";
+import { appRoutes, mintToken } from "./rest-app.js";
+import { issueRoutes } from "./rest-issues.js";
+import { pullRoutes } from "./rest-pulls.js";
+import { repoRoutes, resolveRef } from "./rest-repos.js";
+import {
+  FakeGitHubState,
+  isoSeconds,
+  type AppRecord,
+  type CommentRecord,
+  type InstallationRecord,
+  type IssueRecord,
+  type Permissions,
+  type ReactionRecord,
+  type RepoRecord,
+  type RepoRole,
+} from "./state.js";
+
+/*
+ * A fake GitHub (github.com / GHES-style, REST under `/api/v3` plus git smart HTTP) on
+ * 127.0.0.1 that the REAL app talks to: Probot + Octokit configured with
+ * `GHE_HOST=<fake.host>`, `GHE_PROTOCOL=http`, and real `git clone`/`git push`.
+ *
+ *   const fake = await startFakeGitHub();
+ *   const app = fake.addApp({ id: 1, slug: "harness" });            // generates a key pair
+ *   const repo = await fake.addRepo({ owner: "acme", name: "widgets", files: { ".github/harness.yml": "…" } });
+ *   const installation = fake.addInstallation({ account: "acme", permissions: { issues: "write", contents: "write" } });
+ *   …
+ *   await fake.close();
+ *
+ * It accepts only the credentials it issued (app JWTs signed with the registered key, tokens it
+ * minted), enforces each token's repositories and permissions, and records every request so
+ * tests can look for leaked secrets. Layout: state.ts (the world), auth.ts (credentials and
+ * permission checks), rest-app.ts / rest-repos.ts / rest-issues.ts / rest-pulls.ts (routes),
+ * shapes.ts (JSON), git.ts (smart HTTP), bare-repo.ts (git plumbing), faults.ts, rate-limit.ts,
+ * webhooks.ts (sending signed webhooks to the app). Where GitHub's behaviour is not known for
+ * sure the code says `guess:`.
+ */
+
+export type { Fault, FaultHandle, FaultMatcher } from "./faults.js";
+export { faults } from "./faults.js";
+export type { RecordedRequest } from "./http.js";
+export type { AppRecord, CommentRecord, InstallationRecord, IssueRecord, Permissions, ReactionRecord, RepoRecord, RepoRole, TokenRecord } from "./state.js";
+
+export interface FakeGitHubOptions {
+  /** Parent of the fake's temp directory (bare repositories). Default `os.tmpdir()`. */
+  tmpRoot?: string;
+  /** Primary REST budget per installation per hour (GitHub: 5000). Lower it to test exhaustion. */
+  rateLimit?: number;
+}
+
+export interface AddAppOptions {
+  id: number;
+  slug: string;
+  name?: string;
+  /** The app's key; the fake keeps only the public half. With neither key, a pair is generated. */
+  privateKeyPem?: string;
+  publicKeyPem?: string;
+  /** The `<slug>[bot]` user's id (not the app id). Default derived from the id. */
+  botUserId?: number;
+  /** Login of the account owning the app registration. Default `<slug>-owner`. */
+  owner?: string;
+  /** What the registration asks for; installations default to it. */
+  permissions?: Permissions;
+  events?: string[];
+}
+
+export interface FakeApp {
+  id: number;
+  slug: string;
+  /** `<slug>[bot]`. */
+  botLogin: string;
+  botUserId: number;
+  /** The PEM the app signs its JWTs with, when given or generated (PKCS#8). */
+  privateKeyPem?: string;
+}
+
+export interface AddInstallationOptions {
+  /** Default: the next free id. */
+  id?: number;
+  /** Default: the only registered app. */
+  appId?: number;
+  /** The user or organization login the app is installed on. */
+  account: string;
+  accountType?: "User" | "Organization";
+  /** Default: everything the app registration asks for. */
+  permissions?: Permissions;
+  /** `all` (default) or the names of selected repositories of the account. */
+  repositories?: "all" | string[];
+  events?: string[];
+}
+
+export interface AddRepoOptions {
+  owner: string;
+  name: string;
+  /** Files of the first commit on the default branch; default a README. `{}` makes an empty repository. */
+  files?: Record<string, string>;
+  defaultBranch?: string;
+  private?: boolean;
+  /** Owner kind; the owner of a user-owned repository is its admin. Default `User`. */
+  ownerType?: "User" | "Organization";
+  /** Archived repositories refuse every push. */
+  archived?: boolean;
+}
+
+/** A repository as tests and payload builders need it. */
+export interface RepoInfo {
+  id: number;
+  owner: string;
+  name: string;
+  fullName: string;
+  private: boolean;
+  defaultBranch: string;
+  ownerType: "User" | "Organization";
+  /** The fake's base URL (`http://127.0.0.1:PORT`). */
+  serverUrl: string;
+  htmlUrl: string;
+  cloneUrl: string;
+  apiUrl: string;
+  /** The bare repository on disk (for hooks from test/fakes/github-git-rejections.ts). */
+  bareDir: string;
+}
+
+export interface CreateIssueOptions {
+  title: string;
+  body?: string | null;
+  /** Author login. Default the repository owner. */
+  user?: string;
+  labels?: string[];
+}
+
+export interface AddPullRequestOptions {
+  title: string;
+  /** Head branch name (in this repository, or in the fork). */
+  head: string;
+  /** Default the repository's default branch. */
+  base?: string;
+  body?: string | null;
+  /** Author login. Default the repository owner. */
+  user?: string;
+  draft?: boolean;
+  /** Opened from a fork: the head lives in `owner/name` (name defaults to this repository's). */
+  fork?: { owner: string; name?: string };
+  /** Head commit; default the branch tip in this repository (required for a fork head). */
+  headSha?: string;
+}
+
+/** A minted token as tests inspect it (never printed by the fake). */
+export interface MintedTokenInfo {
+  token: string;
+  installationId: number;
+  appId: number;
+  permissions: Permissions;
+  repositorySelection: "all" | "selected";
+  /** `owner/name` of each selected repository (empty for `all`). */
+  repositories: string[];
+  expiresAt: string;
+  revoked: boolean;
+  expired: boolean;
+}
+
+export interface FakeGitHub {
+  /** `http://127.0.0.1:PORT`: web and git base (clone URLs are `<url>/<owner>/<name>.git`). */
+  readonly url: string;
+  /** `<url>/api/v3`: the REST base Probot derives from `GHE_HOST` + `GHE_PROTOCOL=http`. */
+  readonly apiUrl: string;
+  /** `127.0.0.1:PORT`: the value for `GHE_HOST`. */
+  readonly host: string;
+  /** Every request, in arrival order. */
+  readonly requests: RecordedRequest[];
+  readonly state: FakeGitHubState;
+  /** Temp directory holding the bare repositories (`<rootDir>/<owner>/<name>.git`). */
+  readonly rootDir: string;
+
+  addApp(options: AddAppOptions): FakeApp;
+  addInstallation(options: AddInstallationOptions): InstallationRecord;
+  /** Uninstalls: the installation's tokens stop working and its repositories report no installation. */
+  removeInstallation(id: number): void;
+  addRepo(options: AddRepoOptions): Promise<RepoInfo>;
+  repo(owner: string, name: string): RepoInfo;
+  setCollaborator(owner: string, repo: string, login: string, role: RepoRole): void;
+  /** Registers a user so `GET /users/{login}` finds it. */
+  addUser(login: string, type?: "User" | "Bot" | "Organization", id?: number): { login: string; id: number; type: string };
+
+  createIssue(owner: string, repo: string, options: CreateIssueOptions): IssueRecord;
+  /** A comment written by a person (e.g. the `/harness …` trigger), as the web UI would. */
+  addComment(owner: string, repo: string, issueNumber: number, options: { body: string; user: string }): CommentRecord;
+  /** GitHub answers 410 for the issue from now on. */
+  deleteIssue(owner: string, repo: string, issueNumber: number): void;
+  /** A pull request created directly (e.g. one from a fork, which the REST endpoint does not model). */
+  addPullRequest(owner: string, repo: string, options: AddPullRequestOptions): Promise<IssueRecord>;
+
+  issue(owner: string, repo: string, issueNumber: number): IssueRecord | undefined;
+  /** The issue's comments, oldest first. */
+  issueComments(owner: string, repo: string, issueNumber: number): CommentRecord[];
+  /** Pull requests, oldest first. */
+  pullRequests(owner: string, repo: string): IssueRecord[];
+  /** Reactions in the repository, optionally on one comment or one issue. */
+  reactions(owner: string, repo: string, on?: { commentId: number } | { issueNumber: number }): ReactionRecord[];
+
+  /**
+   * Commits `content` (or deletes the path, for `null`) on a branch, default the default branch;
+   * a new branch starts from the default branch. Returns the commit.
+   */
+  setFile(owner: string, repo: string, path: string, content: string | null, options?: { branch?: string; message?: string }): Promise<string>;
+  /** A file's content at a ref (default the default branch), or `undefined`. */
+  readFile(owner: string, repo: string, path: string, ref?: string): Promise<string | undefined>;
+  branches(owner: string, repo: string): Promise<{ name: string; sha: string }[]>;
+
+  /** Mints a token directly (no JWT round trip), with GitHub's rules; for tests that need one. */
+  mintToken(installationId: number, request?: { permissions?: Permissions; repositories?: string[] }): string;
+  mintedTokens(): MintedTokenInfo[];
+  revokeToken(token: string): void;
+  /** Moves the fake's clock (token expiry, JWT checks, rate-limit windows) forward without sleeping. */
+  advanceClock(ms: number): void;
+
+  injectFault(matcher: FaultMatcher, fault: Fault): FaultHandle;
+  clearFaults(): void;
+  /** Requests no route answered: endpoints the fake lacks, or wrong URLs. */
+  unhandledRequests(): RecordedRequest[];
+  close(): Promise<void>;
+}
+
+const ROUTES = (limiter: RateLimiter) => compileRoutes([...appRoutes({ limiter }), ...repoRoutes(), ...issueRoutes(), ...pullRoutes()]);
+
+export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakeGitHub> {
+  const state = new FakeGitHubState();
+  const rootDir = await mkdtemp(join(options.tmpRoot ?? tmpdir(), "fake-github-"));
+  const requests: RecordedRequest[] = [];
+  const faultRegistry = new FaultRegistry();
+  const limiter = new RateLimiter(options.rateLimit ?? 5000, () => state.now());
+  const routes = ROUTES(limiter);
+
+  const server = createServer((req, res) => {
+    onRequest(req, res).catch((error: unknown) => {
+      if (!res.headersSent) res.writeHead(500, { "content-type": "text/plain" });
+      res.end(`fake GitHub failed: ${String(error)}`);
+    });
+  });
+
+  async function onRequest(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const started = performance.now();
+    const url = new URL(req.url ?? "/", "http://127.0.0.1");
+    const method = (req.method ?? "GET").toUpperCase();
+    const body = await readBody(req);
+    const isApi = url.pathname === "/api/v3" || url.pathname.startsWith("/api/v3/");
+    const apiPath = isApi ? url.pathname.slice("/api/v3".length) || "/" : undefined;
+    const gitTarget = isApi ? undefined : matchGitPath(url.pathname);
+    const record: RecordedRequest = {
+      seq: requests.length + 1,
+      method,
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers: req.headers,
+      body: body.toString("utf8"),
+      kind: isApi ? "api" : gitTarget ? "git" : "other",
+      time: Date.now(),
+    };
+    requests.push(record);
+    res.on("finish", () => {
+      record.status = res.statusCode;
+      record.durationMs = performance.now() - started;
+    });
+
+    const fault = faultRegistry.take(method, apiPath === undefined ? [url.pathname] : [url.pathname, apiPath]);
+    if (fault) {
+      record.fault = true;
+      sendFault(res, fault);
+      return;
+    }
+    if (apiPath !== undefined) {
+      await handleApi(req, res, record, { method, apiPath, query: url.searchParams, bodyText: record.body });
+      return;
+    }
+    if (gitTarget) {
+      const auth = await handleGit(state, rootDir, { method, pathname: url.pathname, query: url.searchParams, headers: req.headers, body }, res);
+      record.auth = auth;
+      return;
+    }
+    record.unhandled = true;
+    res.writeHead(404, { "content-type": "text/plain; charset=utf-8" });
+    res.end("Not Found");
+  }
+
+  async function handleApi(
+    req: IncomingMessage,
+    res: ServerResponse,
+    record: RecordedRequest,
+    call: { method: string; apiPath: string; query: URLSearchParams; bodyText: string },
+  ): Promise<void> {
+    const common: Record<string, string> = {
+      date: new Date(state.now()).toUTCString(),
+      "x-github-request-id": randomUUID().toUpperCase(),
+      "x-github-media-type": "github.v3; format=json",
+    };
+    let credential: Credential;
+    try {
+      credential = authenticate(state, req.headers.authorization);
+    } catch (error) {
+      sendApi(res, errorResponse(error), common);
+      return;
+    }
+    record.auth =
+      credential.kind === "token" ? { kind: "token", installationId: credential.installation.id } : credential.kind === "jwt" ? { kind: "jwt", appId: credential.app.id } : { kind: "none" };
+
+    const matched = matchRoute(routes, call.method, call.apiPath);
+    const key = rateLimitKey(credential);
+    if (!matched) {
+      record.unhandled = true;
+      sendApi(res, errorResponse(githubError(404, "Not Found")), { ...common, ...rateLimitHeaders(limiter.peek(key)) });
+      return;
+    }
+    record.route = `${call.method} ${matched.route.template}`;
+    let rateHeaders: Record<string, string>;
+    if (matched.route.template === "/rate_limit") {
+      rateHeaders = rateLimitHeaders(limiter.peek(key));
+    } else {
+      const { window, exceeded } = limiter.consume(key);
+      rateHeaders = rateLimitHeaders(window);
+      if (exceeded) {
+        sendApi(res, errorResponse(githubError(403, rateLimitExceededMessage(credential))), { ...common, ...rateHeaders });
+        return;
+      }
+    }
+    const ctx: ApiContext = { state, method: call.method, path: call.apiPath, query: call.query, headers: req.headers, bodyText: call.bodyText, credential, params: matched.params };
+    let response: ApiResponse;
+    try {
+      response = await matched.route.handler(ctx);
+    } catch (error) {
+      response = errorResponse(error);
+    }
+    sendApi(res, response, { ...common, ...rateHeaders });
+  }
+
+  function appFor(appId: number | undefined): AppRecord {
+    if (appId !== undefined) {
+      const app = state.apps.get(appId);
+      if (!app) throw new Error(`no app ${String(appId)}`);
+      return app;
+    }
+    const [only, ...others] = state.apps.values();
+    if (!only || others.length > 0) throw new Error("pass appId: the fake has no app, or several");
+    return only;
+  }
+
+  function repoRecord(owner: string, name: string): RepoRecord {
+    const repo = state.findRepo(owner, name);
+    if (!repo) throw new Error(`no repository ${owner}/${name} in the fake`);
+    return repo;
+  }
+
+  function repoInfo(repo: RepoRecord): RepoInfo {
+    const fullName = `${repo.owner}/${repo.name}`;
+    return {
+      id: repo.id,
+      owner: repo.owner,
+      name: repo.name,
+      fullName,
+      private: repo.private,
+      defaultBranch: repo.defaultBranch,
+      ownerType: repo.ownerType,
+      serverUrl: state.baseUrl,
+      htmlUrl: `${state.baseUrl}/${fullName}`,
+      cloneUrl: `${state.baseUrl}/${fullName}.git`,
+      apiUrl: `${state.apiUrl}/repos/${fullName}`,
+      bareDir: repo.bareDir,
+    };
+  }
+
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  const { port } = server.address() as AddressInfo;
+  state.baseUrl = `http://127.0.0.1:${String(port)}`;
+
+  const fake: FakeGitHub = {
+    url: state.baseUrl,
+    apiUrl: state.apiUrl,
+    host: `127.0.0.1:${String(port)}`,
+    requests,
+    state,
+    rootDir,
+
+    addApp(appOptions) {
+      let privateKeyPem = appOptions.privateKeyPem;
+      let publicKeyPem = appOptions.publicKeyPem;
+      if (privateKeyPem === undefined && publicKeyPem === undefined) {
+        const pair = generateKeyPairSync("rsa", { modulusLength: 2048 });
+        privateKeyPem = pair.privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+        publicKeyPem = pair.publicKey.export({ type: "spki", format: "pem" }).toString();
+      }
+      const publicKey = createPublicKey(publicKeyPem ?? privateKeyPem ?? "");
+      const botUserId = appOptions.botUserId ?? 41_000_000 + appOptions.id;
+      const app: AppRecord = {
+        id: appOptions.id,
+        slug: appOptions.slug,
+        name: appOptions.name ?? appOptions.slug,
+        publicKey,
+        botUserId,
+        owner: state.user(appOptions.owner ?? `${appOptions.slug}-owner`, "Organization"),
+        permissions: appOptions.permissions ?? { metadata: "read", issues: "write", pull_requests: "write", contents: "write" },
+        events: appOptions.events ?? ["issue_comment", "issues"],
+      };
+      state.apps.set(app.id, app);
+      state.botUser(app);
+      return { id: app.id, slug: app.slug, botLogin: `${app.slug}[bot]`, botUserId, ...(privateKeyPem === undefined ? {} : { privateKeyPem }) };
+    },
+
+    addInstallation(installOptions) {
+      const app = appFor(installOptions.appId);
+      const account = state.user(installOptions.account, installOptions.accountType ?? "User");
+      const selection = installOptions.repositories ?? "all";
+      const repositoryIds = selection === "all" ? [] : selection.map((name) => repoRecord(account.login, name).id);
+      const installation: InstallationRecord = {
+        id: installOptions.id ?? state.nextId(),
+        appId: app.id,
+        account,
+        permissions: { metadata: "read", ...(installOptions.permissions ?? app.permissions) },
+        repositorySelection: selection === "all" ? "all" : "selected",
+        repositoryIds,
+        events: installOptions.events ?? app.events,
+        createdAt: state.nowIso(),
+      };
+      state.installations.set(installation.id, installation);
+      return installation;
+    },
+
+    removeInstallation(id) {
+      state.installations.delete(id);
+    },
+
+    async addRepo(repoOptions) {
+      if (state.findRepo(repoOptions.owner, repoOptions.name)) throw new Error(`${repoOptions.owner}/${repoOptions.name} exists`);
+      const defaultBranch = repoOptions.defaultBranch ?? "main";
+      await mkdir(join(rootDir, repoOptions.owner), { recursive: true });
+      const bareDir = join(rootDir, repoOptions.owner, `${repoOptions.name}.git`);
+      await initBare(bareDir, defaultBranch);
+      const files = repoOptions.files ?? { "README.md": `# ${repoOptions.name}\n` };
+      if (Object.keys(files).length > 0) await commitFiles(bareDir, defaultBranch, files, "Initial commit");
+      // The workflow gate (see git.ts): the hook is installed now, and its switch is turned off
+      // here so that only pushes by tokens without `workflows: write` turn it back on.
+      await requireWorkflowsPermission(bareDir, "GitHub App");
+      await runGit(bareDir, ["config", "--unset", "receive.procReceiveRefs"]);
+      const ownerType = repoOptions.ownerType ?? "User";
+      state.user(repoOptions.owner, ownerType);
+      const repo: RepoRecord = {
+        id: state.nextId(),
+        owner: repoOptions.owner,
+        name: repoOptions.name,
+        ownerType,
+        // Private by default: that is where access rules bite (public repositories are readable by anyone).
+        private: repoOptions.private ?? true,
+        archived: repoOptions.archived ?? false,
+        defaultBranch,
+        bareDir,
+        createdAt: state.nowIso(),
+        collaborators: new Map(),
+        issues: new Map(),
+        nextNumber: 1,
+        labels: new Map(),
+      };
+      state.repos.set(`${repo.owner}/${repo.name}`.toLowerCase(), repo);
+      return repoInfo(repo);
+    },
+
+    repo(owner, name) {
+      return repoInfo(repoRecord(owner, name));
+    },
+
+    setCollaborator(owner, name, login, role) {
+      state.user(login);
+      repoRecord(owner, name).collaborators.set(login.toLowerCase(), role);
+    },
+
+    addUser(login, type = "User", id) {
+      const user = state.user(login, type, id);
+      return { login: user.login, id: user.id, type: user.type };
+    },
+
+    createIssue(owner, name, issueOptions) {
+      const repo = repoRecord(owner, name);
+      const now = state.nowIso();
+      const issue: IssueRecord = {
+        id: state.nextId(),
+        number: repo.nextNumber++,
+        title: issueOptions.title,
+        body: issueOptions.body ?? null,
+        user: state.user(issueOptions.user ?? repo.owner),
+        state: "open",
+        labels: [...(issueOptions.labels ?? [])],
+        createdAt: now,
+        updatedAt: now,
+        closedAt: null,
+        deleted: false,
+      };
+      for (const label of issue.labels) {
+        if (!repo.labels.has(label.toLowerCase())) repo.labels.set(label.toLowerCase(), { id: state.nextId(), name: label, color: "ededed", description: null });
+      }
+      repo.issues.set(issue.number, issue);
+      return issue;
+    },
+
+    addComment(owner, name, issueNumber, commentOptions) {
+      const repo = repoRecord(owner, name);
+      if (!repo.issues.has(issueNumber)) throw new Error(`no issue #${String(issueNumber)} in ${owner}/${name}`);
+      const now = state.nowIso();
+      const comment: CommentRecord = { id: state.nextId(), repoId: repo.id, issueNumber, body: commentOptions.body, user: state.user(commentOptions.user), createdAt: now, updatedAt: now };
+      state.comments.set(comment.id, comment);
+      return comment;
+    },
+
+    deleteIssue(owner, name, issueNumber) {
+      const issue = repoRecord(owner, name).issues.get(issueNumber);
+      if (!issue) throw new Error(`no issue #${String(issueNumber)} in ${owner}/${name}`);
+      issue.deleted = true;
+    },
+
+    async addPullRequest(owner, name, prOptions) {
+      const repo = repoRecord(owner, name);
+      const base = prOptions.base ?? repo.defaultBranch;
+      const headSha = prOptions.headSha ?? (await resolveRef(repo, prOptions.head));
+      if (!headSha) throw new Error(`no branch ${prOptions.head} in ${owner}/${name}; pass headSha for a fork`);
+      const baseSha = (await resolveRef(repo, base)) ?? "";
+      const now = state.nowIso();
+      const issue: IssueRecord = {
+        id: state.nextId(),
+        number: repo.nextNumber++,
+        title: prOptions.title,
+        body: prOptions.body ?? null,
+        user: state.user(prOptions.user ?? prOptions.fork?.owner ?? repo.owner),
+        state: "open",
+        labels: [],
+        createdAt: now,
+        updatedAt: now,
+        closedAt: null,
+        deleted: false,
+        pull: {
+          headRef: prOptions.head,
+          baseRef: base,
+          headSha,
+          baseSha,
+          draft: prOptions.draft ?? false,
+          merged: false,
+          maintainerCanModify: false,
+          requestedReviewers: [],
+          ...(prOptions.fork ? { fork: { owner: prOptions.fork.owner, name: prOptions.fork.name ?? repo.name, id: state.nextId() } } : {}),
+        },
+      };
+      repo.issues.set(issue.number, issue);
+      return issue;
+    },
+
+    issue(owner, name, issueNumber) {
+      return repoRecord(owner, name).issues.get(issueNumber);
+    },
+
+    issueComments(owner, name, issueNumber) {
+      const repo = repoRecord(owner, name);
+      return [...state.comments.values()].filter((c) => c.repoId === repo.id && c.issueNumber === issueNumber);
+    },
+
+    pullRequests(owner, name) {
+      return [...repoRecord(owner, name).issues.values()].filter((issue) => issue.pull !== undefined);
+    },
+
+    reactions(owner, name, on) {
+      const repo = repoRecord(owner, name);
+      return state.reactions.filter((r) => {
+        if (r.repoId !== repo.id) return false;
+        if (!on) return true;
+        if ("commentId" in on) return r.subject.kind === "comment" && r.subject.commentId === on.commentId;
+        return r.subject.kind === "issue" && r.subject.number === on.issueNumber;
+      });
+    },
+
+    async setFile(owner, name, path, content, fileOptions = {}) {
+      const repo = repoRecord(owner, name);
+      const message = fileOptions.message ?? `${content === null ? "Delete" : "Update"} ${path}`;
+      // A new branch starts from the default branch, as one created in GitHub's web UI does.
+      return commitFiles(repo.bareDir, fileOptions.branch ?? repo.defaultBranch, { [path]: content }, message, `refs/heads/${repo.defaultBranch}`);
+    },
+
+    async readFile(owner, name, path, ref) {
+      const repo = repoRecord(owner, name);
+      const commit = await resolveRef(repo, ref ?? repo.defaultBranch);
+      const found = commit ? await readPath(repo.bareDir, commit, path) : undefined;
+      return found?.type === "blob" ? found.content.toString("utf8") : undefined;
+    },
+
+    branches(owner, name) {
+      return listBranches(repoRecord(owner, name).bareDir);
+    },
+
+    mintToken(installationId, request = {}) {
+      const installation = state.installations.get(installationId);
+      if (!installation) throw new Error(`no installation ${String(installationId)}`);
+      return mintToken(state, installation, request).record.token;
+    },
+
+    mintedTokens() {
+      const now = state.now();
+      return [...state.tokens.values()].map((t) => ({
+        token: t.token,
+        installationId: t.installationId,
+        appId: t.appId,
+        permissions: { ...t.permissions },
+        repositorySelection: t.repositorySelection,
+        repositories: t.repositoryIds.map((id) => {
+          const repo = state.repoById(id);
+          return repo ? `${repo.owner}/${repo.name}` : String(id);
+        }),
+        expiresAt: isoSeconds(t.expiresAt),
+        revoked: t.revoked,
+        expired: t.expiresAt <= now,
+      }));
+    },
+
+    revokeToken(token) {
+      const record = state.tokens.get(token);
+      if (!record) throw new Error("the fake did not mint that token");
+      record.revoked = true;
+    },
+
+    advanceClock(ms) {
+      state.clockOffsetMs += ms;
+    },
+
+    injectFault: (matcher, fault) => faultRegistry.add(matcher, fault),
+    clearFaults: () => {
+      faultRegistry.clear();
+    },
+    unhandledRequests: () => requests.filter((r) => r.unhandled === true),
+
+    async close() {
+      await new Promise<void>((resolve) => {
+        server.closeAllConnections();
+        server.close(() => {
+          resolve();
+        });
+      });
+      await rm(rootDir, { recursive: true, force: true });
+    },
+  };
+  return fake;
+}
+
+function errorResponse(error: unknown): ApiResponse {
+  if (error instanceof HttpError) return { status: error.status, body: error.body, headers: error.headers };
+  return { status: 500, body: { message: `fake GitHub error: ${error instanceof Error ? error.message : String(error)}` } };
+}
+
+function sendApi(res: ServerResponse, response: ApiResponse, headers: Record<string, string>): void {
+  const all = { ...headers, ...response.headers };
+  if (response.raw) {
+    res.writeHead(response.status, { ...all, "content-type": response.raw.contentType });
+    res.end(response.raw.data);
+    return;
+  }
+  if (response.status === 204 || response.status === 304 || response.body === undefined) {
+    res.writeHead(response.status, all);
+    res.end();
+    return;
+  }
+  res.writeHead(response.status, { ...all, "content-type": "application/json; charset=utf-8" });
+  res.end(JSON.stringify(response.body));
+}
+
+function sendFault(res: ServerResponse, fault: Fault): void {
+  const body = fault.body ?? { message: "injected fault", documentation_url: "https://docs.github.com/rest" };
+  const text = typeof body === "string" ? body : JSON.stringify(body);
+  const contentType = typeof body === "string" ? "text/plain; charset=utf-8" : "application/json; charset=utf-8";
+  res.writeHead(fault.status, { "content-type": contentType, ...fault.headers });
+  res.end(text);
+}
