@@ -7,7 +7,8 @@ import { ApprovalStore } from "./runs/approvals.js";
 import { InProcessRunQueue } from "./runs/in-process-queue.js";
 import type { RunProcessor, RunQueue } from "./runs/queue.js";
 import { processRun, type WorkerDeps } from "./runs/worker.js";
-import { onIssueComment, onIssueLabeled } from "./triggers/handlers.js";
+import type { PermissionLevel } from "./config/repo-config.js";
+import { ConfigCache, onIssueComment, onIssueLabeled, TtlCache } from "./triggers/handlers.js";
 import type { Log } from "./util/log.js";
 
 /** How the app is put together; `settingsFromEnv` fills it for `npm start`. */
@@ -20,6 +21,18 @@ export interface HarnessAppOptions {
   /** Builds the queue around the worker; the in-process queue by default. */
   createQueue?: (processor: RunProcessor) => RunQueue;
   concurrency?: number;
+  /** How long a repository's config is reused by the webhook handlers, in ms (default 30 s). */
+  configCacheMs?: number;
+  /** How long a person's permission on a repository is reused, in ms (default 30 s). */
+  permissionCacheMs?: number;
+  /**
+   * Answer the webhook as soon as it is verified and do the acknowledgement (permission, 👀,
+   * status comment, enqueue) right after, off GitHub's delivery clock. Default true; handler
+   * tests turn it off to await the whole handler.
+   */
+  acknowledgeInBackground?: boolean;
+  /** Receives a handle that resolves when no acknowledgement is in progress (drains, tests). */
+  onAcknowledgements?: (tracker: { idle(): Promise<void> }) => void;
   /** Receives the queue once built, so the server can drain it on shutdown. */
   onQueue?: (queue: RunQueue) => void;
 }
@@ -50,13 +63,25 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       onError: (request, error) => { log.error({ runId: request.runId, err: String(error) }, "run processor threw"); },
     });
     options.onQueue?.(queue);
-    const handlerDeps = { queue, approvals: new ApprovalStore(), newRunId: () => newRunId(), now: () => new Date(), ...(options.appId !== undefined ? { appId: options.appId } : {}) };
+    const handlerDeps = { queue, inFlight: new Set<string>(), approvals: new ApprovalStore(), configCache: new ConfigCache(options.configCacheMs ?? 30_000), permissionCache: new TtlCache<PermissionLevel>(options.permissionCacheMs ?? 30_000), newRunId: () => newRunId(), now: () => new Date(), ...(options.appId !== undefined ? { appId: options.appId } : {}) };
 
-    app.on("issue_comment.created", async (context) => {
-      await onIssueComment(context, handlerDeps);
-    });
-    app.on("issues.labeled", async (context) => {
-      await onIssueLabeled(context, handlerDeps);
-    });
+    // GitHub waits for the HTTP answer (10 s at most, no retry); the acknowledgement needs a few
+    // GitHub calls. Answering first keeps deliveries fast whatever GitHub's latency is.
+    const background = options.acknowledgeInBackground ?? true;
+    const pending = new Set<Promise<void>>();
+    let idleWaiters: Array<() => void> = [];
+    const track = (work: Promise<void>): Promise<void> => {
+      const task = work.finally(() => {
+        pending.delete(task);
+        if (pending.size === 0) for (const resolve of idleWaiters.splice(0)) resolve();
+      });
+      pending.add(task);
+      return background ? Promise.resolve() : task;
+    };
+    options.onAcknowledgements?.({ idle: () => (pending.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => { idleWaiters.push(resolve); })) });
+    idleWaiters = [];
+
+    app.on("issue_comment.created", (context) => track(onIssueComment(context, handlerDeps)));
+    app.on("issues.labeled", (context) => track(onIssueLabeled(context, handlerDeps)));
   };
 }

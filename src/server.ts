@@ -2,13 +2,14 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { Logger } from "pino";
-import { createHarnessApp } from "./app.js";
+import { createHarnessApp, type HarnessAppOptions } from "./app.js";
 import type { AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
 import type { SandboxKind } from "./runs/worker.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
 import type { Sandbox, SandboxOptions } from "./sandbox/types.js";
+import { createNodeFetch } from "./github/node-fetch.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { describeError } from "./util/errors.js";
 
@@ -21,6 +22,8 @@ export interface ServerOverrides {
   /** Octokit retry/throttle off, for tests that inject failures. */
   octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
   fetch?: typeof globalThis.fetch;
+  /** Replaces the run queue (benchmarks measure the webhook path without running anything). */
+  createQueue?: HarnessAppOptions["createQueue"];
 }
 
 export interface HarnessServer {
@@ -28,6 +31,8 @@ export interface HarnessServer {
   port: number;
   /** The run queue (absent in setup mode), for draining and tests. */
   queue?: RunQueue;
+  /** Resolves when acknowledgements in progress are done and the queue has nothing to run. */
+  settle(): Promise<void>;
   /** Stops taking webhooks, lets active runs finish (up to `graceMs`), closes the socket. */
   close(graceMs?: number): Promise<void>;
 }
@@ -39,6 +44,7 @@ export interface HarnessServer {
 export async function startHarnessServer(settings: AppSettings, overrides: ServerOverrides = {}): Promise<HarnessServer> {
   let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   let queue: RunQueue | undefined;
+  let acknowledgements: { idle(): Promise<void> } | undefined;
   let accepting = true;
 
   if (settings.mode === "setup") {
@@ -55,12 +61,15 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       baseUrl: settings.apiBaseUrl,
       ...(overrides.log ? { log: overrides.log } : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
       ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
+      request: { fetch: overrides.fetch ?? createNodeFetch() },
     });
     const app = createHarnessApp({
       apiBaseUrl: settings.apiBaseUrl,
       appId: settings.appId,
       concurrency: settings.concurrency,
       onQueue: (built) => { queue = built; },
+      onAcknowledgements: (tracker) => { acknowledgements = tracker; },
+      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : {}),
       worker: {
         sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
         defaultSandbox: settings.sandbox,
@@ -73,6 +82,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
     for (const warning of settings.warnings) probot.log.warn(warning);
+    if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       if (req.url === "/readyz") return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
@@ -101,8 +111,15 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     url: `http://${printable}:${String(port)}`,
     port,
     ...(queue ? { queue } : {}),
+    async settle() {
+      await acknowledgements?.idle();
+      const idle = (queue as { idle?: () => Promise<void> } | undefined)?.idle;
+      if (idle) await idle.call(queue);
+    },
     async close(graceMs = 30_000) {
       accepting = false;
+      // Acknowledgements already answered to GitHub are finished before the queue closes.
+      await acknowledgements?.idle();
       await queue?.close(graceMs);
       await new Promise<void>((resolve) => {
         server.close(() => { resolve(); });
@@ -115,4 +132,19 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {
   res.writeHead(status, { "content-type": "application/json" }).end(JSON.stringify(body));
   return Promise.resolve();
+}
+
+/**
+ * Development only: forward a smee.io channel to this server. smee-client is not a dependency
+ * of a production install, so it is loaded when asked for and its absence explained.
+ */
+async function startWebhookProxy(source: string, target: string, log: { info: (msg: string) => void; error: (msg: string) => void }): Promise<void> {
+  const moduleName = "smee-client";
+  try {
+    const { default: SmeeClient } = (await import(moduleName)) as { default: new (options: { source: string; target: string; logger: unknown }) => { start(): Promise<unknown> } };
+    await new SmeeClient({ source, target, logger: console }).start();
+    log.info(`Forwarding webhooks from ${source} to ${target}`);
+  } catch {
+    log.error(`WEBHOOK_PROXY_URL is set but smee-client is not installed: run \`npm install --no-save smee-client\`, or \`npx smee -u ${source} -t ${target}\` beside the app`);
+  }
 }

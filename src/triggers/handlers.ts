@@ -19,6 +19,15 @@ export interface WebhookContext {
 }
 
 export interface HandlerDeps {
+  /** Recently read repository configs, so a busy repository costs one config read per TTL. */
+  configCache?: ConfigCache;
+  /** Recently checked permissions (repository + person), for the same reason. */
+  permissionCache?: TtlCache<PermissionLevel>;
+  /**
+   * Comments this process is handling right now: claimed synchronously, before any await, so
+   * two deliveries of one comment arriving together cannot both start a run.
+   */
+  inFlight?: Set<string>;
   queue: RunQueue;
   approvals: ApprovalStore;
   newRunId: () => string;
@@ -41,15 +50,26 @@ export async function onIssueComment(context: WebhookContext, deps: HandlerDeps)
   if (!event.comment.body.trimStart().startsWith("/")) return;
   if (deps.appId !== undefined && event.comment.performed_via_github_app?.id === deps.appId) return;
   // A redelivery (or a second delivery of the same comment) is recognised before any API call.
-  if (await deps.queue.seen(commentKey(event))) {
-    context.log.info({ comment: event.comment.id }, "ignored a comment already handled (redelivery)");
-    return;
+  const key = commentKey(event);
+  if (deps.inFlight?.has(key)) return;
+  deps.inFlight?.add(key);
+  try {
+    if (await deps.queue.seen(key)) {
+      context.log.info({ comment: event.comment.id }, "ignored a comment already handled (redelivery)");
+      return;
+    }
+    await handleComment(context, deps, event);
+  } finally {
+    deps.inFlight?.delete(key);
   }
+}
+
+async function handleComment(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent): Promise<void> {
   await guard(context, async () => {
     const { owner, repo } = names(event.repository);
     const [config, permission] = await Promise.all([
-      loadConfigOrReport(context, event.repository, event.issue, event.comment.body),
-      fetchPermission(context.octokit, owner, repo, event.sender.login),
+      loadConfigOrReport(context, event.repository, event.issue, event.comment.body, deps.configCache),
+      cachedPermission(context.octokit, deps, event.repository.id, owner, repo, event.sender.login),
     ]);
     if (!config) return;
     const command = parseCommand(event.comment.body, config.command);
@@ -124,8 +144,8 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
   await guard(context, async () => {
     const { owner, repo } = names(event.repository);
     const [config, permission] = await Promise.all([
-      loadConfigOrReport(context, event.repository, event.issue, undefined),
-      fetchPermission(context.octokit, owner, repo, event.sender.login),
+      loadConfigOrReport(context, event.repository, event.issue, undefined, deps.configCache),
+      cachedPermission(context.octokit, deps, event.repository.id, owner, repo, event.sender.login),
     ]);
     if (!config || event.label?.name !== config.label) return;
     if (isIgnoredBot(event.sender, event.sender, config)) return;
@@ -234,11 +254,41 @@ async function refuse(context: WebhookContext, deps: HandlerDeps, event: IssueCo
   await reply(context, event.repository, event.issue.number, `@${event.sender.login} Harness runs only for people with **${config.permission}** access to this repository.${approve}`);
 }
 
+/**
+ * Values read from GitHub in the last `ttlMs` (a repository's config, a person's permission),
+ * so a busy repository costs one read per TTL, not one per webhook. Concurrent asks share one
+ * request; failures are not kept, so the next webhook asks again.
+ */
+export class TtlCache<T> {
+  private readonly entries = new Map<string, { value: Promise<T>; at: number }>();
+
+  constructor(private readonly ttlMs = 30_000, private readonly now: () => number = Date.now, private readonly maxEntries = 10_000) {}
+
+  get(key: string, load: () => Promise<T>): Promise<T> {
+    const hit = this.entries.get(key);
+    if (hit && this.now() - hit.at < this.ttlMs) return hit.value;
+    if (this.entries.size >= this.maxEntries) this.entries.clear();
+    const value = load();
+    this.entries.set(key, { value, at: this.now() });
+    value.catch(() => { this.entries.delete(key); });
+    return value;
+  }
+}
+
+/** A change to `.github/harness.yml` takes effect within the TTL; the worker always reads it afresh. */
+export class ConfigCache extends TtlCache<RepoConfig> {}
+
+function cachedPermission(octokit: OctokitLike, deps: HandlerDeps, repoId: number, owner: string, repo: string, login: string): Promise<PermissionLevel> {
+  const load = () => fetchPermission(octokit, owner, repo, login);
+  return deps.permissionCache ? deps.permissionCache.get(`${String(repoId)}:${login.toLowerCase()}`, load) : load();
+}
+
 /** The repository config, or undefined after telling the issue why it is invalid (for commands only). */
-async function loadConfigOrReport(context: WebhookContext, repository: Repo, issue: Issue, commentBody: string | undefined): Promise<RepoConfig | undefined> {
+async function loadConfigOrReport(context: WebhookContext, repository: Repo, issue: Issue, commentBody: string | undefined, cache?: ConfigCache): Promise<RepoConfig | undefined> {
   const { owner, repo } = names(repository);
   try {
-    return await loadRepoConfig(context.octokit, owner, repo);
+    const load = () => loadRepoConfig(context.octokit, owner, repo);
+    return await (cache ? cache.get(String(repository.id), load) : load());
   } catch (error) {
     if (error instanceof RepoConfigError) {
       // Only answer what was plainly meant for Harness; other slash commands stay untouched.

@@ -4,7 +4,6 @@ import { Writable } from "node:stream";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { AppSettings } from "../../src/config/app-settings.js";
-import type { InProcessRunQueue } from "../../src/runs/in-process-queue.js";
 import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
@@ -76,7 +75,7 @@ async function comment(body: string, sender = "maintainer") {
 }
 
 async function settle(): Promise<void> {
-  await (server.queue as InProcessRunQueue).idle();
+  await server.settle();
 }
 
 function statusComments() {
@@ -95,8 +94,8 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     const delivery = await comment("/harness add a HELLO file");
     expect(delivery.status).toBe(200);
     expect(delivery.durationMs).toBeLessThan(2_000);
-    expect(github.reactions("acme", "widgets", { commentId: delivery.commentId }).map((r) => r.content)).toEqual(["eyes"]);
     await settle();
+    expect(github.reactions("acme", "widgets", { commentId: delivery.commentId }).map((r) => r.content)).toEqual(["eyes"]);
 
     const [status, ...others] = statusComments();
     expect(others).toEqual([]);

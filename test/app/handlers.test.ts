@@ -56,6 +56,10 @@ beforeEach(async () => {
       apiBaseUrl: API,
       appId: 123,
       createQueue: () => queue,
+      // Each test scripts GitHub per event; the caches get their own test below.
+      configCacheMs: 0,
+      permissionCacheMs: 0,
+      acknowledgeInBackground: false,
       worker: { sandboxes: { local: () => Promise.reject(new Error("no sandbox in handler tests")), daytona: () => Promise.reject(new Error("no")) }, defaultSandbox: "local", allowedSandboxes: ["local"], environment: {} },
     }),
   );
@@ -328,5 +332,20 @@ describe("the harness label", () => {
     await receive("issues", issuesLabeled("harness", { sender: { login: "triager" } }));
     expect(queue.requests).toEqual([]);
     expect(replies[0]?.body).toMatch(/only when added by someone with \*\*write\*\* access/);
+  });
+});
+
+describe("caches on a busy repository", () => {
+  test("config and permission are read once per TTL, not once per webhook", async () => {
+    const cached = new Probot({ appId: 123, privateKey, secret: "s", Octokit: ProbotOctokit.defaults((o: object) => ({ ...o, retry: { enabled: false }, throttle: { enabled: false } })), logLevel: "fatal" });
+    const busyQueue = new RecordingQueue();
+    await cached.load(createHarnessApp({ apiBaseUrl: API, appId: 123, acknowledgeInBackground: false, createQueue: () => busyQueue, worker: { sandboxes: { local: () => Promise.reject(new Error("no")), daytona: () => Promise.reject(new Error("no")) }, defaultSandbox: "local", allowedSandboxes: ["local"], environment: {} } }));
+    const scope = github({ permission: "write" });
+    scope.post(/reactions/).times(3).reply(201, {}).post("/repos/acme/widgets/issues/7/comments").times(3).reply(201, { id: 30 });
+    for (const id of [701, 702, 703]) {
+      await cached.receive({ id: `d-${String(id)}`, name: "issue_comment", payload: issueCommentCreated("/harness go", { commentId: id }) } as unknown as Parameters<Probot["receive"]>[0]);
+    }
+    expect(busyQueue.requests).toHaveLength(3);
+    expect(scope.pendingMocks()).toEqual([]);
   });
 });

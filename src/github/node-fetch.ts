@@ -1,0 +1,69 @@
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+
+/**
+ * A `fetch` for Octokit built on `node:http` with keep-alive agents. Node 20's built-in fetch
+ * (undici's WHATWG layer) costs about twice the CPU per request, and the webhook handler makes
+ * a few GitHub calls per delivery, so under load this is the difference between keeping up
+ * and queueing (see docs/benchmarks.md, webhook acknowledgement). Octokit sends string bodies
+ * only; streams are not supported here.
+ */
+export function createNodeFetch(options: { maxSockets?: number } = {}): typeof globalThis.fetch {
+  const agents = {
+    "http:": new HttpAgent({ keepAlive: true, maxSockets: options.maxSockets ?? 64 }),
+    "https:": new HttpsAgent({ keepAlive: true, maxSockets: options.maxSockets ?? 64 }),
+  };
+
+  const send = (url: URL, init: RequestInit, redirectsLeft: number): Promise<Response> =>
+    new Promise<Response>((resolve, reject) => {
+      if (url.protocol !== "http:" && url.protocol !== "https:") {
+        reject(new TypeError(`fetch: unsupported protocol ${url.protocol}`));
+        return;
+      }
+      const method = (init.method ?? "GET").toUpperCase();
+      const body = init.body;
+      if (body !== undefined && body !== null && typeof body !== "string" && !(body instanceof Uint8Array)) {
+        reject(new TypeError("fetch: only string and byte bodies are supported"));
+        return;
+      }
+      const headers = new Headers(init.headers);
+      if (body !== undefined && body !== null && !headers.has("content-length")) headers.set("content-length", String(Buffer.byteLength(body)));
+      const request = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, {
+        method,
+        agent: agents[url.protocol],
+        headers: Object.fromEntries(headers),
+        ...(init.signal ? { signal: init.signal } : {}),
+      });
+      request.on("error", reject);
+      request.on("response", (response: IncomingMessage) => {
+        const status = response.statusCode ?? 0;
+        const location = response.headers.location;
+        if ([301, 302, 303, 307, 308].includes(status) && location && init.redirect !== "manual" && redirectsLeft > 0) {
+          response.resume();
+          const next = new URL(location, url);
+          const keepBody = status === 307 || status === 308;
+          resolve(send(next, { ...init, ...(keepBody ? {} : { method: method === "HEAD" ? "HEAD" : "GET", body: null }) }, redirectsLeft - 1));
+          return;
+        }
+        const chunks: Buffer[] = [];
+        response.on("data", (chunk: Buffer) => chunks.push(chunk));
+        response.on("error", reject);
+        response.on("end", () => {
+          const responseHeaders = new Headers();
+          for (const [name, value] of Object.entries(response.headers)) {
+            if (Array.isArray(value)) for (const item of value) responseHeaders.append(name, item);
+            else if (value !== undefined) responseHeaders.set(name, value);
+          }
+          const noBody = method === "HEAD" || status === 204 || status === 205 || status === 304 || status < 200;
+          resolve(new Response(noBody ? null : Buffer.concat(chunks), { status: status < 200 ? 200 : status, statusText: response.statusMessage ?? "", headers: responseHeaders }));
+        });
+      });
+      request.end(body ?? undefined);
+    });
+
+  const nodeFetch = (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+    if (input instanceof Request) return globalThis.fetch(input, init);
+    return send(new URL(input), init, 5);
+  };
+  return nodeFetch;
+}
