@@ -9,7 +9,7 @@ import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github/webhooks.js";
-import { scratchDir } from "../helpers/git.js";
+import { git, scratchDir } from "../helpers/git.js";
 
 // The real server on a random port, real signed webhooks, the fake GitHub (REST under /api/v3
 // and git smart HTTP), the local sandbox and the `command` agent.
@@ -112,6 +112,9 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     const branch = pr?.pull?.headRef ?? "";
     expect(branch).toMatch(/^harness\/issue-1-/);
     expect(await github.readFile("acme", "widgets", "HELLO.md", branch)).toBe("Hello from the agent\n");
+    const bot = github.addUser("harness[bot]", "Bot");
+    const author = git(github.repo("acme", "widgets").bareDir, "log", "-1", "--format=%an <%ae>%n%B", branch);
+    expect(author).toMatch(new RegExp(`^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.github\\.com>\n\\[harness\\] add a HELLO file\n\nRequested in #1\\.\n\nHarness-Run: `));
 
     // Tokens: one read-only for the clone, one contents-write for the push, both revoked.
     const minted = github.mintedTokens().filter((token) => token.repositories.length === 1);
@@ -187,6 +190,15 @@ describe("security", () => {
     expect(github.mintedTokens().filter((token) => token.repositories.length === 1)).toEqual([]);
     const replies = github.issueComments("acme", "widgets", 1).filter((c) => c.user.login === "harness[bot]");
     expect(replies.map((c) => c.body)).toEqual(["@reader Harness runs only for people with **write** access to this repository. A maintainer can run it by commenting `/harness approve`."]);
+  });
+
+  test("unknown events and actions are answered 200 and ignored", async () => {
+    const repo = github.repo("acme", "widgets");
+    const ping = await sendWebhook(server.url, SECRET, "ping", { zen: "Keep it logically awesome.", hook_id: 1 });
+    const edited = await sendWebhook(server.url, SECRET, "issue_comment", { ...issueCommentCreated({ repo, issue: { number: 1 }, comment: { id: 2, body: "/harness go", user: { login: "maintainer" } }, installationId: 77 }), action: "edited" });
+    expect([ping.status, edited.status]).toEqual([200, 200]);
+    await settle();
+    expect(github.mintedTokens()).toEqual([]);
   });
 
   test("bots are ignored", async () => {
