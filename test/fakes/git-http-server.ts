@@ -86,7 +86,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: GitHtt
   child.stderr.resume();
   await new Promise<void>((resolve) => child.on("close", () => { resolve(); }));
 
-  const output = Buffer.concat(chunks);
+  writeCgiResponse(res, Buffer.concat(chunks));
+}
+
+/** Turns a CGI program's output (headers, a blank line, the body) into the HTTP response. */
+export function writeCgiResponse(res: ServerResponse, output: Buffer): void {
   const split = findHeaderEnd(output);
   const head = output.subarray(0, split.index).toString("latin1");
   let status = 200;

@@ -1,5 +1,6 @@
 import { spawn } from "node:child_process";
 import type { IncomingHttpHeaders, ServerResponse } from "node:http";
+import { writeCgiResponse } from "../git-http-server.js";
 import { refusals, type HttpRefusal } from "../github-git-rejections.js";
 import { credentialFromHeader, liveToken } from "./auth.js";
 import { isolatedGitEnv } from "./bare-repo.js";
@@ -157,26 +158,5 @@ async function runBackend(projectRoot: string, repo: RepoRecord, request: GitReq
   child.stdin.end(request.body);
   await closed;
 
-  const output = Buffer.concat(chunks);
-  const split = findHeaderEnd(output);
-  const head = output.subarray(0, split.index).toString("latin1");
-  let status = 200;
-  for (const line of head.split(/\r?\n/)) {
-    const colon = line.indexOf(":");
-    if (colon <= 0) continue;
-    const name = line.slice(0, colon).trim();
-    const value = line.slice(colon + 1).trim();
-    if (name.toLowerCase() === "status") status = Number.parseInt(value, 10);
-    else res.setHeader(name, value);
-  }
-  res.statusCode = status;
-  res.end(output.subarray(split.index + split.length));
-}
-
-function findHeaderEnd(output: Buffer): { index: number; length: number } {
-  const crlf = output.indexOf("\r\n\r\n");
-  const lf = output.indexOf("\n\n");
-  if (crlf !== -1 && (lf === -1 || crlf < lf)) return { index: crlf, length: 4 };
-  if (lf !== -1) return { index: lf, length: 2 };
-  return { index: output.length, length: 0 };
+  writeCgiResponse(res, Buffer.concat(chunks));
 }
