@@ -6,7 +6,8 @@ import { newRunId } from "./harness/run.js";
 import { ApprovalStore } from "./runs/approvals.js";
 import { InProcessRunQueue } from "./runs/in-process-queue.js";
 import type { RunProcessor, RunQueue } from "./runs/queue.js";
-import { processRun, type WorkerDeps } from "./runs/worker.js";
+import type { RunRequest } from "./runs/request.js";
+import { processRun, reportInterrupted, type WorkerDeps } from "./runs/worker.js";
 import type { PermissionLevel } from "./config/repo-config.js";
 import { ConfigCache, onIssueComment, onIssueLabeled, TtlCache } from "./triggers/handlers.js";
 import type { Log } from "./util/log.js";
@@ -18,8 +19,11 @@ export interface HarnessAppOptions {
   /** The app id, to recognise its own comments. */
   appId?: number;
   worker: Omit<WorkerDeps, "installationOctokit" | "appOctokit" | "tokens" | "log">;
-  /** Builds the queue around the worker; the in-process queue by default. */
-  createQueue?: (processor: RunProcessor) => RunQueue;
+  /**
+   * Builds the queue around the worker (the in-process queue by default). `interrupted` ends a
+   * run's status comment when a durable queue gives it up.
+   */
+  createQueue?: (processor: RunProcessor, hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> }) => RunQueue;
   concurrency?: number;
   /** How long a repository's config is reused by the webhook handlers, in ms (default 30 s). */
   configCacheMs?: number;
@@ -58,7 +62,8 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       log,
     };
     const processor: RunProcessor = (request, signal) => processRun(request, signal, deps);
-    const queue = options.createQueue?.(processor) ?? new InProcessRunQueue(processor, {
+    const hooks = { interrupted: (request: RunRequest, reason: string) => reportInterrupted(request, reason, deps) };
+    const queue = options.createQueue?.(processor, hooks) ?? new InProcessRunQueue(processor, {
       concurrency: options.concurrency ?? 2,
       onError: (request, error) => { log.error({ runId: request.runId, err: String(error) }, "run processor threw"); },
     });

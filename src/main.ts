@@ -1,6 +1,7 @@
 #!/usr/bin/env node
 // `npm start`: the Harness server, configured by the environment (see .env.example).
 import { settingsFromEnv, SettingsError } from "./config/app-settings.js";
+import { RunStoreError } from "./runs/sqlite-queue.js";
 import { startHarnessServer } from "./server.js";
 import { describeError } from "./util/errors.js";
 
@@ -20,6 +21,7 @@ try {
   process.on("SIGTERM", () => { stop("SIGTERM"); });
   process.on("SIGINT", () => { stop("SIGINT"); });
 } catch (error) {
-  process.stderr.write(`harness: ${error instanceof SettingsError ? error.message : describeError(error)}\n`);
-  process.exit(error instanceof SettingsError ? 2 : 1);
+  const known = error instanceof SettingsError || error instanceof RunStoreError;
+  process.stderr.write(`harness: ${known ? error.message : describeError(error)}\n`);
+  process.exit(known ? 2 : 1);
 }

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
 import type { AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
+import { SqliteRunQueue } from "./runs/sqlite-queue.js";
 import type { SandboxKind } from "./runs/worker.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
@@ -69,7 +70,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       concurrency: settings.concurrency,
       onQueue: (built) => { queue = built; },
       onAcknowledgements: (tracker) => { acknowledgements = tracker; },
-      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : {}),
+      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : queueFactory(settings)),
       worker: {
         sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
         defaultSandbox: settings.sandbox,
@@ -113,8 +114,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     ...(queue ? { queue } : {}),
     async settle() {
       await acknowledgements?.idle();
-      const idle = (queue as { idle?: () => Promise<void> } | undefined)?.idle;
-      if (idle) await idle.call(queue);
+      await queue?.idle();
     },
     async close(graceMs = 30_000) {
       accepting = false;
@@ -127,6 +127,13 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       });
     },
   };
+}
+
+/** The durable queue the settings ask for (SQLite), or none to keep the in-process default. */
+function queueFactory(settings: Extract<AppSettings, { mode: "app" }>): Pick<HarnessAppOptions, "createQueue"> {
+  const queue = settings.queue;
+  if (queue?.kind !== "sqlite") return {};
+  return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, concurrency: settings.concurrency, onInterrupted: hooks.interrupted }) };
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {

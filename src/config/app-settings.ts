@@ -27,6 +27,8 @@ export type AppSettings =
       concurrency: number;
       publicUrl?: string;
       statusIntervalMs: number;
+      /** Where runs wait: in memory (lost on restart) or durably in SQLite (the default). */
+      queue?: { kind: "memory" } | { kind: "sqlite"; path: string };
       /** Set when the operator did not choose a sandbox: said once in the log at start. */
       warnings: string[];
     };
@@ -93,6 +95,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     concurrency: integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
+    queue: queueFrom(env),
     warnings,
   };
 }
@@ -138,4 +141,11 @@ function daytonaSecrets(text: string | undefined): { secrets: Record<string, str
     secrets[name] = secret;
   }
   return { secrets };
+}
+
+function queueFrom(env: NodeJS.ProcessEnv): { kind: "memory" } | { kind: "sqlite"; path: string } {
+  const kind = env["HARNESS_QUEUE"] || "sqlite";
+  if (kind === "memory") return { kind: "memory" };
+  if (kind === "sqlite") return { kind: "sqlite", path: env["HARNESS_DB"] || "./data/harness.db" };
+  throw new SettingsError(`HARNESS_QUEUE must be "sqlite" or "memory", got "${kind}"`);
 }

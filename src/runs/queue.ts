@@ -23,6 +23,8 @@ export interface RunQueue {
   activeRun(issueKey: string): Promise<string | undefined>;
   /** Cancels the active run on an issue; true when there was one. */
   cancel(issueKey: string): Promise<boolean>;
+  /** Resolves once nothing is running here and nothing is waiting that this process could run. */
+  idle(): Promise<void>;
   /** Stops taking work, lets running work finish up to `graceMs`, then aborts it. */
   close(graceMs?: number): Promise<void>;
 }

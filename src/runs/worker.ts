@@ -187,3 +187,27 @@ function logEvent(log: Log, event: HarnessEvent): void {
       break;
   }
 }
+
+/**
+ * Tells the issue that a run was given up after its worker stopped too often (crashes, lost
+ * leases): the status comment ends ❌ "interrupted" with how to try again, never a spinner.
+ */
+export async function reportInterrupted(request: RunRequest, reason: string, deps: Pick<WorkerDeps, "installationOctokit" | "log">): Promise<void> {
+  const octokit = await deps.installationOctokit(request.installationId);
+  const body = renderStatusComment({
+    runId: request.runId,
+    phase: "interrupted",
+    requester: request.requester.login,
+    intent: request.intent,
+    steps: [],
+    error: `The run was interrupted: ${reason}`,
+    remedy: `Ask again with a new \`/harness <what should change>\` comment; nothing was pushed by the interrupted run unless a pull request is linked above`,
+  });
+  const target = { owner: request.repo.owner, repo: request.repo.name };
+  if (request.statusCommentId !== undefined) {
+    await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { ...target, comment_id: request.statusCommentId, body });
+  } else {
+    await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { ...target, issue_number: request.issue.number, body });
+  }
+  deps.log.warn({ runId: request.runId, reason }, "run interrupted");
+}

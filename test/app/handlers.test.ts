@@ -32,6 +32,9 @@ class RecordingQueue implements RunQueue {
     this.cancelled.push(key);
     return Promise.resolve(this.active !== undefined);
   }
+  idle(): Promise<void> {
+    return Promise.resolve();
+  }
   close(): Promise<void> {
     return Promise.resolve();
   }

@@ -39,3 +39,13 @@ describe("settings from the environment", () => {
     expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/local sandbox, which isolates only by directory/);
   });
 });
+
+describe("queue settings", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+  test("SQLite at ./data/harness.db by default; HARNESS_DB moves it; memory on request", () => {
+    expect(settingsFromEnv(base)).toMatchObject({ queue: { kind: "sqlite", path: "./data/harness.db" } });
+    expect(settingsFromEnv({ ...base, HARNESS_DB: "/var/lib/harness/runs.db" })).toMatchObject({ queue: { kind: "sqlite", path: "/var/lib/harness/runs.db" } });
+    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "memory" })).toMatchObject({ queue: { kind: "memory" } });
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "kafka" })).toThrow(/HARNESS_QUEUE must be "sqlite" or "memory"/);
+  });
+});

@@ -1,0 +1,289 @@
+import { randomBytes } from "node:crypto";
+import { mkdirSync } from "node:fs";
+import { dirname } from "node:path";
+import Database from "better-sqlite3";
+import { HarnessError } from "../util/errors.js";
+import { issueKey, type RunRequest } from "./request.js";
+import type { EnqueueOutcome, RunProcessor, RunQueue } from "./queue.js";
+
+export interface SqliteQueueOptions {
+  /** Database file (`HARNESS_DB`); `:memory:` for tests. */
+  path: string;
+  /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
+  concurrency?: number;
+  /** How long a claimed run stays ours without a heartbeat, in ms. */
+  leaseMs?: number;
+  /** How often idle workers look for work, in ms. */
+  pollMs?: number;
+  /** Attempts per run (crash, lost lease) before it is given up as interrupted. */
+  maxAttempts?: number;
+  /** Wait before a retried attempt, in ms (doubled per attempt). */
+  backoffMs?: number;
+  /** Called once when a run is given up after its attempts, so the issue hears how it ended. */
+  onInterrupted?: (request: RunRequest, reason: string) => Promise<void>;
+  onError?: (request: RunRequest, error: unknown) => void;
+  now?: () => number;
+  workerId?: string;
+}
+
+/** The run store could not be opened: the message names the file. */
+export class RunStoreError extends HarnessError {
+  constructor(message: string, options?: ErrorOptions) {
+    super("run_store", message, options);
+  }
+}
+
+type RunState = "queued" | "running" | "done" | "cancelled" | "interrupted";
+
+interface RunRow {
+  run_id: string;
+  key: string;
+  issue_key: string;
+  request: string;
+  state: RunState;
+  attempts: number;
+  available_at: number;
+  lease_owner: string | null;
+  lease_until: number | null;
+  cancel_requested: number;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS runs (
+  run_id TEXT PRIMARY KEY,
+  key TEXT NOT NULL UNIQUE,
+  delivery_id TEXT NOT NULL,
+  issue_key TEXT NOT NULL,
+  request TEXT NOT NULL,
+  state TEXT NOT NULL,
+  attempts INTEGER NOT NULL DEFAULT 0,
+  available_at INTEGER NOT NULL,
+  lease_owner TEXT,
+  lease_until INTEGER,
+  cancel_requested INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER,
+  last_error TEXT
+);
+CREATE INDEX IF NOT EXISTS runs_claimable ON runs (state, available_at, created_at);
+CREATE INDEX IF NOT EXISTS runs_issue ON runs (issue_key, state);
+CREATE TABLE IF NOT EXISTS deliveries (
+  delivery_id TEXT PRIMARY KEY,
+  run_id TEXT NOT NULL,
+  received_at INTEGER NOT NULL
+);
+`;
+
+/**
+ * A durable run queue in one SQLite file (WAL): requests survive restarts and crashes, each
+ * request key runs once however often it is delivered, one run per issue is active at a time,
+ * claimed runs hold a lease renewed by heartbeats, and a run whose worker died is retried (with
+ * backoff) until its attempts are spent, then given up as interrupted — never left silent.
+ * No token is ever stored: requests hold identifiers and text only.
+ */
+export class SqliteRunQueue implements RunQueue {
+  private readonly db: Database.Database;
+  private readonly workerId: string;
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly maxAttempts: number;
+  private readonly backoffMs: number;
+  private readonly now: () => number;
+  private readonly active = new Map<string, { controller: AbortController; done: Promise<void>; heartbeat: NodeJS.Timeout }>();
+  private poller: NodeJS.Timeout | undefined;
+  private closed = false;
+  private readonly handedBack = new Set<string>();
+  private idleWaiters: Array<() => void> = [];
+
+  constructor(private readonly processor: RunProcessor, private readonly options: SqliteQueueOptions) {
+    this.workerId = options.workerId ?? `${String(process.pid)}-${randomBytes(4).toString("hex")}`;
+    this.concurrency = options.concurrency ?? 2;
+    this.leaseMs = options.leaseMs ?? 60_000;
+    this.maxAttempts = options.maxAttempts ?? 3;
+    this.backoffMs = options.backoffMs ?? 5_000;
+    this.now = options.now ?? Date.now;
+    this.db = openDatabase(options.path);
+    if (this.concurrency > 0) {
+      this.poller = setInterval(() => { this.pump(); }, options.pollMs ?? 500);
+      this.poller.unref();
+      queueMicrotask(() => { this.pump(); });
+    }
+  }
+
+  enqueue(request: RunRequest): Promise<EnqueueOutcome> {
+    if (this.closed) return Promise.reject(new Error("The run queue is shutting down"));
+    const outcome = this.db.transaction((): EnqueueOutcome => {
+      const byDelivery = this.db.prepare("SELECT run_id FROM deliveries WHERE delivery_id = ?").get(request.deliveryId) as { run_id: string } | undefined;
+      const existing = this.db.prepare("SELECT run_id FROM runs WHERE key = ?").get(request.key) as { run_id: string } | undefined;
+      const duplicate = existing ?? (byDelivery && request.trigger.kind === "comment" ? byDelivery : undefined);
+      if (duplicate) return { status: "duplicate", runId: duplicate.run_id };
+      const behind = this.activeOn(issueKey(request));
+      const now = this.now();
+      this.db
+        .prepare("INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, created_at) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)")
+        .run(request.runId, request.key, request.deliveryId, issueKey(request), JSON.stringify(request), now, now);
+      this.db.prepare("INSERT OR IGNORE INTO deliveries (delivery_id, run_id, received_at) VALUES (?, ?, ?)").run(request.deliveryId, request.runId, now);
+      return behind ? { status: "waiting", behind } : { status: "queued" };
+    })();
+    if (outcome.status !== "duplicate") queueMicrotask(() => { this.pump(); });
+    return Promise.resolve(outcome);
+  }
+
+  seen(key: string): Promise<boolean> {
+    return Promise.resolve(this.db.prepare("SELECT 1 FROM runs WHERE key = ?").get(key) !== undefined);
+  }
+
+  activeRun(key: string): Promise<string | undefined> {
+    return Promise.resolve(this.activeOn(key));
+  }
+
+  /**
+   * Cancels the active run of an issue. A queued run ends at once (its worker reports ⏹); a
+   * running one is flagged, and whichever worker holds it aborts it at its next heartbeat.
+   */
+  cancel(key: string): Promise<boolean> {
+    const row = this.db.prepare("SELECT run_id, state FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ORDER BY created_at LIMIT 1").get(key) as { run_id: string; state: RunState } | undefined;
+    if (!row) return Promise.resolve(false);
+    this.db.prepare("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?").run(row.run_id);
+    this.active.get(row.run_id)?.controller.abort();
+    if (row.state === "queued") this.pump();
+    return Promise.resolve(true);
+  }
+
+  /** Resolves once this process has nothing running and nothing it could claim. */
+  idle(): Promise<void> {
+    // A web-only process (concurrency 0) runs nothing, so it is idle whenever nothing is active.
+    if (this.active.size === 0 && (this.concurrency === 0 || !this.hasClaimable())) return Promise.resolve();
+    return new Promise((resolve) => this.idleWaiters.push(resolve));
+  }
+
+  async close(graceMs = 30_000): Promise<void> {
+    this.closed = true;
+    if (this.poller) clearInterval(this.poller);
+    const running = [...this.active.values()];
+    const timer = setTimeout(() => {
+      // Past the grace period the runs are aborted and handed back to the queue, so another
+      // worker (or this one after a restart) runs them again.
+      for (const [runId, entry] of this.active) {
+        this.handedBack.add(runId);
+        entry.controller.abort();
+      }
+    }, graceMs);
+    timer.unref();
+    await Promise.allSettled(running.map((entry) => entry.done));
+    clearTimeout(timer);
+    this.db.close();
+  }
+
+  private activeOn(key: string): string | undefined {
+    const row = this.db.prepare("SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ORDER BY created_at LIMIT 1").get(key) as { run_id: string } | undefined;
+    return row?.run_id;
+  }
+
+  private hasClaimable(): boolean {
+    return this.db.prepare("SELECT 1 FROM runs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?)").get(this.now()) !== undefined;
+  }
+
+  /** Claims runs while there is room, in order, never two on one issue. */
+  private pump(): void {
+    if (this.closed || this.concurrency === 0) return;
+    void this.recoverExpired();
+    while (this.active.size < this.concurrency) {
+      const row = this.claim();
+      if (!row) break;
+      this.start(row);
+    }
+    if (this.active.size === 0 && !this.hasClaimable()) for (const resolve of this.idleWaiters.splice(0)) resolve();
+  }
+
+  private claim(): RunRow | undefined {
+    return this.db.transaction((): RunRow | undefined => {
+      const now = this.now();
+      const row = this.db
+        .prepare(
+          `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= ?
+             AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.issue_key = r.issue_key AND o.state = 'running')
+             AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' AND e.created_at < r.created_at)
+           ORDER BY r.created_at LIMIT 1`,
+        )
+        .get(now) as RunRow | undefined;
+      if (!row) return undefined;
+      this.db.prepare("UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, started_at = COALESCE(started_at, ?) WHERE run_id = ?").run(this.workerId, now + this.leaseMs, now, row.run_id);
+      return { ...row, state: "running", attempts: row.attempts + 1 };
+    })();
+  }
+
+  private start(row: RunRow): void {
+    const request = JSON.parse(row.request) as RunRequest;
+    const controller = new AbortController();
+    if (row.cancel_requested) controller.abort();
+    // The heartbeat renews the lease and carries cancellations made by other processes.
+    const heartbeat = setInterval(() => {
+      const current = this.db.prepare("SELECT cancel_requested FROM runs WHERE run_id = ?").get(row.run_id) as { cancel_requested: number } | undefined;
+      if (current?.cancel_requested) controller.abort();
+      this.db.prepare("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?").run(this.now() + this.leaseMs, row.run_id, this.workerId);
+    }, Math.max(50, Math.floor(this.leaseMs / 3)));
+    heartbeat.unref();
+    const done = this.processor(request, controller.signal)
+      .then(
+        () => {
+          if (this.handedBack.has(row.run_id)) this.handBack(row.run_id);
+          else this.finish(row.run_id, controller.signal.aborted ? "cancelled" : "done");
+        },
+        (error: unknown) => {
+          this.options.onError?.(request, error);
+          this.finish(row.run_id, "done", String(error));
+        },
+      )
+      .finally(() => {
+        clearInterval(heartbeat);
+        this.active.delete(row.run_id);
+        this.pump();
+      });
+    this.active.set(row.run_id, { controller, done, heartbeat });
+  }
+
+  /** A run aborted by our own shutdown (not by a user) goes back to the queue for the next worker. */
+  private handBack(runId: string): void {
+    this.db.prepare("UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?").run(runId, this.workerId);
+  }
+
+  private finish(runId: string, state: RunState, error?: string): void {
+    this.db.prepare("UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, last_error = ? WHERE run_id = ? AND lease_owner = ?").run(state, this.now(), error ?? null, runId, this.workerId);
+  }
+
+  /** Runs whose worker stopped heartbeating: retried with backoff, or given up as interrupted. */
+  private async recoverExpired(): Promise<void> {
+    const now = this.now();
+    const expired = this.db.prepare("SELECT * FROM runs WHERE state = 'running' AND lease_until < ?").all(now) as RunRow[];
+    for (const row of expired) {
+      if (this.active.has(row.run_id)) continue;
+      if (row.attempts < this.maxAttempts && !row.cancel_requested) {
+        this.db.prepare("UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, available_at = ? WHERE run_id = ? AND state = 'running' AND lease_until < ?").run(now + this.backoffMs * 2 ** (row.attempts - 1), row.run_id, now);
+        continue;
+      }
+      const changed = this.db.prepare("UPDATE runs SET state = 'interrupted', finished_at = ?, lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND state = 'running' AND lease_until < ?").run(now, row.run_id, now);
+      if (changed.changes === 1) {
+        const reason = row.cancel_requested ? "cancelled while its worker was down" : `its worker stopped ${String(row.attempts)} time${row.attempts === 1 ? "" : "s"}`;
+        await this.options.onInterrupted?.(JSON.parse(row.request) as RunRequest, reason).catch(() => undefined);
+      }
+    }
+  }
+}
+
+/** Opens (creating if needed) the store, with a message naming the file when it cannot. */
+function openDatabase(path: string): Database.Database {
+  try {
+    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
+    const db = new Database(path);
+    db.pragma("journal_mode = WAL");
+    db.pragma("synchronous = NORMAL");
+    db.pragma("busy_timeout = 5000");
+    db.exec(SCHEMA);
+    return db;
+  } catch (error) {
+    const detail = error instanceof Error ? error.message : String(error);
+    throw new RunStoreError(`Cannot open the run store at ${path} (HARNESS_DB): ${detail}. Check the path is writable and the file is a Harness SQLite database`, { cause: error });
+  }
+}

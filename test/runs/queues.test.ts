@@ -1,0 +1,12 @@
+import { join } from "node:path";
+import { InProcessRunQueue } from "../../src/runs/in-process-queue.js";
+import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { scratchDir } from "../helpers/git.js";
+import { describeQueueConformance } from "./queue-conformance.js";
+
+describeQueueConformance("in-process", (processor, { concurrency }) => Promise.resolve({ queue: new InProcessRunQueue(processor, { concurrency }) }));
+
+describeQueueConformance("SQLite", async (processor, { concurrency }) => {
+  const dir = await scratchDir("harness-db-");
+  return { queue: new SqliteRunQueue(processor, { path: join(dir.path, "harness.db"), concurrency, pollMs: 20 }), dispose: dir.cleanup };
+});
