@@ -23,6 +23,8 @@ export interface WebhookDelivery {
 }
 
 export interface SendWebhookOptions {
+  /** The HTTP client (a load generator passes a cheaper one than Node's fetch). */
+  fetch?: typeof globalThis.fetch;
   /** `X-GitHub-Hook-ID`. Default 1. */
   hookId?: number;
   /** `X-GitHub-Hook-Installation-Target-ID`: the app id for app webhooks. Default 1. */
@@ -65,7 +67,7 @@ export async function sendWebhook(
     headers["x-hub-signature"] = `sha1=${createHmac("sha1", secret).update(body).digest("hex")}`;
   }
   const started = performance.now();
-  const response = await fetch(url, { method: "POST", headers, body });
+  const response = await (options.fetch ?? fetch)(url, { method: "POST", headers, body });
   const text = await response.text();
   return { status: response.status, body: text, headers: Object.fromEntries(response.headers), durationMs: performance.now() - started, deliveryId };
 }
