@@ -88,6 +88,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       if (req.url === "/readyz") return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
       if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
+      // A worker-only process takes no webhooks: its load balancer should not send it any.
+      if (settings.role === "worker" && req.url?.startsWith(settings.webhookPath)) return json(res, 404, { error: "this process runs work only (HARNESS_ROLE=worker)" });
       await middleware(req, res, () => {
         res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
       });

@@ -27,6 +27,11 @@ export type AppSettings =
       concurrency: number;
       publicUrl?: string;
       statusIntervalMs: number;
+      /**
+       * `all` (webhooks and runs in one process), `web` (webhooks and enqueue only) or `worker`
+       * (runs only; needs a shared durable queue).
+       */
+      role?: "all" | "web" | "worker";
       /** Where runs wait: in memory (lost on restart) or durably in SQLite (the default). */
       queue?: { kind: "memory" } | { kind: "sqlite"; path: string };
       /** Set when the operator did not choose a sandbox: said once in the log at start. */
@@ -92,10 +97,11 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
       ...(env["DAYTONA_SNAPSHOT"] ? { snapshot: env["DAYTONA_SNAPSHOT"] } : {}),
       ...(daytonaSecrets(env["DAYTONA_SECRETS"]) ?? {}),
     },
-    concurrency: integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
+    concurrency: roleFrom(env) === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     queue: queueFrom(env),
+    role: roleFrom(env),
     warnings,
   };
 }
@@ -148,4 +154,15 @@ function queueFrom(env: NodeJS.ProcessEnv): { kind: "memory" } | { kind: "sqlite
   if (kind === "memory") return { kind: "memory" };
   if (kind === "sqlite") return { kind: "sqlite", path: env["HARNESS_DB"] || "./data/harness.db" };
   throw new SettingsError(`HARNESS_QUEUE must be "sqlite" or "memory", got "${kind}"`);
+}
+
+function roleFrom(env: NodeJS.ProcessEnv): "all" | "web" | "worker" {
+  const role = env["HARNESS_ROLE"] || "all";
+  if (role === "all" || role === "web" || role === "worker") {
+    if (role !== "all" && env["HARNESS_QUEUE"] === "memory") {
+      throw new SettingsError(`HARNESS_ROLE=${role} needs a queue shared between processes: use HARNESS_QUEUE=sqlite (one machine) rather than memory`);
+    }
+    return role;
+  }
+  throw new SettingsError(`HARNESS_ROLE must be "all", "web" or "worker", got "${role}"`);
 }

@@ -169,24 +169,26 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
 });
 
 describe("durable runs (SQLite queue)", () => {
-  test("a request accepted by a process that then stops is run by the next process on the same store", async () => {
+  test("a web process accepts a request, a worker process on the same store runs it (and takes no webhooks)", async () => {
     const db = join(dir.path, "data", "harness.db");
-    const restart = async (concurrency: number): Promise<void> => {
+    const restart = async (role: "web" | "worker"): Promise<void> => {
+      const concurrency = role === "web" ? 0 : 2;
       await server.close(1_000);
       logs = "";
       const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
+        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency, role, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
         { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
       );
     };
-    await restart(0);
+    await restart("web");
     const delivery = await comment("/harness add a HELLO file");
     expect(delivery.status).toBe(200);
     await server.settle();
     expect(statusComments()[0]?.body).toContain("queued");
     expect(github.pullRequests("acme", "widgets")).toEqual([]);
-    await restart(2);
+    await restart("worker");
+    expect((await sendWebhook(server.url, SECRET, "ping", { zen: "z" })).status).toBe(404);
     await server.settle();
     expect(statusComments()).toHaveLength(1);
     expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");

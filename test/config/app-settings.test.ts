@@ -49,3 +49,14 @@ describe("queue settings", () => {
     expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "kafka" })).toThrow(/HARNESS_QUEUE must be "sqlite" or "memory"/);
   });
 });
+
+describe("process roles", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+  test("all by default; web runs nothing; worker and web need a shared queue", () => {
+    expect(settingsFromEnv(base)).toMatchObject({ role: "all", concurrency: 2 });
+    expect(settingsFromEnv({ ...base, HARNESS_ROLE: "web", HARNESS_CONCURRENCY: "4" })).toMatchObject({ role: "web", concurrency: 0 });
+    expect(settingsFromEnv({ ...base, HARNESS_ROLE: "worker" })).toMatchObject({ role: "worker", concurrency: 2 });
+    expect(() => settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "memory" })).toThrow(/needs a queue shared between processes/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_ROLE: "both" })).toThrow(/HARNESS_ROLE must be/);
+  });
+});
