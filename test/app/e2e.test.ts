@@ -196,6 +196,35 @@ describe("durable runs (SQLite queue)", () => {
   });
 });
 
+describe("redeliveries (SQLite queue)", () => {
+  test("the same delivery sent 3× at once, and again after a restart, makes one run, one comment, one PR", async () => {
+    const db = join(dir.path, "data", "redelivery.db");
+    const restart = async (): Promise<void> => {
+      await server.close(1_000);
+      server = await startHarnessServer(
+        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 2, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
+        { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+      );
+    };
+    await restart();
+    const repo = github.repo("acme", "widgets");
+    const issue = github.createIssue("acme", "widgets", { title: "Greet people", user: "reporter" });
+    const posted = github.addComment("acme", "widgets", issue.number, { body: "/harness add a HELLO file", user: "maintainer" });
+    const payload = issueCommentCreated({ repo, issue: { number: issue.number, title: issue.title }, comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } }, installationId: 77 });
+    const deliveries = await Promise.all([1, 2, 3].map(() => sendWebhook(server.url, SECRET, "issue_comment", payload, "delivery-once")));
+    expect(deliveries.map((delivery) => delivery.status)).toEqual([200, 200, 200]);
+    await server.settle();
+    await restart();
+    expect((await sendWebhook(server.url, SECRET, "issue_comment", payload, "delivery-once")).status).toBe(200);
+    await server.settle();
+    const statuses = github.issueComments("acme", "widgets", issue.number).filter((c) => c.body.includes("<!-- harness:run="));
+    expect(statuses).toHaveLength(1);
+    expect(statuses[0]?.body).toContain("### ✅ Harness opened a pull request");
+    expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
+    expect(github.reactions("acme", "widgets", { commentId: posted.id })).toHaveLength(1);
+  });
+});
+
 describe("security", () => {
   test("a forged signature gets a 4xx and nothing runs", async () => {
     const repo = github.repo("acme", "widgets");
