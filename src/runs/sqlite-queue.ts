@@ -48,6 +48,12 @@ interface RunRow {
   cancel_requested: number;
 }
 
+/**
+ * The active run of an issue: the running one, else the oldest queued. Two requests accepted in
+ * the same millisecond are told apart by insertion order (rowid), never left to chance.
+ */
+const ISSUE_ORDER = "ORDER BY (state = 'running') DESC, created_at, rowid";
+
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS runs (
   run_id TEXT PRIMARY KEY,
@@ -143,7 +149,7 @@ export class SqliteRunQueue implements RunQueue {
    * running one is flagged, and whichever worker holds it aborts it at its next heartbeat.
    */
   cancel(key: string): Promise<boolean> {
-    const row = this.db.prepare("SELECT run_id, state FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ORDER BY created_at LIMIT 1").get(key) as { run_id: string; state: RunState } | undefined;
+    const row = this.db.prepare(`SELECT run_id, state FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`).get(key) as { run_id: string; state: RunState } | undefined;
     if (!row) return Promise.resolve(false);
     this.db.prepare("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?").run(row.run_id);
     this.active.get(row.run_id)?.controller.abort();
@@ -177,7 +183,7 @@ export class SqliteRunQueue implements RunQueue {
   }
 
   private activeOn(key: string): string | undefined {
-    const row = this.db.prepare("SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ORDER BY created_at LIMIT 1").get(key) as { run_id: string } | undefined;
+    const row = this.db.prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`).get(key) as { run_id: string } | undefined;
     return row?.run_id;
   }
 
@@ -204,8 +210,8 @@ export class SqliteRunQueue implements RunQueue {
         .prepare(
           `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= ?
              AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.issue_key = r.issue_key AND o.state = 'running')
-             AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' AND e.created_at < r.created_at)
-           ORDER BY r.created_at LIMIT 1`,
+             AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.rowid < r.rowid)))
+           ORDER BY r.created_at, r.rowid LIMIT 1`,
         )
         .get(now) as RunRow | undefined;
       if (!row) return undefined;
