@@ -5,7 +5,8 @@ import type { Logger } from "pino";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
 import type { AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
-import { SqliteRunQueue } from "./runs/sqlite-queue.js";
+import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
+import { activeRunIds, SqliteRunQueue } from "./runs/sqlite-queue.js";
 import type { SandboxKind } from "./runs/worker.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
@@ -23,6 +24,8 @@ export interface ServerOverrides {
   /** Octokit retry/throttle off, for tests that inject failures. */
   octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
   fetch?: typeof globalThis.fetch;
+  /** Where the orphan reaper looks (default: the settings' sandbox), and how often (default 10 min). */
+  reaper?: { inventory: SandboxInventory; intervalMs?: number };
   /** Replaces the run queue (benchmarks measure the webhook path without running anything). */
   createQueue?: HarnessAppOptions["createQueue"];
 }
@@ -46,6 +49,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
   let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   let queue: RunQueue | undefined;
   let acknowledgements: { idle(): Promise<void> } | undefined;
+  let stopReaper: (() => Promise<void>) | undefined;
   let accepting = true;
 
   if (settings.mode === "setup") {
@@ -83,6 +87,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
     for (const warning of settings.warnings) probot.log.warn(warning);
+    stopReaper = startReaper(settings, overrides, probot.log);
     if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
@@ -120,6 +125,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     },
     async close(graceMs = 30_000) {
       accepting = false;
+      await stopReaper?.();
       // Acknowledgements already answered to GitHub are finished before the queue closes.
       await acknowledgements?.idle();
       await queue?.close(graceMs);
@@ -128,6 +134,37 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         server.closeIdleConnections();
       });
     },
+  };
+}
+
+/**
+ * On start and then periodically, deletes sandboxes carrying this app's labels (Daytona) or
+ * manifest (local temp dirs) that belong to no queued or running run in the store. Only with a
+ * durable store, and not in web-only processes (they run no sandboxes).
+ */
+function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides: ServerOverrides, log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void }): (() => Promise<void>) | undefined {
+  const queue = settings.queue;
+  if (queue?.kind !== "sqlite" || settings.role === "web") return undefined;
+  const inventory = overrides.reaper?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
+  let running: Promise<void> = Promise.resolve();
+  const pass = (): void => {
+    running = running.then(async () => {
+      try {
+        const active = activeRunIds(queue.path);
+        const reaped = await reapOrphans(inventory, (runId) => active.has(runId));
+        if (reaped.length > 0) log.info({ reaped: reaped.map((record) => record.id) }, "reaped orphaned sandboxes");
+      } catch (error) {
+        log.warn({ err: describeError(error) }, "the orphan reaper could not finish a pass");
+      }
+    });
+  };
+  pass();
+  const timer = setInterval(pass, overrides.reaper?.intervalMs ?? 10 * 60_000);
+  timer.unref();
+  return async () => {
+    clearInterval(timer);
+    await running;
+    if ("close" in inventory && typeof inventory.close === "function") await (inventory.close as () => Promise<void>)();
   };
 }
 

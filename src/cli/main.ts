@@ -10,6 +10,8 @@ import { fanOut, type Reporter } from "../harness/events.js";
 import { ConsoleReporter } from "../harness/reporters/console.js";
 import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
 import { newRunId, runHarness } from "../harness/run.js";
+import { activeRunIds } from "../runs/sqlite-queue.js";
+import { daytonaInventory, localInventory, reapOrphans } from "../runs/reaper.js";
 import { createDaytonaSandbox } from "../sandbox/daytona.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona-snapshot.js";
 import { createLocalSandbox } from "../sandbox/local.js";
@@ -126,6 +128,32 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
         }
       }
       io.stdout.write("\nA blueprint can also be a YAML file: harness run --blueprint ./my-blueprint.yml …\n");
+    });
+
+  program
+    .command("sandboxes")
+    .description("List or delete sandboxes this app left behind (local temp dirs, or Daytona by label)")
+    .argument("<action>", "list or reap")
+    .addOption(new Option("--sandbox <kind>", "which sandboxes (default: daytona when DAYTONA_API_KEY is set, else local)").choices(["local", "daytona"]))
+    .option("--min-age <minutes>", "reap only sandboxes older than this (a sandbox being created has no run yet)", positiveNumber, 10)
+    .action(async (action: string, flags: { sandbox?: "local" | "daytona"; minAge: number }) => {
+      if (action !== "list" && action !== "reap") throw new UsageError(`Unknown action "${action}": use list or reap`);
+      const kind = flags.sandbox ?? (io.env["DAYTONA_API_KEY"] ? "daytona" : "local");
+      const inventory = kind === "daytona" ? daytonaInventory(daytonaOptions(io.env)) : localInventory(io.env["TMPDIR"] || undefined);
+      try {
+        const active = activeRunIds(io.env["HARNESS_DB"] || "./data/harness.db");
+        if (action === "list") {
+          for (const record of await inventory.list()) {
+            io.stdout.write(`${record.kind}\t${record.id}\t${record.runId ?? "-"}\t${record.repo ?? "-"}\t${record.createdAt ?? "-"}\t${record.runId && active.has(record.runId) ? "active" : "orphan"}\n`);
+          }
+          return;
+        }
+        const reaped = await reapOrphans(inventory, (runId) => active.has(runId), { minAgeMs: flags.minAge * 60_000 });
+        for (const record of reaped) io.stdout.write(`reaped ${record.kind} ${record.id}${record.runId ? ` (run ${record.runId})` : ""}\n`);
+        io.stderr.write(`${String(reaped.length)} sandbox${reaped.length === 1 ? "" : "es"} reaped\n`);
+      } finally {
+        if ("close" in inventory && typeof inventory.close === "function") await (inventory.close as () => Promise<void>)();
+      }
     });
 
   const daytonaCommand = program.command("daytona").description("Daytona helpers");

@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { mkdirSync } from "node:fs";
+import { existsSync, mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { HarnessError } from "../util/errors.js";
@@ -291,5 +291,23 @@ function openDatabase(path: string): Database.Database {
   } catch (error) {
     const detail = error instanceof Error ? error.message : String(error);
     throw new RunStoreError(`Cannot open the run store at ${path} (HARNESS_DB): ${detail}. Check the path is writable and the file is a Harness SQLite database`, { cause: error });
+  }
+}
+
+/**
+ * Runs queued or running in a store (for the reaper); empty when there is no store yet. A store
+ * that cannot be read is an error: guessing "no active runs" would reap live sandboxes.
+ */
+export function activeRunIds(path: string): Set<string> {
+  if (!existsSync(path)) return new Set();
+  let db: Database.Database | undefined;
+  try {
+    db = new Database(path, { readonly: true, fileMustExist: true });
+    const rows = db.prepare("SELECT run_id FROM runs WHERE state IN ('queued', 'running')").all() as Array<{ run_id: string }>;
+    return new Set(rows.map((row) => row.run_id));
+  } catch (error) {
+    throw new RunStoreError(`Cannot read the run store at ${path} (HARNESS_DB) to tell live sandboxes from orphans: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+  } finally {
+    db?.close();
   }
 }

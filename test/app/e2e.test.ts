@@ -5,6 +5,7 @@ import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { AppSettings } from "../../src/config/app-settings.js";
 import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
+import { localInventory } from "../../src/runs/reaper.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
@@ -178,7 +179,7 @@ describe("durable runs (SQLite queue)", () => {
       const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
       server = await startHarnessServer(
         { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency, role, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
-        { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+        { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }), reaper: { inventory: localInventory(dir.path) } },
       );
     };
     await restart("web");
@@ -203,7 +204,7 @@ describe("redeliveries (SQLite queue)", () => {
       await server.close(1_000);
       server = await startHarnessServer(
         { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 2, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
-        { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+        { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }), reaper: { inventory: localInventory(dir.path) } },
       );
     };
     await restart();
