@@ -164,7 +164,7 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
   return async () => {
     clearInterval(timer);
     await running;
-    if ("close" in inventory && typeof inventory.close === "function") await (inventory.close as () => Promise<void>)();
+    await inventory.close?.();
   };
 }
 

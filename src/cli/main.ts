@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AGENTS, createAgent } from "../agents/registry.js";
 import type { RunReport } from "../contracts/types.js";
+import { daytonaOptionsFromEnv } from "../config/app-settings.js";
 import { createOctokitClient, createTokenOctokit } from "../github/octokit-client.js";
 import type { Blueprint } from "../harness/blueprint.js";
 import { BlueprintError, loadBlueprintFile } from "../harness/blueprint-file.js";
@@ -15,7 +16,6 @@ import { daytonaInventory, localInventory, reapOrphans } from "../runs/reaper.js
 import { createDaytonaSandbox } from "../sandbox/daytona.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona-snapshot.js";
 import { createLocalSandbox } from "../sandbox/local.js";
-import type { DaytonaOptions } from "../sandbox/types.js";
 import { parseCommandLine } from "../util/command-line.js";
 import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, parseGitHubRepo } from "../util/github.js";
@@ -76,7 +76,7 @@ export async function main(argv: readonly string[], io: CliIo = { env: process.e
       return error.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
     }
     io.stderr.write(`harness: ${redact(describeError(error))}\n`);
-    return error instanceof UsageError || error instanceof BlueprintError || (error instanceof HarnessError && error.code === "invalid_input") || (error instanceof HarnessError && error.code === "invalid_repo") ? EXIT_USAGE : EXIT_RUN_FAILED;
+    return error instanceof UsageError || error instanceof BlueprintError || (error instanceof HarnessError && error.code === "invalid_input") || (error instanceof HarnessError && (error.code === "invalid_repo" || error.code === "settings")) ? EXIT_USAGE : EXIT_RUN_FAILED;
   }
 }
 
@@ -139,7 +139,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .action(async (action: string, flags: { sandbox?: "local" | "daytona"; minAge: number }) => {
       if (action !== "list" && action !== "reap") throw new UsageError(`Unknown action "${action}": use list or reap`);
       const kind = flags.sandbox ?? (io.env["DAYTONA_API_KEY"] ? "daytona" : "local");
-      const inventory = kind === "daytona" ? daytonaInventory(daytonaOptions(io.env)) : localInventory(io.env["TMPDIR"] || undefined);
+      const inventory = kind === "daytona" ? daytonaInventory(daytonaOptionsFromEnv(io.env)) : localInventory(io.env["TMPDIR"] || undefined);
       try {
         const active = activeRunIds(io.env["HARNESS_DB"] || "./data/harness.db");
         if (action === "list") {
@@ -152,7 +152,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
         for (const record of reaped) io.stdout.write(`reaped ${record.kind} ${record.id}${record.runId ? ` (run ${record.runId})` : ""}\n`);
         io.stderr.write(`${String(reaped.length)} sandbox${reaped.length === 1 ? "" : "es"} reaped\n`);
       } finally {
-        if ("close" in inventory && typeof inventory.close === "function") await (inventory.close as () => Promise<void>)();
+        await inventory.close?.();
       }
     });
 
@@ -164,7 +164,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .description("Build the recommended snapshot (Node 22, git, Claude Code, Codex, pi) in Daytona")
     .option("--name <name>", "snapshot name", RECOMMENDED_SNAPSHOT)
     .action(async (flags: { name: string }) => {
-      const daytona = daytonaOptions(io.env);
+      const daytona = daytonaOptionsFromEnv(io.env);
       if (!daytona.apiKey) throw new UsageError("Set DAYTONA_API_KEY to build a snapshot in Daytona");
       io.stderr.write(`Building snapshot '${flags.name}' in Daytona…\n`);
       const snapshot = await createRecommendedSnapshot({ name: flags.name, daytona, onProgress: (line) => io.stderr.write(`  ${line}\n`) });
@@ -207,7 +207,7 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
     createSandbox: sandboxKind === "daytona" ? createDaytonaSandbox : createLocalSandbox,
     sandboxOptions: {
       ...(serverUrl ? { githubServerUrl: serverUrl } : {}),
-      ...(sandboxKind === "daytona" ? { daytona: daytonaOptions(env) } : {}),
+      ...(sandboxKind === "daytona" ? { daytona: daytonaOptionsFromEnv(env) } : {}),
     },
     ...(token ? { githubToken: token, github: createOctokitClient(createTokenOctokit(token, serverUrl)) } : {}),
     reporter,
@@ -254,15 +254,6 @@ async function chooseBlueprint(flags: RunFlags): Promise<Blueprint> {
 export function defaultBranchName(intent: string, runId: string): string {
   const slug = intent.toLowerCase().normalize("NFKD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40).replace(/-+$/, "");
   return `harness/${slug || "change"}-${runId}`;
-}
-
-function daytonaOptions(env: NodeJS.ProcessEnv): DaytonaOptions {
-  return {
-    ...(env["DAYTONA_API_KEY"] ? { apiKey: env["DAYTONA_API_KEY"] } : {}),
-    ...(env["DAYTONA_API_URL"] ? { apiUrl: env["DAYTONA_API_URL"] } : {}),
-    ...(env["DAYTONA_TARGET"] ? { target: env["DAYTONA_TARGET"] } : {}),
-    ...(env["DAYTONA_SNAPSHOT"] ? { snapshot: env["DAYTONA_SNAPSHOT"] } : {}),
-  };
 }
 
 function positiveInteger(allowZero: boolean) {

@@ -75,6 +75,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
   }
   const allowed = (env["HARNESS_SANDBOXES"] ?? "").split(",").map((item) => item.trim()).filter(Boolean).map((item) => sandboxKind(item, "HARNESS_SANDBOXES") ?? sandbox);
   const logFormat = env["LOG_FORMAT"] === "pretty" ? "pretty" : "json";
+  const role = roleFrom(env);
   return {
     mode: "app",
     port,
@@ -90,18 +91,12 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     logFormat,
     sandbox,
     allowedSandboxes: [...new Set([sandbox, ...allowed])],
-    daytona: {
-      ...(env["DAYTONA_API_KEY"] ? { apiKey: env["DAYTONA_API_KEY"] } : {}),
-      ...(env["DAYTONA_API_URL"] ? { apiUrl: env["DAYTONA_API_URL"] } : {}),
-      ...(env["DAYTONA_TARGET"] ? { target: env["DAYTONA_TARGET"] } : {}),
-      ...(env["DAYTONA_SNAPSHOT"] ? { snapshot: env["DAYTONA_SNAPSHOT"] } : {}),
-      ...(daytonaSecrets(env["DAYTONA_SECRETS"]) ?? {}),
-    },
-    concurrency: roleFrom(env) === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
+    daytona: daytonaOptionsFromEnv(env),
+    concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     queue: queueFrom(env),
-    role: roleFrom(env),
+    role,
     warnings,
   };
 }
@@ -135,6 +130,17 @@ function sandboxKind(text: string | undefined, name: string): SandboxKind | unde
   if (!text) return undefined;
   if (text === "local" || text === "daytona") return text;
   throw new SettingsError(`${name} must be "local" or "daytona", got "${text}"`);
+}
+
+/** Daytona settings from DAYTONA_* variables, the same for the app and the CLI. */
+export function daytonaOptionsFromEnv(env: NodeJS.ProcessEnv): DaytonaOptions {
+  return {
+    ...(env["DAYTONA_API_KEY"] ? { apiKey: env["DAYTONA_API_KEY"] } : {}),
+    ...(env["DAYTONA_API_URL"] ? { apiUrl: env["DAYTONA_API_URL"] } : {}),
+    ...(env["DAYTONA_TARGET"] ? { target: env["DAYTONA_TARGET"] } : {}),
+    ...(env["DAYTONA_SNAPSHOT"] ? { snapshot: env["DAYTONA_SNAPSHOT"] } : {}),
+    ...(daytonaSecrets(env["DAYTONA_SECRETS"]) ?? {}),
+  };
 }
 
 /** `DAYTONA_SECRETS=ANTHROPIC_API_KEY=anthropic-key,OPENAI_API_KEY=openai-key`: env name → org secret. */

@@ -106,7 +106,7 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
     if (report.status !== "succeeded" && !node.allowFailure) {
       const tries = attempts.get(node.id) ?? 1;
       const suffix = tries > 1 ? ` after ${String(tries)} attempts` : "";
-      return { status: report.status === "timed_out" ? "failed" : "failed", nodes: reports, error: `${node.title} failed${suffix}: ${report.error ?? report.status}` };
+      return { status: "failed", nodes: reports, error: `${node.title} failed${suffix}: ${report.error ?? report.status}` };
     }
   }
   return { status: "succeeded", nodes: reports };

@@ -24,6 +24,8 @@ export interface SandboxRecord {
 export interface SandboxInventory {
   list(): Promise<SandboxRecord[]>;
   remove(record: SandboxRecord): Promise<void>;
+  /** Releases the client behind it (the Daytona SDK holds a connection). */
+  close?(): Promise<void>;
 }
 
 /**

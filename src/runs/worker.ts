@@ -154,7 +154,6 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         secrets: [...secretsFromEnv(deps.environment), clone.token],
         ...(deps.publicUrl ? { runUrl: `${deps.publicUrl.replace(/\/+$/, "")}/runs/${request.runId}` } : {}),
       });
-      if (report.pushResult?.remedy) view.remedy = report.pushResult.remedy;
       await statusReporter.close();
       log.info({ status: report.status, prUrl: report.pushResult?.prUrl, durationMs: report.durationMs }, "run finished");
     } finally {
