@@ -7,6 +7,8 @@ import type { AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
 import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
 import { activeRunIds, SqliteRunQueue } from "./runs/sqlite-queue.js";
+import { BullmqRunQueue } from "./runs/bullmq-queue.js";
+import { assertRedisReachable } from "./runs/redis-connection.js";
 import type { SandboxKind } from "./runs/worker.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
@@ -68,13 +70,23 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
       request: { fetch: overrides.fetch ?? createNodeFetch() },
     });
+    // A queue that cannot be reached stops start-up with the address, not a process that
+    // looks alive and takes webhooks it can never queue.
+    if (settings.queue?.kind === "bullmq" && !overrides.createQueue) await assertRedisReachable(settings.queue.redisUrl);
+    // ioredis reports every failed reconnect; once per half minute is enough to tell an operator.
+    let lastConnectionWarning = 0;
+    const onConnectionError = (error: Error): void => {
+      if (Date.now() - lastConnectionWarning < 30_000) return;
+      lastConnectionWarning = Date.now();
+      probot.log.warn({ err: describeError(error) }, "Redis connection trouble; the queue retries until Redis is back");
+    };
     const app = createHarnessApp({
       apiBaseUrl: settings.apiBaseUrl,
       appId: settings.appId,
       concurrency: settings.concurrency,
       onQueue: (built) => { queue = built; },
       onAcknowledgements: (tracker) => { acknowledgements = tracker; },
-      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : queueFactory(settings)),
+      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : queueFactory(settings, onConnectionError)),
       worker: {
         sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
         defaultSandbox: settings.sandbox,
@@ -87,7 +99,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
     for (const warning of settings.warnings) probot.log.warn(warning);
-    stopReaper = startReaper(settings, overrides, probot.log);
+    stopReaper = startReaper(settings, overrides, queue, probot.log);
     if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
@@ -142,15 +154,19 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
  * manifest (local temp dirs) that belong to no queued or running run in the store. Only with a
  * durable store, and not in web-only processes (they run no sandboxes).
  */
-function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides: ServerOverrides, log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void }): (() => Promise<void>) | undefined {
-  const queue = settings.queue;
-  if (queue?.kind !== "sqlite" || settings.role === "web") return undefined;
+function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides: ServerOverrides, queue: RunQueue | undefined, log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void }): (() => Promise<void>) | undefined {
+  const store = settings.queue;
+  if (settings.role === "web") return undefined;
+  let activeIds: () => Promise<Set<string>>;
+  if (store?.kind === "sqlite") activeIds = () => Promise.resolve(activeRunIds(store.path));
+  else if (store?.kind === "bullmq" && queue instanceof BullmqRunQueue) activeIds = () => queue.activeRunIds();
+  else return undefined;
   const inventory = overrides.reaper?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
   let running: Promise<void> = Promise.resolve();
   const pass = (): void => {
     running = running.then(async () => {
       try {
-        const active = activeRunIds(queue.path);
+        const active = await activeIds();
         const reaped = await reapOrphans(inventory, (runId) => active.has(runId));
         if (reaped.length > 0) log.info({ reaped: reaped.map((record) => record.id) }, "reaped orphaned sandboxes");
       } catch (error) {
@@ -168,11 +184,15 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
   };
 }
 
-/** The durable queue the settings ask for (SQLite), or none to keep the in-process default. */
-function queueFactory(settings: Extract<AppSettings, { mode: "app" }>): Pick<HarnessAppOptions, "createQueue"> {
+/** The durable queue the settings ask for (SQLite or BullMQ), or none to keep the in-process default. */
+function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, onConnectionError: (error: Error) => void): Pick<HarnessAppOptions, "createQueue"> {
   const queue = settings.queue;
-  if (queue?.kind !== "sqlite") return {};
-  return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, concurrency: settings.concurrency, onInterrupted: hooks.interrupted }) };
+  const common = { concurrency: settings.concurrency, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
+  if (queue?.kind === "sqlite") return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted }) };
+  if (queue?.kind === "bullmq") {
+    return { createQueue: (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError }) };
+  }
+  return {};
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {

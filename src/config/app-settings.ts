@@ -32,11 +32,21 @@ export type AppSettings =
        * (runs only; needs a shared durable queue).
        */
       role?: "all" | "web" | "worker";
-      /** Where runs wait: in memory (lost on restart) or durably in SQLite (the default). */
-      queue?: { kind: "memory" } | { kind: "sqlite"; path: string };
+      /** Where runs wait: in memory (lost on restart), durably in SQLite (the default) or in Redis (BullMQ). */
+      queue?: QueueSettings;
+      /** Runs in flight across every worker sharing the queue (0: no cap beyond each worker's concurrency). */
+      maxInFlight?: number;
+      /** How long a run is held without a heartbeat before it counts as stalled, in ms. */
+      leaseMs?: number;
       /** Set when the operator did not choose a sandbox: said once in the log at start. */
       warnings: string[];
     };
+
+export type QueueSettings =
+  | { kind: "memory" }
+  | { kind: "sqlite"; path: string }
+  /** `prefix` namespaces every Redis key, so several deployments can share one Redis. */
+  | { kind: "bullmq"; redisUrl: string; prefix: string };
 
 /** A setting that stops the process from starting; the message says what to change. */
 export class SettingsError extends HarnessError {
@@ -96,6 +106,8 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     queue: queueFrom(env),
+    maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
+    leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
     role,
     warnings,
   };
@@ -155,18 +167,32 @@ function daytonaSecrets(text: string | undefined): { secrets: Record<string, str
   return { secrets };
 }
 
-function queueFrom(env: NodeJS.ProcessEnv): { kind: "memory" } | { kind: "sqlite"; path: string } {
+function queueFrom(env: NodeJS.ProcessEnv): QueueSettings {
   const kind = env["HARNESS_QUEUE"] || "sqlite";
   if (kind === "memory") return { kind: "memory" };
   if (kind === "sqlite") return { kind: "sqlite", path: env["HARNESS_DB"] || "./data/harness.db" };
-  throw new SettingsError(`HARNESS_QUEUE must be "sqlite" or "memory", got "${kind}"`);
+  if (kind === "bullmq") {
+    const redisUrl = env["REDIS_URL"];
+    if (!redisUrl) throw new SettingsError("HARNESS_QUEUE=bullmq needs REDIS_URL (for example redis://127.0.0.1:6379)");
+    if (!/^rediss?:\/\//.test(redisUrl)) throw new SettingsError(`REDIS_URL must start with redis:// or rediss://, got "${redisUrl.replace(/\/\/[^@/]*@/, "//***@")}"`);
+    const prefix = env["HARNESS_REDIS_PREFIX"] || "harness";
+    if (!/^[A-Za-z0-9_.-]+$/.test(prefix)) throw new SettingsError(`HARNESS_REDIS_PREFIX may hold letters, digits, "_", "." and "-" only, got "${prefix}"`);
+    return { kind: "bullmq", redisUrl, prefix };
+  }
+  throw new SettingsError(`HARNESS_QUEUE must be "sqlite", "bullmq" or "memory", got "${kind}"`);
+}
+
+function positive(text: string | undefined, fallback: number, name: string): number {
+  const value = integer(text, fallback, name);
+  if (value === 0) throw new SettingsError(`${name} must be greater than 0`);
+  return value;
 }
 
 function roleFrom(env: NodeJS.ProcessEnv): "all" | "web" | "worker" {
   const role = env["HARNESS_ROLE"] || "all";
   if (role === "all" || role === "web" || role === "worker") {
     if (role !== "all" && env["HARNESS_QUEUE"] === "memory") {
-      throw new SettingsError(`HARNESS_ROLE=${role} needs a queue shared between processes: use HARNESS_QUEUE=sqlite (one machine) rather than memory`);
+      throw new SettingsError(`HARNESS_ROLE=${role} needs a queue shared between processes: use HARNESS_QUEUE=sqlite (one machine) or bullmq (many), not memory`);
     }
     return role;
   }

@@ -1,5 +1,5 @@
 import { issueKey, type RunRequest } from "./request.js";
-import type { EnqueueOutcome, RunProcessor, RunQueue } from "./queue.js";
+import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 
 export interface InProcessQueueOptions {
   /** Runs at once in this process. */
@@ -64,6 +64,10 @@ export class InProcessRunQueue implements RunQueue {
       this.start(entry);
     }
     return Promise.resolve(true);
+  }
+
+  stats(): Promise<QueueStats> {
+    return Promise.resolve({ queued: this.pending.length, running: this.running.size });
   }
 
   async close(graceMs = 30_000): Promise<void> {

@@ -8,6 +8,12 @@ export type EnqueueOutcome =
   /** Already accepted before (a redelivery or a double submission): nothing new happens. */
   | { status: "duplicate"; runId: string };
 
+/** What is waiting and running across every process sharing the queue (metrics, health). */
+export interface QueueStats {
+  queued: number;
+  running: number;
+}
+
 /** Runs a request; the signal aborts when the run is cancelled or the process shuts down. */
 export type RunProcessor = (request: RunRequest, signal: AbortSignal) => Promise<void>;
 
@@ -23,6 +29,7 @@ export interface RunQueue {
   activeRun(issueKey: string): Promise<string | undefined>;
   /** Cancels the active run on an issue; true when there was one. */
   cancel(issueKey: string): Promise<boolean>;
+  stats(): Promise<QueueStats>;
   /** Resolves once nothing is running here and nothing is waiting that this process could run. */
   idle(): Promise<void>;
   /** Stops taking work, lets running work finish up to `graceMs`, then aborts it. */

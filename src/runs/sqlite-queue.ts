@@ -4,13 +4,15 @@ import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { HarnessError } from "../util/errors.js";
 import { issueKey, type RunRequest } from "./request.js";
-import type { EnqueueOutcome, RunProcessor, RunQueue } from "./queue.js";
+import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 
 export interface SqliteQueueOptions {
   /** Database file (`HARNESS_DB`); `:memory:` for tests. */
   path: string;
   /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
   concurrency?: number;
+  /** Runs in flight across every process sharing the file (0: no cap beyond each one's concurrency). */
+  maxInFlight?: number;
   /** How long a claimed run stays ours without a heartbeat, in ms. */
   leaseMs?: number;
   /** How often idle workers look for work, in ms. */
@@ -157,6 +159,11 @@ export class SqliteRunQueue implements RunQueue {
     return Promise.resolve(true);
   }
 
+  stats(): Promise<QueueStats> {
+    const rows = this.db.prepare("SELECT state, COUNT(*) AS n FROM runs WHERE state IN ('queued', 'running') GROUP BY state").all() as Array<{ state: RunState; n: number }>;
+    return Promise.resolve({ queued: rows.find((row) => row.state === "queued")?.n ?? 0, running: rows.find((row) => row.state === "running")?.n ?? 0 });
+  }
+
   /** Resolves once this process has nothing running and nothing it could claim. */
   idle(): Promise<void> {
     // A web-only process (concurrency 0) runs nothing, so it is idle whenever nothing is active.
@@ -206,6 +213,8 @@ export class SqliteRunQueue implements RunQueue {
   private claim(): RunRow | undefined {
     return this.db.transaction((): RunRow | undefined => {
       const now = this.now();
+      const cap = this.options.maxInFlight ?? 0;
+      if (cap > 0 && (this.db.prepare("SELECT COUNT(*) AS n FROM runs WHERE state = 'running'").get() as { n: number }).n >= cap) return undefined;
       const row = this.db
         .prepare(
           `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= ?

@@ -6,6 +6,7 @@ import type { ApprovalStore } from "../runs/approvals.js";
 import type { RunQueue } from "../runs/queue.js";
 import { issueKeyOf, type RunRequest } from "../runs/request.js";
 import type { Log } from "../util/log.js";
+import { redact } from "../util/redact.js";
 import { MAX_COMMENT_INTENT_BYTES, intentFromIssue, parseCommand } from "./command.js";
 import { parseIssueComment, parseIssuesLabeled, type IssueCommentEvent } from "./payload.js";
 
@@ -242,7 +243,19 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     ...(statusCommentId !== undefined ? { statusCommentId } : {}),
     requestedAt: deps.now().toISOString(),
   };
-  const outcome = await deps.queue.enqueue(request);
+  let outcome;
+  try {
+    outcome = await deps.queue.enqueue(request);
+  } catch (error) {
+    // The queue refused outright (shutting down, store broken): the issue must not keep a
+    // "queued" spinner for a run that will never start.
+    context.log.error({ runId, err: describeGitHubError(error) }, "could not queue the run");
+    const failed = renderStatusComment({ ...view, phase: "failed", error: redact(`Harness could not queue this run: ${describeGitHubError(error)}`), remedy: "Ask again in a minute; if it keeps failing, tell the operator (the run store or queue is unavailable)" });
+    await (statusCommentId !== undefined
+      ? context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner, repo, comment_id: statusCommentId, body: failed })
+      : context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: start.issue.number, body: failed }));
+    return;
+  }
   context.log.info({ runId, key: start.key, outcome: outcome.status, requester: start.requester.login }, "run accepted");
 }
 

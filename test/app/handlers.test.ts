@@ -18,7 +18,9 @@ class RecordingQueue implements RunQueue {
   readonly requests: RunRequest[] = [];
   readonly cancelled: string[] = [];
   active: string | undefined;
+  refuse: Error | undefined;
   enqueue(request: RunRequest): Promise<EnqueueOutcome> {
+    if (this.refuse) return Promise.reject(this.refuse);
     this.requests.push(request);
     return Promise.resolve({ status: "queued" });
   }
@@ -31,6 +33,9 @@ class RecordingQueue implements RunQueue {
   cancel(key: string): Promise<boolean> {
     this.cancelled.push(key);
     return Promise.resolve(this.active !== undefined);
+  }
+  stats(): Promise<{ queued: number; running: number }> {
+    return Promise.resolve({ queued: this.requests.length, running: 0 });
   }
   idle(): Promise<void> {
     return Promise.resolve();
@@ -154,6 +159,20 @@ describe("/harness <intent> from someone with write access", () => {
       .post("/repos/acme/widgets/issues/7/comments", (body: { body: string }) => { posted.push(body); return true; }).reply(201, { id: 3 });
     await receive("issue_comment", issueCommentCreated("/harness go"));
     expect(posted[0]?.body).toMatch(/waiting for the previous run[\s\S]*`run-before`/);
+  });
+});
+
+describe("a queue that refuses the request", () => {
+  test("turns the queued status comment into a ❌ saying so, never a spinner", async () => {
+    queue.refuse = new Error("Cannot open the run store at /data/harness.db (HARNESS_DB): disk I/O error");
+    const edits: Array<{ body: string }> = [];
+    github({ permission: "write" }).post(/reactions/).reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 77 })
+      .patch("/repos/acme/widgets/issues/comments/77", (body: { body: string }) => { edits.push(body); return true; }).reply(200, {});
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(edits).toHaveLength(1);
+    expect(edits[0]?.body).toMatch(/Harness could not queue this run: Cannot open the run store at \/data\/harness\.db/);
+    expect(edits[0]?.body).toMatch(/Ask again in a minute/);
   });
 });
 

@@ -46,7 +46,18 @@ describe("queue settings", () => {
     expect(settingsFromEnv(base)).toMatchObject({ queue: { kind: "sqlite", path: "./data/harness.db" } });
     expect(settingsFromEnv({ ...base, HARNESS_DB: "/var/lib/harness/runs.db" })).toMatchObject({ queue: { kind: "sqlite", path: "/var/lib/harness/runs.db" } });
     expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "memory" })).toMatchObject({ queue: { kind: "memory" } });
-    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "kafka" })).toThrow(/HARNESS_QUEUE must be "sqlite" or "memory"/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "kafka" })).toThrow(/HARNESS_QUEUE must be "sqlite", "bullmq" or "memory"/);
+  });
+
+  test("BullMQ needs a redis:// REDIS_URL; the prefix, cluster cap and lease are settings", () => {
+    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://10.0.0.5:6379" })).toMatchObject({ queue: { kind: "bullmq", redisUrl: "redis://10.0.0.5:6379", prefix: "harness" }, maxInFlight: 0, leaseMs: 60_000 });
+    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "rediss://r:6380", HARNESS_REDIS_PREFIX: "harness-prod", HARNESS_MAX_IN_FLIGHT: "8", HARNESS_LEASE_MS: "15000" }))
+      .toMatchObject({ queue: { prefix: "harness-prod" }, maxInFlight: 8, leaseMs: 15_000 });
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq" })).toThrow(/HARNESS_QUEUE=bullmq needs REDIS_URL/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "http://user:pw@r" })).toThrow(/REDIS_URL must start with redis:\/\/ or rediss:\/\/, got "http:\/\/\*\*\*@r"/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r", HARNESS_REDIS_PREFIX: "a:b" })).toThrow(/HARNESS_REDIS_PREFIX/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_LEASE_MS: "0" })).toThrow(/HARNESS_LEASE_MS must be greater than 0/);
+    expect(settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r" })).toMatchObject({ role: "worker" });
   });
 });
 

@@ -50,7 +50,11 @@ export class ControlledProcessor {
       waiter.resolve();
     }
     return new Promise<void>((resolve) => {
+      let ended = false;
       const done = (): void => {
+        // A run released and then aborted (a cancel racing its finish) still ends once.
+        if (ended) return;
+        ended = true;
         this.running -= 1;
         this.finished.push(request.runId);
         resolve();
@@ -60,7 +64,7 @@ export class ControlledProcessor {
         done();
         return;
       }
-      signal.addEventListener("abort", () => { this.aborted.push(request.runId); done(); }, { once: true });
+      signal.addEventListener("abort", () => { if (!ended) this.aborted.push(request.runId); done(); }, { once: true });
       if (this.autoFinish) queueMicrotask(done);
       else this.releases.set(request.runId, done);
     });

@@ -117,3 +117,25 @@ describe("SQLite run queue: durability", () => {
     expect(rows.map((row) => row.request).join()).not.toMatch(/ghs_|token|private/i);
   });
 });
+
+describe("SQLite run queue: processes sharing one file", () => {
+  test("the in-flight cap holds across processes, and stats count what waits and runs", async () => {
+    const processor = new ControlledProcessor();
+    const workers = [queue(processor, { concurrency: 3, maxInFlight: 2 }), queue(processor, { concurrency: 3, maxInFlight: 2 })];
+    const [first] = workers;
+    if (!first) throw new Error("no worker");
+    const requests = [1, 2, 3, 4, 5].map((issue) => request(800 + issue));
+    for (const item of requests) await first.enqueue(item);
+    await processor.startedCount(2);
+    expect(await first.stats()).toEqual({ queued: 3, running: 2 });
+    for (let released = 0; released < requests.length; released += 1) {
+      await processor.startedCount(released + 1);
+      const next = processor.started[released];
+      if (next) processor.release(next);
+    }
+    await Promise.all(workers.map((worker) => worker.idle()));
+    expect(processor.started).toHaveLength(5);
+    expect(processor.maxConcurrent).toBe(2);
+    expect(await first.stats()).toEqual({ queued: 0, running: 0 });
+  });
+});

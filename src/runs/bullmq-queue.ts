@@ -1,0 +1,388 @@
+import { createHash, randomBytes } from "node:crypto";
+import { DelayedError, Queue, Worker, type Job } from "bullmq";
+import type { Redis } from "ioredis";
+import { issueKey, type RunRequest } from "./request.js";
+import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import { openRedis } from "./redis-connection.js";
+import { RedisScript } from "./redis-script.js";
+
+export interface BullmqQueueOptions {
+  /** `REDIS_URL`. */
+  redisUrl: string;
+  /** Namespaces every key (`HARNESS_REDIS_PREFIX`), so deployments and tests can share a Redis. */
+  prefix?: string;
+  /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
+  concurrency?: number;
+  /** Runs in flight across every worker on this Redis (0: no cluster-wide cap). */
+  maxInFlight?: number;
+  /** How long a run's lock lives without renewal before BullMQ counts it as stalled, in ms. */
+  leaseMs?: number;
+  /** Starts per run (crash, stall) before it is given up as interrupted. */
+  maxAttempts?: number;
+  /** How long a run queued behind another on its issue waits before looking again, in ms (it is also woken when the issue frees up). */
+  waitPollMs?: number;
+  /** How long dedup keys and finished run records are kept, in seconds (redeliveries within it are recognised). */
+  retentionSeconds?: number;
+  /** Called once when a run is given up after its attempts, so the issue hears how it ended. */
+  onInterrupted?: (request: RunRequest, reason: string) => Promise<void>;
+  onError?: (request: RunRequest, error: unknown) => void;
+  /** Redis connection trouble (outages are retried; this is for the log). */
+  onConnectionError?: (error: Error) => void;
+  workerId?: string;
+}
+
+interface JobData {
+  runId: string;
+}
+
+interface ActiveRun {
+  controller: AbortController;
+  done: Promise<void>;
+}
+
+const QUEUE_NAME = "runs";
+const THIRTY_DAYS_S = 30 * 24 * 3600;
+
+/**
+ * Accepts a request once: dedup on the semantic key (and on the delivery id for comments),
+ * the run record, and its place in the issue's line — all in one step, so two web processes
+ * racing on one redelivery cannot both accept it.
+ */
+const ENQUEUE = new RedisScript(`
+local existing = redis.call('GET', KEYS[1])
+if existing then return {'duplicate', existing} end
+if ARGV[4] == '1' then
+  local byDelivery = redis.call('GET', KEYS[2])
+  if byDelivery then return {'duplicate', byDelivery} end
+end
+local behind = redis.call('LINDEX', KEYS[3], 0)
+redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5], 'NX')
+redis.call('RPUSH', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[4], 'request', ARGV[2], 'state', 'queued', 'attempts', 0, 'cancel', 0, 'created_at', ARGV[3], 'issue', ARGV[6], 'job', ARGV[7])
+redis.call('SADD', KEYS[5], ARGV[1])
+if behind then return {'waiting', behind} end
+return {'queued', ''}
+`);
+
+/**
+ * A worker takes a run only if it is still live and first in its issue's line; each start
+ * counts as an attempt, so a run whose workers keep dying is eventually given up.
+ */
+const CLAIM = new RedisScript(`
+local state = redis.call('HGET', KEYS[1], 'state')
+if not state then return {'missing'} end
+if state ~= 'queued' and state ~= 'running' then return {'terminal', state} end
+local head = redis.call('LINDEX', KEYS[2], 0)
+if head ~= ARGV[1] then return {'wait', head or ''} end
+local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
+redis.call('HSET', KEYS[1], 'state', 'running', 'owner', ARGV[2], 'heartbeat', ARGV[3])
+redis.call('HSETNX', KEYS[1], 'started_at', ARGV[3])
+return {'run', tostring(attempts), redis.call('HGET', KEYS[1], 'cancel'), redis.call('HGET', KEYS[1], 'request')}
+`);
+
+/**
+ * Ends a run once: the first terminal state wins (a cancel racing a finishing run cannot make a
+ * second one), the issue's line moves on, and the next run in it is returned to be woken.
+ */
+const FINISH = new RedisScript(`
+local state = redis.call('HGET', KEYS[1], 'state')
+if state ~= 'running' and state ~= 'queued' then return {'already', state or ''} end
+if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[5] then return {'lost', ''} end
+redis.call('HSET', KEYS[1], 'state', ARGV[2], 'finished_at', ARGV[3], 'error', ARGV[4])
+redis.call('HDEL', KEYS[1], 'owner')
+redis.call('EXPIRE', KEYS[1], ARGV[6])
+redis.call('LREM', KEYS[2], 0, ARGV[1])
+redis.call('SREM', KEYS[3], ARGV[1])
+local head = redis.call('LINDEX', KEYS[2], 0)
+if not head then return {'ok', '', ''} end
+return {'ok', head, redis.call('HGET', ARGV[7] .. head, 'job') or ''}
+`);
+
+/** Flags the active run of an issue for cancellation, if it is still the active one and live. */
+const CANCEL = new RedisScript(`
+if redis.call('LINDEX', KEYS[1], 0) ~= ARGV[1] then return {'moved'} end
+local state = redis.call('HGET', KEYS[2], 'state')
+if state ~= 'queued' and state ~= 'running' then return {'ended'} end
+redis.call('HSET', KEYS[2], 'cancel', 1)
+return {'ok', state}
+`);
+
+/** A run handed back at shutdown: it goes back to the line without counting as an attempt. */
+const HAND_BACK = new RedisScript(`
+if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {'lost'} end
+redis.call('HSET', KEYS[1], 'state', 'queued')
+redis.call('HDEL', KEYS[1], 'owner')
+redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+return {'ok'}
+`);
+
+/**
+ * The durable run queue on Redis with BullMQ, for many web and worker processes. BullMQ moves
+ * jobs between workers, renews their locks and puts stalled ones back; the run records, dedup
+ * keys and per-issue lines live in our own keys, so both queue adapters behave the same:
+ * each request key runs once however often it is delivered (for `retentionSeconds`), one run per
+ * issue is active at a time, a run whose worker died is started again until its attempts are
+ * spent and then given up as interrupted, and `maxInFlight` caps runs across the whole cluster.
+ * Job data is the run id only; requests hold no token.
+ */
+export class BullmqRunQueue implements RunQueue {
+  private readonly redis: Redis;
+  private readonly queue: Queue<JobData>;
+  private readonly worker: Worker<JobData> | undefined;
+  private readonly prefix: string;
+  private readonly workerId: string;
+  private readonly concurrency: number;
+  private readonly leaseMs: number;
+  private readonly maxAttempts: number;
+  private readonly waitPollMs: number;
+  private readonly retention: number;
+  private readonly active = new Map<string, ActiveRun>();
+  private readonly handedBack = new Set<string>();
+  private readonly reconciler: NodeJS.Timeout | undefined;
+  private readonly ready: Promise<void>;
+  private closed = false;
+
+  constructor(private readonly processor: RunProcessor, private readonly options: BullmqQueueOptions) {
+    this.prefix = options.prefix ?? "harness";
+    this.workerId = options.workerId ?? `${String(process.pid)}-${randomBytes(4).toString("hex")}`;
+    this.concurrency = options.concurrency ?? 2;
+    this.leaseMs = options.leaseMs ?? 60_000;
+    this.maxAttempts = options.maxAttempts ?? 3;
+    this.waitPollMs = options.waitPollMs ?? 5_000;
+    this.retention = options.retentionSeconds ?? THIRTY_DAYS_S;
+    const onError = (error: Error): void => { options.onConnectionError?.(error); };
+    this.redis = openRedis(options.redisUrl);
+    this.redis.on("error", onError);
+    this.queue = new Queue<JobData>(QUEUE_NAME, { connection: this.redis, prefix: this.prefix });
+    this.queue.on("error", onError);
+    if (this.concurrency > 0) {
+      this.worker = new Worker<JobData>(QUEUE_NAME, async (job, token) => this.process(job, token), {
+        connection: openRedis(options.redisUrl),
+        prefix: this.prefix,
+        concurrency: this.concurrency,
+        lockDuration: this.leaseMs,
+        stalledInterval: this.leaseMs,
+        // Our own attempt count decides when a run is given up (and says so on the issue);
+        // BullMQ failing a job silently after one stall would leave the issue without an answer.
+        maxStalledCount: this.maxAttempts + 1,
+        autorun: true,
+      });
+      this.worker.on("error", onError);
+      this.worker.on("failed", (job, error) => {
+        if (job) this.onJobFailed(job, error);
+      });
+      // The cap is a setting of the shared queue: every worker applies the one it was given.
+      const cap = options.maxInFlight ?? 0;
+      this.ready = (cap > 0 ? this.queue.setGlobalConcurrency(cap) : this.queue.removeGlobalConcurrency()).then(() => undefined);
+      this.reconciler = setInterval(() => { void this.reconcile(); }, Math.max(1_000, this.leaseMs));
+      this.reconciler.unref();
+    } else {
+      this.ready = Promise.resolve();
+    }
+  }
+
+  async enqueue(request: RunRequest): Promise<EnqueueOutcome> {
+    if (this.closed) throw new Error("The run queue is shutting down");
+    const jobId = jobIdFor(request.key);
+    const [status = "", other = ""] = await ENQUEUE.run(
+      this.redis,
+      [this.k("key", request.key), this.k("delivery", request.deliveryId), this.k("issue", issueKey(request)), this.k("run", request.runId), this.k("active")],
+      [request.runId, JSON.stringify(request), Date.now(), request.trigger.kind === "comment" ? "1" : "0", this.retention, issueKey(request), jobId],
+    );
+    if (status === "duplicate") return { status: "duplicate", runId: other };
+    // The job id comes from the request key too, so even a repeated add cannot make two jobs.
+    await this.queue.add("run", { runId: request.runId }, { jobId, removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+    return status === "waiting" ? { status: "waiting", behind: other } : { status: "queued" };
+  }
+
+  async seen(key: string): Promise<boolean> {
+    return (await this.redis.exists(this.k("key", key))) === 1;
+  }
+
+  async activeRun(key: string): Promise<string | undefined> {
+    return (await this.redis.lindex(this.k("issue", key), 0)) ?? undefined;
+  }
+
+  /**
+   * Flags the active run of an issue. A queued run reaches its worker already aborted (so it says
+   * ⏹); a running one is aborted here at once, or by its worker's next heartbeat elsewhere.
+   */
+  async cancel(key: string): Promise<boolean> {
+    for (let tries = 0; tries < 3; tries += 1) {
+      const head = await this.redis.lindex(this.k("issue", key), 0);
+      if (!head) return false;
+      const [outcome] = await CANCEL.run(this.redis, [this.k("issue", key), this.k("run", head)], [head]);
+      if (outcome === "ok") {
+        this.active.get(head)?.controller.abort();
+        await this.wake(head);
+        return true;
+      }
+      if (outcome === "ended") return false;
+    }
+    return false;
+  }
+
+  async stats(): Promise<QueueStats> {
+    const counts = await this.queue.getJobCounts("waiting", "delayed", "prioritized", "active");
+    return { queued: (counts["waiting"] ?? 0) + (counts["delayed"] ?? 0) + (counts["prioritized"] ?? 0), running: counts["active"] ?? 0 };
+  }
+
+  /** Run ids queued or running anywhere on this Redis (the reaper keeps their sandboxes). */
+  async activeRunIds(): Promise<Set<string>> {
+    return new Set(await this.redis.smembers(this.k("active")));
+  }
+
+  /** Resolves once nothing runs here and, for a worker, nothing is left that it could run. */
+  async idle(): Promise<void> {
+    await this.ready;
+    for (;;) {
+      if (this.active.size === 0) {
+        if (this.concurrency === 0) return;
+        const pending = await this.redis.scard(this.k("active"));
+        if (pending === 0) return;
+      }
+      await new Promise((resolve) => setTimeout(resolve, 25));
+    }
+  }
+
+  async close(graceMs = 30_000): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    if (this.reconciler) clearInterval(this.reconciler);
+    const running = [...this.active.values()].map((entry) => entry.done);
+    const timer = setTimeout(() => {
+      // Past the grace period the runs are aborted and handed back, so another worker (or this
+      // one after a restart) runs them again.
+      for (const [runId, entry] of this.active) {
+        this.handedBack.add(runId);
+        entry.controller.abort();
+      }
+    }, graceMs);
+    timer.unref();
+    const closingWorker = this.worker?.close();
+    await Promise.allSettled(running);
+    clearTimeout(timer);
+    await closingWorker?.catch(() => undefined);
+    await this.worker?.disconnect().catch(() => undefined);
+    await this.queue.close().catch(() => undefined);
+    this.redis.disconnect();
+  }
+
+  private k(kind: "key" | "delivery" | "issue" | "run", id: string): string;
+  private k(kind: "active"): string;
+  private k(kind: string, id?: string): string {
+    return id === undefined ? `${this.prefix}:h:${kind}` : `${this.prefix}:h:${kind}:${id}`;
+  }
+
+  private async process(job: Job<JobData>, token: string | undefined): Promise<void> {
+    const runId = job.data.runId;
+    const [outcome = "", attemptsText = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(this.redis, [this.k("run", runId), this.k("issue", await this.issueOf(runId))], [runId, this.workerId, Date.now()]);
+    if (outcome === "missing" || outcome === "terminal") return;
+    if (outcome === "wait") {
+      // Behind another run on the same issue: step aside, to be woken when the issue frees up.
+      await job.moveToDelayed(Date.now() + this.waitPollMs, token);
+      throw new DelayedError();
+    }
+    const request = JSON.parse(requestText) as RunRequest;
+    const attempts = Number(attemptsText);
+    if (attempts > this.maxAttempts || (attempts > 1 && cancelFlag === "1")) {
+      const reason = cancelFlag === "1" ? "cancelled while its worker was down" : `its worker stopped ${String(attempts - 1)} time${attempts === 2 ? "" : "s"}`;
+      const [ended] = await this.finish(runId, "interrupted", reason);
+      if (ended === "ok") await this.options.onInterrupted?.(request, reason).catch(() => undefined);
+      return;
+    }
+    const controller = new AbortController();
+    if (cancelFlag === "1") controller.abort();
+    // The heartbeat carries cancellations made by other processes.
+    const heartbeat = setInterval(() => {
+      void this.redis.hget(this.k("run", runId), "cancel").then((flag) => {
+        if (flag === "1") controller.abort();
+      }, () => undefined);
+    }, Math.max(100, Math.min(1_000, Math.floor(this.leaseMs / 3))));
+    heartbeat.unref();
+    let release = (): void => undefined;
+    const done = new Promise<void>((resolve) => { release = resolve; });
+    this.active.set(runId, { controller, done });
+    try {
+      try {
+        await this.processor(request, controller.signal);
+      } catch (error) {
+        this.options.onError?.(request, error);
+        await this.finish(runId, "done", String(error));
+        return;
+      }
+      if (this.handedBack.has(runId)) {
+        await HAND_BACK.run(this.redis, [this.k("run", runId)], [this.workerId]);
+        await job.moveToDelayed(Date.now(), token);
+        throw new DelayedError();
+      }
+      await this.finish(runId, controller.signal.aborted ? "cancelled" : "done");
+    } finally {
+      clearInterval(heartbeat);
+      this.active.delete(runId);
+      release();
+    }
+  }
+
+  private async issueOf(runId: string): Promise<string> {
+    return (await this.redis.hget(this.k("run", runId), "issue")) ?? "";
+  }
+
+  /** Records the run's end (first one wins) and wakes the next run on the same issue. */
+  private async finish(runId: string, state: "done" | "cancelled" | "interrupted", error = ""): Promise<string[]> {
+    const result = await FINISH.run(this.redis, [this.k("run", runId), this.k("issue", await this.issueOf(runId)), this.k("active")], [runId, state, Date.now(), error, state === "interrupted" ? "" : this.workerId, this.retention, `${this.prefix}:h:run:`]);
+    const [, , nextJob] = result;
+    if (nextJob) await this.promote(nextJob);
+    return result;
+  }
+
+  /** Starts a delayed job now (a run waiting its issue's turn, or a cancelled one). */
+  private async wake(runId: string): Promise<void> {
+    const jobId = await this.redis.hget(this.k("run", runId), "job");
+    if (jobId) await this.promote(jobId);
+  }
+
+  private async promote(jobId: string): Promise<void> {
+    const job = await this.queue.getJob(jobId);
+    if (job && (await job.isDelayed())) await job.promote().catch(() => undefined);
+  }
+
+  /** A job BullMQ gave up on (too many stalls) still ends on the issue, never silently. */
+  private onJobFailed(job: Job<JobData>, error: Error): void {
+    if (error instanceof DelayedError) return;
+    void this.reconcileRun(job.data.runId).catch(() => undefined);
+    this.options.onConnectionError?.(error);
+  }
+
+  /**
+   * The watchdog: every live run record must have a live job. A job lost between recording and
+   * queueing (Redis went away), or failed by BullMQ, is queued again under the same id; its
+   * attempt count still bounds how often it can start.
+   */
+  private async reconcile(): Promise<void> {
+    if (this.closed) return;
+    try {
+      for (const runId of await this.redis.smembers(this.k("active"))) await this.reconcileRun(runId);
+    } catch (error) {
+      if (error instanceof Error) this.options.onConnectionError?.(error);
+    }
+  }
+
+  private async reconcileRun(runId: string): Promise<void> {
+    if (this.active.has(runId)) return;
+    const [state, jobId] = await this.redis.hmget(this.k("run", runId), "state", "job");
+    if (!jobId || (state !== "queued" && state !== "running")) return;
+    const job = await this.queue.getJob(jobId);
+    const jobState = job ? await job.getState() : "missing";
+    if (jobState === "completed" || jobState === "failed") await job?.remove().catch(() => undefined);
+    if (jobState === "completed" || jobState === "failed" || jobState === "missing" || jobState === "unknown") {
+      await this.queue.add("run", { runId }, { jobId, removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+    }
+  }
+}
+
+/** BullMQ job ids may not contain ":" or be all digits: a hash of the request key is neither. */
+function jobIdFor(key: string): string {
+  return `r-${createHash("sha256").update(key).digest("hex").slice(0, 40)}`;
+}
