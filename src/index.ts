@@ -27,7 +27,7 @@ const harness: ApplicationFunction = (app, options) => {
       daytona: settings.daytona,
       environment: process.env,
       statusIntervalMs: settings.statusIntervalMs,
-      ...(settings.publicUrl ? { publicUrl: settings.publicUrl } : {}),
+      // No run pages are served when the app is hosted elsewhere, so comments carry no link.
     },
   };
   return createHarnessApp(appOptions)(app, options);

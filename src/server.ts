@@ -94,7 +94,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         daytona: settings.daytona,
         environment: overrides.environment ?? process.env,
         statusIntervalMs: settings.statusIntervalMs,
-        ...(settings.publicUrl ? { publicUrl: settings.publicUrl } : {}),
+        // The comment links to the run page only when there is one to open.
+        ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}),
       },
     });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });

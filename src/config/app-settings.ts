@@ -25,7 +25,6 @@ export type AppSettings =
       allowedSandboxes: SandboxKind[];
       daytona: DaytonaOptions;
       concurrency: number;
-      publicUrl?: string;
       statusIntervalMs: number;
       /**
        * `all` (webhooks and runs in one process), `web` (webhooks and enqueue only) or `worker`
@@ -38,6 +37,11 @@ export type AppSettings =
       maxInFlight?: number;
       /** How long a run is held without a heartbeat before it counts as stalled, in ms. */
       leaseMs?: number;
+      /**
+       * Run pages and GitHub sign-in, on when the App's OAuth credentials are set. Without them
+       * the pages are off and status comments carry no link.
+       */
+      web?: { clientId: string; clientSecret: string; sessionSecret: string; publicUrl: string };
       /** Set when the operator did not choose a sandbox: said once in the log at start. */
       warnings: string[];
     };
@@ -103,8 +107,8 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     allowedSandboxes: [...new Set([sandbox, ...allowed])],
     daytona: daytonaOptionsFromEnv(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
-    ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
+    ...webFrom(env),
     queue: queueFrom(env),
     maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
     leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
@@ -197,4 +201,24 @@ function roleFrom(env: NodeJS.ProcessEnv): "all" | "web" | "worker" {
     return role;
   }
   throw new SettingsError(`HARNESS_ROLE must be "all", "web" or "worker", got "${role}"`);
+}
+
+/** The run pages need all of: the App's OAuth client, a session secret and the public URL. */
+function webFrom(env: NodeJS.ProcessEnv): { web?: { clientId: string; clientSecret: string; sessionSecret: string; publicUrl: string } } {
+  const clientId = env["GITHUB_CLIENT_ID"];
+  const clientSecret = env["GITHUB_CLIENT_SECRET"];
+  if (!clientId && !clientSecret) return {};
+  if (!clientId || !clientSecret) throw new SettingsError("Set both GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (the App's OAuth credentials, on its settings page) for the run pages, or neither to turn them off");
+  const sessionSecret = env["HARNESS_SESSION_SECRET"] ?? "";
+  if (sessionSecret.length < 32) throw new SettingsError("HARNESS_SESSION_SECRET must be at least 32 characters when the run pages are on (it signs session cookies); for example: openssl rand -hex 32");
+  const publicUrl = env["HARNESS_PUBLIC_URL"];
+  if (!publicUrl) throw new SettingsError("HARNESS_PUBLIC_URL must be set when the run pages are on: it is where GitHub sends people back after sign-in (https://harness.example.com)");
+  let parsed: URL;
+  try {
+    parsed = new URL(publicUrl);
+  } catch {
+    throw new SettingsError(`HARNESS_PUBLIC_URL must be an absolute http(s) URL, got "${publicUrl}"`);
+  }
+  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new SettingsError(`HARNESS_PUBLIC_URL must be an absolute http(s) URL, got "${publicUrl}"`);
+  return { web: { clientId, clientSecret, sessionSecret, publicUrl: publicUrl.replace(/\/+$/, "") } };
 }
