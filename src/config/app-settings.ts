@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { HarnessError } from "../util/errors.js";
 import type { SandboxKind } from "../runs/worker.js";
 import type { DaytonaOptions } from "../sandbox/types.js";
+import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
 
 /** The process's configuration, from the environment only. */
 export type AppSettings =
@@ -41,7 +42,7 @@ export type AppSettings =
        * Run pages and GitHub sign-in, on when the App's OAuth credentials are set. Without them
        * the pages are off and status comments carry no link.
        */
-      web?: { clientId: string; clientSecret: string; sessionSecret: string; publicUrl: string };
+      web?: WebAuthSettings;
       /** Set when the operator did not choose a sandbox: said once in the log at start. */
       warnings: string[];
     };
@@ -108,7 +109,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     daytona: daytonaOptionsFromEnv(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
-    ...webFrom(env),
+    ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
     queue: queueFrom(env),
     maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
     leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
@@ -203,22 +204,11 @@ function roleFrom(env: NodeJS.ProcessEnv): "all" | "web" | "worker" {
   throw new SettingsError(`HARNESS_ROLE must be "all", "web" or "worker", got "${role}"`);
 }
 
-/** The run pages need all of: the App's OAuth client, a session secret and the public URL. */
-function webFrom(env: NodeJS.ProcessEnv): { web?: { clientId: string; clientSecret: string; sessionSecret: string; publicUrl: string } } {
-  const clientId = env["GITHUB_CLIENT_ID"];
-  const clientSecret = env["GITHUB_CLIENT_SECRET"];
-  if (!clientId && !clientSecret) return {};
-  if (!clientId || !clientSecret) throw new SettingsError("Set both GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET (the App's OAuth credentials, on its settings page) for the run pages, or neither to turn them off");
-  const sessionSecret = env["HARNESS_SESSION_SECRET"] ?? "";
-  if (sessionSecret.length < 32) throw new SettingsError("HARNESS_SESSION_SECRET must be at least 32 characters when the run pages are on (it signs session cookies); for example: openssl rand -hex 32");
-  const publicUrl = env["HARNESS_PUBLIC_URL"];
-  if (!publicUrl) throw new SettingsError("HARNESS_PUBLIC_URL must be set when the run pages are on: it is where GitHub sends people back after sign-in (https://harness.example.com)");
-  let parsed: URL;
-  try {
-    parsed = new URL(publicUrl);
-  } catch {
-    throw new SettingsError(`HARNESS_PUBLIC_URL must be an absolute http(s) URL, got "${publicUrl}"`);
-  }
-  if (parsed.protocol !== "https:" && parsed.protocol !== "http:") throw new SettingsError(`HARNESS_PUBLIC_URL must be an absolute http(s) URL, got "${publicUrl}"`);
-  return { web: { clientId, clientSecret, sessionSecret, publicUrl: publicUrl.replace(/\/+$/, "") } };
+/** Run pages and sign-in: on with the App's OAuth client, a session secret and the public URL. */
+function webFrom(env: NodeJS.ProcessEnv, apiBaseUrl: string, warnings: string[]): { web?: WebAuthSettings } {
+  const setup = webAuthSetupFromEnv(env, apiBaseUrl);
+  if (setup.enabled) return { web: setup.settings };
+  // The manifest flow writes the OAuth client by itself: say why the pages are still off.
+  if (env["GITHUB_CLIENT_ID"]) warnings.push(`The run pages are off: ${setup.reason}. Set HARNESS_PUBLIC_URL and HARNESS_SESSION_SECRET to serve them`);
+  return {};
 }

@@ -11,6 +11,7 @@ import { commitFiles, initBare, listBranches, readPath, runGit } from "./bare-re
 import { FaultRegistry, type Fault, type FaultHandle, type FaultMatcher } from "./faults.js";
 import { handleGit, matchGitPath } from "./git.js";
 import { compileRoutes, githubError, HttpError, matchRoute, readBody, type ApiContext, type ApiResponse, type RecordedRequest } from "./http.js";
+import { FakeOAuth } from "./oauth.js";
 import { RateLimiter, rateLimitExceededMessage, rateLimitHeaders, rateLimitKey } from "./rate-limit.js";
 import { appRoutes, mintToken } from "./rest-app.js";
 import { issueRoutes } from "./rest-issues.js";
@@ -184,6 +185,8 @@ export interface FakeGitHub {
   readonly state: FakeGitHubState;
   /** Temp directory holding the bare repositories (`<rootDir>/<owner>/<name>.git`). */
   readonly rootDir: string;
+  /** User-to-server OAuth (sign-in with GitHub): clients, who is signed in, user tokens. See oauth.ts. */
+  readonly oauth: FakeOAuth;
 
   addApp(options: AddAppOptions): FakeApp;
   addInstallation(options: AddInstallationOptions): InstallationRecord;
@@ -242,6 +245,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
   const requests: RecordedRequest[] = [];
   const faultRegistry = new FaultRegistry();
   const limiter = new RateLimiter(options.rateLimit ?? 5000, () => state.now());
+  const oauth = new FakeOAuth(state);
   const routes = ROUTES(limiter);
 
   const server = createServer((req, res) => {
@@ -281,6 +285,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       sendFault(res, fault);
       return;
     }
+    if (oauth.handle({ method, url, apiPath, headers: req.headers, bodyText: record.body, record }, res)) return;
     if (apiPath !== undefined) {
       await handleApi(req, res, record, { method, apiPath, query: url.searchParams, bodyText: record.body });
       return;
@@ -391,6 +396,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     requests,
     state,
     rootDir,
+    oauth,
 
     addApp(appOptions) {
       let privateKeyPem = appOptions.privateKeyPem;
