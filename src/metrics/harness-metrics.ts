@@ -1,0 +1,223 @@
+import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+
+/** How a run ended, as the issue's status comment shows it. */
+export type RunOutcome = "succeeded" | "failed" | "timed_out" | "cancelled" | "no_changes" | "interrupted";
+
+export const RUN_OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "timed_out", "cancelled", "no_changes", "interrupted"];
+
+/** Runs waiting and running across the whole queue (every process), from the run store. */
+export interface QueueDepth {
+  queued: number;
+  running: number;
+}
+
+export type QueueDepthSource = () => Promise<QueueDepth>;
+
+export interface HarnessMetricsOptions {
+  /** Read on every scrape for `harness_queue_depth`; can also be given later with `queueDepthFrom`. */
+  queueDepth?: QueueDepthSource;
+  /** A scrape gives up on the queue depth after this long (a Redis outage must not hang `/metrics`). */
+  queueDepthTimeoutMs?: number;
+  /** Node.js process metrics (CPU, memory, event loop, GC), under `prefix`. Default on, prefix `harness_`. */
+  defaultMetrics?: false | { prefix?: string };
+  /** Wall clock in ms, for GitHub rate-limit windows. */
+  now?: () => number;
+}
+
+/** Seconds to an hour and past it: steps and runs are agent work, not request latencies. */
+export const RUN_DURATION_BUCKETS = [5, 15, 30, 60, 120, 300, 600, 900, 1200, 1800, 2700, 3600, 5400, 7200];
+export const STEP_DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200];
+/** GitHub gives up on a delivery after 10 s; the interesting range is well below that. */
+export const WEBHOOK_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Rate-limit windows remembered per resource; more would mean an unbounded number of installations. */
+const MAX_RATE_LIMIT_WINDOWS = 1_000;
+
+interface RateLimitWindow {
+  remaining: number;
+  limit?: number;
+}
+
+/**
+ * Every metric Harness exposes, in a registry of its own: two servers in one process (tests,
+ * benchmarks) never collide, and nothing depends on prom-client's global default registry.
+ * Adapters feed it: the run reporter (`run-metrics.ts`), the webhook timer, the fetch wrapper.
+ */
+export class HarnessMetrics {
+  readonly registry = new Registry();
+  readonly runs: Counter<"state">;
+  readonly runsInFlight: Gauge;
+  readonly runDuration: Histogram<"state">;
+  readonly stepDuration: Histogram<"kind" | "status">;
+  readonly liveSandboxes: Gauge;
+  readonly webhookDuration: Histogram<"event" | "status">;
+  private readonly queueDepthErrors: Counter;
+  private queueDepthSource: QueueDepthSource | undefined;
+  private queueDepthRead: Promise<QueueDepth | undefined> | undefined;
+  private readonly queueDepthTimeoutMs: number;
+  private readonly now: () => number;
+  /** Per resource, per reset time (one window per installation or app JWT): the lowest remaining seen. */
+  private readonly rateLimits = new Map<string, Map<number, RateLimitWindow>>();
+
+  constructor(options: HarnessMetricsOptions = {}) {
+    const registers = [this.registry];
+    this.queueDepthSource = options.queueDepth;
+    this.queueDepthTimeoutMs = options.queueDepthTimeoutMs ?? 2_000;
+    this.now = options.now ?? Date.now;
+
+    this.runs = new Counter({
+      name: "harness_runs_total",
+      help: "Runs that ended in this process, by how they ended (the status comment's final state).",
+      labelNames: ["state"],
+      registers,
+    });
+    this.runsInFlight = new Gauge({ name: "harness_runs_in_flight", help: "Runs executing in this process now.", registers });
+    this.runDuration = new Histogram({
+      name: "harness_run_duration_seconds",
+      help: "Wall-clock time of a run from its sandbox request to its report, by how it ended.",
+      labelNames: ["state"],
+      buckets: RUN_DURATION_BUCKETS,
+      registers,
+    });
+    this.stepDuration = new Histogram({
+      name: "harness_step_duration_seconds",
+      help: "Wall-clock time of one blueprint step attempt, by kind (exec or agent) and how it ended.",
+      labelNames: ["kind", "status"],
+      buckets: STEP_DURATION_BUCKETS,
+      registers,
+    });
+    this.liveSandboxes = new Gauge({ name: "harness_live_sandboxes", help: "Sandboxes this process has provisioned and not yet torn down.", registers });
+    this.webhookDuration = new Histogram({
+      name: "harness_webhook_duration_seconds",
+      help: "Time from a webhook request's arrival to its response, by GitHub event and status class.",
+      labelNames: ["event", "status"],
+      buckets: WEBHOOK_DURATION_BUCKETS,
+      registers,
+    });
+    // The depth is read once per scrape; the gauge and the error counter both wait for that
+    // read (prom-client collects metrics concurrently), so a failure shows in the same scrape.
+    const readDepth = (): Promise<QueueDepth | undefined> => this.readQueueDepth();
+    this.queueDepthErrors = new Counter({
+      name: "harness_queue_depth_errors_total",
+      help: "Scrapes where the queue depth could not be read from the run store (error or timeout).",
+      registers,
+      async collect() {
+        await readDepth();
+      },
+    });
+    new Gauge({
+      name: "harness_queue_depth",
+      help: "Runs waiting (queued) and executing (running) across all workers, read from the run store at scrape time.",
+      labelNames: ["state"],
+      registers,
+      async collect() {
+        const depth = await readDepth();
+        // A stale depth would look healthy during an outage: report none rather than the last.
+        this.reset();
+        if (!depth) return;
+        this.set({ state: "queued" }, depth.queued);
+        this.set({ state: "running" }, depth.running);
+      },
+    });
+
+    const windows = this.rateLimits;
+    const clock = this.now;
+    const lowest = (pick: (window: RateLimitWindow) => number | undefined) => function (this: Gauge<"resource">): void {
+      this.reset();
+      const nowSeconds = clock() / 1_000;
+      for (const [resource, byReset] of windows) {
+        let min: number | undefined;
+        for (const [reset, window] of byReset) {
+          // A window whose reset time has passed is full again: it no longer says anything.
+          if (reset > 0 && reset < nowSeconds) {
+            byReset.delete(reset);
+            continue;
+          }
+          const value = pick(window);
+          if (value !== undefined && (min === undefined || value < min)) min = value;
+        }
+        if (min !== undefined) this.set({ resource }, min);
+      }
+    };
+    new Gauge({
+      name: "harness_github_rate_limit_remaining",
+      help: "GitHub API requests left, by resource: the lowest among the rate-limit windows (installations, app) seen and not yet reset.",
+      labelNames: ["resource"],
+      registers,
+      collect: lowest((window) => window.remaining),
+    });
+    new Gauge({
+      name: "harness_github_rate_limit_limit",
+      help: "GitHub API requests allowed per window, by resource: the smallest limit among the windows seen and not yet reset.",
+      labelNames: ["resource"],
+      registers,
+      collect: lowest((window) => window.limit),
+    });
+
+    // Zero-valued series from the start, so `rate()` and `increase()` see the first run.
+    for (const state of RUN_OUTCOMES) this.runs.inc({ state }, 0);
+
+    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: options.defaultMetrics?.prefix ?? "harness_" });
+  }
+
+  /** Where the queue depth is read from, once the queue exists (it is built after the metrics). */
+  queueDepthFrom(source: QueueDepthSource): void {
+    this.queueDepthSource = source;
+  }
+
+  private readQueueDepth(): Promise<QueueDepth | undefined> {
+    const source = this.queueDepthSource;
+    if (!source) return Promise.resolve(undefined);
+    this.queueDepthRead ??= withTimeout(source(), this.queueDepthTimeoutMs)
+      .catch(() => {
+        this.queueDepthErrors.inc();
+        return undefined;
+      })
+      .finally(() => { this.queueDepthRead = undefined; });
+    return this.queueDepthRead;
+  }
+
+  /** A run left this process's hands in a terminal state. */
+  runEnded(state: RunOutcome, durationSeconds?: number): void {
+    this.runs.inc({ state });
+    if (durationSeconds !== undefined && Number.isFinite(durationSeconds) && durationSeconds >= 0) this.runDuration.observe({ state }, durationSeconds);
+  }
+
+  /**
+   * One GitHub response's rate-limit headers. `reset` (epoch seconds) tells windows apart: each
+   * installation has its own budget, and the lowest one is the one about to run out.
+   */
+  observeRateLimit(sample: { resource: string; remaining: number; limit?: number; reset?: number }): void {
+    let byReset = this.rateLimits.get(sample.resource);
+    if (!byReset) {
+      byReset = new Map();
+      this.rateLimits.set(sample.resource, byReset);
+    }
+    const reset = sample.reset ?? 0;
+    const known = byReset.get(reset);
+    if (known) {
+      known.remaining = Math.min(known.remaining, sample.remaining);
+      if (sample.limit !== undefined) known.limit = Math.min(known.limit ?? sample.limit, sample.limit);
+      return;
+    }
+    if (byReset.size >= MAX_RATE_LIMIT_WINDOWS) {
+      const oldest = byReset.keys().next();
+      if (!oldest.done) byReset.delete(oldest.value);
+    }
+    byReset.set(reset, { remaining: sample.remaining, ...(sample.limit !== undefined ? { limit: sample.limit } : {}) });
+  }
+
+  /** The exposition text and its content type, as `/metrics` serves them. */
+  async exposition(): Promise<{ contentType: string; body: string }> {
+    return { contentType: this.registry.contentType, body: await this.registry.metrics() };
+  }
+}
+
+function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_resolve, reject) => {
+    timer = setTimeout(() => { reject(new Error(`timed out after ${String(ms)} ms`)); }, ms);
+    timer.unref();
+  });
+  return Promise.race([work, timeout]).finally(() => { clearTimeout(timer); });
+}
