@@ -39,6 +39,10 @@ export interface HarnessAppOptions {
   onAcknowledgements?: (tracker: { idle(): Promise<void> }) => void;
   /** Receives the queue once built, so the server can drain it on shutdown. */
   onQueue?: (queue: RunQueue) => void;
+  /** Wraps the worker's processor (metrics count runs that end before the engine starts). */
+  wrapProcessor?: (processor: RunProcessor) => RunProcessor;
+  /** Told when a durable queue gives a run up as interrupted (metrics, run pages). */
+  onInterrupted?: (request: RunRequest, reason: string) => void;
 }
 
 /**
@@ -61,8 +65,14 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       },
       log,
     };
-    const processor: RunProcessor = (request, signal) => processRun(request, signal, deps);
-    const hooks = { interrupted: (request: RunRequest, reason: string) => reportInterrupted(request, reason, deps) };
+    const run: RunProcessor = (request, signal) => processRun(request, signal, deps);
+    const processor = options.wrapProcessor?.(run) ?? run;
+    const hooks = {
+      interrupted: async (request: RunRequest, reason: string) => {
+        options.onInterrupted?.(request, reason);
+        await reportInterrupted(request, reason, deps);
+      },
+    };
     const queue = options.createQueue?.(processor, hooks) ?? new InProcessRunQueue(processor, {
       concurrency: options.concurrency ?? 2,
       onError: (request, error) => { log.error({ runId: request.runId, err: String(error) }, "run processor threw"); },

@@ -5,6 +5,7 @@ import type { Logger } from "pino";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
 import type { AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
+import type { RunRequest } from "./runs/request.js";
 import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
 import { activeRunIds, SqliteRunQueue } from "./runs/sqlite-queue.js";
 import { BullmqRunQueue } from "./runs/bullmq-queue.js";
@@ -16,6 +17,11 @@ import type { Sandbox, SandboxOptions } from "./sandbox/types.js";
 import { createNodeFetch } from "./github/node-fetch.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { describeError } from "./util/errors.js";
+import { HarnessMetrics } from "./metrics/harness-metrics.js";
+import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
+import { withRateLimitObserver } from "./metrics/rate-limit-fetch.js";
+import { RunMetricsReporter } from "./metrics/run-metrics.js";
+import { observeWebhook } from "./metrics/webhook-latency.js";
 
 export interface ServerOverrides {
   /** Where agent credentials are read from (default: process.env). */
@@ -61,6 +67,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       res.writeHead(404, { "content-type": "text/plain" }).end("Harness is in setup mode: open / to register the GitHub App.\n");
     };
   } else {
+    const metrics = new HarnessMetrics();
+    const runMetrics = new RunMetricsReporter(metrics);
     const probot = new Probot({
       appId: settings.appId,
       privateKey: settings.privateKey,
@@ -68,7 +76,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       baseUrl: settings.apiBaseUrl,
       ...(overrides.log ? { log: overrides.log } : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
       ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
-      request: { fetch: overrides.fetch ?? createNodeFetch() },
+      request: { fetch: withRateLimitObserver(overrides.fetch ?? createNodeFetch(), metrics) },
     });
     // A queue that cannot be reached stops start-up with the address, not a process that
     // looks alive and takes webhooks it can never queue.
@@ -84,9 +92,14 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       apiBaseUrl: settings.apiBaseUrl,
       appId: settings.appId,
       concurrency: settings.concurrency,
-      onQueue: (built) => { queue = built; },
+      onQueue: (built) => {
+        queue = built;
+        metrics.queueDepthFrom(() => built.stats());
+      },
+      wrapProcessor: (processor) => runMetrics.instrument(processor),
+      onInterrupted: () => { runMetrics.interrupted(); },
       onAcknowledgements: (tracker) => { acknowledgements = tracker; },
-      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : queueFactory(settings, onConnectionError)),
+      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : queueFactory(settings, { onConnectionError, onError: (request, error) => { probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw"); } })),
       worker: {
         sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
         defaultSandbox: settings.sandbox,
@@ -94,6 +107,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         daytona: settings.daytona,
         environment: overrides.environment ?? process.env,
         statusIntervalMs: settings.statusIntervalMs,
+        reporters: [runMetrics],
         // The comment links to the run page only when there is one to open.
         ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}),
       },
@@ -102,8 +116,11 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     for (const warning of settings.warnings) probot.log.warn(warning);
     stopReaper = startReaper(settings, overrides, queue, probot.log);
     if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
+    const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
+      if (await serveMetrics(req, res)) return;
+      if (req.url?.startsWith(settings.webhookPath)) observeWebhook(req, res, metrics);
       if (req.url === "/readyz") return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
       if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
       // A worker-only process takes no webhooks: its load balancer should not send it any.
@@ -186,9 +203,9 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
 }
 
 /** The durable queue the settings ask for (SQLite or BullMQ), or none to keep the in-process default. */
-function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, onConnectionError: (error: Error) => void): Pick<HarnessAppOptions, "createQueue"> {
+function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: Error) => void; onError: (request: RunRequest, error: unknown) => void }): Pick<HarnessAppOptions, "createQueue"> {
   const queue = settings.queue;
-  const common = { concurrency: settings.concurrency, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
+  const common = { onError, concurrency: settings.concurrency, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
   if (queue?.kind === "sqlite") return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted }) };
   if (queue?.kind === "bullmq") {
     return { createQueue: (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError }) };

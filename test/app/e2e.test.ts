@@ -11,6 +11,7 @@ import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github/webhooks.js";
 import { git, scratchDir } from "../helpers/git.js";
+import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.js";
 
 // The real server on a random port, real signed webhooks, the fake GitHub (REST under /api/v3
 // and git smart HTTP), the local sandbox and the `command` agent.
@@ -129,6 +130,22 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     const agentEnv = await readFile(envDump, "utf8");
     for (const token of github.mintedTokens()) expect(agentEnv).not.toContain(token.token);
     expect(agentEnv).not.toMatch(/PRIVATE_KEY|WEBHOOK_SECRET|GITHUB_TOKEN/);
+  });
+
+  test("/metrics parses as Prometheus text and moves when a run finishes", async () => {
+    const scrape = async () => parsePrometheusText(await (await fetch(`${server.url}/metrics`)).text());
+    const before = await scrape();
+    expect(sampleValue(before, "harness_runs_total", "harness_runs_total", { state: "succeeded" })).toBe(0);
+    await comment("/harness add a HELLO file");
+    await settle();
+    const after = await scrape();
+    expect(sampleValue(after, "harness_runs_total", "harness_runs_total", { state: "succeeded" })).toBe(1);
+    expect(sampleValue(after, "harness_run_duration_seconds", "harness_run_duration_seconds_count", { state: "succeeded" })).toBe(1);
+    expect(sampleValue(after, "harness_runs_in_flight", "harness_runs_in_flight")).toBe(0);
+    expect(sampleValue(after, "harness_queue_depth", "harness_queue_depth", { state: "queued" })).toBe(0);
+    expect(sampleValue(after, "harness_webhook_duration_seconds", "harness_webhook_duration_seconds_count", { event: "issue_comment", status: "2xx" })).toBe(1);
+    // The fake GitHub sends rate-limit headers like GitHub does; the gauge follows them.
+    expect(after.get("harness_github_rate_limit_remaining")?.samples.length ?? 0).toBeGreaterThan(0);
   });
 
   test("the harness label starts a run with the issue's title and body", async () => {
