@@ -61,15 +61,25 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
     return { pushed: true, commitSha: request.commitSha, error: "PR creation failed: no GitHub API client was configured" };
   }
   try {
-    const existing = await request.github.findOpenPullRequest(request.githubRepo, request.branch);
-    if (existing) return { pushed: true, prUrl: existing.url, prReused: true, commitSha: request.commitSha };
-    const base = await request.github.getDefaultBranch(request.githubRepo);
-    const pr = await createOrFindPullRequest(request.github, request.githubRepo, { title: request.title, body: request.body, head: request.branch, base, ...(request.draft ? { draft: true } : {}) });
-    if (!pr.reused) await decorate(request.github, request.githubRepo, pr.number, request);
+    const pr = await openPullRequest(request.github, request.githubRepo, request);
     return { pushed: true, prUrl: pr.url, commitSha: request.commitSha, ...(pr.reused ? { prReused: true } : {}) };
   } catch (error) {
     return { pushed: true, commitSha: request.commitSha, error: `PR creation failed: ${describeGitHubError(error)}` };
   }
+}
+
+/**
+ * The open pull request of a pushed branch, found or else opened (labels and reviewers added to
+ * a new one). Also used by a retried run whose earlier attempt pushed the branch and died before
+ * opening the PR. Throws what GitHub answered.
+ */
+export async function openPullRequest(github: GitHubClient, repo: GitHubRepo, request: Pick<PushRequest, "branch" | "title" | "body" | "draft" | "labels" | "reviewers">): Promise<{ url: string; number: number; reused: boolean }> {
+  const existing = await github.findOpenPullRequest(repo, request.branch);
+  if (existing) return { url: existing.url, number: existing.number, reused: true };
+  const base = await github.getDefaultBranch(repo);
+  const pr = await createOrFindPullRequest(github, repo, { title: request.title, body: request.body, head: request.branch, base, ...(request.draft ? { draft: true } : {}) });
+  if (!pr.reused) await decorate(github, repo, pr.number, request);
+  return pr;
 }
 
 /** Creating can race with another run (or a redelivery): GitHub then answers 422, and the open PR is the answer. */
@@ -87,7 +97,7 @@ async function createOrFindPullRequest(github: GitHubClient, repo: GitHubRepo, p
 }
 
 /** Labels and reviewers are courtesy: failing to add them must not fail a run whose PR is open. */
-async function decorate(github: GitHubClient, repo: GitHubRepo, number: number, request: PushRequest): Promise<void> {
+async function decorate(github: GitHubClient, repo: GitHubRepo, number: number, request: Pick<PushRequest, "labels" | "reviewers">): Promise<void> {
   await Promise.allSettled([
     request.labels?.length ? github.addLabels?.(repo, number, request.labels) : undefined,
     request.reviewers?.length ? github.requestReviewers?.(repo, number, request.reviewers) : undefined,

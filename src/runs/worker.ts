@@ -3,15 +3,18 @@ import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../
 import type { RepoConfig } from "../config/repo-config.js";
 import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
 import { createOctokitClient, describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
+import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { renderStatusComment, type RunPhase, type StatusView } from "../github/status-comment.js";
 import { StatusCommentReporter, StatusUpdater } from "../github/status-updater.js";
 import type { TokenMinter } from "../github/tokens.js";
 import { fanOut, type HarnessEvent, type Reporter } from "../harness/events.js";
+import { openPullRequest } from "../harness/push.js";
 import { runHarness } from "../harness/run.js";
 import type { Sandbox, SandboxOptions, DaytonaOptions } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
-import type { Log } from "../util/log.js";
+import { bindLog, type Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
+import { branchPushed, findStatusComment } from "./earlier-attempt.js";
 import type { RunRequest } from "./request.js";
 
 export type SandboxKind = "local" | "daytona";
@@ -44,7 +47,7 @@ export interface WorkerDeps {
  * sandbox, blueprint, push, PR. Never throws; every failure ends as a ❌ comment with a reason.
  */
 export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
-  const log = deps.log.child?.({ runId: request.runId, repo: `${request.repo.owner}/${request.repo.name}`, issue: request.issue.number }) ?? deps.log;
+  const log = bindLog(deps.log, { runId: request.runId, repo: `${request.repo.owner}/${request.repo.name}`, issue: request.issue.number });
   const redact = createRedactor(secretsFromEnv(deps.environment));
   const view: StatusView = { runId: request.runId, phase: "running", requester: request.requester.login, intent: request.intent, steps: [] };
   let octokit: (OctokitLike & ConfigCapableOctokit) | undefined;
@@ -65,7 +68,9 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     updater = new StatusUpdater(
       {
         update: async (body) => {
-          // The handler could not create the comment (GitHub was failing): the first update does.
+          // The handler could not create the comment (GitHub was failing): the first update does,
+          // unless an earlier attempt of this run already did.
+          commentId ??= await findStatusComment(client, request);
           if (commentId === undefined) {
             const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: request.repo.owner, repo: request.repo.name, issue_number: request.issue.number, body });
             commentId = (created.data as { id: number }).id;
@@ -100,6 +105,24 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     const serverUrl = new URL(request.repo.htmlUrl).origin;
     const branch = request.issue.pullRequest?.headRef ?? `harness/issue-${String(request.issue.number)}-${request.runId}`;
 
+    // The run's own branch already on GitHub means an earlier attempt pushed its work and died
+    // before it could finish. That work is kept: its PR is found or opened, and the run ends
+    // there — an agent run again would make a commit the pushed branch refuses (no fast-forward).
+    if (!request.issue.pullRequest && (await branchPushed(client, repository, branch))) {
+      const pr = await openPullRequest(createOctokitClient(client), repository, {
+        branch,
+        title: pullRequestTitle(request.intent),
+        body: pullRequestBody({ intent: request.intent, blueprint: blueprint.name, branch, runId: request.runId, issueNumber: request.issue.number, requester: request.requester.login }),
+        draft: config.pr.draft,
+        labels: config.pr.labels,
+        reviewers: config.pr.reviewers,
+      });
+      Object.assign(view, { prUrl: pr.url, prNumber: pr.number, ...(pr.reused ? { prReused: true } : {}) });
+      log.info({ prUrl: pr.url }, "run finished from the branch an earlier attempt pushed");
+      await finish("succeeded");
+      return;
+    }
+
     // Clone with a read-only token for this one repository, revoked as soon as the clone is done.
     const clone = await deps.tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions: { contents: "read" } });
     let cloneRevoked = false;
@@ -129,6 +152,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         sandboxOptions: {
           githubServerUrl: serverUrl,
           labels: { "harness-issue": String(request.issue.number), "harness-installation": String(request.installationId) },
+          // A durable queue retries a run whose worker died: that attempt's sandbox goes first.
+          replaceEarlierAttempts: true,
           ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
           ...(sandboxKind === "daytona" ? { daytona: { ...deps.daytona, ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}), ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}) } } : {}),
         },

@@ -66,6 +66,8 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
     await daytona[Symbol.asyncDispose]().catch(() => undefined);
   };
 
+  // Looked up while the new sandbox is created, so a retry costs no extra round trip.
+  const earlier = opts.replaceEarlierAttempts && opts.runId ? earlierAttempts(daytona, opts.runId) : Promise.resolve<DaytonaSdkSandbox[]>([]);
   let remote: DaytonaSdkSandbox;
   try {
     remote = await daytona.create(
@@ -80,11 +82,13 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
       { timeout: startTimeout },
     );
   } catch (error) {
+    await deleteAll(await earlier, undefined);
     await dispose();
     throw translateError(error, { snapshot, apiUrl, startTimeout, redact: redactToken });
   }
 
   const sessions = new SessionPool(remote);
+  const cleared = earlier.then((found) => deleteAll(found, remote.id));
   try {
     const base = (await Promise.all([
       remote.getWorkDir(),
@@ -99,6 +103,7 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
         config.cloneDepth,
       ),
       sessions.prepare(),
+      cleared,
     ]))[0] ?? "/home/daytona";
     const workDir = posix.join(base, WORKSPACE, repo.name);
     const scratchDir = posix.join(base, SCRATCH);
@@ -111,6 +116,7 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
   } catch (error) {
     // No orphan: a sandbox that could not be prepared is deleted before the error goes up.
     await remote.delete().catch(() => undefined);
+    await cleared;
     await dispose();
     throw translateError(error, { snapshot, apiUrl, startTimeout, redact: redactToken, during: `preparing ${repo.owner}/${repo.name}` });
   }
@@ -407,6 +413,29 @@ class SessionPool {
     await this.remote.process.createSession(id);
     return id;
   }
+}
+
+/**
+ * Sandboxes an earlier attempt of this run left behind (its worker died mid-run; Daytona does
+ * not know). They are deleted, never reused: what one holds is unknown — an agent of the dead
+ * attempt may still be editing it, its sessions may hold that attempt's environment, and its
+ * clone was made with a token since revoked — while a fresh sandbox costs one create. Deleting
+ * also stops the dead attempt's processes, so two agents never work on one run. A lookup that
+ * fails is not fatal: the orphan reaper deletes the leftover once the run is over.
+ */
+async function earlierAttempts(daytona: Daytona, runId: string): Promise<DaytonaSdkSandbox[]> {
+  const found: DaytonaSdkSandbox[] = [];
+  try {
+    for await (const sandbox of daytona.list({ labels: { [HARNESS_APP_LABEL.key]: HARNESS_APP_LABEL.value, "harness-run": runId } })) found.push(sandbox);
+  } catch {
+    // Keep what was listed before the failure.
+  }
+  return found;
+}
+
+/** Deletes `sandboxes` except the one just created (the lookup may have seen it); gone already is fine. */
+async function deleteAll(sandboxes: DaytonaSdkSandbox[], keep: string | undefined): Promise<void> {
+  await Promise.all(sandboxes.filter((sandbox) => sandbox.id !== keep).map((sandbox) => sandbox.delete().catch(() => undefined)));
 }
 
 function sandboxLabels(opts: SandboxOptions, repo: string): Record<string, string> {

@@ -91,6 +91,12 @@ export interface SandboxOptions {
   /** Labels that identify the sandbox's owner (app, run, repo, issue) for orphan reaping. */
   labels?: Record<string, string>;
   /**
+   * This run (same `runId`) may have been attempted before by a worker that died, leaving its
+   * sandbox behind: find it and delete it. The app sets it, because its runs are retried; a
+   * CLI run never is, and skips the lookup.
+   */
+  replaceEarlierAttempts?: boolean;
+  /**
    * The branch already exists on the remote (follow-up commits to a pull request): check it
    * out instead of creating it. The local sandbox detects this itself.
    */

@@ -26,6 +26,8 @@ export interface FakeWorld {
   sandboxes: Map<string, FakeSandbox>;
   snapshots: Map<string, FakeSnapshot>;
   secrets: Map<string, OrgSecret>;
+  /** The most sandboxes that were live (created, not yet deleted) at one time. */
+  maxLiveSandboxes: number;
 }
 
 export interface RequestContext {

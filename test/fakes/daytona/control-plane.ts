@@ -222,6 +222,8 @@ async function createSandbox(ctx: RequestContext): Promise<void> {
   };
   applySecretEnv(sandbox, [], secrets);
   world.sandboxes.set(id, sandbox);
+  const live = [...world.sandboxes.values()].filter((s) => s.state !== "destroyed").length;
+  world.maxLiveSandboxes = Math.max(world.maxLiveSandboxes, live);
   sendJson(ctx.res, 200, toDto(world, sandbox, true));
 }
 

@@ -530,4 +530,19 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     expect((error as Error).message).toBe(`Sandbox with ID or name ${doomed.id} not found`);
     expect(await rejection(doomed.getWorkDir())).toBeInstanceOf(DaytonaNotFoundError);
   });
+
+  it("keeps a high-water mark of the sandboxes live at one time", async () => {
+    const counted = await startFakeDaytona();
+    extraFakes.push(counted);
+    const counter = client(counted);
+    extraClients.push(counter);
+    const [first, second] = await Promise.all([counter.create(), counter.create()]);
+    await counter.delete(first);
+    const third = await counter.create();
+    expect(counted.maxLiveSandboxes).toBe(2);
+    await counter.create();
+    expect(counted.maxLiveSandboxes).toBe(3);
+    await Promise.all([counter.delete(second), counter.delete(third)]);
+    expect(counted.maxLiveSandboxes).toBe(3);
+  });
 });

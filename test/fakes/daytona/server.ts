@@ -78,6 +78,8 @@ export interface FakeDaytona {
   readonly secrets: ReadonlyMap<string, OrgSecret>;
   /** Current per-request latency. */
   readonly latencyMs: number;
+  /** High-water mark: the most sandboxes live (created and not yet deleted) at any one time. */
+  readonly maxLiveSandboxes: number;
   /** A sandbox by id or name (including deleted ones); throws when unknown. */
   sandbox(idOrName: string): FakeSandbox;
   /** Live pids (group leaders and everything in their groups) the fake started for one sandbox, or for all. */
@@ -141,7 +143,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     snapshotPendingPolls: options.snapshotPendingPolls ?? 0,
     defaultSnapshot: options.defaultSnapshot ?? "daytona-small",
   };
-  const world: FakeWorld = { config, rootDir, apiUrl: "", toolboxUrl: "", sandboxes: new Map(), snapshots: new Map(), secrets: new Map() };
+  const world: FakeWorld = { config, rootDir, apiUrl: "", toolboxUrl: "", sandboxes: new Map(), snapshots: new Map(), secrets: new Map(), maxLiveSandboxes: 0 };
   for (const name of [...DEFAULT_SNAPSHOTS, ...(options.snapshots ?? [])]) addSnapshot(world, name);
   for (const [name, value] of Object.entries(options.orgSecrets ?? {})) addOrgSecret(world, name, value);
 
@@ -328,6 +330,9 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     secrets: world.secrets,
     get latencyMs() {
       return latencyMs;
+    },
+    get maxLiveSandboxes() {
+      return world.maxLiveSandboxes;
     },
     sandbox: lookup,
     liveProcesses: (sandboxId) => [...new Set(allGroups(sandboxId).flatMap(liveGroupMembers))].sort((a, b) => a - b),

@@ -1,0 +1,54 @@
+import type { OctokitLike } from "../github/octokit-client.js";
+import { statusMarker } from "../github/status-comment.js";
+import type { RunRequest } from "./request.js";
+
+/*
+ * What an earlier attempt of the same run (a worker that died; the queue retried it) may have
+ * left on GitHub, so a retry continues from it instead of doing it twice. The run id is fixed at
+ * enqueue, and both the status comment's hidden marker and the run's branch name carry it.
+ */
+
+/** Pages of comments searched for the marker: the comment is recent, and `since` skips older ones. */
+const MAX_PAGES = 10;
+
+/**
+ * The status comment an earlier attempt posted, when the webhook handler could not create one
+ * (the request then carries no comment id): a retry edits it rather than posting a second. A
+ * lookup GitHub refuses counts as none: a duplicate comment is better than no answer.
+ */
+export async function findStatusComment(octokit: OctokitLike, request: RunRequest): Promise<number | undefined> {
+  const marker = statusMarker(request.runId);
+  try {
+    for (let page = 1; page <= MAX_PAGES; page += 1) {
+      const response = await octokit.request("GET /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: request.repo.owner,
+        repo: request.repo.name,
+        issue_number: request.issue.number,
+        since: request.requestedAt,
+        per_page: 100,
+        page,
+      });
+      const comments = response.data as Array<{ id: number; body?: string | null }>;
+      const found = comments.find((comment) => comment.body?.includes(marker));
+      if (found) return found.id;
+      if (comments.length < 100) return undefined;
+    }
+  } catch {
+    return undefined;
+  }
+  return undefined;
+}
+
+/**
+ * True when the run's own branch is already on GitHub: an earlier attempt pushed its work. Only
+ * the caller knows the branch is the run's own (named with its run id), not someone's PR branch.
+ * A lookup GitHub refuses counts as not pushed: the run then starts over, as it would anyway.
+ */
+export async function branchPushed(octokit: OctokitLike, repo: { owner: string; name: string }, branch: string): Promise<boolean> {
+  try {
+    await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", { owner: repo.owner, repo: repo.name, branch });
+    return true;
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,23 @@
+/**
+ * `src/main.ts` for the many-process tests: the same settings from the environment and the same
+ * server, with Octokit's retry and client-side throttle off (as the in-process e2e tests have
+ * them). Probot's throttle paces content-creating requests to one every 3 s per process, GitHub's
+ * advice against its secondary rate limits; against the fake GitHub, which has none, it would
+ * turn a hundred requests into minutes of waiting on a timer rather than on the app.
+ */
+import { settingsFromEnv } from "../../src/config/app-settings.js";
+import { startHarnessServer } from "../../src/server.js";
+
+const settings = settingsFromEnv(process.env);
+const server = await startHarnessServer(settings, {
+  octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
+});
+process.stderr.write(`Harness is listening on ${server.url}\n`);
+let stopping = false;
+const stop = (): void => {
+  if (stopping) return;
+  stopping = true;
+  server.close().then(() => process.exit(0), () => process.exit(1));
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);

@@ -1,0 +1,22 @@
+import { Redis } from "ioredis";
+import { assertRedisReachable } from "../../src/runs/redis-connection.js";
+
+/** Why Redis cannot be used at `url` (for a printed skip reason), or undefined when it can. */
+export async function redisUnreachable(url: string): Promise<string | undefined> {
+  return assertRedisReachable(url, 1_000).then(() => undefined, (error: unknown) => (error instanceof Error ? error.message : String(error)));
+}
+
+/** Deletes every key under `prefix:` (a test's own namespace), scanning rather than blocking Redis with KEYS. */
+export async function deleteRedisKeys(url: string, prefix: string): Promise<void> {
+  const redis = new Redis(url, { maxRetriesPerRequest: 1 });
+  try {
+    let cursor = "0";
+    do {
+      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}:*`, "COUNT", 1000);
+      if (keys.length > 0) await redis.del(...keys);
+      cursor = next;
+    } while (cursor !== "0");
+  } finally {
+    redis.disconnect();
+  }
+}
