@@ -83,10 +83,10 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     if (settings.queue?.kind === "bullmq" && !overrides.createQueue) await assertRedisReachable(settings.queue.redisUrl);
     // ioredis reports every failed reconnect; once per half minute is enough to tell an operator.
     let lastConnectionWarning = 0;
-    const onConnectionError = (error: Error): void => {
+    const onConnectionError = (error: unknown): void => {
       if (Date.now() - lastConnectionWarning < 30_000) return;
       lastConnectionWarning = Date.now();
-      probot.log.warn({ err: describeError(error) }, "Redis connection trouble; the queue retries until Redis is back");
+      probot.log.warn({ err: describeError(error) }, "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back");
     };
     const app = createHarnessApp({
       apiBaseUrl: settings.apiBaseUrl,
@@ -203,10 +203,10 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
 }
 
 /** The durable queue the settings ask for (SQLite or BullMQ), or none to keep the in-process default. */
-function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: Error) => void; onError: (request: RunRequest, error: unknown) => void }): Pick<HarnessAppOptions, "createQueue"> {
+function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void }): Pick<HarnessAppOptions, "createQueue"> {
   const queue = settings.queue;
   const common = { onError, concurrency: settings.concurrency, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
-  if (queue?.kind === "sqlite") return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted }) };
+  if (queue?.kind === "sqlite") return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted, onStoreError: onConnectionError }) };
   if (queue?.kind === "bullmq") {
     return { createQueue: (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError }) };
   }
