@@ -22,6 +22,14 @@ import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
 import { withRateLimitObserver } from "./metrics/rate-limit-fetch.js";
 import { RunMetricsReporter } from "./metrics/run-metrics.js";
 import { observeWebhook } from "./metrics/webhook-latency.js";
+import { createJournal } from "./runs/create-journal.js";
+import { InProcessRunQueue } from "./runs/in-process-queue.js";
+import type { RunJournal } from "./runs/journal.js";
+import { JournalReporter } from "./runs/journal-reporter.js";
+import { journaledQueue } from "./runs/journaled-queue.js";
+import { createGitHubAuth } from "./web/auth/github-auth.js";
+import { createRunPages } from "./web/run-pages.js";
+import { createRedactor, secretsFromEnv } from "./util/redact.js";
 
 export interface ServerOverrides {
   /** Where agent credentials are read from (default: process.env). */
@@ -58,6 +66,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
   let queue: RunQueue | undefined;
   let acknowledgements: { idle(): Promise<void> } | undefined;
   let stopReaper: (() => Promise<void>) | undefined;
+  let closeJournal: (() => Promise<void>) | undefined;
   let accepting = true;
 
   if (settings.mode === "setup") {
@@ -88,6 +97,22 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       lastConnectionWarning = Date.now();
       probot.log.warn({ err: describeError(error) }, "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back");
     };
+    // The run pages read a journal the workers write; both sides need the run page settings.
+    let journal: RunJournal | undefined;
+    let journalReporter: JournalReporter | undefined;
+    let pages: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
+    let auth: ReturnType<typeof createGitHubAuth> | undefined;
+    const environment = overrides.environment ?? process.env;
+    if (settings.web) {
+      journal = createJournal(settings.queue);
+      closeJournal = () => journal?.close() ?? Promise.resolve();
+      journalReporter = new JournalReporter(journal, { log: probot.log });
+      auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
+      pages = createRunPages({ journal, auth, redactor: createRedactor(secretsFromEnv(environment)), log: probot.log });
+    }
+    const onError = (request: RunRequest, error: unknown): void => { probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw"); };
+    const baseQueue = overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError });
+    const createQueue = journal && journalReporter ? journaledQueue(baseQueue, journal, journalReporter, probot.log) : baseQueue;
     const app = createHarnessApp({
       apiBaseUrl: settings.apiBaseUrl,
       appId: settings.appId,
@@ -99,15 +124,16 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       wrapProcessor: (processor) => runMetrics.instrument(processor),
       onInterrupted: () => { runMetrics.interrupted(); },
       onAcknowledgements: (tracker) => { acknowledgements = tracker; },
-      ...(overrides.createQueue ? { createQueue: overrides.createQueue } : queueFactory(settings, { onConnectionError, onError: (request, error) => { probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw"); } })),
+      createQueue,
       worker: {
         sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
         defaultSandbox: settings.sandbox,
         allowedSandboxes: settings.allowedSandboxes,
         daytona: settings.daytona,
-        environment: overrides.environment ?? process.env,
+        environment,
         statusIntervalMs: settings.statusIntervalMs,
-        reporters: [runMetrics],
+        reporters: [runMetrics, ...(journalReporter ? [journalReporter] : [])],
+        ...(journal ? { outputLogMs: 100 } : {}),
         // The comment links to the run page only when there is one to open.
         ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}),
       },
@@ -120,6 +146,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       if (await serveMetrics(req, res)) return;
+      if (auth && (await auth.handle(req, res))) return;
+      if (pages && (await pages(req, res))) return;
       if (req.url?.startsWith(settings.webhookPath)) observeWebhook(req, res, metrics);
       if (req.url === "/readyz") return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
       if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
@@ -159,6 +187,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       // Acknowledgements already answered to GitHub are finished before the queue closes.
       await acknowledgements?.idle();
       await queue?.close(graceMs);
+      await closeJournal?.().catch(() => undefined);
       await new Promise<void>((resolve) => {
         server.close(() => { resolve(); });
         server.closeIdleConnections();
@@ -202,15 +231,13 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
   };
 }
 
-/** The durable queue the settings ask for (SQLite or BullMQ), or none to keep the in-process default. */
-function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void }): Pick<HarnessAppOptions, "createQueue"> {
+/** The queue the settings ask for: SQLite (default), BullMQ, or in this process only. */
+function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void }): NonNullable<HarnessAppOptions["createQueue"]> {
   const queue = settings.queue;
   const common = { onError, concurrency: settings.concurrency, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
-  if (queue?.kind === "sqlite") return { createQueue: (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted, onStoreError: onConnectionError }) };
-  if (queue?.kind === "bullmq") {
-    return { createQueue: (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError }) };
-  }
-  return {};
+  if (queue?.kind === "sqlite") return (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted, onStoreError: onConnectionError });
+  if (queue?.kind === "bullmq") return (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError });
+  return (processor) => new InProcessRunQueue(processor, { concurrency: settings.concurrency, onError });
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {

@@ -167,6 +167,7 @@ export class StatusCommentReporter implements Reporter {
         break;
       }
       case "node.output":
+      case "node.log":
       case "sandbox.ready":
         return;
     }

@@ -10,6 +10,7 @@ import { TailBuffer } from "../util/tail-buffer.js";
 import type { AgentNode, Blueprint, BlueprintNode, ExecNode } from "./blueprint.js";
 import type { Reporter } from "./events.js";
 import { scratchDirName } from "./git-steps.js";
+import { OutputLog } from "./output-log.js";
 import { renderAgentPrompt, type PromptInputs } from "./prompt.js";
 import { renderTemplate } from "./template.js";
 
@@ -43,6 +44,8 @@ export interface BlueprintRun {
   maxAgentTurns?: number;
   model?: string;
   outputThrottleMs: number;
+  /** When set, every output line is also emitted as `node.log` events, batched at this interval. */
+  outputLogMs?: number;
 }
 
 export interface BlueprintOutcome {
@@ -119,11 +122,15 @@ async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: numb
   const tail = new TailBuffer(OUTPUT_TAIL_BYTES);
   const failureTail = new TailBuffer(FAILURE_OUTPUT_BYTES);
   const throttle = outputThrottle(run, node.id, attempt, () => readableTail(tail, run.redactor));
-  const onOutput = (_stream: "stdout" | "stderr", chunk: string): void => {
+  const log = run.outputLogMs !== undefined
+    ? new OutputLog({ intervalMs: run.outputLogMs, redactor: run.redactor, emit: (text) => { run.reporter.emit({ type: "node.log", runId: run.runId, nodeId: node.id, attempt, text, at: run.now().toISOString() }); } })
+    : undefined;
+  const onOutput = (stream: "stdout" | "stderr", chunk: string): void => {
     const bytes = Buffer.from(chunk, "utf8");
     tail.push(bytes);
     failureTail.push(bytes);
     throttle.poke();
+    log?.push(stream, chunk);
   };
 
   const remaining = Math.max(1, run.deadline - Date.now());
@@ -146,6 +153,7 @@ async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: numb
     error = caught instanceof Error ? caught.message : String(caught);
   } finally {
     throttle.stop();
+    log?.stop();
   }
 
   const finished = run.now();

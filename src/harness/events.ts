@@ -20,6 +20,12 @@ export type HarnessEvent =
   | { type: "node.started"; runId: string; nodeId: string; title: string; kind: "exec" | "agent"; attempt: number; at: string }
   /** The latest tail of a running node's output (stdout and stderr interleaved), throttled. */
   | { type: "node.output"; runId: string; nodeId: string; attempt: number; tail: string; at: string }
+  /**
+   * Output appended since the last `node.log` of this node attempt: whole lines only (stdout and
+   * stderr interleaved as they came), batched. Emitted only when the run asks for it
+   * (`outputLogMs`), for readers that keep the whole log, such as the run pages.
+   */
+  | { type: "node.log"; runId: string; nodeId: string; attempt: number; text: string; at: string }
   | { type: "node.finished"; runId: string; report: NodeReport; at: string }
   | { type: "commit.finished"; runId: string; commitSha?: string; changedFiles: number; at: string }
   | { type: "push.finished"; runId: string; result: PushResult; at: string }

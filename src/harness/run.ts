@@ -65,6 +65,11 @@ export interface HarnessOptions {
   secrets?: readonly string[];
   /** Minimum interval between output-tail events per node, in ms (default 500). */
   outputThrottleMs?: number;
+  /**
+   * When set, every line of output is also reported as `node.log` events batched at this interval
+   * in ms (100 suits run pages). Off by default: the CLI and the status comment need tails only.
+   */
+  outputLogMs?: number;
   now?: () => Date;
   /** Link to the run's page, for the PR body. */
   runUrl?: string;
@@ -145,6 +150,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       ...(options.maxAgentTurns !== undefined ? { maxAgentTurns: options.maxAgentTurns } : {}),
       ...(options.model !== undefined ? { model: options.model } : {}),
       outputThrottleMs: options.outputThrottleMs ?? 500,
+      ...(options.outputLogMs !== undefined ? { outputLogMs: options.outputLogMs } : {}),
     });
     nodes = outcome.nodes;
 

@@ -40,6 +40,8 @@ export interface WorkerDeps {
   publicUrl?: string;
   /** Extra reporters (metrics, run pages). */
   reporters?: Reporter[];
+  /** Report every output line (batched at this interval, in ms) for the run pages; off without them. */
+  outputLogMs?: number;
 }
 
 /**
@@ -49,7 +51,8 @@ export interface WorkerDeps {
 export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
   const log = bindLog(deps.log, { runId: request.runId, repo: `${request.repo.owner}/${request.repo.name}`, issue: request.issue.number });
   const redact = createRedactor(secretsFromEnv(deps.environment));
-  const view: StatusView = { runId: request.runId, phase: "running", requester: request.requester.login, intent: request.intent, steps: [] };
+  const runUrl = deps.publicUrl ? `${deps.publicUrl.replace(/\/+$/, "")}/runs/${request.runId}` : undefined;
+  const view: StatusView = { runId: request.runId, phase: "running", requester: request.requester.login, intent: request.intent, steps: [], ...(runUrl ? { runUrl } : {}) };
   let octokit: (OctokitLike & ConfigCapableOctokit) | undefined;
   let updater: StatusUpdater | undefined;
 
@@ -177,7 +180,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         signal,
         budgetMs: config.timeout_minutes * 60_000,
         secrets: [...secretsFromEnv(deps.environment), clone.token],
-        ...(deps.publicUrl ? { runUrl: `${deps.publicUrl.replace(/\/+$/, "")}/runs/${request.runId}` } : {}),
+        ...(deps.outputLogMs !== undefined ? { outputLogMs: deps.outputLogMs } : {}),
+        ...(runUrl ? { runUrl } : {}),
       });
       await statusReporter.close();
       log.info({ status: report.status, prUrl: report.pushResult?.prUrl, durationMs: report.durationMs }, "run finished");

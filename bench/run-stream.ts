@@ -1,0 +1,213 @@
+/**
+ * The run page's live stream under a chatty agent. A real run (the engine, the local sandbox)
+ * executes a step that writes 1 MB/s of coloured log lines for 15 s; its events go through the
+ * run's redactor and the journal reporter into the journal (SQLite by default, as in a one-machine
+ * deployment); 20 viewers in another process follow `/runs/<id>/events` over HTTP, as the page's
+ * script does. Measured: whether every viewer got every line, how late, and how much memory
+ * this process (producer, journal, web server) gained over its idle baseline.
+ * Target: all lines delivered to all viewers, and < 50 MB extra memory with 20 viewers.
+ *
+ *   node --expose-gc --import tsx bench/run-stream.ts [--viewers 20] [--seconds 15] [--rate 1048576]
+ *     [--journal sqlite|memory|redis] [--split] [--no-warm-up]
+ *
+ * `--split` runs the producer (the worker) in its own process, as with HARNESS_ROLE=web/worker:
+ * this process then only serves the pages, so its extra memory is what the viewers cost.
+ * Otherwise run it with `--viewers 0` too: the difference is what the viewers cost.
+ */
+import { fork } from "node:child_process";
+import { createServer } from "node:http";
+import type { AddressInfo } from "node:net";
+import { cpus } from "node:os";
+import { join } from "node:path";
+import { fileURLToPath } from "node:url";
+import { writeFile } from "node:fs/promises";
+import { validateBlueprint } from "../src/harness/blueprint-file.js";
+import { runHarness } from "../src/harness/run.js";
+import { createJournal } from "../src/runs/create-journal.js";
+import { JournalReporter } from "../src/runs/journal-reporter.js";
+import type { RunJournal } from "../src/runs/journal.js";
+import { createLocalSandbox } from "../src/sandbox/local.js";
+import type { WebAuth } from "../src/web/auth/types.js";
+import { createRunPages } from "../src/web/run-pages.js";
+import { makeRepo, scratchDir } from "../test/helpers/git.js";
+import { runRequest } from "../test/runs/journal-conformance.js";
+
+const arg = (name: string, fallback: string): string => {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 ? (process.argv[index + 1] ?? fallback) : fallback;
+};
+const VIEWERS = Number(arg("viewers", "20"));
+const SECONDS = Number(arg("seconds", "15"));
+const RATE = Number(arg("rate", String(1024 * 1024)));
+const KIND = arg("journal", "sqlite");
+const WARM_UP = !process.argv.includes("--no-warm-up");
+const SPLIT = process.argv.includes("--split");
+const PRODUCER_ROLE = arg("role", "") === "producer";
+const TICKS_PER_SECOND = 20;
+const LINE_BYTES = 100;
+
+type Store = { kind: "memory" } | { kind: "sqlite"; path: string } | { kind: "redis"; redisUrl: string; prefix: string };
+interface ProducerJob { store: Store; repo: string; agent: string; runId: string; ticks: number }
+
+/** Runs the chatty step through the harness into the journal (in this process or a child). */
+async function produce(job: ProducerJob, journal: RunJournal): Promise<string> {
+  const blueprint = validateBlueprint({ name: "stream", nodes: [{ id: "agent", kind: "exec", title: "A chatty agent", argv: [process.execPath, job.agent, String(job.ticks)] }] }, "bench");
+  const reporter = new JournalReporter(journal);
+  const report = await runHarness({ runId: job.runId, repo: job.repo, branch: `harness/bench-stream-${job.runId}`, intent: "stream output", blueprint, createSandbox: createLocalSandbox, reporter, outputLogMs: 100 });
+  await reporter.settled(job.runId);
+  return report.status;
+}
+
+if (PRODUCER_ROLE) {
+  const job = JSON.parse(arg("job", "{}")) as ProducerJob;
+  const journal = createJournal(job.store);
+  const status = await produce(job, journal);
+  await journal.close();
+  process.send?.({ status });
+  process.exit(0);
+}
+
+const dir = await scratchDir("harness-bench-stream-");
+const repo = await makeRepo(join(dir.path, "repo"));
+const store: Store = KIND === "redis" ? { kind: "redis", redisUrl: process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379", prefix: `bench-stream-${String(process.pid)}` } : KIND === "memory" ? { kind: "memory" } : { kind: "sqlite", path: join(dir.path, "harness.db") };
+if (SPLIT && store.kind === "memory") throw new Error("--split needs a journal two processes can share: --journal sqlite or redis");
+const journal = createJournal(store);
+
+// Everyone may read everything: access checks are not what this measures.
+const auth: WebAuth = {
+  handle: () => Promise.resolve(false),
+  viewer: () => Promise.resolve({ login: "bench", id: 1 }),
+  canRead: () => Promise.resolve(true),
+  loginUrl: (returnTo) => `/auth/login?return_to=${encodeURIComponent(returnTo)}`,
+};
+const pages = createRunPages({ journal, auth });
+const server = createServer((req, res) => {
+  void pages(req, res).then((answered) => { if (!answered) res.writeHead(404).end(); });
+});
+await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+const base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
+
+// The agent: lines of ~100 bytes, each `#<n> @<ms>` plus colour and padding, RATE bytes a second.
+const linesPerTick = Math.max(1, Math.round(RATE / TICKS_PER_SECOND / LINE_BYTES));
+const ticks = SECONDS * TICKS_PER_SECOND;
+const agent = join(dir.path, "agent.cjs");
+await writeFile(agent, `
+let n = 0, tick = 0;
+const pad = "x".repeat(200);
+const start = Date.now();
+function write() {
+  let chunk = "";
+  for (let i = 0; i < ${String(linesPerTick)}; i++) {
+    n++;
+    const head = "#" + n + " @" + Date.now() + " \\x1b[32mPASS\\x1b[0m src/module" + (n % 97) + ".test.ts ";
+    chunk += head + pad.slice(0, Math.max(0, ${String(LINE_BYTES)} - head.length - 1)) + "\\n";
+  }
+  process.stdout.write(chunk);
+  tick++;
+  if (tick < Number(process.argv[2])) setTimeout(write, Math.max(0, start + tick * ${String(1000 / TICKS_PER_SECOND)} - Date.now()));
+}
+write();
+`);
+
+/** The producer in this process, or (`--split`) in a child process of its own, as a worker would be. */
+const streamRun = async (runId: string, tickCount: number): Promise<string> => {
+  const job: ProducerJob = { store, repo, agent, runId, ticks: tickCount };
+  if (!SPLIT) return produce(job, journal);
+  const child = fork(fileURLToPath(import.meta.url), ["--role", "producer", "--job", JSON.stringify(job)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  return new Promise((resolve, reject) => {
+    child.once("message", (message) => { resolve((message as { status: string }).status); });
+    child.once("exit", (code) => { if (code !== 0) reject(new Error(`the producer exited with ${String(code)}`)); });
+  });
+};
+
+// Warm-up: one second through the same path, so code loaded and compiled once (the sandbox,
+// the engine, SQLite statements) is not counted as streaming's memory.
+if (WARM_UP) {
+  const warmUp = runRequest({ intent: "warm up" });
+  await journal.accepted(warmUp);
+  await streamRun(warmUp.runId, TICKS_PER_SECOND);
+  await (await fetch(`${base}/runs/${warmUp.runId}/events?after=0`)).text();
+}
+
+const request = runRequest({ intent: "stream output" });
+await journal.accepted(request);
+
+// Baseline: everything set up and warm, nothing flowing.
+const gc = (globalThis as { gc?: () => void }).gc;
+gc?.();
+const baseline = process.memoryUsage();
+let peakRss = baseline.rss;
+let peakHeap = baseline.heapUsed;
+let atPeak = baseline;
+const sampler = setInterval(() => {
+  const usage = process.memoryUsage();
+  if (usage.rss > peakRss) atPeak = usage;
+  peakRss = Math.max(peakRss, usage.rss);
+  peakHeap = Math.max(peakHeap, usage.heapUsed);
+}, 50);
+
+interface ViewerStats { lines: number; maxLine: number; messages: number; bytes: number; lags: number[] }
+let viewerStats: Promise<ViewerStats[]> = Promise.resolve([]);
+if (VIEWERS > 0) {
+  const child = fork(fileURLToPath(new URL("./support/run-stream-viewers.ts", import.meta.url)), [JSON.stringify({ url: `${base}/runs/${request.runId}/events?after=0`, viewers: VIEWERS })], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const messages: Array<{ ready?: boolean; stats?: ViewerStats[]; error?: string }> = [];
+  const waiters: Array<() => void> = [];
+  child.on("message", (message) => {
+    messages.push(message as (typeof messages)[number]);
+    for (const wake of waiters.splice(0)) wake();
+  });
+  const nextMessage = async (): Promise<(typeof messages)[number]> => {
+    while (messages.length === 0) await new Promise<void>((resolve) => { waiters.push(resolve); });
+    const message = messages.shift() ?? {};
+    if (message.error) throw new Error(`viewers: ${message.error}`);
+    return message;
+  };
+  await nextMessage();
+  viewerStats = nextMessage().then((message) => message.stats ?? []);
+}
+
+const cpuBefore = process.cpuUsage();
+const started = Date.now();
+const status = await streamRun(request.runId, ticks);
+const producedMs = Date.now() - started;
+const stats = await viewerStats;
+clearInterval(sampler);
+const cpu = process.cpuUsage(cpuBefore);
+const summary = await journal.get(request.runId);
+
+const producedLines = linesPerTick * ticks;
+const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? 0;
+const mb = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(1);
+const allLags = stats.flatMap((viewer) => viewer.lags);
+const complete = stats.filter((viewer) => viewer.lines === producedLines).length;
+
+console.log(`run-stream: ${String(VIEWERS)} viewers, ${mb(RATE)} MB/s for ${String(SECONDS)} s, journal ${KIND}${SPLIT ? ", producer in its own process (web process measured)" : ", producer in this process"}; node ${process.version}, ${String(cpus().length)} cores`);
+console.log(`run: ${status} in ${(producedMs / 1000).toFixed(1)} s; output ${mb(summary?.outputBytes ?? 0)} MB in the journal (${mb(summary?.outputDroppedBytes ?? 0)} MB of the oldest dropped by the 4 MB cap)`);
+console.log(`produced: ${producedLines.toLocaleString("en")} lines`);
+if (stats.length > 0) {
+  console.log(`viewers with every line: ${String(complete)}/${String(stats.length)}; lines received min ${Math.min(...stats.map((viewer) => viewer.lines)).toLocaleString("en")}`);
+  console.log(`bytes received per viewer (SSE, JSON-framed): min ${mb(Math.min(...stats.map((viewer) => viewer.bytes)))} MB, max ${mb(Math.max(...stats.map((viewer) => viewer.bytes)))} MB`);
+  console.log(`lag write → viewer: p50 ${String(percentile(allLags, 0.5))} ms, p95 ${String(percentile(allLags, 0.95))} ms, p99 ${String(percentile(allLags, 0.99))} ms, max ${String(Math.max(...allLags))} ms (${allLags.length.toLocaleString("en")} samples)`);
+}
+console.log(`memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak (baseline ${mb(baseline.rss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`);
+console.log(`at the RSS peak, over the baseline: V8 heap reserved +${mb(atPeak.heapTotal - baseline.heapTotal)} MB, external +${mb(atPeak.external - baseline.external)} MB (array buffers +${mb(atPeak.arrayBuffers - baseline.arrayBuffers)} MB), the rest (native: SQLite, malloc, code) +${mb(atPeak.rss - baseline.rss - (atPeak.heapTotal - baseline.heapTotal) - (atPeak.external - baseline.external))} MB`);
+console.log(`CPU of this process: ${((cpu.user + cpu.system) / 1000 / producedMs * 100).toFixed(0)}% of one core`);
+const delivered = complete === stats.length;
+if (SPLIT) {
+  const met = delivered && peakRss - baseline.rss < 50 * 1024 * 1024;
+  console.log(`target (every viewer gets every line; the web process < 50 MB extra): ${met ? "MET" : "NOT MET"}`);
+} else {
+  console.log(`every viewer got every line: ${delivered ? "yes" : "NO"}; this process also ran the producer: the viewers' share of the memory is this run minus a --viewers 0 run (or use --split)`);
+}
+
+server.closeAllConnections();
+server.close();
+await journal.close();
+if (KIND === "redis") {
+  const { Redis } = await import("ioredis");
+  const admin = new Redis(process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379");
+  const keys = await admin.keys(`bench-stream-${String(process.pid)}:*`);
+  if (keys.length > 0) await admin.del(...keys);
+  await admin.quit();
+}
+await dir.cleanup();

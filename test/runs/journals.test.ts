@@ -1,0 +1,63 @@
+import { randomBytes } from "node:crypto";
+import { join } from "node:path";
+import { Redis } from "ioredis";
+import { afterAll } from "vitest";
+import { MemoryRunJournal } from "../../src/runs/memory-journal.js";
+import { RedisRunJournal } from "../../src/runs/redis-journal.js";
+import { SqliteRunJournal } from "../../src/runs/sqlite-journal.js";
+import { scratchDir } from "../helpers/git.js";
+import { describeJournalConformance } from "./journal-conformance.js";
+
+describeJournalConformance("memory", ({ limits, now }) => {
+  const journal = new MemoryRunJournal({ now, ...(limits ? { limits } : {}) });
+  return Promise.resolve({ journal, another: () => Promise.resolve(journal), dispose: () => journal.close() });
+});
+
+describeJournalConformance("SQLite", async ({ limits, now }) => {
+  const dir = await scratchDir("harness-journal-");
+  const path = join(dir.path, "harness.db");
+  const opened: SqliteRunJournal[] = [];
+  const open = (): SqliteRunJournal => {
+    const journal = new SqliteRunJournal({ path, now, pollMs: 20, ...(limits ? { limits } : {}) });
+    opened.push(journal);
+    return journal;
+  };
+  return {
+    journal: open(),
+    another: () => Promise.resolve(open()),
+    dispose: async () => {
+      for (const journal of opened) await journal.close();
+      await dir.cleanup();
+    },
+  };
+});
+
+const redisUrl = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+// One prefix per test file run, so parallel files and earlier runs never share keys.
+const prefixRoot = `test-journal-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
+const admin = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
+
+afterAll(async () => {
+  const keys = await admin.keys(`${prefixRoot}*`);
+  if (keys.length > 0) await admin.del(...keys);
+  await admin.quit();
+});
+
+let redisCase = 0;
+describeJournalConformance("Redis", ({ limits, now }) => {
+  redisCase += 1;
+  const prefix = `${prefixRoot}-${String(redisCase)}`;
+  const opened: RedisRunJournal[] = [];
+  const open = (): RedisRunJournal => {
+    const journal = new RedisRunJournal({ redis: redisUrl, prefix, now, blockMs: 2_000, ...(limits ? { limits } : {}) });
+    opened.push(journal);
+    return journal;
+  };
+  return Promise.resolve({
+    journal: open(),
+    another: () => Promise.resolve(open()),
+    dispose: async () => {
+      for (const journal of opened) await journal.close();
+    },
+  });
+});

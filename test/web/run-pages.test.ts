@@ -1,0 +1,320 @@
+import { createServer, type IncomingMessage, type Server } from "node:http";
+import type { AddressInfo } from "node:net";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { NodeReport } from "../../src/contracts/types.js";
+import type { JournalEntry, JournalEvent } from "../../src/runs/journal.js";
+import { MemoryRunJournal } from "../../src/runs/memory-journal.js";
+import { createRedactor } from "../../src/util/redact.js";
+import type { Viewer, WebAuth } from "../../src/web/auth/types.js";
+import { createRunPages } from "../../src/web/run-pages.js";
+import { runRequest } from "../runs/journal-conformance.js";
+import { openSse } from "./sse-client.js";
+
+/** Sessions by cookie value, and which repositories each viewer can read. */
+class StubAuth implements WebAuth {
+  readonly readable = new Map<string, Set<string>>([["alice", new Set(["acme/widgets"])], ["bob", new Set(["acme/widgets", "secret/vault"])]]);
+  readonly sessions = new Map<string, Viewer>([["s-alice", { login: "alice", id: 1 }], ["s-bob", { login: "bob", id: 2 }]]);
+
+  handle(): Promise<boolean> {
+    return Promise.resolve(false);
+  }
+
+  viewer(req: IncomingMessage): Promise<Viewer | undefined> {
+    const session = /(?:^|;\s*)session=([^;]+)/.exec(req.headers.cookie ?? "")?.[1];
+    return Promise.resolve(session ? this.sessions.get(session) : undefined);
+  }
+
+  canRead(viewer: Viewer, repo: { owner: string; name: string }): Promise<boolean> {
+    return Promise.resolve(this.readable.get(viewer.login)?.has(`${repo.owner}/${repo.name}`) ?? false);
+  }
+
+  loginUrl(returnTo: string): string {
+    return `/auth/login?return_to=${encodeURIComponent(returnTo)}`;
+  }
+}
+
+const TOKEN = `ghp_${"A1b2C3d4".repeat(5)}`;
+const at = (second: number): string => new Date(Date.UTC(2026, 10, 22, 10, 0, second)).toISOString();
+const fixedNow = new Date(Date.UTC(2026, 10, 22, 10, 1, 0));
+let clock = Date.UTC(2026, 10, 22, 9, 0, 0);
+/** Counts live follows, so a test can see a closed viewer's stream let go of the journal. */
+class CountingJournal extends MemoryRunJournal {
+  active = 0;
+  private idleWaiters: Array<() => void> = [];
+
+  override follow(runId: string, afterSeq: number, signal: AbortSignal): AsyncIterable<JournalEntry> {
+    return this.counted(super.follow(runId, afterSeq, signal));
+  }
+
+  private async *counted(inner: AsyncIterable<JournalEntry>): AsyncGenerator<JournalEntry> {
+    this.active += 1;
+    try {
+      yield* inner;
+    } finally {
+      this.active -= 1;
+      if (this.active === 0) for (const wake of this.idleWaiters.splice(0)) wake();
+    }
+  }
+
+  idle(): Promise<void> {
+    return this.active === 0 ? Promise.resolve() : new Promise((resolve) => { this.idleWaiters.push(resolve); });
+  }
+}
+
+const journal = new CountingJournal({ now: () => new Date((clock += 1000)) });
+const auth = new StubAuth();
+let server: Server;
+let base = "";
+
+const done = runRequest({ intent: "Fix the <img src=x onerror=alert(1)> typo" });
+const secret = runRequest({ repo: { id: 9, owner: "secret", name: "vault", htmlUrl: "https://github.com/secret/vault", defaultBranch: "main" }, issue: { number: 5, title: "t", body: "", htmlUrl: "https://github.com/secret/vault/issues/5" } });
+const failed = runRequest({ intent: "add the export flag" });
+
+const nodes = [{ id: "implement", title: "Implement the change", kind: "agent" as const, onFailureOnly: false }, { id: "verify", title: "Run the tests", kind: "exec" as const, onFailureOnly: false }, { id: "fix", title: "Fix the failures", kind: "agent" as const, onFailureOnly: true }];
+
+function started(runId: string): JournalEvent {
+  return { type: "run.started", runId, repo: "acme/widgets", branch: `harness/issue-12-${runId}`, intent: "x", blueprint: "default", nodes, at: at(0) };
+}
+
+function nodeReport(nodeId: string, title: string, extra: Partial<NodeReport> = {}): NodeReport {
+  return { nodeId, title, kind: "exec", attempt: 1, status: "succeeded", startedAt: at(1), finishedAt: at(5), durationMs: 4000, ...extra };
+}
+
+async function fill(runId: string, events: JournalEvent[]): Promise<void> {
+  for (const event of events) await journal.append(runId, event);
+}
+
+beforeAll(async () => {
+  for (const request of [done, secret, failed]) await journal.accepted(request);
+  await fill(done.runId, [
+    started(done.runId),
+    { type: "node.started", runId: done.runId, nodeId: "implement", title: "Implement the change", kind: "agent", attempt: 1, at: at(1) },
+    { type: "node.log", runId: done.runId, nodeId: "implement", attempt: 1, text: "<script>alert(1)</script>\n\x1b[31mred\x1b[0m and plain\n\x1b]0;window title\x07\x1b[2Jcleared\n", at: at(2) },
+    // An entry that escaped redaction when recorded: the page redacts once more.
+    { type: "node.log", runId: done.runId, nodeId: "implement", attempt: 1, text: `token ${TOKEN} and hunter2-secret-value\n`, at: at(3) },
+    { type: "node.finished", runId: done.runId, report: nodeReport("implement", "Implement the change", { kind: "agent", summary: "Fixed the typo in README", durationMs: 65_000 }), at: at(5) },
+    { type: "node.started", runId: done.runId, nodeId: "verify", title: "Run the tests", kind: "exec", attempt: 1, at: at(6) },
+    { type: "node.finished", runId: done.runId, report: nodeReport("verify", "Run the tests", { durationMs: 2500 }), at: at(9) },
+    { type: "commit.finished", runId: done.runId, commitSha: "0123456789abcdef0123456789abcdef01234567", changedFiles: 1, at: at(10) },
+    { type: "run.finished", runId: done.runId, report: { runId: done.runId, repo: "acme/widgets", branch: "b", intent: "x", blueprint: "default", status: "succeeded", startedAt: at(0), finishedAt: at(30), durationMs: 30_000, nodes: [nodeReport("implement", "Implement the change", { kind: "agent", summary: "Fixed the typo in README" })], pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/77" } }, at: at(30) },
+  ]);
+  await fill(secret.runId, [started(secret.runId)]);
+  await fill(failed.runId, [
+    started(failed.runId),
+    { type: "run.finished", runId: failed.runId, report: { runId: failed.runId, repo: "acme/widgets", branch: "b", intent: "x", blueprint: "default", status: "succeeded", startedAt: at(0), finishedAt: at(40), durationMs: 40_000, nodes: [], pushResult: { pushed: false, errorKind: "protected_branch", error: "GitHub refused the push: the branch is protected", remedy: "Let the app push to harness/* branches" } }, at: at(40) },
+  ]);
+  const pages = createRunPages({ journal, auth, now: () => fixedNow, redactor: createRedactor(["hunter2-secret-value"]), heartbeatMs: 60_000 });
+  server = createServer((req, res) => {
+    void pages(req, res).then((answered) => {
+      if (!answered) res.writeHead(418).end("not a run page");
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
+  base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
+});
+
+afterAll(async () => {
+  server.closeAllConnections();
+  await new Promise<void>((resolve) => server.close(() => { resolve(); }));
+});
+
+const get = (path: string, viewer?: string, init: RequestInit = {}) =>
+  fetch(`${base}${path}`, { redirect: "manual", ...init, headers: { ...(viewer ? { cookie: `theme=dark; session=s-${viewer}` } : {}), ...(init.headers as Record<string, string> | undefined) } });
+
+describe("run pages: access", () => {
+  test("a signed-out viewer is sent to sign in and brought back to the page asked for", async () => {
+    for (const path of ["/runs", `/runs/${done.runId}`, "/runs?before=abc"]) {
+      const res = await get(path);
+      expect(res.status).toBe(302);
+      expect(res.headers.get("location")).toBe(`/auth/login?return_to=${encodeURIComponent(path)}`);
+    }
+    const forged = await get("/runs", "mallory");
+    expect(forged.status).toBe(302);
+  });
+
+  test("the list shows only runs of repositories the viewer can read", async () => {
+    const alice = await (await get("/runs", "alice")).text();
+    expect(alice).toContain(`/runs/${done.runId}`);
+    expect(alice).toContain(`/runs/${failed.runId}`);
+    expect(alice).not.toContain(secret.runId);
+    expect(alice).not.toContain("secret/vault");
+    const bob = await (await get("/runs", "bob")).text();
+    expect(bob).toContain(secret.runId);
+    expect(bob).toContain("secret/vault");
+  });
+
+  test("a run of a repository the viewer cannot read is answered like one that does not exist", async () => {
+    const refused = await get(`/runs/${secret.runId}`, "alice");
+    const unknown = await get("/runs/no-such-run", "alice");
+    expect(refused.status).toBe(404);
+    expect(unknown.status).toBe(404);
+    const body = await refused.text();
+    expect(body).toBe(await unknown.text());
+    expect(body).toContain("Run not found");
+    expect(body).not.toContain(secret.runId);
+    expect((await get(`/runs/${secret.runId}`, "bob")).status).toBe(200);
+  });
+
+  test("the event stream asks for a session and hides runs the viewer cannot read", async () => {
+    expect((await get(`/runs/${done.runId}/events`)).status).toBe(401);
+    expect((await get(`/runs/${secret.runId}/events`, "alice")).status).toBe(404);
+    expect((await get("/runs/nope/events", "alice")).status).toBe(404);
+  });
+
+  test("other paths are left to the rest of the server; other methods are refused", async () => {
+    expect((await get("/healthz", "alice")).status).toBe(418);
+    expect((await get("/runsx", "alice")).status).toBe(418);
+    const post = await get("/runs", "alice", { method: "POST" });
+    expect(post.status).toBe(405);
+    expect(post.headers.get("allow")).toBe("GET, HEAD");
+  });
+});
+
+describe("run pages: what they show", () => {
+  test("the list gives repository, issue, intent, state, duration and PR, newest first", async () => {
+    const html = await (await get("/runs", "alice")).text();
+    const rows = html.split("<tr data-run=").slice(1);
+    expect(rows.map((row) => row.slice(1, row.indexOf('"', 1)))).toEqual([failed.runId, done.runId]);
+    const row = rows[1] ?? "";
+    expect(row).toContain("acme/widgets");
+    expect(row).toContain('href="https://github.com/acme/widgets/issues/12">#12</a>');
+    expect(row).toContain("state-succeeded");
+    expect(row).toContain("30.0 s");
+    expect(row).toContain('href="https://github.com/acme/widgets/pull/77">#77</a>');
+    expect(row).toContain("Fix the &lt;img src=x onerror=alert(1)&gt; typo");
+    expect(rows[0]).toContain("state-failed");
+  });
+
+  test("a run's page shows its steps with states and timings, the outcome, the PR and the output", async () => {
+    const res = await get(`/runs/${done.runId}`, "alice");
+    expect(res.status).toBe(200);
+    const html = await res.text();
+    expect(html).toMatch(/<li class="step" data-step="implement" data-state="succeeded"><span class="step-state">succeeded<\/span> <span class="step-title">Implement the change<\/span><span class="step-attempt"><\/span> <span class="step-duration">1 min 05 s<\/span>/);
+    expect(html).toMatch(/data-step="verify" data-state="succeeded">.*2\.5 s/);
+    // The fix step runs only after a failure: it stays pending, never "skipped".
+    expect(html).toMatch(/data-step="fix" data-state="pending" data-on-failure-only="true"/);
+    expect(html).toContain('<a id="pr-link" href="https://github.com/acme/widgets/pull/77">');
+    expect(html).toContain("Fixed the typo in README");
+    expect(html).toContain("<code>0123456789ab</code>");
+    expect(html).toContain('<span class="log-step">▶ Implement the change\n</span>');
+    expect(html).toContain('data-live="false"');
+    // A finished run needs no script.
+    expect(html).not.toContain("<script");
+  });
+
+  test("a failed run shows its classified error and what to do", async () => {
+    const html = await (await get(`/runs/${failed.runId}`, "alice")).text();
+    expect(html).toContain("Push failed (protected branch): ");
+    expect(html).toContain("GitHub refused the push: the branch is protected");
+    expect(html).toContain("What to do: Let the app push to harness/* branches");
+    expect(html).toContain("state-failed");
+  });
+
+  test("output is escaped, colours become classes, other escapes are dropped, nothing executes", async () => {
+    const html = await (await get(`/runs/${done.runId}`, "alice")).text();
+    expect(html).toContain("&lt;script&gt;alert(1)&lt;/script&gt;");
+    expect(html).not.toContain("<script>alert(1)");
+    expect(html).toContain('<span class="ansi-red">red</span> and plain');
+    expect(html).toContain("cleared");
+    expect(html).not.toContain("window title");
+    // eslint-disable-next-line no-control-regex -- looking for control characters is the test
+    expect(html).not.toMatch(/[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]/);
+    expect(html).not.toContain("<img src=x");
+  });
+
+  test("secrets are redacted at render, whatever was recorded", async () => {
+    const html = await (await get(`/runs/${done.runId}`, "alice")).text();
+    expect(html).not.toContain(TOKEN);
+    expect(html).not.toContain("hunter2-secret-value");
+    expect(html).toContain("token [REDACTED] and [REDACTED]");
+  });
+
+  test("pages carry security headers and load script and styles from this origin only", async () => {
+    const res = await get(`/runs/${secret.runId}`, "bob");
+    const csp = res.headers.get("content-security-policy") ?? "";
+    expect(csp).toContain("script-src 'self'");
+    expect(csp).toContain("default-src 'none'");
+    expect(csp).not.toContain("unsafe-inline");
+    expect(res.headers.get("x-content-type-options")).toBe("nosniff");
+    expect(res.headers.get("referrer-policy")).toBe("same-origin");
+    const html = await res.text();
+    // A live run loads the script, from this server, and has no inline script.
+    expect(html.match(/<script[^>]*>/g)).toEqual(['<script src="/runs/assets/run.js" defer>']);
+    expect(html).toContain('data-live="true"');
+    const script = await get("/runs/assets/run.js");
+    expect(script.status).toBe(200);
+    expect(script.headers.get("content-type")).toContain("text/javascript");
+    const source = await script.text();
+    expect(source).toContain("new EventSource(");
+    expect(source).not.toContain("innerHTML");
+    expect((await get("/runs/assets/run.css")).headers.get("content-type")).toContain("text/css");
+  });
+});
+
+describe("run pages: the live event stream", () => {
+  test("replays after Last-Event-ID, then streams new entries live, and closes when the run ends", async () => {
+    const live = runRequest();
+    await journal.accepted(live);
+    await fill(live.runId, [
+      started(live.runId),
+      { type: "node.started", runId: live.runId, nodeId: "implement", title: "Implement the change", kind: "agent", attempt: 1, at: at(1) },
+      { type: "node.log", runId: live.runId, nodeId: "implement", attempt: 1, text: "first line\n", at: at(2) },
+    ]);
+    const stream = await openSse(`${base}/runs/${live.runId}/events?after=0`, { cookie: "session=s-alice", "last-event-id": "1" });
+    expect(stream.status).toBe(200);
+    expect(stream.headers["content-type"]).toContain("text/event-stream");
+    const replayed = [await stream.next(), await stream.next()];
+    expect(replayed.map((m) => [m?.id, m?.event])).toEqual([["2", "step"], ["3", "output"]]);
+    expect(JSON.parse(replayed[0]?.data ?? "{}")).toMatchObject({ id: "implement", state: "running", heading: "▶ Implement the change\n" });
+    expect(JSON.parse(replayed[1]?.data ?? "{}")).toEqual({ segments: [["", "first line\n"]] });
+
+    await journal.append(live.runId, { type: "node.log", runId: live.runId, nodeId: "implement", attempt: 1, text: `\x1b[32mok\x1b[0m <b>bold?</b> ${TOKEN}\n`, at: at(3) });
+    const output = await stream.next();
+    expect(output?.id).toBe("4");
+    expect(JSON.parse(output?.data ?? "{}")).toEqual({ segments: [["ansi-green", "ok"], ["", " <b>bold?</b> [REDACTED]\n"]] });
+
+    await journal.append(live.runId, { type: "node.finished", runId: live.runId, report: nodeReport("implement", "Implement the change", { durationMs: 1500 }), at: at(4) });
+    await journal.append(live.runId, { type: "run.ended", runId: live.runId, state: "cancelled", error: "The run was cancelled", at: at(5) });
+    const rest = await stream.rest();
+    expect(rest.map((m) => [m.id, m.event])).toEqual([["5", "step"], ["6", "end"]]);
+    expect(JSON.parse(rest[0]?.data ?? "{}")).toMatchObject({ id: "implement", state: "succeeded", durationMs: 1500 });
+    expect(JSON.parse(rest[1]?.data ?? "{}")).toEqual({ state: "cancelled", error: "The run was cancelled" });
+  });
+
+  test("?after= picks up where the page left off; a finished run replays and closes", async () => {
+    const stream = await openSse(`${base}/runs/${done.runId}/events?after=7`, { cookie: "session=s-alice" });
+    const messages = await stream.rest();
+    expect(messages.map((m) => [m.id, m.event])).toEqual([["9", "end"]]);
+    expect(JSON.parse(messages[0]?.data ?? "{}")).toMatchObject({ state: "succeeded", prUrl: "https://github.com/acme/widgets/pull/77", durationMs: 30_000 });
+    const all = await (await openSse(`${base}/runs/${done.runId}/events`, { cookie: "session=s-alice" })).rest();
+    expect(all.map((m) => m.event)).toEqual(["plan", "step", "output", "output", "step", "step", "step", "end"]);
+    expect(all.map((m) => m.data).join("")).not.toContain(TOKEN);
+  });
+
+  test("a page rendered mid-run hands its cursor to the script, which resumes from there", async () => {
+    const live = runRequest();
+    await journal.accepted(live);
+    await fill(live.runId, [started(live.runId), { type: "node.started", runId: live.runId, nodeId: "verify", title: "Run the tests", kind: "exec", attempt: 1, at: at(1) }]);
+    const html = await (await get(`/runs/${live.runId}`, "alice")).text();
+    const after = /data-after="(\d+)"/.exec(html)?.[1];
+    expect(after).toBe("2");
+    expect(html).toContain('data-step="verify" data-state="running"');
+    const stream = await openSse(`${base}/runs/${live.runId}/events?after=${after ?? ""}`, { cookie: "session=s-alice" });
+    await journal.append(live.runId, { type: "node.finished", runId: live.runId, report: nodeReport("verify", "Run the tests"), at: at(2) });
+    expect((await stream.next())?.id).toBe("3");
+    stream.close();
+  });
+
+  test("a viewer who goes away lets go of the run: its follow of the journal ends", async () => {
+    const live = runRequest();
+    await journal.accepted(live);
+    await fill(live.runId, [started(live.runId)]);
+    await journal.idle();
+    const stream = await openSse(`${base}/runs/${live.runId}/events`, { cookie: "session=s-alice" });
+    expect((await stream.next())?.event).toBe("plan");
+    expect(journal.active).toBe(1);
+    stream.close();
+    await journal.idle();
+    expect(journal.active).toBe(0);
+  });
+});
