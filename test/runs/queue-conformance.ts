@@ -189,6 +189,22 @@ export function describeQueueConformance(name: string, build: (processor: RunPro
       expect(processor.aborted).toContain(waiting.runId);
     });
 
+    test("a cancel racing a finishing run ends it once; afterwards there is nothing to cancel", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process, 1);
+      const item = request(40);
+      await queue.enqueue(item);
+      await processor.startedCount(1);
+      processor.release(item.runId);
+      const cancelled = queue.cancel("4242#40");
+      await queue.idle();
+      await cancelled;
+      expect(processor.finished).toEqual([item.runId]);
+      expect(processor.started).toEqual([item.runId]);
+      expect(await queue.cancel("4242#40")).toBe(false);
+      expect(await queue.activeRun("4242#40")).toBeUndefined();
+    });
+
     test("close lets a running run finish within the grace period", async () => {
       const processor = new ControlledProcessor();
       const queue = await make(processor.process);
