@@ -24,7 +24,6 @@ import { RunMetricsReporter } from "./metrics/run-metrics.js";
 import { observeWebhook } from "./metrics/webhook-latency.js";
 import { createJournal } from "./runs/create-journal.js";
 import { InProcessRunQueue } from "./runs/in-process-queue.js";
-import type { RunJournal } from "./runs/journal.js";
 import { JournalReporter } from "./runs/journal-reporter.js";
 import { journaledQueue } from "./runs/journaled-queue.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
@@ -97,22 +96,21 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       lastConnectionWarning = Date.now();
       probot.log.warn({ err: describeError(error) }, "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back");
     };
-    // The run pages read a journal the workers write; both sides need the run page settings.
-    let journal: RunJournal | undefined;
-    let journalReporter: JournalReporter | undefined;
+    // Every run is recorded in the journal beside the queue (state, steps, PR, report), so both
+    // queue modes keep the same run records; the run pages read it, and only with them on do
+    // workers also record every output line.
+    const journal = createJournal(settings.queue);
+    closeJournal = () => journal.close();
+    const journalReporter = new JournalReporter(journal, { log: probot.log });
     let pages: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
     let auth: ReturnType<typeof createGitHubAuth> | undefined;
     const environment = overrides.environment ?? process.env;
     if (settings.web) {
-      journal = createJournal(settings.queue);
-      closeJournal = () => journal?.close() ?? Promise.resolve();
-      journalReporter = new JournalReporter(journal, { log: probot.log });
       auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
       pages = createRunPages({ journal, auth, redactor: createRedactor(secretsFromEnv(environment)), log: probot.log });
     }
     const onError = (request: RunRequest, error: unknown): void => { probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw"); };
-    const baseQueue = overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError });
-    const createQueue = journal && journalReporter ? journaledQueue(baseQueue, journal, journalReporter, probot.log) : baseQueue;
+    const createQueue = journaledQueue(overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError }), journal, journalReporter, probot.log);
     const app = createHarnessApp({
       apiBaseUrl: settings.apiBaseUrl,
       appId: settings.appId,
@@ -132,8 +130,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         daytona: settings.daytona,
         environment,
         statusIntervalMs: settings.statusIntervalMs,
-        reporters: [runMetrics, ...(journalReporter ? [journalReporter] : [])],
-        ...(journal ? { outputLogMs: 100 } : {}),
+        reporters: [runMetrics, journalReporter],
+        ...(settings.web ? { outputLogMs: 100 } : {}),
         // The comment links to the run page only when there is one to open.
         ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}),
       },

@@ -6,6 +6,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { AppSettings } from "../../src/config/app-settings.js";
 import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
 import { localInventory } from "../../src/runs/reaper.js";
+import { SqliteRunJournal } from "../../src/runs/sqlite-journal.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
@@ -211,6 +212,19 @@ describe("durable runs (SQLite queue)", () => {
     expect(statusComments()).toHaveLength(1);
     expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
     expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
+    // The run's record lives in the same store, whichever process wrote which part of it.
+    await server.close(1_000);
+    const journal = new SqliteRunJournal({ path: db });
+    try {
+      const [record] = await journal.list({ limit: 10 });
+      expect(record).toMatchObject({ repo: { owner: "acme", name: "widgets" }, issue: { number: 1 }, intent: "add a HELLO file", requester: "maintainer", state: "succeeded" });
+      expect(record?.prUrl).toMatch(new RegExp(`/acme/widgets/pull/${String(github.pullRequests("acme", "widgets")[0]?.number)}$`));
+      expect(record?.startedAt).toBeDefined();
+      expect(record?.finishedAt).toBeDefined();
+    } finally {
+      await journal.close();
+      await restart("worker");
+    }
   });
 });
 
