@@ -107,6 +107,8 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     const [pr] = github.pullRequests("acme", "widgets");
     expect(pr).toBeDefined();
     expect(status?.body).toContain(`/acme/widgets/pull/${String(pr?.number)}`);
+    // Without sign-in configured there are no run pages, so the comment links to none.
+    expect(status?.body).not.toMatch(/\/runs\/|Run page/);
     expect(pr?.pull?.draft).toBe(true);
     expect(pr?.title).toBe("[harness] add a HELLO file");
     expect(pr?.body).toContain("Fixes #1");
