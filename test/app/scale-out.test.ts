@@ -114,6 +114,8 @@ describe.skipIf(redisProblem !== undefined)("scale-out: 2 web + 3 worker process
 
     // One status comment per issue, ✅, linking that issue's one PR.
     const prs = gh.pullRequests("acme", "widgets");
+    const notSucceeded = issues.map(({ issue }) => statusComments(issue.number)[0]?.body ?? "").filter((body) => !body.includes("### ✅"));
+    expect(notSucceeded, `status comments that did not end ✅:\n${notSucceeded.join("\n---\n")}\n${logs()}`).toEqual([]);
     expect(prs).toHaveLength(REQUESTS);
     const runIds: string[] = [];
     for (const { issue } of issues) {
@@ -141,11 +143,12 @@ describe.skipIf(redisProblem !== undefined)("scale-out: 2 web + 3 worker process
     expect(fake.maxLiveSandboxes).toBeLessThanOrEqual(MAX_IN_FLIGHT);
     expect(fake.maxLiveSandboxes).toBeGreaterThan(1);
 
-    // The web processes ran nothing; every worker took part.
+    // The web processes ran nothing; the runs were shared between worker processes. (Which
+    // workers take part is BullMQ's scheduling: two of them can fill the cap between them.)
     const finishedBy = started.map((each) => each.output().split("\n").filter((line) => line.includes('"msg":"run finished"')).length);
     expect(finishedBy.slice(0, WEB)).toEqual([0, 0]);
     expect(finishedBy.slice(WEB).reduce((sum, count) => sum + count, 0)).toBe(REQUESTS);
-    for (const count of finishedBy.slice(WEB)) expect(count).toBeGreaterThan(0);
+    expect(finishedBy.slice(WEB).filter((count) => count > 0).length).toBeGreaterThanOrEqual(2);
 
     console.info(`[scale-out.test] ${String(WEB)} web + ${String(WORKERS)} workers started in ${(bootMs / 1000).toFixed(1)} s; ${String(REQUESTS)} requests ran to ✅ in ${(runMs / 1000).toFixed(1)} s; most sandboxes live at once: ${String(fake.maxLiveSandboxes)} (cap ${String(MAX_IN_FLIGHT)}); runs per worker: ${finishedBy.slice(WEB).join(", ")}`);
 
