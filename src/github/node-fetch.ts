@@ -14,7 +14,7 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
     "https:": new HttpsAgent({ keepAlive: true, maxSockets: options.maxSockets ?? 64 }),
   };
 
-  const send = (url: URL, init: RequestInit, redirectsLeft: number): Promise<Response> =>
+  const send = (url: URL, init: RequestInit, redirectsLeft: number, retriedStaleSocket = false): Promise<Response> =>
     new Promise<Response>((resolve, reject) => {
       if (url.protocol !== "http:" && url.protocol !== "https:") {
         reject(new TypeError(`fetch: unsupported protocol ${url.protocol}`));
@@ -34,8 +34,18 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
         headers: Object.fromEntries(headers),
         ...(init.signal ? { signal: init.signal } : {}),
       });
-      request.on("error", reject);
+      let answered = false;
+      request.on("error", (error: NodeJS.ErrnoException) => {
+        // A kept-alive socket the server closed while idle fails the next request before the
+        // server read it (Node's documented keep-alive race): send it once more on a new socket.
+        if (!answered && !retriedStaleSocket && request.reusedSocket && error.code === "ECONNRESET") {
+          resolve(send(url, init, redirectsLeft, true));
+          return;
+        }
+        reject(error);
+      });
       request.on("response", (response: IncomingMessage) => {
+        answered = true;
         const status = response.statusCode ?? 0;
         const location = response.headers.location;
         if ([301, 302, 303, 307, 308].includes(status) && location && init.redirect !== "manual" && redirectsLeft > 0) {

@@ -51,3 +51,38 @@ describe("the node:http fetch used for GitHub calls", () => {
     await expect(fetch("http://127.0.0.1:1/never")).rejects.toThrow();
   });
 });
+
+describe("a kept-alive socket the server dropped while idle", () => {
+  test("the request is sent again once on a fresh socket, not failed", async () => {
+    const { createServer: createTcpServer } = await import("node:net");
+    let connections = 0;
+    const sockets: Array<{ destroy(): void }> = [];
+    // The first connection answers one request, then drops the socket when the next one arrives
+    // on it, as a server whose keep-alive timeout ran out just then does.
+    const tcp = createTcpServer((socket) => {
+      sockets.push(socket);
+      connections += 1;
+      const connection = connections;
+      let requests = 0;
+      socket.on("data", () => {
+        requests += 1;
+        if (connection === 1 && requests === 2) {
+          socket.destroy();
+          return;
+        }
+        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok`);
+      });
+    });
+    await new Promise<void>((resolve) => tcp.listen(0, "127.0.0.1", resolve));
+    const url = `http://127.0.0.1:${String((tcp.address() as AddressInfo).port)}/`;
+    const fetch = createNodeFetch();
+    try {
+      expect(await (await fetch(url)).text()).toBe("ok");
+      expect(await (await fetch(url, { method: "POST", body: "{}" })).text()).toBe("ok");
+      expect(connections).toBe(2);
+    } finally {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => { tcp.close(() => { resolve(); }); });
+    }
+  });
+});
