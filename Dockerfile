@@ -53,4 +53,6 @@ EXPOSE 3000
 HEALTHCHECK --interval=30s --timeout=5s --start-period=20s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:' + (process.env.PORT || 3000) + '/healthz').then((r) => process.exit(r.ok ? 0 : 1), () => process.exit(1))"]
 ENTRYPOINT ["/usr/bin/tini", "--"]
-CMD ["node", "dist/main.js"]
+# A small young generation keeps a process that streams run pages lean and its lag low
+# (docs/benchmarks.md, "Run page live stream"); the same flag as `npm start`.
+CMD ["node", "--max-semi-space-size=2", "dist/main.js"]

@@ -8,11 +8,14 @@
  * Target: all lines delivered to all viewers, and < 50 MB extra memory with 20 viewers.
  *
  *   node --expose-gc --import tsx bench/run-stream.ts [--viewers 20] [--seconds 15] [--rate 1048576]
- *     [--journal sqlite|memory|redis] [--split] [--no-warm-up]
+ *     [--journal sqlite|memory|redis] [--split] [--no-warm-up] [--timeline] [--promoted | --allocated]
  *
  * `--split` runs the producer (the worker) in its own process, as with HARNESS_ROLE=web/worker:
  * this process then only serves the pages, so its extra memory is what the viewers cost.
  * Otherwise run it with `--viewers 0` too: the difference is what the viewers cost.
+ * Where the memory goes: `--timeline` prints memory over the baseline every 0.5 s and V8's heap
+ * spaces at the RSS peak; `--promoted` samples the allocation sites of objects that outlived the
+ * young generation (what fills the old generation until a full collection), `--allocated` of all.
  */
 import { fork } from "node:child_process";
 import { createServer } from "node:http";
@@ -21,6 +24,7 @@ import { cpus } from "node:os";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { writeFile } from "node:fs/promises";
+import v8 from "node:v8";
 import { validateBlueprint } from "../src/harness/blueprint-file.js";
 import { runHarness } from "../src/harness/run.js";
 import { createJournal } from "../src/runs/create-journal.js";
@@ -139,11 +143,22 @@ const baseline = process.memoryUsage();
 let peakRss = baseline.rss;
 let peakHeap = baseline.heapUsed;
 let atPeak = baseline;
+const spacesAtBaseline = v8.getHeapSpaceStatistics();
+const overBaseline = (usage: NodeJS.MemoryUsage): string =>
+  (["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"] as const).map((key) => `${key} ${((usage[key] - baseline[key]) / (1024 * 1024)).toFixed(1)}`).join(", ");
+const TIMELINE = process.argv.includes("--timeline");
+const timeline: string[] = [];
+const t0 = Date.now();
+let spacesAtPeak: v8.HeapSpaceInfo[] = [];
 const sampler = setInterval(() => {
   const usage = process.memoryUsage();
-  if (usage.rss > peakRss) atPeak = usage;
+  if (usage.rss > peakRss) {
+    atPeak = usage;
+    if (TIMELINE) spacesAtPeak = v8.getHeapSpaceStatistics();
+  }
   peakRss = Math.max(peakRss, usage.rss);
   peakHeap = Math.max(peakHeap, usage.heapUsed);
+  if (TIMELINE && timeline.length < (Date.now() - t0) / 500) timeline.push(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${overBaseline(usage)}`);
 }, 50);
 
 interface ViewerStats { lines: number; maxLine: number; messages: number; bytes: number; lags: number[] }
@@ -164,6 +179,18 @@ if (VIEWERS > 0) {
   };
   await nextMessage();
   viewerStats = nextMessage().then((message) => message.stats ?? []);
+}
+
+// `--promoted`: where the objects that outlived the young generation were allocated (they
+// are what makes the old generation, and so RSS, grow until a full collection).
+const PROMOTED = process.argv.includes("--promoted") || process.argv.includes("--allocated");
+const ALL_ALLOCATIONS = process.argv.includes("--allocated");
+const inspector = PROMOTED ? new (await import("node:inspector")).Session() : undefined;
+const post = (method: string, params?: object): Promise<unknown> =>
+  new Promise((resolve, reject) => { inspector?.post(method, params, (error, result) => { if (error) reject(error); else resolve(result); }); });
+if (inspector) {
+  inspector.connect();
+  await post("HeapProfiler.startSampling", { samplingInterval: 8192, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: ALL_ALLOCATIONS });
 }
 
 const cpuBefore = process.cpuUsage();
@@ -189,8 +216,34 @@ if (stats.length > 0) {
   console.log(`bytes received per viewer (SSE, JSON-framed): min ${mb(Math.min(...stats.map((viewer) => viewer.bytes)))} MB, max ${mb(Math.max(...stats.map((viewer) => viewer.bytes)))} MB`);
   console.log(`lag write → viewer: p50 ${String(percentile(allLags, 0.5))} ms, p95 ${String(percentile(allLags, 0.95))} ms, p99 ${String(percentile(allLags, 0.99))} ms, max ${String(Math.max(...allLags))} ms (${allLags.length.toLocaleString("en")} samples)`);
 }
-console.log(`memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak (baseline ${mb(baseline.rss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`);
+console.log(`memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak (baseline ${mb(baseline.rss)} MB, peak ${mb(peakRss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`);
 console.log(`at the RSS peak, over the baseline: V8 heap reserved +${mb(atPeak.heapTotal - baseline.heapTotal)} MB, external +${mb(atPeak.external - baseline.external)} MB (array buffers +${mb(atPeak.arrayBuffers - baseline.arrayBuffers)} MB), the rest (native: SQLite, malloc, code) +${mb(atPeak.rss - baseline.rss - (atPeak.heapTotal - baseline.heapTotal) - (atPeak.external - baseline.external))} MB`);
+if (inspector) {
+  interface ProfileNode { callFrame: { functionName: string; url: string; lineNumber: number }; selfSize: number; children: ProfileNode[] }
+  const { profile } = (await post("HeapProfiler.stopSampling")) as { profile: { head: ProfileNode } };
+  const bySite = new Map<string, number>();
+  const visit = (node: ProfileNode, stack: string[]): void => {
+    const frame = `${node.callFrame.functionName || "(anonymous)"} ${node.callFrame.url.replace(/^.*\/(node_modules|src)\//, "$1/")}:${String(node.callFrame.lineNumber + 1)}`;
+    const here = [...stack, frame];
+    if (node.selfSize > 0) {
+      const key = here.slice(-4).join(" < ");
+      bySite.set(key, (bySite.get(key) ?? 0) + node.selfSize);
+    }
+    for (const child of node.children) visit(child, here);
+  };
+  visit(profile.head, []);
+  console.log(`allocated during the run${ALL_ALLOCATIONS ? "" : " and outliving the young generation"} (sampled), by site (MB):`);
+  for (const [site, size] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${mb(size)}  ${site.split(" < ").reverse().join(" < ")}`);
+}
+if (TIMELINE) {
+  console.log("memory over the baseline (MB), every 0.5 s:");
+  for (const line of timeline) console.log(`  ${line}`);
+  console.log("V8 heap spaces at the RSS peak, committed over the baseline (MB):");
+  for (const space of spacesAtPeak) {
+    const before = spacesAtBaseline.find((other) => other.space_name === space.space_name);
+    console.log(`  ${space.space_name}: +${mb(space.physical_space_size - (before?.physical_space_size ?? 0))} (size ${mb(space.space_size)}, used ${mb(space.space_used_size)})`);
+  }
+}
 console.log(`CPU of this process: ${((cpu.user + cpu.system) / 1000 / producedMs * 100).toFixed(0)}% of one core`);
 const delivered = complete === stats.length;
 if (SPLIT) {

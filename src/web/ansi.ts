@@ -17,6 +17,8 @@ const ESCAPE = /\x1b\[([0-?]*)([ -/]*)([@-~])|\x1b\][\s\S]*?(?:\x07|\x1b\\|$)|\x
 // C0 controls but tab and newline, DEL, C1 controls (a terminal would act on them).
 // eslint-disable-next-line no-control-regex -- matching control characters is this module's job
 const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
+// eslint-disable-next-line no-control-regex -- matching control characters is this module's job
+const NEEDS_CLEANING = /[\r\x00-\x08\x0b-\x1f\x7f-\x9f]/;
 
 interface Style {
   fg?: string;
@@ -33,13 +35,19 @@ interface Style {
  * output set the colour on each line).
  */
 export function ansiSegments(text: string): Segment[] {
+  // Most output has no escapes at all: one segment, without the tokenizer's allocations (a run
+  // page renders every byte of a 1 MB/s agent).
+  if (!text.includes("\x1b")) {
+    const clean = cleanText(text);
+    return clean === "" ? [] : [["", clean]];
+  }
   const segments: Segment[] = [];
   let style: Style = {};
+  let className = "";
   let last = 0;
   const push = (raw: string): void => {
-    const clean = raw.replace(/\r\n/g, "\n").replace(/\r/g, "\n").replace(CONTROL, "");
+    const clean = cleanText(raw);
     if (clean === "") return;
-    const className = classOf(style);
     const previous = segments.at(-1);
     if (previous && previous[0] === className) previous[1] += clean;
     else segments.push([className, clean]);
@@ -48,10 +56,19 @@ export function ansiSegments(text: string): Segment[] {
     push(text.slice(last, match.index));
     last = match.index + match[0].length;
     const [, params, intermediates, final] = match;
-    if (final === "m" && intermediates === "" && params !== undefined && !/[<=>?]/.test(params)) style = applySgr(style, params);
+    if (final === "m" && intermediates === "" && params !== undefined && !/[<=>?]/.test(params)) {
+      style = applySgr(style, params);
+      className = classOf(style);
+    }
   }
   push(text.slice(last));
   return segments;
+}
+
+/** Carriage returns as newlines, other control characters dropped; untouched (no copy) when there are none. */
+function cleanText(raw: string): string {
+  if (!NEEDS_CLEANING.test(raw)) return raw;
+  return raw.replace(/\r\n/g, "\n").replace(/\r/g, "\n").replace(CONTROL, "");
 }
 
 /** Plain text: the escapes and control characters dropped, colours too. */
