@@ -1,5 +1,3 @@
-import { mkdirSync } from "node:fs";
-import { dirname } from "node:path";
 import Database from "better-sqlite3";
 import { AppendWakeups, followJournal, type FollowSource } from "./journal-follow.js";
 import { DEFAULT_JOURNAL_LIMITS, isFinal, isOutput, TERMINAL_STATES, type JournalEntry, type JournalEvent, type JournalLimits, type RunJournal, type RunState, type RunSummary } from "./journal.js";
@@ -7,7 +5,7 @@ import { RecentEntries } from "./recent-entries.js";
 import { SharedReads } from "./shared-reads.js";
 import type { RunRequest } from "./request.js";
 import { patchFor, reopens, summaryOf } from "./run-summary.js";
-import { RunStoreError } from "./sqlite-queue.js";
+import { openSqliteFile } from "./sqlite-file.js";
 
 export interface SqliteJournalOptions {
   /** The database file (`HARNESS_DB`, shared with the SQLite queue); `:memory:` for tests. */
@@ -108,7 +106,7 @@ export class SqliteRunJournal implements RunJournal {
     this.limits = { ...DEFAULT_JOURNAL_LIMITS, ...options.limits };
     this.pollMs = options.pollMs ?? 150;
     this.now = options.now ?? (() => new Date());
-    this.db = openJournalDatabase(options.path);
+    this.db = openSqliteFile(options.path, SCHEMA, "run journal");
     this.recent = new RecentEntries(Math.min(RECENT_CHARS, this.limits.maxOutputBytes));
     const db = this.db;
     this.statements = {
@@ -281,17 +279,3 @@ function toSummary(row: RunRow): RunSummary {
   };
 }
 
-function openJournalDatabase(path: string): Database.Database {
-  try {
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    const db = new Database(path);
-    db.pragma("journal_mode = WAL");
-    db.pragma("synchronous = NORMAL");
-    db.pragma("busy_timeout = 5000");
-    db.exec(SCHEMA);
-    return db;
-  } catch (error) {
-    const detail = error instanceof Error ? error.message : String(error);
-    throw new RunStoreError(`Cannot open the run journal at ${path} (HARNESS_DB): ${detail}. Check the path is writable and the file is a Harness SQLite database`, { cause: error });
-  }
-}

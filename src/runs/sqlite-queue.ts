@@ -1,8 +1,7 @@
 import { randomBytes } from "node:crypto";
-import { existsSync, mkdirSync } from "node:fs";
-import { dirname } from "node:path";
+import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
-import { HarnessError } from "../util/errors.js";
+import { openSqliteFile, RunStoreError } from "./sqlite-file.js";
 import { issueKey, type RunRequest } from "./request.js";
 import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 
@@ -30,12 +29,7 @@ export interface SqliteQueueOptions {
   workerId?: string;
 }
 
-/** The run store could not be opened: the message names the file. */
-export class RunStoreError extends HarnessError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("run_store", message, options);
-  }
-}
+export { RunStoreError };
 
 type RunState = "queued" | "running" | "done" | "cancelled" | "interrupted";
 
@@ -114,7 +108,7 @@ export class SqliteRunQueue implements RunQueue {
     this.maxAttempts = options.maxAttempts ?? 3;
     this.backoffMs = options.backoffMs ?? 5_000;
     this.now = options.now ?? Date.now;
-    this.db = openDatabase(options.path);
+    this.db = openSqliteFile(options.path, SCHEMA, "run store");
     // Checkpoints run on a timer, not inside whichever write crosses SQLite's threshold: left
     // automatic, about one enqueue in a hundred paid ~6 ms to copy the WAL back (measured).
     this.db.pragma("wal_autocheckpoint = 0");
@@ -307,22 +301,6 @@ export class SqliteRunQueue implements RunQueue {
         await this.options.onInterrupted?.(JSON.parse(row.request) as RunRequest, reason).catch(() => undefined);
       }
     }
-  }
-}
-
-/** Opens (creating if needed) the store, with a message naming the file when it cannot. */
-function openDatabase(path: string): Database.Database {
-  try {
-    if (path !== ":memory:") mkdirSync(dirname(path), { recursive: true });
-    const db = new Database(path);
-    db.pragma("journal_mode = WAL");
-    db.pragma("synchronous = NORMAL");
-    db.pragma("busy_timeout = 5000");
-    db.exec(SCHEMA);
-    return db;
-  } catch (error) {
-    const detail = error instanceof Error ? error.message : String(error);
-    throw new RunStoreError(`Cannot open the run store at ${path} (HARNESS_DB): ${detail}. Check the path is writable and the file is a Harness SQLite database`, { cause: error });
   }
 }
 
