@@ -1,3 +1,4 @@
+import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { parse as parseYaml } from "yaml";
@@ -53,12 +54,18 @@ export function createManifestFlow(options: ManifestFlowOptions) {
         return true;
       }
       const app = (await response.json()) as { id: number; pem: string; webhook_secret: string; client_id?: string; client_secret?: string; html_url: string; slug?: string };
+      const existing = await readFile(options.envFile, "utf8").catch(() => "");
+      const has = (name: string): boolean => new RegExp(`^\\s*${name}\\s*=\\s*\\S`, "m").test(existing);
       await updateEnvFile(options.envFile, {
         APP_ID: String(app.id),
         PRIVATE_KEY: JSON.stringify(app.pem),
         WEBHOOK_SECRET: app.webhook_secret,
         ...(app.client_id ? { GITHUB_CLIENT_ID: app.client_id } : {}),
         ...(app.client_secret ? { GITHUB_CLIENT_SECRET: app.client_secret } : {}),
+        // With these the run pages are on after the restart, at the address used to register.
+        // A session secret already there is kept: replacing it would sign everyone out.
+        ...(app.client_id && !has("HARNESS_PUBLIC_URL") ? { HARNESS_PUBLIC_URL: base } : {}),
+        ...(app.client_id && !has("HARNESS_SESSION_SECRET") ? { HARNESS_SESSION_SECRET: randomBytes(32).toString("hex") } : {}),
       });
       html(res, 200, page("Harness is registered", `
         <p>The GitHub App <b>${escapeHtml(app.slug ?? String(app.id))}</b> is registered and its credentials are in <code>${escapeHtml(options.envFile)}</code>.</p>
@@ -79,6 +86,8 @@ async function buildManifest(path: string, baseUrl: string): Promise<string> {
     url: raw["url"] ?? baseUrl,
     hook_attributes: { ...hook, url: webhookUrl },
     redirect_url: `${baseUrl}/setup`,
+    // Where GitHub sends people back after signing in to the run pages.
+    callback_urls: [`${baseUrl}/auth/callback`],
     public: raw["public"] ?? false,
   });
 }

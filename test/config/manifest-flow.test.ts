@@ -34,6 +34,7 @@ describe("setup mode: registering the GitHub App from the browser", () => {
       default_permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" },
       redirect_url: `${server.url.replace("localhost", "127.0.0.1")}/setup`,
       hook_attributes: { url: `${server.url.replace("localhost", "127.0.0.1")}/api/github/webhooks` },
+      callback_urls: [`${server.url.replace("localhost", "127.0.0.1")}/auth/callback`],
     });
   });
 
@@ -47,6 +48,19 @@ describe("setup mode: registering the GitHub App from the browser", () => {
     expect(env).toContain("# mine\nDAYTONA_API_KEY=keep-me\nAPP_ID=321\n");
     expect(env).toContain("WEBHOOK_SECRET=whsec\n");
     expect(env).toContain('PRIVATE_KEY="-----BEGIN RSA PRIVATE');
+    // The run pages are ready after the restart: the OAuth client, this address, a fresh session secret.
+    expect(env).toContain("GITHUB_CLIENT_ID=Iv1.x\n");
+    expect(env).toContain(`HARNESS_PUBLIC_URL=${server.url.replace("localhost", "127.0.0.1")}\n`);
+    expect(env).toMatch(/\nHARNESS_SESSION_SECRET=[0-9a-f]{64}\n/);
+  });
+
+  test("registering again keeps the session secret and public URL already in .env", async () => {
+    await writeFile(join(dir.path, ".env"), "HARNESS_SESSION_SECRET=kept-0123456789abcdef0123456789abcdef\nHARNESS_PUBLIC_URL=https://harness.example.com\n");
+    expect((await fetch(`${server.url}/setup?code=abc123`)).status).toBe(200);
+    const env = await readFile(join(dir.path, ".env"), "utf8");
+    expect(env.match(/HARNESS_SESSION_SECRET=/g)).toHaveLength(1);
+    expect(env).toContain("HARNESS_SESSION_SECRET=kept-0123456789abcdef0123456789abcdef\n");
+    expect(env).toContain("HARNESS_PUBLIC_URL=https://harness.example.com\n");
   });
 
   test("a missing or odd code is a 400 with a way back", async () => {
