@@ -13,11 +13,12 @@ import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github/webhooks.js";
 import { git, scratchDir } from "../helpers/git.js";
 import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 // The real server on a random port, real signed webhooks, the fake GitHub (REST under /api/v3
 // and git smart HTTP), the local sandbox and the `command` agent.
 const SECRET = "e2e-webhook-secret";
-const AGENT_KEY = "sk-ant-" + "e2e-agent-credential-0123456789";
+const AGENT_KEY = fakeToken("sk-ant-", 31);
 
 let github: FakeGitHub;
 let server: HarnessServer;

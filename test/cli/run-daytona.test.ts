@@ -7,8 +7,9 @@ import { main } from "../../src/cli/main.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
-const token = "ghs_" + "DaytonaEndToEndToken0123456789abcdefg";
+const token = fakeToken("ghs_", 37);
 
 let root: { path: string; cleanup: () => Promise<void> };
 let bare: string;

@@ -5,8 +5,9 @@ import nock from "nock";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { main, type CliIo } from "../../src/cli/main.js";
 import { git, makeRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
-const token = "ghp_" + "CliEndToEndToken0123456789abcdefghij";
+const token = fakeToken("ghp_", 36);
 
 function capture(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();

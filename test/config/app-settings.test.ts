@@ -1,7 +1,8 @@
 import { describe, expect, test } from "vitest";
 import { settingsFromEnv, SettingsError } from "../../src/config/app-settings.js";
+import { fakePem } from "../helpers/fake-secrets.js";
 
-const pem = "-----BEGIN RSA PRIVATE" + " KEY-----\nMIIB\n-----END RSA PRIVATE" + " KEY-----\n";
+const pem = fakePem();
 
 describe("settings from the environment", () => {
   test("no app credentials at all: setup mode (the registration flow)", () => {

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { startHarnessServer, type HarnessServer } from "../../src/server.js";
 import { scratchDir } from "../helpers/git.js";
+import { fakePem } from "../helpers/fake-secrets.js";
 
 let dir: { path: string; cleanup: () => Promise<void> };
 let server: HarnessServer;
@@ -13,7 +14,7 @@ beforeEach(async () => {
   conversions = [];
   const fakeFetch = ((url: string) => {
     conversions.push(url);
-    return Promise.resolve(new Response(JSON.stringify({ id: 321, slug: "harness-acme", pem: "-----BEGIN RSA PRIVATE" + " KEY-----\nabc\n-----END RSA PRIVATE" + " KEY-----\n", webhook_secret: "whsec", client_id: "Iv1.x", client_secret: "cs", html_url: "https://github.com/apps/harness-acme" }), { status: 201 }));
+    return Promise.resolve(new Response(JSON.stringify({ id: 321, slug: "harness-acme", pem: fakePem(), webhook_secret: "whsec", client_id: "Iv1.x", client_secret: "cs", html_url: "https://github.com/apps/harness-acme" }), { status: 201 }));
   }) as typeof fetch;
   server = await startHarnessServer({ mode: "setup", port: 0, host: "127.0.0.1", githubHost: "github.com", envFile: join(dir.path, ".env") }, { fetch: fakeFetch });
 });

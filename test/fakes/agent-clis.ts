@@ -8,6 +8,7 @@ import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
 import { sandboxBaseEnv } from "../../src/sandbox/environment.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { makeRepo } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 /**
  * Fake coding-agent CLIs for driver tests. Each fake is a small Node script written at test time
@@ -81,15 +82,15 @@ process.exitCode = scenario.exitCode;
  * secret. Only the ones the driver declares may reach the agent.
  */
 export const OFFERED_CREDENTIALS = {
-  ANTHROPIC_API_KEY: "sk-ant-api-test-0000000000000001",
-  CLAUDE_CODE_OAUTH_TOKEN: "sk-ant-oat-test-0000000000000002",
-  CODEX_API_KEY: "sk-codex-test-00000000000000003",
-  OPENAI_API_KEY: "sk-openai-test-0000000000000004",
-  GEMINI_API_KEY: "gemini-test-00000000000000000005",
-  GITHUB_TOKEN: "ghs_agentTestGithubToken000000006",
-  GH_TOKEN: "ghs_agentTestGhToken00000000000007",
-  SECRET: "unrelated-secret-000000000000008",
-} as const;
+  ANTHROPIC_API_KEY: fakeToken("sk-ant-api-", 32),
+  CLAUDE_CODE_OAUTH_TOKEN: fakeToken("sk-ant-oat-", 32),
+  CODEX_API_KEY: fakeToken("sk-", 32),
+  OPENAI_API_KEY: fakeToken("sk-", 32),
+  GEMINI_API_KEY: fakeToken("gemini-", 32),
+  GITHUB_TOKEN: fakeToken("ghs_"),
+  GH_TOKEN: fakeToken("ghs_"),
+  SECRET: fakeToken("unrelated-", 24),
+};
 
 /** The variables the driver added to the agent's environment, beyond the sandbox's base env. */
 export function addedEnv(record: FakeRecord): Record<string, string> {

@@ -17,10 +17,11 @@ import {
   type GitHubLikeServer,
 } from "../fakes/github-git-rejections.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 // Shaped like an installation token (split so secret scanners do not flag the fixture).
-const TOKEN = "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a";
-const WRONG_TOKEN = "ghs_" + "0000000000000000000000000000000000ab";
+const TOKEN = fakeToken("ghs_", 36);
+const WRONG_TOKEN = fakeToken("ghs_", 36);
 const REPO = "acme/widgets";
 
 const cleanups: Array<() => Promise<void>> = [];
@@ -215,7 +216,7 @@ describe("classifyPushError on what real git prints", () => {
   test("repository rules: GH013 secret-scanning push protection names the secret's type and location", async () => {
     const { bare, work, url } = await remote();
     await blockSecrets(bare);
-    const secret = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
+    const secret = fakeToken("ghp_", 36);
     await commit(work, ".env", `DEBUG=1\nGITHUB_TOKEN=${secret}\n`);
     const result = await rejected(work, url, "HEAD:refs/heads/harness/env");
     expect(result.output).toContain("- GITHUB PUSH PROTECTION");

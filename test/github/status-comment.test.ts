@@ -2,6 +2,7 @@ import { describe, expect, test } from "vitest";
 import { renderStatusComment, runIdFromComment, type StatusView } from "../../src/github/status-comment.js";
 import { StatusCommentReporter, StatusUpdater } from "../../src/github/status-updater.js";
 import type { NodeReport } from "../../src/contracts/types.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 const base: StatusView = { runId: "r1", phase: "queued", requester: "alice", intent: "Fix the typo", steps: [] };
 const at = "2026-11-22T00:00:00.000Z";
@@ -48,7 +49,7 @@ describe("the status comment", () => {
   });
 
   test("secrets and fence-breaking content are neutralised", () => {
-    const token = "ghs_" + "StatusCommentToken0123456789abcdefghij";
+    const token = fakeToken("ghs_", 38);
     const body = renderStatusComment({ ...base, phase: "failed", error: `push with ${token} failed`, diffstat: "```\n</details> ```` injected" });
     expect(body).not.toContain(token);
     expect(body).toContain("`````\n```\n</details> ```` injected\n`````");

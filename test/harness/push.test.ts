@@ -9,8 +9,9 @@ import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { protectBranch, requireWorkflowsPermission, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
-const token = "ghs_" + "PushStageToken0123456789abcdefghijklm";
+const token = fakeToken("ghs_", 37);
 
 /** A GitHub API stand-in that records what the push stage asked for. */
 function fakeGitHub(): GitHubClient & { created: unknown[] } {
@@ -105,7 +106,7 @@ describe("push + PR through real git", () => {
   });
 
   test("an expired token is classified as auth and the token never appears in the result", async () => {
-    const expired = "ghs_" + "ExpiredToken0123456789abcdefghijklmno";
+    const expired = fakeToken("ghs_", 37);
     const report = await runHarness(options(await agentWriting("hello.txt", "hi"), {
       github: fakeGitHub(),
       // Clone with the good token, push with the expired one: tokens expire mid-run.

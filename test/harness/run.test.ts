@@ -12,6 +12,7 @@ import { createLocalSandbox } from "../../src/sandbox/local.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { git, makeRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 let dir: { path: string; cleanup: () => Promise<void> };
 let repo: string;
@@ -126,20 +127,21 @@ describe("runHarness: the default blueprint", () => {
 describe("runHarness: secrets", () => {
   test("the agent's env holds only the credentials it declares, never a GitHub token", async () => {
     const agent = await script("agent.sh", `env > ${logDir}/env.txt\necho x > x.txt`);
+    const openaiKey = fakeToken("sk-", 32);
     await runHarness(options({
       agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY", "GITHUB_TOKEN"] }),
-      agentCredentials: { OPENAI_API_KEY: "sk-test-openai-value-0000000000", ANTHROPIC_API_KEY: "not-declared-value", GITHUB_TOKEN: "ghs_shouldnotappear" },
+      agentCredentials: { OPENAI_API_KEY: openaiKey, ANTHROPIC_API_KEY: "not-declared-value", GITHUB_TOKEN: "ghs_shouldnotappear" },
       githubToken: "ghs_shouldnotappear",
     }));
     const env = await readFile(join(logDir, "env.txt"), "utf8");
-    expect(env).toContain("OPENAI_API_KEY=sk-test-openai-value-0000000000");
+    expect(env).toContain(`OPENAI_API_KEY=${openaiKey}`);
     expect(env).not.toContain("not-declared-value");
     expect(env).not.toContain("ghs_shouldnotappear");
     expect(env).not.toMatch(/^GITHUB_TOKEN=/m);
   });
 
   test("secrets printed by a step never reach a reporter", async () => {
-    const token = "ghs_" + "RunTokenValue0123456789abcdefghijklm";
+    const token = fakeToken("ghs_", 36);
     const agent = await script("agent.sh", `echo "using ${token} and sk-secret-value-123456789"\necho x > x.txt`);
     const reporter = new MemoryReporter();
     const report = await runHarness(options({ agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY"] }), agentCredentials: { OPENAI_API_KEY: "sk-secret-value-123456789" }, githubToken: token, reporter }));

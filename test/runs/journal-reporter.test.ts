@@ -13,6 +13,7 @@ import { createLocalSandbox } from "../../src/sandbox/local.js";
 import type { Log } from "../../src/util/log.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
 import { finished, log, nodeStarted, runRequest, started } from "./journal-conformance.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 /** A journal whose appends wait until the test opens the gate: a stalled Redis, say. */
 class GatedJournal extends MemoryRunJournal {
@@ -196,7 +197,7 @@ describe("the harness into the journal", () => {
     const request = runRequest();
     await journal.accepted(request);
     const reporter = new JournalReporter(journal);
-    const secret = "sk-ant-api03-abcdefghijklmnop";
+    const secret = fakeToken("sk-ant-api03-", 24);
     const blueprint = validateBlueprint({ name: "print", nodes: [{ id: "print", kind: "exec", title: "Print", argv: ["sh", "-c", `printf '\\033[31mred\\033[0m <b>\\n'; echo "using ${secret}"; for i in 1 2 3; do echo "n $i"; done`] }] }, "test");
     const report = await runHarness({ runId: request.runId, repo, branch: "harness/j", intent: "print", blueprint, createSandbox: createLocalSandbox, reporter, outputLogMs: 20 });
     await reporter.settled(request.runId);

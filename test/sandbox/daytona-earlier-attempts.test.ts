@@ -5,10 +5,11 @@ import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { makeBareRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 // Contract tests (real @daytonaio/sdk against the fake Daytona): a retried attempt of a run
 // deletes the sandbox an earlier, dead attempt of the same run left behind, and nothing else.
-const token = "ghs_" + "EarlierAttemptToken0123456789abcdefgh";
+const token = fakeToken("ghs_", 37);
 let daytona: FakeDaytona;
 let gitServer: GitHttpServer;
 let root: { path: string; cleanup: () => Promise<void> };

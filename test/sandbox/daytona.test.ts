@@ -6,9 +6,10 @@ import { InvalidInputError, PathConfinementError, SandboxError } from "../../src
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 // Contract tests: the real, pinned @daytonaio/sdk (0.218.0) against the fake Daytona server.
-const token = "ghs_" + "DaytonaCloneToken0123456789abcdefghijk";
+const token = fakeToken("ghs_", 38);
 let daytona: FakeDaytona;
 let gitServer: GitHttpServer;
 let root: { path: string; cleanup: () => Promise<void> };
@@ -133,7 +134,7 @@ describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
 
   test.each([
     ["a missing repository", { repo: "acme/missing" }],
-    ["a bad token", { githubToken: "ghs_" + "BadToken000000000000000000000000000000" }],
+    ["a bad token", { githubToken: fakeToken("ghs_", 38) }],
   ])("AC-20: %s fails the clone, and the sandbox is deleted before the error", async (_label, overrides) => {
     const attempt = createDaytonaSandbox(options(overrides));
     await expect(attempt).rejects.toBeInstanceOf(SandboxError);
@@ -143,7 +144,7 @@ describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
   });
 
   test("a bad token's value is not in the error", async () => {
-    const bad = "ghs_" + "BadToken000000000000000000000000000000";
+    const bad = fakeToken("ghs_", 38);
     await createDaytonaSandbox(options({ githubToken: bad })).catch((error: unknown) => {
       expect(String(error)).not.toContain(bad);
     });
@@ -208,7 +209,7 @@ describe("Daytona sandbox: exec", () => {
 
   test("agent credentials reach the one command through the sandbox env API, never a command string or envVars", async () => {
     const box = await sandbox();
-    const key = "sk-ant-" + "api03-AgentKeyValue0123456789";
+    const key = fakeToken("sk-ant-", 29);
     const withKey = await box.exec({ argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'], cwd: box.workDir, timeout: 10_000, env: { ANTHROPIC_API_KEY: key, EXPECTED: key } });
     expect(withKey.stdout).toBe("seen\n");
     const later = await box.exec({ argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'], cwd: box.workDir, timeout: 10_000 });
@@ -306,7 +307,7 @@ describe("Daytona sandbox: files, git, teardown", () => {
 
   test("a rejected push is reported, not thrown, and without the token", async () => {
     const box = await sandbox({ branch: "harness/reject" });
-    const wrong = "ghs_" + "WrongPushToken00000000000000000000000";
+    const wrong = fakeToken("ghs_", 37);
     const result = await box.pushBranch?.("harness/reject", wrong);
     expect(result?.pushed).toBe(false);
     expect(result?.error).toBeTruthy();
@@ -335,10 +336,10 @@ describe("Daytona sandbox: files, git, teardown", () => {
 
 describe("Daytona sandbox: org secrets", () => {
   test("a credential held as an org secret is never sent; the sandbox sees the placeholder", async () => {
-    daytona.addOrgSecret("anthropic-key", "sk-ant-real-value-held-by-daytona", ["api.anthropic.com"]);
+    daytona.addOrgSecret("anthropic-key", fakeToken("sk-ant-", 24), ["api.anthropic.com"]);
     const box = await sandbox({ daytona: { secrets: { ANTHROPIC_API_KEY: "anthropic-key" } } });
     expect(requestsTo(/^POST \/api\/sandbox$/)[0]?.body).toMatchObject({ secrets: [{ ANTHROPIC_API_KEY: "anthropic-key" }] });
-    const real = "sk-ant-" + "the-operators-local-copy-0123456789";
+    const real = fakeToken("sk-ant-", 32);
     const result = await box.exec({ argv: ["sh", "-c", 'echo "$ANTHROPIC_API_KEY"'], cwd: box.workDir, timeout: 10_000, env: { ANTHROPIC_API_KEY: real } });
     expect(result.stdout).toMatch(/^dtn_secret_/);
     expect(daytona.requestsMentioning(real)).toEqual([]);

@@ -10,6 +10,7 @@ import type { Sandbox } from "../../src/sandbox/types.js";
 import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 let testRepo: string;
 let cleanupRepo: () => Promise<void>;
@@ -304,7 +305,7 @@ describe("local sandbox: git lifecycle", () => {
 });
 
 describe("local sandbox: remote repositories over smart HTTP", () => {
-  const token = "ghs_" + "TestInstallationToken0123456789abcdef";
+  const token = fakeToken("ghs_", 37);
   let root: { path: string; cleanup: () => Promise<void> };
   let server: GitHttpServer;
 
@@ -338,7 +339,7 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
   });
 
   test("a wrong token fails with a readable error that does not contain the token, and leaves nothing behind", async () => {
-    const wrong = "ghs_" + "WrongToken0123456789abcdefghijklmnopq";
+    const wrong = fakeToken("ghs_", 37);
     const attempt = createLocalSandbox({ repo: "acme/widgets", branch: "b", githubToken: wrong, githubServerUrl: server.url, runId: "wrongtoken" });
     await expect(attempt).rejects.toBeInstanceOf(SandboxError);
     await expect(attempt).rejects.toThrow(/Cloning acme\/widgets failed/);
@@ -375,7 +376,7 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
     expect(git(join(root.path, "acme", "widgets.git"), "rev-parse", "refs/heads/harness/2-push")).toBe(sha);
     expect(await readFile(join(sandbox.workDir, ".git", "config"), "utf8")).not.toContain(token);
 
-    const wrong = "ghs_" + "WrongToken0123456789abcdefghijklmnopq";
+    const wrong = fakeToken("ghs_", 37);
     const rejected = await sandbox.pushBranch?.("harness/2-push", wrong);
     expect(rejected?.pushed).toBe(false);
     expect(rejected?.error).toMatch(/Authentication failed|could not read Username|401/);

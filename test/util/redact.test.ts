@@ -1,21 +1,25 @@
 import { describe, expect, test } from "vitest";
 import { REDACTED, createRedactor, redact, secretsFromEnv } from "../../src/util/redact.js";
+import { fakeJwt, fakePemLines, fakeToken } from "../helpers/fake-secrets.js";
 
-// Realistic, generated-shape values (not real credentials) split so scanners don't flag them.
-const ghp = "ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8";
-const ghs = "ghs_" + "16C7e42F292c6912E7710c838347Ae178B4a";
-const gho = "gho_" + "16C7e42F292c6912E7710c838347Ae178B4a";
-const ghu = "ghu_" + "9f8e7d6c5b4a3f2e1d0c9b8a7f6e5d4c3b2a";
-const pat = "github_pat_" + "11ABCDEFG0123456789_abcdefghijklmnopqrstuvwxyzABCDEFGHIJ0123456789abcdefghijklm";
-const anthropic = "sk-ant-" + "api03-Zx9_yW8vU7tS6rQ5pO4nM3lK2jI1hG0fE-dCbA";
-const openai = "sk-proj-" + "abcDEF123456ghiJKL789012mnoPQR345678";
-const openaiLegacy = "sk-" + "T3BlbkFJabcdefghijklmnopqrstuvwx";
-const daytona = "dtn_" + "4f3e2d1c0b9a8f7e6d5c4b3a2f1e0d9c";
-const aws = "AKIA" + "IOSFODNN7EXAMPLE";
-const slack = "xoxb-" + "123456789012-1234567890123-AbCdEfGhIjKlMnOpQrStUvWx";
-const jwt = "eyJhbGciOiJSUzI1NiJ9" + ".eyJpc3MiOiIxMjM0NTYiLCJpYXQiOjE3MDB9" + ".c2lnbmF0dXJlLXNpZ25hdHVyZS1zaWc";
-const pem = ["-----BEGIN RSA PRIVATE" + " KEY-----", "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun", "VTLw7onLRnrq0/IzW7yWR7QkrmBL7jTKEn5u+qKhbwKfBstIs+bMY2Zkp18gnTxK", "-----END RSA PRIVATE" + " KEY-----"].join("\n");
-const truncatedPem = "-----BEGIN PRIVATE" + " KEY-----\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASC";
+// Credential shapes made up at run time (test/helpers/fake-secrets.ts): nothing secret-looking is committed.
+const ghp = fakeToken("ghp_");
+const ghs = fakeToken("ghs_");
+const gho = fakeToken("gho_");
+const ghu = fakeToken("ghu_");
+const pat = fakeToken("github_pat_", 82);
+const anthropic = fakeToken("sk-ant-api03-", 40, "url-safe");
+const openai = fakeToken("sk-proj-", 36);
+const openaiLegacy = fakeToken("sk-", 32);
+const daytona = fakeToken("dtn_", 32);
+const aws = fakeToken("AKIA", 16, "upper");
+const slack = `${fakeToken("xoxb-", 12)}-${fakeToken("", 24)}`;
+const jwt = fakeJwt();
+const key = fakePemLines(2);
+const pem = [key.header, ...key.body, key.footer].join("\n");
+const pemFirstLine = key.body[0] ?? "";
+const truncatedPem = `${fakePemLines(1).header.replace("RSA ", "")}\n${fakePemLines(1).body[0]?.slice(0, 32) ?? ""}`;
+const truncatedBody = truncatedPem.split("\n")[1] ?? "";
 
 const table: Array<[label: string, line: string, secret: string]> = [
   ["classic PAT in a git URL", `fatal: unable to access 'https://x-access-token:${ghp}@github.com/o/r.git/'`, ghp],
@@ -30,8 +34,8 @@ const table: Array<[label: string, line: string, secret: string]> = [
   ["AWS access key id", `aws_access_key_id = ${aws}`, aws],
   ["Slack bot token", `posting with ${slack}`, slack],
   ["GitHub App JWT", `Bearer JWT ${jwt} expired`, jwt],
-  ["PEM private key block", `PRIVATE_KEY loaded:\n${pem}\ndone`, "MIIEowIBAAKCAQEAu1SU1LfVLPHCozMxH2Mo4lgOEePzNm0tRgeLezV6ffAt0gun"],
-  ["PEM key cut off by truncation", `key is ${truncatedPem}`, "MIIEvQIBADANBgkqhkiG9w0BAQEFAASC"],
+  ["PEM private key block", `PRIVATE_KEY loaded:\n${pem}\ndone`, pemFirstLine],
+  ["PEM key cut off by truncation", `key is ${truncatedPem}`, truncatedBody],
   ["Bearer Authorization header", "Authorization: Bearer abc.def-ghi_jkl", "abc.def-ghi_jkl"],
   ["Basic Authorization header (base64 credentials)", "authorization: Basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0", "eC1hY2Nlc3MtdG9rZW46c2VjcmV0"],
   ["git http.extraHeader trace", "http.extraheader=AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0", "eC1hY2Nlc3MtdG9rZW46c2VjcmV0"],

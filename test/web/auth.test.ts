@@ -3,6 +3,7 @@ import { deriveAuthKeys } from "../../src/web/auth/keys.js";
 import { createLoginState } from "../../src/web/auth/login-state.js";
 import { encodeSession } from "../../src/web/auth/session.js";
 import { CLIENT_ID, CLIENT_SECRET, SESSION_SECRET, startAuthWorld, type AuthWorld } from "./auth-world.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 
 /*
  * Sign-in with GitHub and the access check, over real HTTP: a tiny app around WebAuth, the
@@ -467,10 +468,12 @@ describe("errors during the callback", () => {
 
   it("never echoes what the query string says: markup and tokens in error parameters stay off the page", async () => {
     const client = new Client(world);
-    const page = await client.request(`/auth/callback?error=${encodeURIComponent("<script>alert(1)</script>")}&error_description=${encodeURIComponent("ghp_abcdefghijklmnopqrstuvwxyz0123456789 call +1 555")}`);
+    const token = fakeToken("ghp_");
+    const page = await client.request(`/auth/callback?error=${encodeURIComponent("<script>alert(1)</script>")}&error_description=${encodeURIComponent(`${token} call +1 555`)}`);
     expect(page.status).toBe(400);
     expect(page.body).toContain("unknown error");
     expect(page.body).not.toContain("<script>");
+    expect(page.body).not.toContain(token);
     expect(page.body).not.toContain("ghp_");
     expect(page.body).not.toContain("555");
   });

@@ -19,9 +19,10 @@ import { afterAll, beforeAll, describe, expect, it } from "vitest";
 import { git, makeBareRepo, scratchDir } from "../../helpers/git.js";
 import { startGitHttpServer, type GitHttpServer } from "../git-http-server.js";
 import { startFakeDaytona, type FakeDaytona } from "./server.js";
+import { fakeToken } from "../../helpers/fake-secrets.js";
 
-const GH_TOKEN = "ghs_fakeInstallationToken0123456789";
-const ORG_SECRET_VALUE = "sk-ant-real-secret-value";
+const GH_TOKEN = fakeToken("ghs_");
+const ORG_SECRET_VALUE = fakeToken("sk-ant-", 24);
 
 /** Polls `check` (no fixed sleeps) until it holds or ~2 s pass. */
 async function eventually(check: () => boolean, what: string): Promise<void> {

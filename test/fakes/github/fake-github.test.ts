@@ -10,6 +10,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import { scratchDir } from "../../helpers/git.js";
 import { faults, startFakeGitHub, type FakeApp, type FakeGitHub, type RepoInfo } from "./server.js";
 import { issueCommentCreated, issuesLabeled, sendWebhook } from "./webhooks.js";
+import { fakeToken } from "../../helpers/fake-secrets.js";
 
 /*
  * Proves the fake GitHub with the real clients the app uses: @octokit/core, Probot's own
@@ -174,7 +175,7 @@ describe("fake GitHub: app authentication and tokens", () => {
     expect(expired.status).toBe(401);
     expect((expired.data as { message: string }).message).toMatch(/'Expiration time' claim \('exp'\)/);
 
-    const made = await attempt(() => tokenClient(w, "ghs_" + "a".repeat(36)).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }));
+    const made = await attempt(() => tokenClient(w, fakeToken("ghs_")).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }));
     expect(made).toMatchObject({ status: 401, data: { message: "Bad credentials" } });
 
     const { token } = await mintViaApi(w);
