@@ -1,7 +1,7 @@
 #!/usr/bin/env node
 // `npm start`: the Harness server, configured by the environment (see .env.example).
 import { settingsFromEnv, SettingsError } from "./config/app-settings.js";
-import { RunStoreError } from "./runs/sqlite-queue.js";
+import { RunStoreError } from "./runs/run-store-error.js";
 import { startHarnessServer } from "./server.js";
 import { describeError } from "./util/errors.js";
 

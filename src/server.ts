@@ -7,7 +7,7 @@ import type { AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
 import type { RunRequest } from "./runs/request.js";
 import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
-import { activeRunIds, SqliteRunQueue } from "./runs/sqlite-queue.js";
+import { SqliteRunQueue } from "./runs/sqlite-queue.js";
 import { BullmqRunQueue } from "./runs/bullmq-queue.js";
 import { assertRedisReachable } from "./runs/redis-connection.js";
 import type { SandboxKind } from "./runs/worker.js";
@@ -200,12 +200,9 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
  * durable store, and not in web-only processes (they run no sandboxes).
  */
 function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides: ServerOverrides, queue: RunQueue | undefined, log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void }): (() => Promise<void>) | undefined {
-  const store = settings.queue;
-  if (settings.role === "web") return undefined;
-  let activeIds: () => Promise<Set<string>>;
-  if (store?.kind === "sqlite") activeIds = () => Promise.resolve(activeRunIds(store.path));
-  else if (store?.kind === "bullmq" && queue instanceof BullmqRunQueue) activeIds = () => queue.activeRunIds();
-  else return undefined;
+  // Only a shared store can tell a live run's sandbox from an orphan; web processes run none.
+  const activeIds = queue?.activeRunIds?.bind(queue);
+  if (!activeIds || settings.role === "web") return undefined;
   const inventory = overrides.reaper?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
   let running: Promise<void> = Promise.resolve();
   const pass = (): void => {

@@ -2,38 +2,31 @@ import { createHash, randomBytes } from "node:crypto";
 import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { issueKey, type RunRequest } from "./request.js";
-import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import type { DurableQueueOptions, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 import { openRedis } from "./redis-connection.js";
 import { RedisScript } from "./redis-script.js";
 
-export interface BullmqQueueOptions {
+export interface BullmqQueueOptions extends DurableQueueOptions {
   /** `REDIS_URL`. */
   redisUrl: string;
   /** Namespaces every key (`HARNESS_REDIS_PREFIX`), so deployments and tests can share a Redis. */
   prefix?: string;
-  /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
-  concurrency?: number;
-  /** Runs in flight across every worker on this Redis (0: no cluster-wide cap). */
-  maxInFlight?: number;
-  /** How long a run's lock lives without renewal before BullMQ counts it as stalled, in ms. */
-  leaseMs?: number;
-  /** Starts per run (crash, stall) before it is given up as interrupted. */
-  maxAttempts?: number;
   /** How long a run queued behind another on its issue waits before looking again, in ms (it is also woken when the issue frees up). */
   waitPollMs?: number;
   /** How long dedup keys and finished run records are kept, in seconds (redeliveries within it are recognised). */
   retentionSeconds?: number;
-  /** Called once when a run is given up after its attempts, so the issue hears how it ended. */
-  onInterrupted?: (request: RunRequest, reason: string) => Promise<void>;
-  onError?: (request: RunRequest, error: unknown) => void;
   /** Redis connection trouble (outages are retried; this is for the log). */
   onConnectionError?: (error: Error) => void;
-  workerId?: string;
 }
 
+/** Identifiers only: the run, and the issue whose line it waits in (its keys need no lookup). */
 interface JobData {
   runId: string;
+  issue: string;
 }
+
+/** Finished jobs go soon: dedup lives in our own keys, not in BullMQ's job ids. */
+const JOB_RETENTION = { removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } };
 
 interface ActiveRun {
   controller: AbortController;
@@ -192,7 +185,7 @@ export class BullmqRunQueue implements RunQueue {
     );
     if (status === "duplicate") return { status: "duplicate", runId: other };
     // The job id comes from the request key too, so even a repeated add cannot make two jobs.
-    await this.queue.add("run", { runId: request.runId }, { jobId, removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+    await this.queue.add("run", { runId: request.runId, issue: issueKey(request) }, { jobId, ...JOB_RETENTION });
     return status === "waiting" ? { status: "waiting", behind: other } : { status: "queued" };
   }
 
@@ -228,7 +221,6 @@ export class BullmqRunQueue implements RunQueue {
     return { queued: (counts["waiting"] ?? 0) + (counts["delayed"] ?? 0) + (counts["prioritized"] ?? 0), running: counts["active"] ?? 0 };
   }
 
-  /** Run ids queued or running anywhere on this Redis (the reaper keeps their sandboxes). */
   async activeRunIds(): Promise<Set<string>> {
     return new Set(await this.redis.smembers(this.k("active")));
   }
@@ -276,8 +268,8 @@ export class BullmqRunQueue implements RunQueue {
   }
 
   private async process(job: Job<JobData>, token: string | undefined): Promise<void> {
-    const runId = job.data.runId;
-    const [outcome = "", attemptsText = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(this.redis, [this.k("run", runId), this.k("issue", await this.issueOf(runId))], [runId, this.workerId, Date.now()]);
+    const { runId, issue } = job.data;
+    const [outcome = "", attemptsText = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(this.redis, [this.k("run", runId), this.k("issue", issue)], [runId, this.workerId, Date.now()]);
     if (outcome === "missing" || outcome === "terminal") return;
     if (outcome === "wait") {
       // Behind another run on the same issue: step aside, to be woken when the issue frees up.
@@ -288,7 +280,7 @@ export class BullmqRunQueue implements RunQueue {
     const attempts = Number(attemptsText);
     if (attempts > this.maxAttempts || (attempts > 1 && cancelFlag === "1")) {
       const reason = cancelFlag === "1" ? "cancelled while its worker was down" : `its worker stopped ${String(attempts - 1)} time${attempts === 2 ? "" : "s"}`;
-      const [ended] = await this.finish(runId, "interrupted", reason);
+      const [ended] = await this.finish(runId, issue, "interrupted", reason);
       if (ended === "ok") await this.options.onInterrupted?.(request, reason).catch(() => undefined);
       return;
     }
@@ -309,7 +301,7 @@ export class BullmqRunQueue implements RunQueue {
         await this.processor(request, controller.signal);
       } catch (error) {
         this.options.onError?.(request, error);
-        await this.finish(runId, "done", String(error));
+        await this.finish(runId, issue, "done", String(error));
         return;
       }
       if (this.handedBack.has(runId)) {
@@ -317,7 +309,7 @@ export class BullmqRunQueue implements RunQueue {
         await job.moveToDelayed(Date.now(), token);
         throw new DelayedError();
       }
-      await this.finish(runId, controller.signal.aborted ? "cancelled" : "done");
+      await this.finish(runId, issue, controller.signal.aborted ? "cancelled" : "done");
     } finally {
       clearInterval(heartbeat);
       this.active.delete(runId);
@@ -325,13 +317,9 @@ export class BullmqRunQueue implements RunQueue {
     }
   }
 
-  private async issueOf(runId: string): Promise<string> {
-    return (await this.redis.hget(this.k("run", runId), "issue")) ?? "";
-  }
-
   /** Records the run's end (first one wins) and wakes the next run on the same issue. */
-  private async finish(runId: string, state: "done" | "cancelled" | "interrupted", error = ""): Promise<string[]> {
-    const result = await FINISH.run(this.redis, [this.k("run", runId), this.k("issue", await this.issueOf(runId)), this.k("active")], [runId, state, Date.now(), error, state === "interrupted" ? "" : this.workerId, this.retention, `${this.prefix}:h:run:`]);
+  private async finish(runId: string, issue: string, state: "done" | "cancelled" | "interrupted", error = ""): Promise<string[]> {
+    const result = await FINISH.run(this.redis, [this.k("run", runId), this.k("issue", issue), this.k("active")], [runId, state, Date.now(), error, state === "interrupted" ? "" : this.workerId, this.retention, `${this.prefix}:h:run:`]);
     const [, , nextJob] = result;
     if (nextJob) await this.promote(nextJob);
     return result;
@@ -371,13 +359,13 @@ export class BullmqRunQueue implements RunQueue {
 
   private async reconcileRun(runId: string): Promise<void> {
     if (this.active.has(runId)) return;
-    const [state, jobId] = await this.redis.hmget(this.k("run", runId), "state", "job");
-    if (!jobId || (state !== "queued" && state !== "running")) return;
+    const [state, jobId, issue] = await this.redis.hmget(this.k("run", runId), "state", "job", "issue");
+    if (!jobId || !issue || (state !== "queued" && state !== "running")) return;
     const job = await this.queue.getJob(jobId);
     const jobState = job ? await job.getState() : "missing";
     if (jobState === "completed" || jobState === "failed") await job?.remove().catch(() => undefined);
     if (jobState === "completed" || jobState === "failed" || jobState === "missing" || jobState === "unknown") {
-      await this.queue.add("run", { runId }, { jobId, removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } });
+      await this.queue.add("run", { runId, issue }, { jobId, ...JOB_RETENTION });
     }
   }
 }

@@ -14,6 +14,23 @@ export interface QueueStats {
   running: number;
 }
 
+/** What the durable adapters (SQLite, BullMQ) are configured with, beyond where they store. */
+export interface DurableQueueOptions {
+  /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
+  concurrency?: number;
+  /** Runs in flight across every process sharing the store (0: no cap beyond each one's concurrency). */
+  maxInFlight?: number;
+  /** How long a run is held without a heartbeat before it counts as stalled, in ms. */
+  leaseMs?: number;
+  /** Starts per run (crash, lost lease) before it is given up as interrupted. */
+  maxAttempts?: number;
+  /** Called once when a run is given up after its attempts, so the issue hears how it ended. */
+  onInterrupted?: (request: RunRequest, reason: string) => Promise<void>;
+  /** A processor threw (the worker ends every run itself, so this is a bug to log). */
+  onError?: (request: RunRequest, error: unknown) => void;
+  workerId?: string;
+}
+
 /** Runs a request; the signal aborts when the run is cancelled or the process shuts down. */
 export type RunProcessor = (request: RunRequest, signal: AbortSignal) => Promise<void>;
 
@@ -30,6 +47,11 @@ export interface RunQueue {
   /** Cancels the active run on an issue; true when there was one. */
   cancel(issueKey: string): Promise<boolean>;
   stats(): Promise<QueueStats>;
+  /**
+   * Runs queued or running anywhere on the shared store, so the orphan reaper keeps their
+   * sandboxes. Absent for the in-process queue, whose runs die with the process.
+   */
+  activeRunIds?(): Promise<Set<string>>;
   /** Resolves once nothing is running here and nothing is waiting that this process could run. */
   idle(): Promise<void>;
   /** Stops taking work, lets running work finish up to `graceMs`, then aborts it. */

@@ -1,5 +1,5 @@
 import { Redis, type RedisOptions } from "ioredis";
-import { RunStoreError } from "./sqlite-queue.js";
+import { RunStoreError } from "./run-store-error.js";
 
 /** REDIS_URL as it may be shown: the password, if any, is masked. */
 export function printableRedisUrl(url: string): string {

@@ -1,14 +1,7 @@
 import { mkdirSync } from "node:fs";
 import { dirname } from "node:path";
 import Database from "better-sqlite3";
-import { HarnessError } from "../util/errors.js";
-
-/** The run store could not be opened: the message names the file. */
-export class RunStoreError extends HarnessError {
-  constructor(message: string, options?: ErrorOptions) {
-    super("run_store", message, options);
-  }
-}
+import { RunStoreError } from "./run-store-error.js";
 
 /**
  * Opens (creating if needed) the `HARNESS_DB` file shared by the queue and the journal: WAL, so

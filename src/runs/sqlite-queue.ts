@@ -1,35 +1,22 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
-import { openSqliteFile, RunStoreError } from "./sqlite-file.js";
+import { RunStoreError } from "./run-store-error.js";
+import { openSqliteFile } from "./sqlite-file.js";
 import { issueKey, type RunRequest } from "./request.js";
-import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import type { DurableQueueOptions, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 
-export interface SqliteQueueOptions {
+export interface SqliteQueueOptions extends DurableQueueOptions {
   /** Database file (`HARNESS_DB`); `:memory:` for tests. */
   path: string;
-  /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
-  concurrency?: number;
-  /** Runs in flight across every process sharing the file (0: no cap beyond each one's concurrency). */
-  maxInFlight?: number;
-  /** How long a claimed run stays ours without a heartbeat, in ms. */
-  leaseMs?: number;
   /** How often idle workers look for work, in ms. */
   pollMs?: number;
-  /** Attempts per run (crash, lost lease) before it is given up as interrupted. */
-  maxAttempts?: number;
   /** Wait before a retried attempt, in ms (doubled per attempt). */
   backoffMs?: number;
-  /** Called once when a run is given up after its attempts, so the issue hears how it ended. */
-  onInterrupted?: (request: RunRequest, reason: string) => Promise<void>;
-  onError?: (request: RunRequest, error: unknown) => void;
   /** The store failed a poll (busy past its timeout, disk trouble); the next poll tries again. */
   onStoreError?: (error: unknown) => void;
   now?: () => number;
-  workerId?: string;
 }
-
-export { RunStoreError };
 
 type RunState = "queued" | "running" | "done" | "cancelled" | "interrupted";
 
@@ -172,6 +159,11 @@ export class SqliteRunQueue implements RunQueue {
   stats(): Promise<QueueStats> {
     const rows = this.db.prepare("SELECT state, COUNT(*) AS n FROM runs WHERE state IN ('queued', 'running') GROUP BY state").all() as Array<{ state: RunState; n: number }>;
     return Promise.resolve({ queued: rows.find((row) => row.state === "queued")?.n ?? 0, running: rows.find((row) => row.state === "running")?.n ?? 0 });
+  }
+
+  activeRunIds(): Promise<Set<string>> {
+    const rows = this.db.prepare("SELECT run_id FROM runs WHERE state IN ('queued', 'running')").all() as Array<{ run_id: string }>;
+    return Promise.resolve(new Set(rows.map((row) => row.run_id)));
   }
 
   /** Resolves once this process has nothing running and nothing it could claim. */

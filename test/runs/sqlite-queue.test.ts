@@ -3,7 +3,8 @@ import { join } from "node:path";
 import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { RunRequest } from "../../src/runs/request.js";
-import { RunStoreError, SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { RunStoreError } from "../../src/runs/run-store-error.js";
+import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
 import { scratchDir } from "../helpers/git.js";
 import { ControlledProcessor, request } from "./queue-conformance.js";
 
