@@ -7,6 +7,7 @@ import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { startAppProcess, waitFor, type AppProcess } from "../helpers/app-process.js";
 import { scratchDir } from "../helpers/git.js";
 import { deleteRedisKeys, redisUnreachable } from "../helpers/redis.js";
+import { installHarness } from "../helpers/harness-world.js";
 
 // The app as a real child process (`src/main.ts`, settings from the environment), the fake
 // GitHub and the fake Daytona in this process. The worker is SIGKILLed while the agent sleeps in
@@ -44,10 +45,7 @@ describe.each(["sqlite", "bullmq"] as const)("a worker killed mid-run, restarted
       daytona = await startFakeDaytona();
       const gh = github;
       const fake = daytona;
-      const app = gh.addApp({ id: 4300, slug: "harness" });
-      gh.addInstallation({ id: 77, appId: app.id, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
-      await gh.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
-      gh.setCollaborator("acme", "widgets", "maintainer", "write");
+      const app = await installHarness(gh, { appId: 4300 });
 
       // The agent runs in the fake Daytona's sandbox (a local process there). It logs each start
       // with the run id (from the branch name) and the time; the first start of a run sleeps

@@ -14,6 +14,7 @@ import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github
 import { git, scratchDir } from "../helpers/git.js";
 import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
+import { installHarness } from "../helpers/harness-world.js";
 
 // The real server on a random port, real signed webhooks, the fake GitHub (REST under /api/v3
 // and git smart HTTP), the local sandbox and the `command` agent.
@@ -48,12 +49,9 @@ async function start(overrides: ServerOverrides = {}): Promise<void> {
 beforeEach(async () => {
   dir = await scratchDir();
   github = await startFakeGitHub();
-  const app = github.addApp({ id: 4100, slug: "harness" });
+  const app = await installHarness(github, { appId: 4100 });
   appId = app.id;
   privateKey = app.privateKeyPem ?? "";
-  github.addInstallation({ id: 77, appId, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
-  await github.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
-  github.setCollaborator("acme", "widgets", "maintainer", "write");
   github.setCollaborator("acme", "widgets", "reader", "read");
   envDump = join(dir.path, "agent-env.txt");
   agentScript = join(dir.path, "agent.sh");

@@ -9,6 +9,7 @@ import { bindLog, type Log } from "../../src/util/log.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { scratchDir } from "../helpers/git.js";
+import { installHarness } from "../helpers/harness-world.js";
 
 // The real server with a pino logger writing JSON lines into memory, as production does to
 // stdout (LOG_FORMAT=json is the default): one request, run to the end, every line inspected.
@@ -22,10 +23,7 @@ let lines: string[];
 beforeEach(async () => {
   dir = await scratchDir();
   github = await startFakeGitHub();
-  const app = github.addApp({ id: 4200, slug: "harness" });
-  github.addInstallation({ id: 78, appId: app.id, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
-  await github.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
-  github.setCollaborator("acme", "widgets", "maintainer", "write");
+  const app = await installHarness(github, { appId: 4200, installationId: 78 });
   const agent = join(dir.path, "agent.sh");
   await writeFile(agent, "#!/bin/sh\nprintf 'hi\\n' > HI.md\necho 'Added HI.md'\n");
   await chmod(agent, 0o755);

@@ -8,6 +8,7 @@ import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { startAppProcess, UNTHROTTLED_ENTRY, waitFor, type AppProcess } from "../helpers/app-process.js";
 import { scratchDir } from "../helpers/git.js";
 import { deleteRedisKeys, redisUnreachable } from "../helpers/redis.js";
+import { installHarness } from "../helpers/harness-world.js";
 
 // Scale-out on one Redis: 2 web processes (webhooks and enqueue only) and 3 worker processes
 // (runs only), each a real child process, take 100 requests on 100 issues with a ~1 s fake agent
@@ -45,10 +46,7 @@ describe.skipIf(redisProblem !== undefined)("scale-out: 2 web + 3 worker process
     daytona = await startFakeDaytona();
     const gh = github;
     const fake = daytona;
-    const app = gh.addApp({ id: 4400, slug: "harness" });
-    gh.addInstallation({ id: 77, appId: app.id, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
-    await gh.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
-    gh.setCollaborator("acme", "widgets", "maintainer", "write");
+    const app = await installHarness(gh, { appId: 4400 });
 
     // The agent logs each start with its run id (from the branch name), works for a second,
     // and changes one file.
