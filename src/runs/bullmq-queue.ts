@@ -3,6 +3,7 @@ import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { issueKey, type RunRequest } from "./request.js";
 import type { DurableQueueOptions, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import { drainActive, type ActiveRun } from "./drain.js";
 import { openRedis } from "./redis-connection.js";
 import { RedisScript } from "./redis-script.js";
 
@@ -27,11 +28,6 @@ interface JobData {
 
 /** Finished jobs go soon: dedup lives in our own keys, not in BullMQ's job ids. */
 const JOB_RETENTION = { removeOnComplete: { age: 24 * 3600 }, removeOnFail: { age: 7 * 24 * 3600 } };
-
-interface ActiveRun {
-  controller: AbortController;
-  done: Promise<void>;
-}
 
 const QUEUE_NAME = "runs";
 const THIRTY_DAYS_S = 30 * 24 * 3600;
@@ -242,19 +238,9 @@ export class BullmqRunQueue implements RunQueue {
     if (this.closed) return;
     this.closed = true;
     if (this.reconciler) clearInterval(this.reconciler);
-    const running = [...this.active.values()].map((entry) => entry.done);
-    const timer = setTimeout(() => {
-      // Past the grace period the runs are aborted and handed back, so another worker (or this
-      // one after a restart) runs them again.
-      for (const [runId, entry] of this.active) {
-        this.handedBack.add(runId);
-        entry.controller.abort();
-      }
-    }, graceMs);
-    timer.unref();
+    // The worker stops fetching while the runs it holds finish (or are handed back).
     const closingWorker = this.worker?.close();
-    await Promise.allSettled(running);
-    clearTimeout(timer);
+    await drainActive(this.active, graceMs, (runId) => this.handedBack.add(runId));
     await closingWorker?.catch(() => undefined);
     await this.worker?.disconnect().catch(() => undefined);
     await this.queue.close().catch(() => undefined);

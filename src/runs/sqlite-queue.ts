@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
 import { RunStoreError } from "./run-store-error.js";
+import { drainActive, type ActiveRun } from "./drain.js";
 import { openSqliteFile } from "./sqlite-file.js";
 import { issueKey, type RunRequest } from "./request.js";
 import type { DurableQueueOptions, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
@@ -81,7 +82,7 @@ export class SqliteRunQueue implements RunQueue {
   private readonly maxAttempts: number;
   private readonly backoffMs: number;
   private readonly now: () => number;
-  private readonly active = new Map<string, { controller: AbortController; done: Promise<void>; heartbeat: NodeJS.Timeout }>();
+  private readonly active = new Map<string, ActiveRun & { heartbeat: NodeJS.Timeout }>();
   private poller: NodeJS.Timeout | undefined;
   private readonly checkpointer: NodeJS.Timeout;
   private closed = false;
@@ -177,18 +178,7 @@ export class SqliteRunQueue implements RunQueue {
     this.closed = true;
     if (this.poller) clearInterval(this.poller);
     clearInterval(this.checkpointer);
-    const running = [...this.active.values()];
-    const timer = setTimeout(() => {
-      // Past the grace period the runs are aborted and handed back to the queue, so another
-      // worker (or this one after a restart) runs them again.
-      for (const [runId, entry] of this.active) {
-        this.handedBack.add(runId);
-        entry.controller.abort();
-      }
-    }, graceMs);
-    timer.unref();
-    await Promise.allSettled(running.map((entry) => entry.done));
-    clearTimeout(timer);
+    await drainActive(this.active, graceMs, (runId) => this.handedBack.add(runId));
     this.db.close();
   }
 
