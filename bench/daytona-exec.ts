@@ -110,8 +110,7 @@ try {
   await measure("streaming exec (agents: async + log stream + exit code)", () => sandbox.exec({ argv: ["echo", "hi"], cwd: sandbox.workDir, timeout: 30_000, onOutput: () => undefined }));
   await new Promise((resolve) => setTimeout(resolve, 3 * LATENCY));
   await measure("upload 2 files (folder + bulk upload)", () => sandbox.uploadFiles([{ path: "bench/a.txt", content: "a" }, { path: "bench/b.txt", content: "b" }]));
-  await measure("commit (snapshot: add + commit)", () => sandbox.snapshot());
-  await measure("push", async () => sandbox.pushBranch?.("harness/bench", token));
+  await measure("upload then download 1 KiB (the result bundle path: size check + download)", () => sandbox.uploadFiles([{ path: "bench/c.bin", content: "c".repeat(1024) }]).then(() => sandbox.downloadBytes("bench/c.bin", 4096)));
   await measure("teardown", () => sandbox.teardown());
   await sdk[Symbol.asyncDispose]();
 

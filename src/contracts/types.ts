@@ -108,6 +108,10 @@ export type PushErrorKind =
   | "not_found"
   | "archived"
   | "network"
+  /** The sandbox's result did not pass the harness's checks (foreign base, extra refs, size): nothing pushed. */
+  | "unverified"
+  /** The change holds a secret (a run credential or a well-known token shape): nothing pushed. */
+  | "secret_in_change"
   | "unknown";
 
 /**

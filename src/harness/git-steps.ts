@@ -1,5 +1,7 @@
 import type { ExecResult } from "../contracts/types.js";
 import type { Sandbox } from "../sandbox/types.js";
+import { headOfPatch, MAX_PATCH_BYTES } from "../delivery/deliver.js";
+import { SANDBOX_GIT_SAFETY } from "../delivery/safe-git.js";
 import { SandboxError } from "../util/errors.js";
 
 /**
@@ -9,9 +11,6 @@ import { SandboxError } from "../util/errors.js";
 export function scratchDirName(runId: string): string {
   return `.harness-${runId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 40)}`;
 }
-
-/** Largest patch kept in a report when a push fails: 256 KiB. */
-export const MAX_PATCH_BYTES = 256 * 1024;
 
 const GIT_TIMEOUT_MS = 120_000;
 
@@ -37,16 +36,20 @@ export interface CommitOutcome {
 }
 
 /**
- * Git, run through the sandbox port so the same steps work on every sandbox kind. Failures of
- * these plumbing commands are the harness's problem, not the user's change, so they throw.
+ * Git, run through the sandbox port (inside the sandbox, where the agent already is) so the
+ * same steps work on every sandbox kind, with the harness's safety settings ahead of the
+ * checkout's own config. Nothing it returns is trusted beyond the sandbox: the host verifies
+ * the result before anything is pushed. Failures of these plumbing commands are the harness's
+ * problem, not the user's change, so they throw.
  */
 export function gitRunner(sandbox: Sandbox, signal?: AbortSignal) {
-  return async (args: string[], options: { allowFailure?: boolean; env?: Record<string, string> } = {}): Promise<ExecResult> => {
+  return async (args: string[], options: { allowFailure?: boolean; env?: Record<string, string>; stdin?: string } = {}): Promise<ExecResult> => {
     const result = await sandbox.exec({
-      argv: ["git", ...args],
+      argv: ["git", ...SANDBOX_GIT_SAFETY, ...args],
       cwd: sandbox.workDir,
       timeout: GIT_TIMEOUT_MS,
       ...(options.env ? { env: options.env } : {}),
+      ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
       ...(signal ? { signal } : {}),
     });
     if (result.exitCode !== 0 && !options.allowFailure) {
@@ -78,16 +81,20 @@ export async function commitRunChanges(sandbox: Sandbox, request: CommitRequest)
   const changedFiles = staged.stdout.split("\0").filter((file) => file !== "");
   if (changedFiles.length === 0) return { changedFiles };
 
-  const message = ["-m", request.title];
-  if (request.body?.trim()) message.push("-m", request.body.trim());
-  message.push("-m", `Harness-Run: ${request.runId}`);
   await git([
     "-c", `user.name=${request.identity.name}`,
     "-c", `user.email=${request.identity.email}`,
-    "-c", "commit.gpgsign=false",
-    "commit", "--quiet", "--no-verify", ...message,
-  ]);
+    "commit", "--quiet", "--no-verify", "--file=-",
+  ], { stdin: commitMessage(request) });
   return { sha: await headSha(sandbox, request.signal), changedFiles };
+}
+
+/** The run's commit message: title, optional body, and the `Harness-Run` trailer. */
+export function commitMessage(request: Pick<CommitRequest, "title" | "body" | "runId">): string {
+  const paragraphs = [request.title.trim()];
+  if (request.body?.trim()) paragraphs.push(request.body.trim());
+  paragraphs.push(`Harness-Run: ${request.runId}`);
+  return `${paragraphs.join("\n\n")}\n`;
 }
 
 /** `git diff --stat` and a size-bounded `git format-patch` of base..sha, to keep a failed push's work. */
@@ -96,21 +103,12 @@ export async function describeChange(sandbox: Sandbox, baseSha: string, sha: str
   const [stat, patch] = await Promise.all([
     git(["diff", "--stat", baseSha, sha], { allowFailure: true }),
     // The sandbox keeps an output's tail; read enough to know whether the head is complete.
-    sandbox.exec({ argv: ["git", "format-patch", "--stdout", `${baseSha}..${sha}`], cwd: sandbox.workDir, timeout: GIT_TIMEOUT_MS, maxOutput: PATCH_READ_LIMIT }),
+    sandbox.exec({ argv: ["git", ...SANDBOX_GIT_SAFETY, "format-patch", "--stdout", "--no-ext-diff", "--no-textconv", `${baseSha}..${sha}`], cwd: sandbox.workDir, timeout: GIT_TIMEOUT_MS, maxOutput: PATCH_READ_LIMIT }),
   ]);
   const patchText = patch.truncated
     ? `[patch not kept: larger than ${String(PATCH_READ_LIMIT)} bytes; the commit ${sha} holds the change]\n`
-    : headOf(patch.stdout, MAX_PATCH_BYTES);
+    : headOfPatch(patch.stdout, MAX_PATCH_BYTES);
   return { diffstat: stat.stdout.trim(), patch: patchText };
 }
 
 const PATCH_READ_LIMIT = 8 * 1024 * 1024;
-
-/** A patch is only useful from its start, so large ones keep their head, cut at a line. */
-function headOf(text: string, maxBytes: number): string {
-  const bytes = Buffer.from(text, "utf8");
-  if (bytes.length <= maxBytes) return text;
-  const marker = `\n[… patch cut: ${String(bytes.length)} bytes in all …]\n`;
-  const head = bytes.subarray(0, maxBytes - Buffer.byteLength(marker)).toString("utf8");
-  return head.slice(0, Math.max(0, head.lastIndexOf("\n"))) + marker;
-}

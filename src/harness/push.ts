@@ -1,19 +1,30 @@
 import type { PushResult } from "../contracts/types.js";
 import type { GitHubClient, NewPullRequest } from "../github/client.js";
 import { describeGitHubError } from "../github/octokit-client.js";
-import { classifyPushError, workflowPermissionError } from "../github/push-errors.js";
-import { gitCredentialEnv } from "../sandbox/environment.js";
+import { workflowPermissionError } from "../github/push-errors.js";
+import { deliverRun } from "../delivery/deliver.js";
+import { maskSecrets, type KnownSecret } from "../delivery/secret-scan.js";
 import type { Sandbox } from "../sandbox/types.js";
 import type { GitHubRepo } from "../util/github.js";
-import { describeChange } from "./git-steps.js";
+import { describeChange, type CommitIdentity } from "./git-steps.js";
 
 export interface PushRequest {
   sandbox: Sandbox;
+  runId: string;
   branch: string;
   baseSha: string;
+  /** The commit the sandbox made; the host checks it and writes the pushed commit itself. */
   commitSha: string;
+  /** Message and identity of the commit the host writes around the result. */
+  commit: { message: string; identity: CommitIdentity; now?: Date };
   changedFiles: readonly string[];
   token: string | undefined;
+  /** Where to push, chosen by the harness before any step ran (never read from the sandbox). */
+  pushUrl: string | undefined;
+  /** Values that must never leave in a push. */
+  secrets: readonly KnownSecret[];
+  redact: (text: string) => string;
+  signal?: AbortSignal;
   /** Where the pull request goes; a string explains why it is unknown. */
   githubRepo: GitHubRepo | string;
   github: GitHubClient | undefined;
@@ -29,9 +40,10 @@ export interface PushRequest {
 const WORKFLOWS_DIR = ".github/workflows/";
 
 /**
- * Pushes the run's branch and opens (or reuses) its pull request. Never throws: every outcome
- * is one of the four `PushResult` states, and when the push fails the result keeps the commit
- * sha, the diffstat and the patch so the work is not lost.
+ * Delivers the run's branch (from the host, after verifying what the sandbox produced) and
+ * opens (or reuses) its pull request. Never throws: every outcome is one of the four
+ * `PushResult` states, and when the push fails the result keeps the commit sha, the diffstat
+ * and the patch so the work is not lost.
  */
 export async function pushAndOpenPullRequest(request: PushRequest): Promise<PushResult> {
   const base: PushResult = { pushed: false, commitSha: request.commitSha };
@@ -48,23 +60,40 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
     }
   }
 
-  const pushed = await pushBranch(request.sandbox, request.branch, request.token);
-  if (!pushed.pushed) {
-    const classified = classifyPushError(pushed.error ?? "", [request.token]);
-    return { ...base, ...(await keepChange(request)), errorKind: classified.kind, error: `git push failed: ${classified.summary}`, remedy: classified.remedy };
+  if (!request.pushUrl) {
+    return { ...base, ...(await keepChange(request)), errorKind: "not_found", error: "git push failed: Harness could not tell where to push (the repository has no GitHub address)", remedy: "Run on a repository whose origin is on GitHub, or pass the repository as owner/name" };
   }
 
+  const delivered = await deliverRun({
+    sandbox: request.sandbox,
+    runId: request.runId,
+    baseSha: request.baseSha,
+    commitSha: request.commitSha,
+    branch: request.branch,
+    pushUrl: request.pushUrl,
+    token: request.token,
+    commit: request.commit,
+    secrets: request.secrets,
+    redact: request.redact,
+    ...(request.signal ? { signal: request.signal } : {}),
+  });
+  if (!delivered.delivered) {
+    const kept = delivered.patch !== undefined || delivered.diffstat !== undefined ? { ...(delivered.diffstat !== undefined ? { diffstat: delivered.diffstat } : {}), ...(delivered.patch !== undefined ? { patch: delivered.patch } : {}) } : await keepChange(request);
+    return { ...base, ...(delivered.commitSha ? { commitSha: delivered.commitSha } : {}), ...kept, errorKind: delivered.kind, error: delivered.error, remedy: delivered.remedy };
+  }
+  const commitSha = delivered.commitSha;
+
   if (typeof request.githubRepo === "string") {
-    return { pushed: true, commitSha: request.commitSha, error: `PR creation failed: ${request.githubRepo}` };
+    return { pushed: true, commitSha, error: `PR creation failed: ${request.githubRepo}` };
   }
   if (!request.github) {
-    return { pushed: true, commitSha: request.commitSha, error: "PR creation failed: no GitHub API client was configured" };
+    return { pushed: true, commitSha, error: "PR creation failed: no GitHub API client was configured" };
   }
   try {
     const pr = await openPullRequest(request.github, request.githubRepo, request);
-    return { pushed: true, prUrl: pr.url, commitSha: request.commitSha, ...(pr.reused ? { prReused: true } : {}) };
+    return { pushed: true, prUrl: pr.url, commitSha, ...(pr.reused ? { prReused: true } : {}) };
   } catch (error) {
-    return { pushed: true, commitSha: request.commitSha, error: `PR creation failed: ${describeGitHubError(error)}` };
+    return { pushed: true, commitSha, error: `PR creation failed: ${describeGitHubError(error)}` };
   }
 }
 
@@ -104,20 +133,11 @@ async function decorate(github: GitHubClient, repo: GitHubRepo, number: number, 
   ]);
 }
 
-async function pushBranch(sandbox: Sandbox, branch: string, token: string): Promise<{ pushed: boolean; error?: string }> {
-  if (sandbox.pushBranch) return sandbox.pushBranch(branch, token);
-  const result = await sandbox.exec({
-    argv: ["git", "push", "--porcelain", "--set-upstream", "origin", `refs/heads/${branch}:refs/heads/${branch}`],
-    cwd: sandbox.workDir,
-    timeout: 300_000,
-    env: { ...gitCredentialEnv(token), GIT_TERMINAL_PROMPT: "0", LC_ALL: "C" },
-  });
-  return result.exitCode === 0 ? { pushed: true } : { pushed: false, error: `${result.stderr}\n${result.stdout}`.trim() };
-}
-
+/** The change as the sandbox describes it, when the push never got as far as the host's copy. */
 async function keepChange(request: PushRequest): Promise<{ diffstat?: string; patch?: string }> {
   try {
-    return await describeChange(request.sandbox, request.baseSha, request.commitSha);
+    const change = await describeChange(request.sandbox, request.baseSha, request.commitSha);
+    return { diffstat: request.redact(change.diffstat), patch: request.redact(maskSecrets(change.patch, request.secrets)) };
   } catch {
     return {};
   }

@@ -1,18 +1,19 @@
 import { randomBytes } from "node:crypto";
 import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
 import type { AgentDriver } from "../agents/types.js";
+import type { KnownSecret } from "../delivery/secret-scan.js";
 import type { GitHubClient } from "../github/client.js";
 import { describeGitHubError } from "../github/octokit-client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { DEFAULT_COMMIT_IDENTITY } from "../sandbox/environment.js";
 import { DEFAULT_RUN_TIMEOUT, type Sandbox, type SandboxOptions } from "../sandbox/types.js";
 import { describeError, InvalidInputError } from "../util/errors.js";
-import { isLocalPath, parseGitHubRepo, type GitHubRepo } from "../util/github.js";
+import { githubCloneUrl, isLocalPath, parseGitHubRepo, type GitHubRepo } from "../util/github.js";
 import { createRedactor } from "../util/redact.js";
 import type { Blueprint } from "./blueprint.js";
 import { runBlueprint, type StopReason } from "./engine.js";
 import { fanOut, type Reporter } from "./events.js";
-import { commitRunChanges, gitRunner, headSha, type CommitIdentity } from "./git-steps.js";
+import { commitMessage, commitRunChanges, gitRunner, headSha, type CommitIdentity } from "./git-steps.js";
 import type { IssueContext } from "./prompt.js";
 import { pushAndOpenPullRequest } from "./push.js";
 import { redactingReporter } from "./reporters/redacting.js";
@@ -88,6 +89,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   // Only values that are secrets: the candidates may be a whole environment (PATH, URLs…).
   const secretValues = [options.githubToken, ...Object.values(agentCredentials), ...(options.secrets ?? [])];
   const redactor = createRedactor(secretValues);
+  const knownSecrets = knownSecretsOf(options, agentCredentials);
   const reporter = redactingReporter(options.reporter ?? fanOut(), redactor);
   const at = (): string => now().toISOString();
 
@@ -132,7 +134,9 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     });
     if (controller.signal.aborted) throw new Error("stopped before the first step");
     reporter.emit({ type: "sandbox.ready", runId: options.runId, workDir: sandbox.workDir, at: at() });
+    // Read before any step runs: after that, everything in the checkout is the agent's to change.
     const baseSha = await headSha(sandbox, controller.signal);
+    const target = options.push ? await resolvePushTarget(options, sandbox) : undefined;
 
     const outcome = await runBlueprint({
       blueprint: options.blueprint,
@@ -158,10 +162,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       status = outcome.status;
       error = outcome.error;
     } else {
+      const commitTitle = pullRequestTitle(options.intent).slice(0, 100);
+      const commitBody = options.issue ? `Requested in #${String(options.issue.number)}.` : "";
       const commit = await commitRunChanges(sandbox, {
         baseSha,
-        title: pullRequestTitle(options.intent).slice(0, 100),
-        body: options.issue ? `Requested in #${String(options.issue.number)}.` : "",
+        title: commitTitle,
+        body: commitBody,
         runId: options.runId,
         identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
         signal: controller.signal,
@@ -173,8 +179,10 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         error = "The run finished without changing any file, so there is nothing to push";
       } else {
         status = "succeeded";
-        if (options.push) {
-          pushResult = redactPushResult(await pushStage(options, sandbox, baseSha, commit.sha, commit.changedFiles, nodes), redactor);
+        if (options.push && target) {
+          const message = commitMessage({ title: commitTitle, body: commitBody, runId: options.runId });
+          pushResult = redactPushResult(await pushStage(options, { sandbox, baseSha, commitSha: commit.sha, changedFiles: commit.changedFiles, nodes, target, message, knownSecrets, redactor, signal: controller.signal }), redactor);
+          if (pushResult.commitSha) commitSha = pushResult.commitSha;
           reporter.emit({ type: "push.finished", runId: options.runId, result: pushResult, at: at() });
         }
       }
@@ -246,16 +254,45 @@ function pickCredentials(agent: AgentDriver | undefined, candidates: Readonly<Re
   return picked;
 }
 
-async function resolveGitHubRepo(options: HarnessOptions, sandbox: Sandbox): Promise<GitHubRepo | string> {
+interface PushTarget {
+  /** Where the pull request goes; a string explains why it is unknown. */
+  githubRepo: GitHubRepo | string;
+  /** Where the branch is pushed; undefined when there is nowhere to push. */
+  pushUrl: string | undefined;
+}
+
+/**
+ * Where the run's branch goes, decided before any step runs: a GitHub repository's address
+ * from the request, or a local repository's `origin` as it was before the agent started (a
+ * worktree shares its repository's config, which the agent could otherwise rewrite).
+ */
+async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Promise<PushTarget> {
   const serverUrl = options.sandboxOptions?.githubServerUrl;
   const parse = (ref: string): GitHubRepo => parseGitHubRepo(ref, serverUrl ? { serverUrl } : {});
-  try {
-    if (!isLocalPath(options.repo)) return parse(options.repo);
-    const origin = await gitRunner(sandbox)(["remote", "get-url", "origin"], { allowFailure: true });
-    return parse(origin.stdout.trim());
-  } catch {
-    return "cannot tell which GitHub repository to open the pull request in: the repository's origin is not on GitHub (pass --github-repo owner/name)";
+  if (!isLocalPath(options.repo)) {
+    try {
+      const repo = options.githubRepo ?? parse(options.repo);
+      return { githubRepo: repo, pushUrl: githubCloneUrl(repo, serverUrl) };
+    } catch (error) {
+      return { githubRepo: describeError(error), pushUrl: undefined };
+    }
   }
+  const origin = (await gitRunner(sandbox)(["remote", "get-url", "--push", "origin"], { allowFailure: true })).stdout.trim();
+  const pushUrl = origin !== "" ? origin : undefined;
+  if (options.githubRepo) return { githubRepo: options.githubRepo, pushUrl };
+  try {
+    return { githubRepo: parse(origin), pushUrl };
+  } catch {
+    return { githubRepo: "cannot tell which GitHub repository to open the pull request in: the repository's origin is not on GitHub (pass --github-repo owner/name)", pushUrl };
+  }
+}
+
+/** The run's secrets by name, for the push's secret scan (the values alone serve redaction). */
+function knownSecretsOf(options: HarnessOptions, agentCredentials: Readonly<Record<string, string>>): KnownSecret[] {
+  const secrets: KnownSecret[] = Object.entries(agentCredentials).map(([name, value]) => ({ name, value }));
+  if (options.githubToken) secrets.push({ name: "the run's GitHub token", value: options.githubToken });
+  for (const value of options.secrets ?? []) secrets.push({ name: "a secret the operator configured", value });
+  return secrets;
 }
 
 function lastSummary(nodes: readonly NodeReport[]): string | undefined {
@@ -271,27 +308,48 @@ function redactPushResult(result: PushResult, redactor: (text: string) => string
   return out;
 }
 
+interface PushStageInput {
+  sandbox: Sandbox;
+  baseSha: string;
+  commitSha: string;
+  changedFiles: string[];
+  nodes: NodeReport[];
+  target: PushTarget;
+  message: string;
+  knownSecrets: KnownSecret[];
+  redactor: (text: string) => string;
+  signal: AbortSignal;
+}
+
 /** Push + PR with the push credential minted for this step only, and released right after. */
-async function pushStage(options: HarnessOptions, sandbox: Sandbox, baseSha: string, commitSha: string, changedFiles: string[], nodes: NodeReport[]): Promise<PushResult> {
+async function pushStage(options: HarnessOptions, input: PushStageInput): Promise<PushResult> {
   let credential: { token: string | undefined; release: () => Promise<void> } = { token: options.githubToken, release: () => Promise.resolve() };
   if (options.pushToken) {
     try {
       credential = await options.pushToken();
     } catch (error) {
       // A credential that cannot be minted is a push failure with its reason, not a crash.
-      return { pushed: false, commitSha, errorKind: "auth", error: `git push failed: could not get a push token: ${describeGitHubError(error)}`, remedy: "Check that the app is still installed on this repository with Contents: write" };
+      return { pushed: false, commitSha: input.commitSha, errorKind: "auth", error: `git push failed: could not get a push token: ${describeGitHubError(error)}`, remedy: "Check that the app is still installed on this repository with Contents: write" };
     }
   }
   try {
-    const summary = lastSummary(nodes);
+    const summary = lastSummary(input.nodes);
+    const token = credential.token;
     return await pushAndOpenPullRequest({
-      sandbox,
+      sandbox: input.sandbox,
+      runId: options.runId,
       branch: options.branch,
-      baseSha,
-      commitSha,
-      changedFiles,
-      token: credential.token,
-      githubRepo: options.githubRepo ?? (await resolveGitHubRepo(options, sandbox)),
+      baseSha: input.baseSha,
+      commitSha: input.commitSha,
+      commit: { message: input.message, identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY, ...(options.now ? { now: options.now() } : {}) },
+      changedFiles: input.changedFiles,
+      token,
+      pushUrl: input.target.pushUrl,
+      // The push credential is a secret of this run too, whether the scan or the redactor meets it.
+      secrets: token ? [...input.knownSecrets, { name: "the push token", value: token }] : input.knownSecrets,
+      redact: token ? (text) => createRedactor([token])(input.redactor(text)) : input.redactor,
+      signal: input.signal,
+      githubRepo: input.target.githubRepo,
       github: options.github,
       title: pullRequestTitle(options.intent),
       body: pullRequestBody({
@@ -299,7 +357,7 @@ async function pushStage(options: HarnessOptions, sandbox: Sandbox, baseSha: str
         blueprint: options.blueprint.name,
         branch: options.branch,
         runId: options.runId,
-        nodes,
+        nodes: input.nodes,
         ...(options.issue ? { issueNumber: options.issue.number } : {}),
         ...(summary ? { summary } : {}),
         ...(options.runUrl ? { runUrl: options.runUrl } : {}),

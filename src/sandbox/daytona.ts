@@ -1,5 +1,5 @@
-// Written against @daytonaio/sdk 0.218.0 (pinned exactly in package.json); shared/notes/daytona-sdk.md
-// records the measured behaviour this file relies on.
+// Written against @daytonaio/sdk 0.218.0 (pinned exactly in package.json); the fake Daytona in
+// test/fakes/daytona records the measured behaviour this file relies on.
 import { randomBytes } from "node:crypto";
 import { dirname, posix } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -21,7 +21,6 @@ import { shellQuote } from "../util/shell.js";
 import { MAX_OUTPUT_BYTES, truncateBytes } from "../util/sanitize.js";
 import { TailBuffer } from "../util/tail-buffer.js";
 import { boundedCommand, parseBoundedOutput, streamingCommand } from "./daytona-command.js";
-import { DEFAULT_COMMIT_IDENTITY } from "./environment.js";
 import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "./process.js";
 import type { Sandbox, SandboxOptions } from "./types.js";
 import { validateExecOptions } from "./validate.js";
@@ -125,7 +124,6 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
 class DaytonaSandbox implements Sandbox {
   readonly id: string;
   private tornDown = false;
-  private snapshots = 0;
 
   constructor(
     private readonly daytona: Daytona,
@@ -182,29 +180,20 @@ class DaytonaSandbox implements Sandbox {
     }
   }
 
-  async snapshot(): Promise<string> {
-    this.snapshots += 1;
+  async downloadBytes(path: string, maxBytes: number): Promise<Buffer> {
+    const target = assertPathConfined(path, this.workDir);
     try {
-      await this.remote.git.add(this.workDir, ["."]);
-      const { sha } = await this.remote.git.commit(this.workDir, `harness snapshot ${String(this.snapshots)}`, DEFAULT_COMMIT_IDENTITY.name, DEFAULT_COMMIT_IDENTITY.email, true);
-      return sha;
+      // The size is asked first so a flood is refused before it is transferred; the length is
+      // checked again after, since the sandbox may still be writing.
+      const details = await this.remote.fs.getFileDetails(target);
+      if (details.isDir) throw new SandboxError(`${path} in the sandbox is not a regular file`);
+      if (details.size > maxBytes) throw new SandboxError(`${path} in the sandbox is ${String(details.size)} bytes, over the ${String(maxBytes)}-byte limit`);
+      const content = await this.remote.fs.downloadFile(target);
+      if (content.length > maxBytes) throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
+      return content;
     } catch (error) {
-      throw translateError(error, { redact: this.redact, during: "committing a snapshot" });
+      throw translateError(error, { redact: this.redact, during: `reading ${path}` });
     }
-  }
-
-  async pushBranch(branch: string, token: string): Promise<{ pushed: boolean; error?: string }> {
-    try {
-      await this.remote.git.push(this.workDir, "x-access-token", token, branch, "origin", true);
-      return { pushed: true };
-    } catch (error) {
-      return { pushed: false, error: createRedactor([token])(this.redact(describeError(error))) };
-    }
-  }
-
-  async defaultBranch(): Promise<string> {
-    const result = await this.exec({ argv: ["git", "symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], cwd: this.workDir, timeout: 30_000 });
-    return result.exitCode === 0 ? result.stdout.trim().replace(/^origin\//, "") : "main";
   }
 
   async teardown(): Promise<void> {

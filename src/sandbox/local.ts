@@ -1,13 +1,14 @@
 import { randomBytes } from "node:crypto";
-import { lstat, mkdir, mkdtemp, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
+import { constants as fsConstants } from "node:fs";
+import { lstat, mkdir, mkdtemp, open, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
 import type { ExecOptions, ExecResult } from "../contracts/types.js";
-import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../util/errors.js";
+import { describeError, InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../util/errors.js";
 import { classifyRepoRef, githubCloneUrl } from "../util/github.js";
 import { assertPathConfined, isWithin } from "../util/path.js";
 import { createRedactor } from "../util/redact.js";
-import { DEFAULT_COMMIT_IDENTITY, gitEnv, sandboxBaseEnv } from "./environment.js";
+import { gitEnv, sandboxBaseEnv } from "./environment.js";
 import { runProcess } from "./process.js";
 import { DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
 import { validateExecOptions } from "./validate.js";
@@ -72,8 +73,6 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
   const realWorkDir = await realpath(workDir);
   let tornDown = false;
-  let cachedDefaultBranch: string | undefined;
-  let snapshots = 0;
 
   /** Lexical confinement, then the same check on the real path, so symlinks cannot escape. */
   const confine = async (path: string): Promise<string> => {
@@ -129,36 +128,30 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       return readFile(await confine(path), "utf8");
     },
 
-    async snapshot() {
-      snapshots += 1;
-      const identity = ["-c", `user.name=${DEFAULT_COMMIT_IDENTITY.name}`, "-c", `user.email=${DEFAULT_COMMIT_IDENTITY.email}`];
-      await gitOrThrow("Staging changes", ["add", "--all"], workDir);
-      await gitOrThrow(
-        "Committing a snapshot",
-        [...identity, "commit", "--quiet", "--no-verify", "--allow-empty", "-m", `harness snapshot ${String(snapshots)}${opts.runId ? ` (run ${opts.runId})` : ""}`],
-        workDir,
-      );
-      return gitOrThrow("Reading the snapshot sha", ["rev-parse", "HEAD"], workDir);
-    },
-
-    async pushBranch(branch, token) {
-      const result = await git(["push", "--porcelain", "--set-upstream", "origin", `refs/heads/${branch}:refs/heads/${branch}`], workDir, token);
-      if (result.exitCode === 0) return { pushed: true };
-      const redactPush = createRedactor([token]);
-      return { pushed: false, error: redactPush(`${result.stderr}${result.stdout}`.trim()) || `git push exited with ${String(result.exitCode)}` };
-    },
-
-    async defaultBranch() {
-      if (cachedDefaultBranch !== undefined) return cachedDefaultBranch;
-      const fromOrigin = await git(["symbolic-ref", "--quiet", "--short", "refs/remotes/origin/HEAD"], workDir);
-      if (fromOrigin.exitCode === 0 && fromOrigin.stdout.trim() !== "") {
-        cachedDefaultBranch = fromOrigin.stdout.trim().replace(/^origin\//, "");
-      } else if (source.kind === "local") {
-        cachedDefaultBranch = await gitOrThrow("Reading the repository's current branch", ["symbolic-ref", "--quiet", "--short", "HEAD"], source.path);
-      } else {
-        cachedDefaultBranch = "main";
+    async downloadBytes(path, maxBytes) {
+      const target = await confine(path);
+      // O_NOFOLLOW: a symlink swapped in after the check is refused, not followed.
+      const handle = await open(target, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW).catch((error: unknown) => {
+        throw new SandboxError(`Could not read ${path} from the sandbox: ${describeError(error)}`);
+      });
+      try {
+        const info = await handle.stat();
+        if (!info.isFile()) throw new SandboxError(`${path} in the sandbox is not a regular file`);
+        if (info.size > maxBytes) throw new SandboxError(`${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`);
+        // Read one byte past the limit: a file that grew since the stat is refused, not cut.
+        const buffer = Buffer.alloc(Math.min(maxBytes + 1, info.size + 1));
+        let length = 0;
+        for (;;) {
+          const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+          if (bytesRead === 0) break;
+          length += bytesRead;
+          if (length === buffer.length) break;
+        }
+        if (length > maxBytes || (length === buffer.length && length > info.size)) throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
+        return buffer.subarray(0, length);
+      } finally {
+        await handle.close();
       }
-      return cachedDefaultBranch;
     },
 
     async teardown() {

@@ -20,20 +20,14 @@ export interface Sandbox {
   /** Read a UTF-8 file from the sandbox; the path is relative to `workDir` and confined to it. */
   downloadFile(path: string): Promise<string>;
 
-  /** Commit the current state of `workDir` (even if unchanged) and return the commit sha. */
-  snapshot(): Promise<string>;
+  /**
+   * Read a file the run produced, as bytes, refusing one larger than `maxBytes` before reading
+   * it whole. The path is relative to `workDir` and confined to it; the content is untrusted.
+   */
+  downloadBytes(path: string, maxBytes: number): Promise<Buffer>;
 
   /** Destroy the sandbox and clean up all its resources. Idempotent; never throws. */
   teardown(): Promise<void>;
-
-  /**
-   * Push `branch` to the repository's remote, authenticating with `token`. Optional: when
-   * absent the harness falls back to `exec`. Never throws for a rejected push.
-   */
-  pushBranch?(branch: string, token: string): Promise<{ pushed: boolean; error?: string }>;
-
-  /** The default branch of the remote repository (the base for pull requests). Optional. */
-  defaultBranch?(): Promise<string>;
 }
 
 /** Settings for a Daytona sandbox; ignored by the local sandbox. */
@@ -80,8 +74,9 @@ export interface SandboxOptions {
   /** Daytona-specific options (ignored by the local sandbox). */
   daytona?: DaytonaOptions;
   /**
-   * GitHub token for clone and push. Handed to git only through an environment-scoped
+   * Read-only GitHub token for the clone. Handed to git only through an environment-scoped
    * credential for the one git process that needs it; never written to disk or a remote URL.
+   * No write credential is ever given to a sandbox: the harness pushes from the host.
    */
   githubToken?: string;
   /** Web URL of a GitHub Enterprise Server, when the repository lives on one. */

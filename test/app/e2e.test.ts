@@ -162,7 +162,7 @@ describe("comment → 👀 → status comment → branch → PR → final commen
 });
 
 describe("the same flow with the Daytona sandbox (against the fake Daytona)", () => {
-  test("clone and push go through Daytona's git API with the minted tokens; one sandbox, deleted", async () => {
+  test("the clone goes through Daytona's git API with the read-only token; the push token never reaches Daytona; one sandbox, deleted", async () => {
     const daytona = await startFakeDaytona();
     try {
       await server.close(1_000);
@@ -180,7 +180,10 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
       expect(daytona.requests.filter((r) => r.method === "DELETE" && r.path.startsWith("/api/sandbox/"))).toHaveLength(1);
       const [clone, push] = github.mintedTokens().filter((token) => token.repositories.length === 1);
       expect(daytona.requestsMentioning(clone?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
-      expect(daytona.requestsMentioning(push?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/push"]);
+      expect(clone?.permissions).toEqual({ contents: "read", metadata: "read" });
+      expect(push?.permissions).toMatchObject({ contents: "write" });
+      expect(daytona.requestsMentioning(push?.token ?? "-")).toEqual([]);
+      expect(daytona.requests.filter((r) => r.path.endsWith("/git/push"))).toEqual([]);
       expect(daytona.requestsMentioning(AGENT_KEY).every((r) => r.path.endsWith("/env"))).toBe(true);
     } finally {
       await daytona.close();

@@ -39,7 +39,7 @@ afterEach(async () => {
 });
 
 describe("harness run --sandbox daytona, end to end against the fake Daytona", () => {
-  test("clone, command agent, commit, push and PR; one sandbox created and deleted; the token only in clone/push", async () => {
+  test("clone, command agent, commit, push and PR; one sandbox created and deleted; the token reaches Daytona only for the clone", async () => {
     const agent = join(root.path, "agent.sh");
     await writeFile(agent, '#!/bin/sh\necho "made in daytona" > DAYTONA.md\necho "Wrote DAYTONA.md"\n');
     await chmod(agent, 0o755);
@@ -71,7 +71,7 @@ describe("harness run --sandbox daytona, end to end against the fake Daytona", (
     expect(git(bare, "show", "harness/daytona-e2e:DAYTONA.md")).toBe("made in daytona");
     expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
     expect(daytona.requests.filter((r) => r.method === "DELETE" && /^\/api\/sandbox\//.test(r.path))).toHaveLength(1);
-    expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone", "/git/push"]);
+    expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
     expect(api.isDone()).toBe(true);
   });
 });

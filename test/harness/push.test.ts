@@ -110,11 +110,7 @@ describe("push + PR through real git", () => {
     const report = await runHarness(options(await agentWriting("hello.txt", "hi"), {
       github: fakeGitHub(),
       // Clone with the good token, push with the expired one: tokens expire mid-run.
-      createSandbox: async (sandboxOptions) => {
-        const sandbox = await createLocalSandbox(sandboxOptions);
-        const push = sandbox.pushBranch?.bind(sandbox);
-        return { ...sandbox, workDir: sandbox.workDir, pushBranch: async (branch: string) => push ? push(branch, expired) : { pushed: false } };
-      },
+      pushToken: () => Promise.resolve({ token: expired, release: () => Promise.resolve() }),
     }));
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "auth" });
     expect(JSON.stringify(report)).not.toContain(expired);

@@ -286,33 +286,14 @@ describe("Daytona sandbox: files, git, teardown", () => {
     expect(daytona.requests.length).toBe(before);
   });
 
-  test("AC-8: snapshot commits with the SDK, empty or not, and returns the sha", async () => {
+  test("downloadBytes asks the size first and refuses an oversized file before transferring it", async () => {
     const box = await sandbox();
-    await box.uploadFiles([{ path: "a.txt", content: "a" }]);
-    const first = await box.snapshot();
-    const empty = await box.snapshot();
-    expect(first).toMatch(/^[0-9a-f]{40}$/);
-    expect(empty).not.toBe(first);
-    expect(requestsTo(/\/git\/commit$/).map((request) => (request.body as { allow_empty?: boolean }).allow_empty)).toEqual([true, true]);
-  });
-
-  test("pushBranch pushes with the token in the credential fields only", async () => {
-    const box = await sandbox({ branch: "harness/push" });
-    await box.uploadFiles([{ path: "pushed.txt", content: "pushed" }]);
-    const sha = await box.snapshot();
-    expect(await box.pushBranch?.("harness/push", token)).toEqual({ pushed: true });
-    expect(git(bare, "rev-parse", "harness/push")).toBe(sha);
-    const leaks = daytona.requestsMentioning(token).filter((request) => !/\/git\/(clone|push)$/.test(request.path));
-    expect(leaks).toEqual([]);
-  });
-
-  test("a rejected push is reported, not thrown, and without the token", async () => {
-    const box = await sandbox({ branch: "harness/reject" });
-    const wrong = fakeToken("ghs_", 37);
-    const result = await box.pushBranch?.("harness/reject", wrong);
-    expect(result?.pushed).toBe(false);
-    expect(result?.error).toBeTruthy();
-    expect(result?.error).not.toContain(wrong);
+    await box.uploadFiles([{ path: "out/result.bin", content: "0123456789" }]);
+    expect((await box.downloadBytes("out/result.bin", 10)).toString("utf8")).toBe("0123456789");
+    const downloadsBefore = requestsTo(/\/files\/bulk-download$/).length;
+    await expect(box.downloadBytes("out/result.bin", 9)).rejects.toThrow(/10 bytes, over the 9-byte limit/);
+    expect(requestsTo(/\/files\/bulk-download$/).length).toBe(downloadsBefore);
+    await expect(box.downloadBytes("../../etc/passwd", 100_000)).rejects.toThrow(/path confinement/);
   });
 
   test("AC-9/10: teardown deletes once, is idempotent, and swallows not-found", async () => {

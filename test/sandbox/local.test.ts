@@ -250,15 +250,16 @@ describe("local sandbox: files", () => {
 });
 
 describe("local sandbox: git lifecycle", () => {
-  test("snapshot commits the current state and returns its sha", async () => {
+  test("downloadBytes reads what the run produced, and refuses oversized files, symlinks and escapes", async () => {
     const sandbox = await sandboxFor(testRepo);
-    await sandbox.uploadFiles([{ path: "new.txt", content: "change" }]);
-    const sha = await sandbox.snapshot();
-    expect(sha).toMatch(/^[0-9a-f]{40}$/);
-    expect(git(sandbox.workDir, "show", "--name-only", "--format=", sha)).toBe("new.txt");
-    expect(git(testRepo, "rev-parse", "test-branch")).toBe(sha);
-    const empty = await sandbox.snapshot();
-    expect(empty).not.toBe(sha);
+    await sandbox.uploadFiles([{ path: "out/result.bin", content: "0123456789" }]);
+    expect((await sandbox.downloadBytes("out/result.bin", 10)).toString("utf8")).toBe("0123456789");
+    await expect(sandbox.downloadBytes("out/result.bin", 9)).rejects.toThrow(/10 bytes, over the 9-byte limit/);
+    await symlink(join(sandbox.workDir, "out", "result.bin"), join(sandbox.workDir, "link.bin"));
+    await expect(sandbox.downloadBytes("link.bin", 100)).rejects.toThrow();
+    await symlink("/etc/passwd", join(sandbox.workDir, "passwd"));
+    await expect(sandbox.downloadBytes("passwd", 100_000)).rejects.toThrow(/path confinement/);
+    await expect(sandbox.downloadBytes("../../../etc/passwd", 100_000)).rejects.toThrow(/path confinement/);
   });
 
   test("checks out a branch that already exists instead of failing", async () => {
@@ -273,11 +274,6 @@ describe("local sandbox: git lifecycle", () => {
     await sandbox.teardown();
     expect(existsSync(sandbox.workDir)).toBe(false);
     expect(git(testRepo, "worktree", "list", "--porcelain")).not.toContain(sandbox.workDir);
-  });
-
-  test("defaultBranch is the source repository's branch", async () => {
-    const sandbox = await sandboxFor(testRepo);
-    expect(await sandbox.defaultBranch?.()).toBe("main");
   });
 
   test.each([
@@ -335,7 +331,8 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
   test("accepts owner/name shorthand against the configured server", async () => {
     const sandbox = await createLocalSandbox({ repo: "acme/widgets", branch: "b", githubToken: token, githubServerUrl: server.url });
     sandboxes.push(sandbox);
-    expect(await sandbox.defaultBranch?.()).toBe("main");
+    expect(git(sandbox.workDir, "rev-parse", "--abbrev-ref", "HEAD")).toBe("b");
+    expect(await sandbox.downloadFile("README.md")).toBe("# test repo\n");
   });
 
   test("a wrong token fails with a readable error that does not contain the token, and leaves nothing behind", async () => {
@@ -365,22 +362,6 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
     } finally {
       await seed.cleanup();
     }
-  });
-
-  test("pushBranch pushes the run's branch with the token, and reports a rejected push without throwing", async () => {
-    const sandbox = await createLocalSandbox({ repo: "acme/widgets", branch: "harness/2-push", githubToken: token, githubServerUrl: server.url });
-    sandboxes.push(sandbox);
-    await sandbox.uploadFiles([{ path: "change.txt", content: "pushed\n" }]);
-    const sha = await sandbox.snapshot();
-    expect(await sandbox.pushBranch?.("harness/2-push", token)).toEqual({ pushed: true });
-    expect(git(join(root.path, "acme", "widgets.git"), "rev-parse", "refs/heads/harness/2-push")).toBe(sha);
-    expect(await readFile(join(sandbox.workDir, ".git", "config"), "utf8")).not.toContain(token);
-
-    const wrong = fakeToken("ghs_", 37);
-    const rejected = await sandbox.pushBranch?.("harness/2-push", wrong);
-    expect(rejected?.pushed).toBe(false);
-    expect(rejected?.error).toMatch(/Authentication failed|could not read Username|401/);
-    expect(rejected?.error).not.toContain(wrong);
   });
 });
 

@@ -1,0 +1,226 @@
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
+import type { PushErrorKind } from "../contracts/types.js";
+import { classifyPushError } from "../github/push-errors.js";
+import type { Sandbox } from "../sandbox/types.js";
+import { describeError } from "../util/errors.js";
+import { BundleFormatError, parseBundleHeader } from "./bundle-header.js";
+import { hostGit, hostGitOrThrow, SANDBOX_GIT_SAFETY, tokenHeaderConfig, transportOf, type GitTransport } from "./safe-git.js";
+import { maskSecrets, scanForSecrets, type KnownSecret, type SecretFinding } from "./secret-scan.js";
+
+/** Largest result a run may hand out of its sandbox, in bytes (a bundle of its new commits). */
+export const MAX_RESULT_BYTES = 100 * 1024 * 1024;
+/** Most commits one run may add on top of its base. The harness makes one; slack for follow-ups. */
+export const MAX_RESULT_COMMITS = 50;
+/** The change is read whole to look for secrets; a larger diff is refused rather than half-read. */
+export const MAX_SCANNED_DIFF_BYTES = 32 * 1024 * 1024;
+/** Largest patch kept in a report when a push does not happen: 256 KiB. */
+export const MAX_PATCH_BYTES = 256 * 1024;
+
+/** Prefix of the host-side delivery directories (not `harness-`: those are sandboxes the reaper owns). */
+export const DELIVERY_DIR_PREFIX = "harness-delivery-";
+
+export interface DeliveryRequest {
+  sandbox: Sandbox;
+  runId: string;
+  /** The commit the run started from, read before any step ran. */
+  baseSha: string;
+  /** The commit the sandbox says holds the run's change: a claim, checked against the bundle. */
+  commitSha: string;
+  /** The branch the harness chose; the only ref the push writes. */
+  branch: string;
+  /** Where the harness chose to push (never read from the sandbox). */
+  pushUrl: string;
+  /** The write credential. It reaches the host-side fetch and push processes only. */
+  token: string;
+  /** The commit the host writes around the result's tree: its message and who it is by. */
+  commit: { message: string; identity: { name: string; email: string }; now?: Date };
+  /** Values that must never leave in a push, with the name shown when one is found. */
+  secrets: readonly KnownSecret[];
+  redact: (text: string) => string;
+  signal?: AbortSignal;
+  /** Largest bundle accepted (default `MAX_RESULT_BYTES`). */
+  maxResultBytes?: number;
+}
+
+export type DeliveryOutcome =
+  | { delivered: true; commitSha: string; diffstat: string }
+  | { delivered: false; kind: PushErrorKind; error: string; remedy: string; diffstat?: string; patch?: string; findings?: SecretFinding[]; commitSha?: string };
+
+/**
+ * The write path. The sandbox hands its result out as data (a git bundle of the new commits);
+ * on this host, in a repository the harness owns, the bundle is checked (its header says exactly
+ * one result descending from the run's base; objects fsck'ed; every new commit descends from
+ * the base; size bounded). The host then writes the run's commit itself — the result's tree on
+ * the base, with the harness's message and identity — so nothing but file contents comes from
+ * the sandbox, scans that change for secrets, and only then pushes that one commit to the one
+ * branch it chose. Nothing in the sandbox — hooks, config, remotes, credential helpers — takes
+ * part, and the token never enters it.
+ */
+export async function deliverRun(request: DeliveryRequest): Promise<DeliveryOutcome> {
+  const dir = await mkdtemp(join(tmpdir(), DELIVERY_DIR_PREFIX));
+  const gitDir = join(dir, "repo.git");
+  try {
+    return await deliverIn(dir, gitDir, request);
+  } finally {
+    await rm(dir, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
+  }
+}
+
+async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest): Promise<DeliveryOutcome> {
+  const transport = transportOf(request.pushUrl);
+  if (!transport) return refused("unknown", `the push address is not one Harness pushes to (${request.redact(request.pushUrl)})`, "Use an https address for the repository");
+  const withToken = (transports: readonly GitTransport[]) => ({ transports, config: tokenHeaderConfig(request.token), ...(request.signal ? { signal: request.signal } : {}) });
+
+  let bundle: Buffer;
+  try {
+    bundle = await exportBundle(request);
+  } catch (error) {
+    return refused("unverified", `the run's result could not be taken out of the sandbox: ${request.redact(describeError(error))}`, REMEDY_UNVERIFIED);
+  }
+  const headerProblem = checkHeader(bundle, request);
+  if (headerProblem) return refused("unverified", `the run's result failed verification: ${headerProblem}`, REMEDY_UNVERIFIED);
+
+  await hostGitOrThrow(dir, "Creating the delivery repository", ["init", "--quiet", "--bare", gitDir], { timeout: 30_000 });
+  const bundlePath = join(dir, "result.bundle");
+  await writeFile(bundlePath, bundle);
+
+  // The base's objects, so the bundle's thin pack resolves and the push can negotiate.
+  const base = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", "--depth=1", request.pushUrl, request.baseSha], withToken([transport]));
+  if (base.exitCode !== 0) {
+    const classified = classifyPushError(`${base.stderr}\n${base.stdout}`, [request.token]);
+    return refused(classified.kind, `could not fetch the run's base commit from the repository: ${classified.summary}`, classified.remedy);
+  }
+
+  const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], { transports: ["file"], timeout: 300_000 });
+  if (imported.exitCode !== 0) {
+    return refused("unverified", `the run's result failed verification: its objects did not check out (${request.redact(lastLine(imported.stderr))})`, REMEDY_UNVERIFIED);
+  }
+  const ancestry = await checkAncestry(gitDir, request);
+  if (ancestry) return refused("unverified", `the run's result failed verification: ${ancestry}`, REMEDY_UNVERIFIED);
+
+  const commitSha = await writeCommit(gitDir, request);
+  const [diff, stat] = await Promise.all([
+    hostGit(gitDir, ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--text", "-U0", request.baseSha, commitSha], { maxOutput: MAX_SCANNED_DIFF_BYTES }),
+    hostGit(gitDir, ["diff", "--no-color", "--stat", request.baseSha, commitSha]),
+  ]);
+  const diffstat = request.redact(stat.stdout.trim());
+  if (diff.exitCode !== 0 || diff.truncated) {
+    return refused("unverified", `the change is too large to check for secrets (over ${formatBytes(MAX_SCANNED_DIFF_BYTES)} of diff)`, "Make the change smaller (large binaries belong in Git LFS), then ask again", { diffstat });
+  }
+  const findings = scanForSecrets({ patch: diff.stdout, messages: [request.commit.message], secrets: request.secrets });
+  if (findings.length > 0) {
+    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha), request.secrets);
+    return refused("secret_in_change", `the change contains ${describeFindings(findings)}, so Harness did not push it`, "Remove the secret from the change (and rotate it if it is real), then ask again; the change is kept below with the secret masked", { diffstat, patch: request.redact(patch), findings });
+  }
+
+  const pushed = await hostGit(gitDir, ["push", "--porcelain", "--no-verify", request.pushUrl, `${commitSha}:refs/heads/${request.branch}`], withToken([transport]));
+  if (pushed.exitCode !== 0) {
+    const classified = classifyPushError(`${pushed.stderr}\n${pushed.stdout}`, [request.token]);
+    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha), request.secrets);
+    return refused(classified.kind, `git push failed: ${classified.summary}`, classified.remedy, { diffstat, patch: request.redact(patch), commitSha });
+  }
+  return { delivered: true, commitSha, diffstat };
+}
+
+const REMEDY_UNVERIFIED = "Nothing was pushed. The run's output is kept in the run log; ask again, and if it repeats, tell the operator (the sandbox's result did not match what the run committed)";
+
+/** Where the sandbox writes its bundle: beside the checkout's files, never committed (the commit is made). */
+export function resultBundlePath(runId: string): string {
+  return `.harness-result-${runId.replace(/[^A-Za-z0-9_-]/g, "").slice(0, 40)}.bundle`;
+}
+
+/**
+ * Inside the sandbox, where the agent already ran: bundle `HEAD` less the base. The harness's
+ * own settings come first on the command line, so the checkout's hooks and fsmonitor stay off
+ * even here; the bundle is a claim that the host checks, not a trusted artefact.
+ */
+async function exportBundle(request: DeliveryRequest): Promise<Buffer> {
+  const path = resultBundlePath(request.runId);
+  const result = await request.sandbox.exec({
+    argv: ["git", ...SANDBOX_GIT_SAFETY, "bundle", "create", "--quiet", path, "HEAD", `^${request.baseSha}`],
+    cwd: request.sandbox.workDir,
+    timeout: 300_000,
+    ...(request.signal ? { signal: request.signal } : {}),
+  });
+  if (result.exitCode !== 0) throw new Error(`git bundle exited with ${String(result.exitCode)}: ${lastLine(result.stderr || result.stdout)}`);
+  return request.sandbox.downloadBytes(path, request.maxResultBytes ?? MAX_RESULT_BYTES);
+}
+
+function checkHeader(bundle: Buffer, request: DeliveryRequest): string | undefined {
+  let header;
+  try {
+    header = parseBundleHeader(bundle);
+  } catch (error) {
+    return error instanceof BundleFormatError ? `it is not a readable git bundle (${error.message})` : describeError(error);
+  }
+  if (header.refs.length !== 1 || header.refs[0]?.name !== "HEAD") {
+    return `it carries ${String(header.refs.length)} refs (${header.refs.slice(0, 3).map((ref) => JSON.stringify(ref.name.slice(0, 80))).join(", ")}), where the run's one result was expected`;
+  }
+  if (header.refs[0].sha !== request.commitSha) return "it holds a different commit from the one the run committed";
+  const foreign = header.prerequisites.filter((sha) => sha !== request.baseSha);
+  if (foreign.length > 0) return `it builds on ${String(foreign.length)} commit(s) other than the run's base ${request.baseSha.slice(0, 12)}`;
+  return undefined;
+}
+
+async function checkAncestry(gitDir: string, request: DeliveryRequest): Promise<string | undefined> {
+  const range = `${request.baseSha}..refs/harness/result`;
+  const [all, descendants] = await Promise.all([
+    hostGit(gitDir, ["rev-list", "--count", range]),
+    hostGit(gitDir, ["rev-list", "--count", "--ancestry-path", range]),
+  ]);
+  const count = Number(all.stdout.trim());
+  if (all.exitCode !== 0 || descendants.exitCode !== 0 || !Number.isInteger(count)) return "its history could not be read";
+  if (count === 0) return "it adds no commit on top of the base";
+  if (count > MAX_RESULT_COMMITS) return `it adds ${String(count)} commits; at most ${String(MAX_RESULT_COMMITS)} are accepted`;
+  if (Number(descendants.stdout.trim()) !== count) return `it carries commits that do not descend from the run's base ${request.baseSha.slice(0, 12)}`;
+  return undefined;
+}
+
+/** The run's commit, written here: the verified result's tree on the base, by the harness. */
+async function writeCommit(gitDir: string, request: DeliveryRequest): Promise<string> {
+  const { name, email } = request.commit.identity;
+  const date = `${String(Math.floor((request.commit.now ?? new Date()).getTime() / 1000))} +0000`;
+  const identity = { GIT_AUTHOR_NAME: name, GIT_AUTHOR_EMAIL: email, GIT_AUTHOR_DATE: date, GIT_COMMITTER_NAME: name, GIT_COMMITTER_EMAIL: email, GIT_COMMITTER_DATE: date };
+  const sha = await hostGitOrThrow(gitDir, "Writing the run's commit", ["commit-tree", "refs/harness/result^{tree}", "-p", request.baseSha, "-F", "-"], { env: identity, stdin: request.commit.message, timeout: 60_000 });
+  return sha.trim();
+}
+
+async function formatPatch(gitDir: string, baseSha: string, commitSha: string): Promise<string> {
+  const result = await hostGit(gitDir, ["format-patch", "--stdout", "--no-color", "--no-ext-diff", "--no-textconv", `${baseSha}..${commitSha}`], { maxOutput: MAX_SCANNED_DIFF_BYTES });
+  if (result.exitCode !== 0) return "";
+  if (result.truncated) return `[patch not kept: larger than ${formatBytes(MAX_SCANNED_DIFF_BYTES)}]\n`;
+  return headOfPatch(result.stdout, MAX_PATCH_BYTES);
+}
+
+/** A patch is only useful from its start, so large ones keep their head, cut at a line. */
+export function headOfPatch(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length <= maxBytes) return text;
+  const marker = `\n[… patch cut: ${String(bytes.length)} bytes in all …]\n`;
+  const head = bytes.subarray(0, maxBytes - Buffer.byteLength(marker)).toString("utf8");
+  return head.slice(0, Math.max(0, head.lastIndexOf("\n"))) + marker;
+}
+
+/** "a GitHub token in config/ci.env (line 3) and ANTHROPIC_API_KEY (base64-encoded) in the commit message" */
+function describeFindings(findings: readonly SecretFinding[]): string {
+  const shown = findings.slice(0, 3).map((finding) => {
+    const where = finding.where === "commit message" ? "the commit message" : `${finding.file ?? "a file"}${finding.line !== undefined ? ` (line ${String(finding.line)})` : ""}`;
+    return `${finding.kind} in ${where}`;
+  });
+  const more = findings.length > shown.length ? ` and ${String(findings.length - shown.length)} more` : "";
+  return `${shown.join(", ")}${more}`;
+}
+
+function refused(kind: PushErrorKind, error: string, remedy: string, extra: { diffstat?: string; patch?: string; findings?: SecretFinding[]; commitSha?: string } = {}): DeliveryOutcome {
+  return { delivered: false, kind, error, remedy, ...extra };
+}
+
+function lastLine(text: string): string {
+  return text.trim().split("\n").slice(-1)[0]?.slice(0, 300) ?? "";
+}
+
+function formatBytes(bytes: number): string {
+  return `${String(Math.round(bytes / (1024 * 1024)))} MiB`;
+}

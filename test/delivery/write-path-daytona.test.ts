@@ -1,0 +1,107 @@
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { commandAgent } from "../../src/agents/command.js";
+import type { GitHubClient } from "../../src/github/client.js";
+import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
+import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
+import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
+import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
+import { enforceRepositoryRules, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { ATTACKS, hostileAgent, leaks, refsOf } from "./hostile-agents.js";
+
+/*
+ * The write path on Daytona: the real SDK against the fake Daytona, real git over smart HTTP.
+ * The fake server accepts one token, so clone and push share it here: Daytona may see it in the
+ * clone request (read-only in the App) and nowhere else — no push goes through Daytona.
+ */
+
+const pushToken = fakeToken("ghs_", 37);
+const identity = { name: "harness-app[bot]", email: "41+harness-app[bot]@users.noreply.github.com" };
+
+let root: { path: string; cleanup: () => Promise<void> };
+let bare: string;
+let evilRoot: string;
+let evilBare: string;
+let leakDir: string;
+let server: GitHubLikeServer;
+let daytona: FakeDaytona;
+
+beforeEach(async () => {
+  root = await scratchDir("harness-write-path-daytona-");
+  bare = await makeBareRepo(root.path, "acme", "widgets");
+  evilRoot = join(root.path, "evil");
+  evilBare = await makeBareRepo(evilRoot, "acme", "widgets");
+  leakDir = join(root.path, "leaks");
+  git(root.path, "init", "--quiet", leakDir);
+  server = await startGitHubLikeServer({ projectRoot: root.path, token: pushToken });
+  daytona = await startFakeDaytona();
+});
+
+afterEach(async () => {
+  await daytona.close();
+  await server.close();
+  await root.cleanup();
+});
+
+function fakeGitHub(): GitHubClient {
+  return {
+    getDefaultBranch: () => Promise.resolve("main"),
+    findOpenPullRequest: () => Promise.resolve(undefined),
+    createPullRequest: () => Promise.resolve({ number: 9, url: "https://github.com/acme/widgets/pull/9" }),
+  };
+}
+
+function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
+  return {
+    runId: "dattack",
+    repo: "acme/widgets",
+    branch: "harness/attack",
+    intent: "Say hello",
+    blueprint: builtinBlueprint("default"),
+    agent: commandAgent({ argv: [agent] }),
+    createSandbox: createDaytonaSandbox,
+    sandboxOptions: { githubServerUrl: server.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
+    githubToken: pushToken,
+    pushToken: () => Promise.resolve({ token: pushToken, release: () => Promise.resolve() }),
+    commitIdentity: identity,
+    push: true,
+    github: fakeGitHub(),
+    ...overrides,
+  };
+}
+
+describe("an agent that plants git configuration or hooks cannot reach the token or push elsewhere (Daytona)", () => {
+  test.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
+    const before = refsOf(bare);
+    const evilBefore = refsOf(evilBare);
+    const report = await runHarness(options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url })));
+
+    expect(report.status, report.error).toBe("succeeded");
+    expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/9" });
+    const after = refsOf(bare);
+    expect(Object.keys(after).sort()).toEqual([...Object.keys(before), "refs/heads/harness/attack"].sort());
+    for (const [ref, sha] of Object.entries(before)) expect(after[ref]).toBe(sha);
+    expect(refsOf(evilBare)).toEqual(evilBefore);
+    expect(git(bare, "log", "-1", "--format=%an <%ae>", "refs/heads/harness/attack")).toBe(`${identity.name} <${identity.email}>`);
+    expect(git(bare, "show", "refs/heads/harness/attack:hello.txt")).toBe("hello from the agent");
+
+    // Daytona saw a token only in the clone request; no push went through Daytona at all.
+    expect(daytona.requestsMentioning(pushToken).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+    expect(daytona.requests.filter((request) => /\/git\/push$/.test(request.path))).toEqual([]);
+    for (const leak of await leaks(leakDir)) expect(leak.content, `${leak.name} saw the token`).not.toContain(pushToken);
+    if (!attack.runsInSandbox) expect((await leaks(leakDir)).map((leak) => leak.name)).toEqual([]);
+  });
+});
+
+describe("rejected pushes explain themselves (Daytona)", () => {
+  test("a ruleset rejection (GH013) names the rule, where before only 'pre-receive hook declined' came back", async () => {
+    await enforceRepositoryRules(bare, { branch: "harness/attack", rules: ["Require signed commits on harness branches"] });
+    const agent = await hostileAgent(root.path, { name: "none", plant: () => "true" }, { leakDir, evilRoot, serverUrl: server.url });
+    const report = await runHarness(options(agent));
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
+    expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
+    expect(report.pushResult?.patch).toContain("+hello from the agent");
+  });
+});

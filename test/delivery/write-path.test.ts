@@ -1,0 +1,236 @@
+import { readFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { commandAgent } from "../../src/agents/command.js";
+import type { GitHubClient } from "../../src/github/client.js";
+import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
+import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
+import { createLocalSandbox } from "../../src/sandbox/local.js";
+import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import { enforceRepositoryRules, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { ATTACKS, hostileAgent, leaks, refsOf } from "./hostile-agents.js";
+
+/*
+ * The write path on the local sandbox, tried as an attacker would: real git processes, real
+ * smart HTTP against a GitHub-like server, a real agent process planting things in its checkout.
+ */
+
+const token = fakeToken("ghs_", 37);
+const identity = { name: "harness-app[bot]", email: "41+harness-app[bot]@users.noreply.github.com" };
+
+let root: { path: string; cleanup: () => Promise<void> };
+let bare: string;
+let evilRoot: string;
+let evilBare: string;
+let leakDir: string;
+let server: GitHubLikeServer;
+
+beforeEach(async () => {
+  root = await scratchDir("harness-write-path-");
+  bare = await makeBareRepo(root.path, "acme", "widgets");
+  evilRoot = join(root.path, "evil");
+  evilBare = await makeBareRepo(evilRoot, "acme", "widgets");
+  leakDir = join(root.path, "leaks");
+  git(root.path, "init", "--quiet", leakDir);
+  server = await startGitHubLikeServer({ projectRoot: root.path, token });
+});
+
+afterEach(async () => {
+  await server.close();
+  await root.cleanup();
+});
+
+function fakeGitHub(): GitHubClient & { created: unknown[] } {
+  const created: unknown[] = [];
+  return {
+    created,
+    getDefaultBranch: () => Promise.resolve("main"),
+    findOpenPullRequest: () => Promise.resolve(undefined),
+    createPullRequest: (_repo, pr) => {
+      created.push(pr);
+      return Promise.resolve({ number: 7, url: "https://github.com/acme/widgets/pull/7" });
+    },
+  };
+}
+
+function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
+  return {
+    runId: "attack1",
+    repo: "acme/widgets",
+    branch: "harness/attack",
+    intent: "Say hello",
+    blueprint: builtinBlueprint("default"),
+    agent: commandAgent({ argv: [agent] }),
+    createSandbox: createLocalSandbox,
+    sandboxOptions: { githubServerUrl: server.url },
+    githubToken: token,
+    commitIdentity: identity,
+    push: true,
+    github: fakeGitHub(),
+    ...overrides,
+  };
+}
+
+describe("an agent that plants git configuration or hooks cannot reach the token or push elsewhere (local sandbox)", () => {
+  test.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
+    const before = refsOf(bare);
+    const evilBefore = refsOf(evilBare);
+    const agent = await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url });
+
+    const report = await runHarness(options(agent));
+
+    expect(report.status, report.error).toBe("succeeded");
+    expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/7" });
+    // Only the run's branch appeared; nothing else moved, and the agent's server got nothing.
+    const after = refsOf(bare);
+    expect(Object.keys(after).sort()).toEqual([...Object.keys(before), "refs/heads/harness/attack"].sort());
+    for (const [ref, sha] of Object.entries(before)) expect(after[ref]).toBe(sha);
+    expect(refsOf(evilBare)).toEqual(evilBefore);
+    // One commit on the base, written by the harness, holding the agent's files.
+    expect(git(bare, "rev-list", "--count", "refs/heads/main..refs/heads/harness/attack")).toBe("1");
+    expect(git(bare, "log", "-1", "--format=%an <%ae>|%cn <%ce>", "refs/heads/harness/attack")).toBe(`${identity.name} <${identity.email}>|${identity.name} <${identity.email}>`);
+    expect(git(bare, "log", "-1", "--format=%B", "refs/heads/harness/attack")).toContain("Harness-Run: attack1");
+    expect(git(bare, "show", "refs/heads/harness/attack:hello.txt")).toBe("hello from the agent");
+    expect(report.pushResult?.commitSha).toBe(git(bare, "rev-parse", "refs/heads/harness/attack"));
+
+    const leaked = await leaks(leakDir);
+    for (const leak of leaked) {
+      expect(leak.content, `${leak.name} saw the token`).not.toContain(token);
+      expect(leak.content, `${leak.name} saw the token`).not.toContain(Buffer.from(`x-access-token:${token}`).toString("base64"));
+    }
+    // Hooks, fsmonitor, helpers and rewrites never ran for the harness; a filter ran only inside the sandbox.
+    if (!attack.runsInSandbox) expect(leaked.map((leak) => leak.name)).toEqual([]);
+  });
+
+  test("an agent that pushes or fetches by itself finds no credential", async () => {
+    const attack = ATTACKS.find((candidate) => candidate.name.startsWith("its own commits"));
+    if (!attack) throw new Error("attack missing");
+    const before = git(bare, "rev-parse", "refs/heads/main");
+    const report = await runHarness(options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url })));
+    expect(report.status).toBe("succeeded");
+    const selfPush = await readFile(join(leakDir, "self-push.out"), "utf8");
+    expect(selfPush).toMatch(/could not read Username|Authentication failed|terminal prompts disabled/);
+    expect(selfPush).toMatch(/exit [1-9]/);
+    expect(await readFile(join(leakDir, "self-fetch.out"), "utf8")).toMatch(/exit [1-9]/);
+    expect(git(bare, "rev-parse", "refs/heads/main")).toBe(before);
+    // The forged commit was folded into the harness's one commit; its author is gone.
+    expect(git(bare, "log", "--format=%an", "refs/heads/main..refs/heads/harness/attack")).toBe(identity.name);
+    expect(git(bare, "show", "refs/heads/harness/attack:forged.txt")).toBe("forged");
+  });
+});
+
+describe("rejected pushes explain themselves (local sandbox)", () => {
+  test("a ruleset rejection (GH013) names the rule in the push result, with a remedy, and keeps the change", async () => {
+    await enforceRepositoryRules(bare, { branch: "harness/attack", rules: ["Require signed commits on harness branches"] });
+    const agent = await hostileAgent(root.path, { name: "none", plant: () => "true" }, { leakDir, evilRoot, serverUrl: server.url });
+    const report = await runHarness(options(agent));
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
+    expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
+    expect(report.pushResult?.remedy).toMatch(/ruleset/);
+    expect(report.pushResult?.patch).toContain("+hello from the agent");
+    expect(refsOf(bare)["refs/heads/harness/attack"]).toBeUndefined();
+  });
+});
+
+describe("a result that fails verification is not pushed, and the work is kept", () => {
+  /** The local sandbox, but `git bundle` inside it is swapped for one the test chooses. */
+  function tamperingSandbox(tamper: (sandbox: Sandbox) => Promise<void>): (sandboxOptions: SandboxOptions) => Promise<Sandbox> {
+    return async (sandboxOptions) => {
+      const sandbox = await createLocalSandbox(sandboxOptions);
+      return {
+        ...sandbox,
+        id: sandbox.id,
+        workDir: sandbox.workDir,
+        exec: async (execOptions) => {
+          const result = await sandbox.exec(execOptions);
+          if (execOptions.argv.includes("bundle") && result.exitCode === 0) await tamper(sandbox);
+          return result;
+        },
+        downloadBytes: (path, maxBytes) => sandbox.downloadBytes(path, maxBytes),
+        teardown: () => sandbox.teardown(),
+      };
+    };
+  }
+  const bundlePath = ".harness-result-attack1.bundle";
+
+  test.each([
+    ["extra refs", ["HEAD", "refs/heads/harness/attack", "^HEAD~2"], /carries 2 refs/],
+    ["a commit other than the one the run made", ["HEAD", "^HEAD~2"], /different commit/],
+  ])("a bundle with %s", async (_label, bundleArgs, reason) => {
+    const before = refsOf(bare);
+    const agent = await hostileAgent(root.path, { name: "none", plant: () => "true" }, { leakDir, evilRoot, serverUrl: server.url });
+    const report = await runHarness(
+      options(agent, {
+        createSandbox: tamperingSandbox(async (sandbox) => {
+          const env = { GIT_AUTHOR_NAME: "x", GIT_AUTHOR_EMAIL: "x@x", GIT_COMMITTER_NAME: "x", GIT_COMMITTER_EMAIL: "x@x" };
+          await sandbox.exec({ argv: ["git", "commit", "--quiet", "--allow-empty", "-m", "smuggled"], cwd: sandbox.workDir, timeout: 30_000, env });
+          await sandbox.exec({ argv: ["git", "bundle", "create", "--quiet", bundlePath, ...bundleArgs], cwd: sandbox.workDir, timeout: 30_000 });
+        }),
+      }),
+    );
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
+    expect(report.pushResult?.error).toMatch(reason);
+    expect(report.pushResult?.patch).toContain("+hello from the agent");
+    expect(refsOf(bare)).toEqual(before);
+  });
+
+  test("bytes that are not a bundle are refused", async () => {
+    const agent = await hostileAgent(root.path, { name: "none", plant: () => "true" }, { leakDir, evilRoot, serverUrl: server.url });
+    const report = await runHarness(
+      options(agent, {
+        createSandbox: tamperingSandbox(async (sandbox) => {
+          await sandbox.uploadFiles([{ path: bundlePath, content: "# v2 git bundle\nnot really\n\nPACK" }]);
+        }),
+      }),
+    );
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
+    expect(report.pushResult?.error).toMatch(/failed verification/);
+  });
+});
+
+describe("secrets never leave in a push", () => {
+  const apiKey = fakeToken("sk-ant-api03-", 80, "url-safe");
+  const split = (value: string) => value.match(/.{1,20}/g) ?? [];
+
+  test.each([
+    ["plain", (value: string) => `export ANTHROPIC_API_KEY=${value}\n`, "config/agent.env"],
+    ["base64-encoded", (value: string) => `creds: ${Buffer.from(`user:${value}`).toString("base64")}\n`, "config/creds.yml"],
+    ["URL-encoded", (value: string) => `https://example.test/hook?key=${encodeURIComponent(`${value}/x+y`)}\n`, "docs/hook.md"],
+    ["split across lines", (value: string) => `const key =\n${split(value).map((part) => `  "${part}" +`).join("\n")}\n  "";\n`, "src/key.ts"],
+  ])("an agent credential written %s into a file is not pushed, and the run says where", async (_form, render, path) => {
+    const content = render(apiKey);
+    const script = join(root.path, "leaky-agent.sh");
+    const { chmod, mkdir, writeFile } = await import("node:fs/promises");
+    await mkdir(join(root.path, "payload"), { recursive: true });
+    await writeFile(join(root.path, "payload", "file"), content);
+    await writeFile(script, `#!/bin/sh\nmkdir -p "$(dirname '${path}')"\ncp '${join(root.path, "payload", "file")}' '${path}'\necho ok > hello.txt\n`);
+    await chmod(script, 0o755);
+    const before = refsOf(bare);
+
+    const report = await runHarness(options(script, { agent: commandAgent({ argv: [script], credentials: ["ANTHROPIC_API_KEY"] }), agentCredentials: { ANTHROPIC_API_KEY: apiKey } }));
+
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "secret_in_change" });
+    expect(report.pushResult?.error).toContain(path);
+    expect(report.pushResult?.error).toContain("ANTHROPIC_API_KEY");
+    expect(report.pushResult?.remedy).toMatch(/Remove the secret/);
+    expect(refsOf(bare)).toEqual(before);
+    // The work is kept, with the secret masked in every form.
+    expect(report.pushResult?.patch).toContain("hello.txt");
+    const everything = JSON.stringify(report);
+    for (const form of [apiKey, Buffer.from(`user:${apiKey}`).toString("base64"), encodeURIComponent(apiKey), ...split(apiKey).slice(1, 3)]) expect(everything).not.toContain(form);
+  });
+
+  test("a value the operator marked secret is refused the same way", async () => {
+    const registryToken = fakeToken("npm_", 36);
+    const script = join(root.path, "npmrc-agent.sh");
+    const { chmod, writeFile } = await import("node:fs/promises");
+    await writeFile(script, `#!/bin/sh\nprintf '//registry.example.test/:_authToken=%s\\n' '${registryToken}' > .npmrc\n`);
+    await chmod(script, 0o755);
+    const report = await runHarness(options(script, { secrets: [registryToken] }));
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "secret_in_change" });
+    expect(report.pushResult?.error).toContain(".npmrc");
+    expect(JSON.stringify(report)).not.toContain(registryToken);
+  });
+});
