@@ -1,0 +1,314 @@
+import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlinkSync, realpathSync } from "node:fs";
+import { access, mkdir, mkdtemp, rm } from "node:fs/promises";
+import { tmpdir } from "node:os";
+import { isAbsolute, join, normalize } from "node:path";
+import { InvalidInputError } from "../util/errors.js";
+import { runProcess } from "./process.js";
+
+/**
+ * "none": a network namespace of its own with only a loopback device. "open": the host's
+ * network namespace itself, so besides the internet the command reaches everything listening
+ * on the host's 127.0.0.1 (Redis, the harness's own ports) and its abstract Unix sockets.
+ */
+export type NetworkMode = "open" | "none";
+
+export interface IsolationSpec {
+  /** The run's checkout: the only writable host path besides homeDir. */
+  workDir: string;
+  /** A fresh, empty per-run directory used as $HOME (writable). */
+  homeDir: string;
+  network: NetworkMode;
+  /** Extra host paths visible read-only (e.g. where an operator installed agent CLIs). Must be absolute. */
+  readOnlyPaths?: readonly string[];
+}
+
+export type IsolationProbe =
+  | { available: true; bwrapPath: string; version: string }
+  | { available: false; reason: string; fix: string };
+
+/**
+ * The uid and gid the command sees. bwrap (not setuid) can only map one id: the caller's own,
+ * so uid 1000 inside is the harness's uid outside, which is root when the harness runs as
+ * root. That is the combination that works: files the command writes in workDir belong to the
+ * harness, which can read and delete them afterwards, and workDir (owned by the harness)
+ * appears as the command's own, so it can write there and git sees no "dubious ownership".
+ * What keeps a host-root mapping from being host root: the user namespace is owned by the
+ * sandbox, so its capabilities (dropped anyway) never apply to host resources; host files
+ * owned by root are only visible on read-only mounts; the PID namespace hides every host
+ * process to signal or ptrace. A non-zero uid inside is still worth having: tools that act
+ * differently as root (package managers, installers, sudo-aware scripts) behave as they would
+ * for a normal user, and should --cap-drop ever be lost, an exec would not re-grant the
+ * namespace's capabilities the way it does for uid 0.
+ */
+export const SANDBOX_UID = 1000;
+export const SANDBOX_GID = 1000;
+
+/** Top-level toolchain directories; on merged-/usr systems all but /usr are symlinks into it. */
+const SYSTEM_DIRS = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
+
+/**
+ * The part of /etc a command needs to resolve names (resolv.conf, hosts, host.conf,
+ * nsswitch.conf, gai.conf, services, protocols), verify TLS (ssl, ca-certificates), map ids to
+ * names (passwd, group), find shared libraries outside the default paths (ld.so.*), follow
+ * Debian's alternatives symlinks and know the local time zone. Everything else in /etc (shadow,
+ * ssh host keys, the operator's gitconfig, npmrc and pip.conf with registry tokens) stays out.
+ */
+const ETC_ENTRIES = [
+  "resolv.conf",
+  "hosts",
+  "host.conf",
+  "nsswitch.conf",
+  "gai.conf",
+  "services",
+  "protocols",
+  "passwd",
+  "group",
+  "ssl",
+  "ca-certificates",
+  "alternatives",
+  "localtime",
+  "timezone",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+];
+
+const PROBE_TIMEOUT_MS = 10_000;
+const INSTALL_FIX = "install it with `apt-get install bubblewrap`";
+
+/**
+ * The argv that runs `argv` isolated with bubblewrap: bwrap's own options, then `--`, then argv.
+ * Secrets never go into this argv (it is readable by every process on the host through `ps`
+ * and inside the sandbox through /proc/1/cmdline): the caller passes the command's environment
+ * through spawn's env, which bwrap hands on to the command unchanged.
+ */
+export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], options?: { bwrapPath?: string }): string[] {
+  if (argv.length === 0) throw new InvalidInputError("isolatedArgv needs a command to run");
+  const bwrapPath = options?.bwrapPath ?? defaultBwrapPath();
+  if (!isAbsolute(bwrapPath)) {
+    // A bare name would be looked up in the command's PATH, which may point into the checkout.
+    throw new InvalidInputError(`The bwrap path must be absolute, got "${bwrapPath}"`);
+  }
+  const workDir = checkedPath("workDir", spec.workDir);
+  const homeDir = checkedPath("homeDir", spec.homeDir);
+  const readOnlyPaths = (spec.readOnlyPaths ?? []).map((path) => checkedPath("readOnlyPaths entry", path));
+  for (const path of readOnlyPaths) {
+    for (const [name, writable] of [["workDir", workDir], ["homeDir", homeDir]] as const) {
+      if (isWithinOrEqual(writable, path)) {
+        // Binding an ancestor of the checkout would also expose its siblings: other runs.
+        throw new InvalidInputError(`readOnlyPaths entry ${path} contains the ${name} ${writable}; list a narrower directory`);
+      }
+    }
+  }
+
+  const args = [
+    bwrapPath,
+    // Every namespace bwrap knows, including ones a future version adds. The user namespace is
+    // requested again without "-try": when it cannot be created the command must fail rather
+    // than run with the caller's real identity.
+    "--unshare-all",
+    "--unshare-user",
+    ...(spec.network === "open" ? ["--share-net"] : []),
+    "--uid", String(SANDBOX_UID),
+    "--gid", String(SANDBOX_GID),
+    // Nested user namespaces would hand the command a full capability set again (inside them),
+    // which is what most kernel privilege escalations start from.
+    "--disable-userns",
+    // The command and everything it starts die with bwrap, and bwrap dies with the harness:
+    // a crashed or killed harness leaves nothing running, and a timeout's SIGTERM to bwrap's
+    // process group reaches the whole sandbox although it lives in another session.
+    "--die-with-parent",
+    // A new session has no controlling terminal, so TIOCSTI cannot type into the caller's.
+    "--new-session",
+    "--cap-drop", "ALL",
+    "--hostname", "harness-sandbox",
+    "--ro-bind", "/usr", "/usr",
+    ...systemDirArgs(),
+    ...ETC_ENTRIES.flatMap((entry) => ["--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`]),
+    "--proc", "/proc",
+    "--dev", "/dev",
+    "--tmpfs", "/tmp",
+    ...readOnlyPaths.flatMap((path) => bindArgs("--ro-bind", path)),
+    // After the read-only paths, so a writable directory is never shadowed by one of them.
+    ...bindArgs("--bind", workDir),
+    ...bindArgs("--bind", homeDir),
+    // The root is bwrap's own tmpfs: read-only, so /tmp, workDir and homeDir are the only
+    // places a command can write, and nothing it leaves elsewhere can surprise the next step.
+    "--remount-ro", "/",
+    "--",
+    ...argv,
+  ];
+  return args;
+}
+
+/**
+ * Whether isolation works on this host, found by running a trivial isolated command with the
+ * same options every real command gets (so an unsupported option, a disabled namespace or a
+ * missing bwrap all show up here, once, instead of in the first run). The answer is cached
+ * per process and bwrap path.
+ */
+export async function probeIsolation(options?: { bwrapPath?: string }): Promise<IsolationProbe> {
+  const bwrapPath = options?.bwrapPath ?? defaultBwrapPath();
+  let probe = probes.get(bwrapPath);
+  if (!probe) {
+    probe = runProbe(bwrapPath);
+    probes.set(bwrapPath, probe);
+  }
+  return probe;
+}
+
+const probes = new Map<string, Promise<IsolationProbe>>();
+
+async function runProbe(bwrapPath: string): Promise<IsolationProbe> {
+  try {
+    return await probeOnce(bwrapPath);
+  } catch (error) {
+    // A probe that throws would be cached as a rejection: report it as an answer instead.
+    const message = error instanceof Error ? error.message : String(error);
+    return { available: false, reason: `could not probe bwrap: ${message}`, fix: `check that ${tmpdir()} is writable and run \`${bwrapPath} --version\`` };
+  }
+}
+
+async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
+  if (!isAbsolute(bwrapPath)) {
+    return { available: false, reason: `the bwrap path "${bwrapPath}" is not absolute`, fix: "configure the absolute path of bwrap, e.g. /usr/bin/bwrap" };
+  }
+  try {
+    await access(bwrapPath, fsConstants.X_OK);
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code === "ENOENT" || code === "ENOTDIR") return { available: false, reason: `bwrap not found at ${bwrapPath}`, fix: INSTALL_FIX };
+    return { available: false, reason: `bwrap at ${bwrapPath} cannot be executed (${code ?? "unknown error"})`, fix: `make it executable or ${INSTALL_FIX}` };
+  }
+
+  const base = await mkdtemp(join(tmpdir(), "harness-isolation-probe-"));
+  try {
+    const workDir = join(base, "work");
+    const homeDir = join(base, "home");
+    await mkdir(workDir);
+    await mkdir(homeDir);
+    const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: homeDir };
+    const argv = isolatedArgv({ workDir, homeDir, network: "none" }, ["true"], { bwrapPath });
+    const result = await runProcess({ argv, cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
+    if (result.exitCode !== 0) {
+      if (result.timedOut) {
+        return { available: false, reason: `bwrap did not run a trivial command within ${PROBE_TIMEOUT_MS / 1000} s`, fix: `run \`${bwrapPath} --unshare-all --ro-bind / / true\` by hand to see where it hangs` };
+      }
+      return explainFailure(bwrapPath, result.exitCode, `${result.stderr}\n${result.stdout}`);
+    }
+    const version = await runProcess({ argv: [bwrapPath, "--version"], cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
+    const match = /(\d+\.\d+(?:\.\d+)?)/.exec(version.stdout);
+    return { available: true, bwrapPath, version: match?.[1] ?? "unknown" };
+  } finally {
+    await rm(base, { recursive: true, force: true });
+  }
+}
+
+function explainFailure(bwrapPath: string, exitCode: number, output: string): IsolationProbe {
+  const said = firstLine(output);
+  const reason = `bwrap failed with exit code ${exitCode}: ${said || "(no output)"}`;
+  if (/unknown option|unrecognized option/i.test(output)) {
+    return { available: false, reason, fix: "upgrade bubblewrap to 0.8.0 or newer (needed for --disable-userns)" };
+  }
+  if (/namespace|uid map|gid map|setgroups|unshare|clone|operation not permitted|permission denied|no space left on device/i.test(output)) {
+    return { available: false, reason, fix: userNamespaceFix() };
+  }
+  return { available: false, reason, fix: `run \`${bwrapPath} --unshare-all --unshare-user --ro-bind / / true\` by hand to see why` };
+}
+
+/** The host setting that most likely refuses user namespaces, read from /proc/sys. */
+function userNamespaceFix(): string {
+  const sysctl = (name: string): string | undefined => {
+    try {
+      return readFileSync(`/proc/sys/${name.replaceAll(".", "/")}`, "utf8").trim();
+    } catch {
+      return undefined;
+    }
+  };
+  if (sysctl("kernel.unprivileged_userns_clone") === "0") {
+    return "user namespaces are disabled: sysctl kernel.unprivileged_userns_clone=1";
+  }
+  if (sysctl("user.max_user_namespaces") === "0") {
+    return "user namespaces are disabled: sysctl user.max_user_namespaces=15000";
+  }
+  if (sysctl("kernel.apparmor_restrict_unprivileged_userns") === "1") {
+    return "AppArmor restricts user namespaces: sysctl kernel.apparmor_restrict_unprivileged_userns=0, or give bwrap an AppArmor profile with `userns,`";
+  }
+  return "user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1 (or user.max_user_namespaces=15000); in a container, allow unshare/clone in its seccomp and AppArmor profiles";
+}
+
+function firstLine(text: string): string {
+  const line = text.split("\n").map((part) => part.trim()).find((part) => part !== "") ?? "";
+  return line.length > 300 ? `${line.slice(0, 300)}…` : line;
+}
+
+function checkedPath(what: string, path: string): string {
+  if (path.includes("\0")) throw new InvalidInputError(`${what} contains a NUL byte`);
+  if (!isAbsolute(path)) throw new InvalidInputError(`${what} must be an absolute path, got "${path}"`);
+  const normalized = normalize(path).replace(/(.)\/+$/, "$1");
+  if (normalized === "/") throw new InvalidInputError(`${what} cannot be /: that would expose the whole host`);
+  return normalized;
+}
+
+function isWithinOrEqual(path: string, ancestor: string): boolean {
+  return path === ancestor || path.startsWith(`${ancestor}/`);
+}
+
+/**
+ * A bind at the same path, and at the resolved path too when a symlink leads there: bwrap
+ * starts the command in the caller's (resolved) working directory when that exists inside, and
+ * otherwise silently in $HOME.
+ */
+function bindArgs(option: "--bind" | "--ro-bind", path: string): string[] {
+  const args = [option, path, path];
+  let real: string | undefined;
+  try {
+    real = realpathSync(path);
+  } catch {
+    // Missing: bwrap itself reports it and refuses to start, which is what should happen.
+  }
+  if (real !== undefined && real !== path) args.push(option, real, real);
+  return args;
+}
+
+let systemDirs: string[] | undefined;
+
+/** /bin, /lib and friends as they exist on this host: a symlink stays a symlink. */
+function systemDirArgs(): string[] {
+  if (systemDirs) return systemDirs;
+  const args: string[] = [];
+  for (const dir of SYSTEM_DIRS) {
+    try {
+      const stats = lstatSync(dir);
+      if (stats.isSymbolicLink()) args.push("--symlink", readlinkSync(dir), dir);
+      else if (stats.isDirectory()) args.push("--ro-bind", dir, dir);
+    } catch {
+      // Not on this host (e.g. /lib32): nothing to show.
+    }
+  }
+  systemDirs = args;
+  return args;
+}
+
+let resolvedBwrap: string | undefined;
+
+/**
+ * bwrap from the harness's own PATH (the operator's, not a run's, which may lead into a
+ * checkout), resolved once to an absolute path.
+ */
+function defaultBwrapPath(): string {
+  if (resolvedBwrap !== undefined) return resolvedBwrap;
+  const dirs = (process.env["PATH"] ?? "").split(":").filter((dir) => isAbsolute(dir));
+  resolvedBwrap = "/usr/bin/bwrap";
+  for (const dir of dirs) {
+    const candidate = join(dir, "bwrap");
+    try {
+      accessSync(candidate, fsConstants.X_OK);
+      resolvedBwrap = candidate;
+      break;
+    } catch {
+      // Not here; keep looking.
+    }
+  }
+  return resolvedBwrap;
+}
