@@ -4,7 +4,8 @@
  */
 import type { ApplicationFunction } from "probot";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
-import { settingsFromEnv } from "./config/app-settings.js";
+import { settingsFromEnv, UNISOLATED_WARNING } from "./config/app-settings.js";
+import { localIsolationFor } from "./config/local-isolation.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
 
@@ -13,9 +14,11 @@ export { startHarnessServer, type HarnessServer } from "./server.js";
 export { runHarness, type HarnessOptions } from "./harness/run.js";
 
 /** The app configured from the environment, as `npm start` runs it. */
-const harness: ApplicationFunction = (app, options) => {
+const harness: ApplicationFunction = async (app, options) => {
   const settings = settingsFromEnv(process.env);
   if (settings.mode !== "app") throw new Error("APP_ID and PRIVATE_KEY are required to load the Harness app");
+  const localIsolation = await localIsolationFor(settings);
+  for (const warning of settings.warnings) app.log.warn(warning);
   const appOptions: HarnessAppOptions = {
     apiBaseUrl: settings.apiBaseUrl,
     appId: settings.appId,
@@ -25,12 +28,14 @@ const harness: ApplicationFunction = (app, options) => {
       defaultSandbox: settings.sandbox,
       allowedSandboxes: settings.allowedSandboxes,
       daytona: settings.daytona,
+      localIsolation,
+      unisolatedWarning: UNISOLATED_WARNING,
       environment: process.env,
       statusIntervalMs: settings.statusIntervalMs,
       // No run pages are served when the app is hosted elsewhere, so comments carry no link.
     },
   };
-  return createHarnessApp(appOptions)(app, options);
+  await createHarnessApp(appOptions)(app, options);
 };
 
 export default harness;

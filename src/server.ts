@@ -3,7 +3,8 @@ import type { AddressInfo } from "node:net";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { Logger } from "pino";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
-import type { AppSettings } from "./config/app-settings.js";
+import { localIsolationFor } from "./config/local-isolation.js";
+import { UNISOLATED_WARNING, type AppSettings } from "./config/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
 import type { RunRequest } from "./runs/request.js";
 import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
@@ -75,6 +76,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       res.writeHead(404, { "content-type": "text/plain" }).end("Harness is in setup mode: open / to register the GitHub App.\n");
     };
   } else {
+    const localIsolation = await localIsolationFor(settings);
     const metrics = new HarnessMetrics();
     const runMetrics = new RunMetricsReporter(metrics);
     const probot = new Probot({
@@ -128,6 +130,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         defaultSandbox: settings.sandbox,
         allowedSandboxes: settings.allowedSandboxes,
         daytona: settings.daytona,
+        localIsolation,
+        unisolatedWarning: UNISOLATED_WARNING,
         environment,
         statusIntervalMs: settings.statusIntervalMs,
         reporters: [runMetrics, journalReporter],

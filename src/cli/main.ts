@@ -15,10 +15,13 @@ import { activeRunIds } from "../runs/sqlite-queue.js";
 import { daytonaInventory, localInventory, reapOrphans } from "../runs/reaper.js";
 import { createDaytonaSandbox } from "../sandbox/daytona.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona-snapshot.js";
+import { probeIsolation } from "../sandbox/isolation.js";
 import { createLocalSandbox } from "../sandbox/local.js";
+import type { LocalIsolation } from "../sandbox/types.js";
+import type { AgentDriver } from "../agents/types.js";
 import { parseCommandLine } from "../util/command-line.js";
 import { describeError, HarnessError } from "../util/errors.js";
-import { classifyRepoRef, parseGitHubRepo } from "../util/github.js";
+import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 
 /** Exit codes: 0 success, 1 the run failed, 2 the command line was wrong. */
@@ -47,7 +50,7 @@ interface RunFlags {
   maxFixRounds: number;
   maxTurns?: number;
   model?: string;
-  sandbox?: "local" | "daytona";
+  sandbox?: "local" | "worktree" | "daytona";
   push?: boolean;
   githubRepo?: string;
   branch?: string;
@@ -105,7 +108,9 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .option("--max-fix-rounds <n>", "default blueprint: fix-agent rounds after a failed verify", positiveInteger(true), DEFAULT_MAX_FIX_ROUNDS)
     .option("--max-turns <n>", "cap on the agent's conversation turns", positiveInteger(false))
     .option("--model <name>", "model for the agent, when it supports choosing")
-    .addOption(new Option("--sandbox <kind>", "where to run (default: daytona when DAYTONA_API_KEY is set, else local)").choices(["local", "daytona"]))
+    .addOption(
+      new Option("--sandbox <kind>", "where to run: daytona; local (a clone, isolated with bubblewrap); worktree (a worktree of a local repository, NOT isolated). Default: daytona when DAYTONA_API_KEY is set, else worktree for a local path and local for a GitHub repository").choices(["local", "worktree", "daytona"]),
+    )
     .option("--push", "push the branch and open a pull request (needs GITHUB_TOKEN)")
     .option("--github-repo <owner/name>", "the GitHub repository for the PR, when --repo is a local path whose origin is not GitHub")
     .option("--branch <name>", "branch to commit to (default: harness/<intent>-<run id>)")
@@ -185,7 +190,9 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   const serverUrl = env["GITHUB_SERVER_URL"] || undefined;
   classifyRepoRef(flags.repo, serverUrl ? { serverUrl } : {});
   const githubRepo = flags.githubRepo ? parseGitHubRepo(flags.githubRepo, serverUrl ? { serverUrl } : {}) : undefined;
-  const sandboxKind = flags.sandbox ?? (env["DAYTONA_API_KEY"] ? "daytona" : "local");
+  const sandboxKind = flags.sandbox ?? (env["DAYTONA_API_KEY"] ? "daytona" : isLocalPath(flags.repo) ? "worktree" : "local");
+  const localIsolation = sandboxKind === "local" ? await cliIsolation(env, agent) : undefined;
+  if (sandboxKind === "worktree") io.stderr.write("harness: worktree mode — the agent runs on this machine without isolation, in a worktree of your repository\n");
   const token = env["GITHUB_TOKEN"] || undefined;
   const runId = newRunId();
   const branch = flags.branch ?? defaultBranchName(flags.intent, runId);
@@ -208,6 +215,7 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
     sandboxOptions: {
       ...(serverUrl ? { githubServerUrl: serverUrl } : {}),
       ...(sandboxKind === "daytona" ? { daytona: daytonaOptionsFromEnv(env) } : {}),
+      ...(localIsolation ? { localIsolation } : {}),
     },
     ...(token ? { githubToken: token, github: createOctokitClient(createTokenOctokit(token, serverUrl)) } : {}),
     reporter,
@@ -274,4 +282,21 @@ function positiveNumber(value: string): number {
 function packageVersion(): string {
   const raw: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
   return typeof raw === "object" && raw !== null && "version" in raw && typeof raw.version === "string" ? raw.version : "unknown";
+}
+
+/**
+ * The isolated local sandbox for a CLI run: bubblewrap must work here (else the error says how
+ * to fix it, or to choose another sandbox), and the program of `--agent-command`, which the
+ * developer chose on their own machine, is made readable inside.
+ */
+async function cliIsolation(env: NodeJS.ProcessEnv, agent: AgentDriver | undefined): Promise<LocalIsolation> {
+  const bwrapPath = env["HARNESS_BWRAP"] || undefined;
+  const probe = await probeIsolation(bwrapPath ? { bwrapPath } : {});
+  if (!probe.available) {
+    throw new UsageError(`The local sandbox cannot isolate the agent on this machine: ${probe.reason}. Fix: ${probe.fix}; or use --sandbox daytona, or --sandbox worktree on a local clone (not isolated)`);
+  }
+  const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "").split(",").map((item) => item.trim()).filter((item) => item.startsWith("/"));
+  const program = agent?.name === "command" ? agent.program : undefined;
+  if (program?.startsWith("/")) readOnlyPaths.push(program);
+  return { mode: "namespaces", ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}), ...(bwrapPath ? { bwrapPath } : {}) };
 }

@@ -1,7 +1,7 @@
 import { readFileSync } from "node:fs";
 import { HarnessError } from "../util/errors.js";
 import type { SandboxKind } from "../runs/worker.js";
-import type { DaytonaOptions } from "../sandbox/types.js";
+import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
 
 /** The process's configuration, from the environment only. */
@@ -25,6 +25,11 @@ export type AppSettings =
       sandbox: SandboxKind;
       allowedSandboxes: SandboxKind[];
       daytona: DaytonaOptions;
+      /**
+       * How the local sandbox isolates runs: namespaces (bubblewrap) unless the operator opted
+       * out with HARNESS_UNISOLATED_LOCAL=1. Absent means namespaces.
+       */
+      localSandbox?: LocalIsolation;
       concurrency: number;
       statusIntervalMs: number;
       /**
@@ -85,10 +90,12 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
   const gheProtocol = env["GHE_PROTOCOL"] || "https";
   const warnings: string[] = [];
   const sandbox = sandboxKind(env["HARNESS_SANDBOX"], "HARNESS_SANDBOX") ?? (env["DAYTONA_API_KEY"] ? "daytona" : "local");
-  if (!env["HARNESS_SANDBOX"] && sandbox === "local") {
-    warnings.push("HARNESS_SANDBOX is not set and DAYTONA_API_KEY is missing: runs use the local sandbox, which isolates only by directory. Use Daytona for repositories you do not fully trust");
-  }
   const allowed = (env["HARNESS_SANDBOXES"] ?? "").split(",").map((item) => item.trim()).filter(Boolean).map((item) => sandboxKind(item, "HARNESS_SANDBOXES") ?? sandbox);
+  const localSandbox = localSandboxFrom(env);
+  if (!env["HARNESS_SANDBOX"] && sandbox === "local") {
+    warnings.push("HARNESS_SANDBOX is not set and DAYTONA_API_KEY is missing: runs use the local sandbox on this host");
+  }
+  if (localSandbox.mode === "none" && [sandbox, ...allowed].includes("local")) warnings.push(UNISOLATED_WARNING);
   const logFormat = env["LOG_FORMAT"] === "pretty" ? "pretty" : "json";
   const role = roleFrom(env);
   return {
@@ -107,6 +114,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     sandbox,
     allowedSandboxes: [...new Set([sandbox, ...allowed])],
     daytona: daytonaOptionsFromEnv(env),
+    localSandbox,
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
@@ -116,6 +124,24 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     role,
     warnings,
   };
+}
+
+/** Said at start and on every run when the operator turned the local sandbox's isolation off. */
+export const UNISOLATED_WARNING =
+  "HARNESS_UNISOLATED_LOCAL=1: the local sandbox runs agents WITHOUT isolation — an agent can read this process's environment (the App's private key, webhook secret and agent keys) and everything this user can. Only for repositories you fully trust; use bubblewrap or Daytona otherwise";
+
+function localSandboxFrom(env: NodeJS.ProcessEnv): LocalIsolation {
+  const unisolated = env["HARNESS_UNISOLATED_LOCAL"];
+  if (unisolated !== undefined && unisolated !== "" && !["0", "1", "true", "false"].includes(unisolated)) {
+    throw new SettingsError(`HARNESS_UNISOLATED_LOCAL must be 1 or 0, got "${unisolated}"`);
+  }
+  const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
+  for (const path of readOnlyPaths) {
+    if (!path.startsWith("/")) throw new SettingsError(`HARNESS_SANDBOX_READONLY_PATHS takes absolute paths separated by commas, got "${path}"`);
+  }
+  const bwrapPath = env["HARNESS_BWRAP"] || undefined;
+  if (bwrapPath !== undefined && !bwrapPath.startsWith("/")) throw new SettingsError(`HARNESS_BWRAP must be an absolute path to bwrap, got "${bwrapPath}"`);
+  return { mode: unisolated === "1" || unisolated === "true" ? "none" : "namespaces", ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}), ...(bwrapPath ? { bwrapPath } : {}) };
 }
 
 /** PRIVATE_KEY (PEM text, `\n`-escaped or base64) wins over PRIVATE_KEY_PATH, as in Probot. */

@@ -10,7 +10,7 @@ import type { TokenMinter } from "../github/tokens.js";
 import { fanOut, type HarnessEvent, type Reporter } from "../harness/events.js";
 import { openPullRequest } from "../harness/push.js";
 import { runHarness } from "../harness/run.js";
-import type { Sandbox, SandboxOptions, DaytonaOptions } from "../sandbox/types.js";
+import type { Sandbox, SandboxOptions, DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
 import { bindLog, type Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
@@ -31,6 +31,10 @@ export interface WorkerDeps {
   defaultSandbox: SandboxKind;
   allowedSandboxes: readonly SandboxKind[];
   daytona?: DaytonaOptions;
+  /** How the local sandbox isolates runs (default: namespaces). */
+  localIsolation?: LocalIsolation;
+  /** Said in the log on every run that uses the local sandbox unisolated. */
+  unisolatedWarning?: string;
   /** Where agent credentials come from (only the ones an agent declares are passed on). */
   environment: NodeJS.ProcessEnv;
   log: Log;
@@ -99,6 +103,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       return;
     }
     const sandboxKind = chooseSandbox(config, deps);
+    const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
+    if (sandboxKind === "local" && localIsolation.mode === "none") log.warn({ sandbox: "local", isolation: "none" }, deps.unisolatedWarning ?? "the local sandbox runs this agent without isolation");
     const agent = blueprint.nodes.some((node) => node.kind === "agent") ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {}) : undefined;
     Object.assign(view, { agent: agent?.name ?? "none", sandbox: sandboxKind, blueprint: blueprint.name, phase: "running" });
     updater.set(renderStatusComment(view));
@@ -158,6 +164,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
           // A durable queue retries a run whose worker died: that attempt's sandbox goes first.
           replaceEarlierAttempts: true,
           ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
+          ...(sandboxKind === "local" ? { localIsolation } : {}),
           ...(sandboxKind === "daytona" ? { daytona: { ...deps.daytona, ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}), ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}) } } : {}),
         },
         githubToken: clone.token,

@@ -9,6 +9,7 @@ import { classifyRepoRef, githubCloneUrl } from "../util/github.js";
 import { assertPathConfined, isWithin } from "../util/path.js";
 import { createRedactor } from "../util/redact.js";
 import { gitEnv, sandboxBaseEnv } from "./environment.js";
+import { isolatedArgv } from "./isolation.js";
 import { runProcess } from "./process.js";
 import { DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
 import { validateExecOptions } from "./validate.js";
@@ -19,20 +20,35 @@ export const LOCAL_SANDBOX_PREFIX = "harness-";
 export const LOCAL_SANDBOX_MANIFEST = "harness-sandbox.json";
 
 /**
- * A sandbox on this machine: a git worktree of a local repository, or a clone of a GitHub
- * repository, in its own temp directory. Commands run as argv in their own process group with
- * a minimal environment. Isolation is only a directory: use it for development and trusted
- * repositories; production runs belong in Daytona.
+ * A sandbox on this machine: a clone of a GitHub repository (or, in worktree mode, a git
+ * worktree of a local repository) in its own temp directory. Commands run as argv in their own
+ * process group with a minimal environment. With `localIsolation.mode: "namespaces"` each
+ * command also runs under bubblewrap: it sees its checkout and a fresh HOME (both writable),
+ * the host's toolchains read-only, its own /proc and /tmp, and nothing else of the host — not
+ * the harness's environment or data, the real HOME, or other runs; and nothing it starts
+ * outlives the command. Without it, isolation is only a directory: a developer's own machine.
  */
 export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
   const redactToken = createRedactor([opts.githubToken]);
+  const isolation = opts.localIsolation?.mode === "namespaces" ? opts.localIsolation : undefined;
   await assertValidBranchName(opts.branch);
 
   const source = resolveSource(opts);
-  if (source.kind === "local") await assertDirectory(source.path);
-  const base = await mkdtemp(join(tmpdir(), `${LOCAL_SANDBOX_PREFIX}${safeId(opts.runId)}-`));
+  if (source.kind === "local") {
+    if (isolation) {
+      // A worktree shares its repository's .git, which would have to be visible (and writable)
+      // inside: the user's own repository would be the agent's to change.
+      throw new InvalidInputError(`The isolated local sandbox clones from GitHub; a repository on this machine (${source.path}) runs in worktree mode (--sandbox worktree)`);
+    }
+    await assertDirectory(source.path);
+  }
+  // Real paths: bubblewrap binds them at the same place inside, and a symlinked temp dir
+  // would otherwise leave the command outside its checkout.
+  const base = await realpath(await mkdtemp(join(tmpdir(), `${LOCAL_SANDBOX_PREFIX}${safeId(opts.runId)}-`)));
   const workDir = join(base, "work");
+  const homeDir = join(base, "home");
+  if (isolation) await mkdir(homeDir, { mode: 0o700 });
   await writeFile(
     join(base, LOCAL_SANDBOX_MANIFEST),
     JSON.stringify({ repo: source.display, branch: opts.branch, runId: opts.runId, labels: opts.labels ?? {}, pid: process.pid, createdAt: new Date().toISOString() }, null, 2),
@@ -100,9 +116,12 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       const cwd = validateExecOptions(execOpts, workDir);
       await confine(cwd);
       return runProcess({
-        argv: execOpts.argv,
+        argv: isolation
+          ? isolatedArgv({ workDir: realWorkDir, homeDir, network: isolation.network ?? "open", ...(isolation.readOnlyPaths ? { readOnlyPaths: isolation.readOnlyPaths } : {}) }, execOpts.argv, isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {})
+          : execOpts.argv,
         cwd,
-        env: { ...sandboxBaseEnv(), ...execOpts.env },
+        // Inside, the host's TMPDIR does not exist and HOME is the run's own.
+        env: isolation ? { ...sandboxBaseEnv(), HOME: homeDir, TMPDIR: "/tmp", USER: "harness", LOGNAME: "harness", ...execOpts.env } : { ...sandboxBaseEnv(), ...execOpts.env },
         timeout: execOpts.timeout,
         ...(execOpts.maxOutput !== undefined ? { maxOutput: execOpts.maxOutput } : {}),
         ...(execOpts.stdin !== undefined ? { stdin: execOpts.stdin } : {}),

@@ -61,6 +61,22 @@ export interface DaytonaOptions {
   simpleExec?: boolean;
 }
 
+/**
+ * How the local sandbox contains its commands. `namespaces`: every command runs under
+ * bubblewrap in its own user, PID, mount and IPC namespaces (see isolation.ts), with only the
+ * checkout and a fresh HOME writable; what the App uses. `none`: a directory and a minimal
+ * environment only, for a developer's own machine and repository (the CLI's worktree mode).
+ */
+export interface LocalIsolation {
+  mode: "namespaces" | "none";
+  /** `open` (default): the host's network; `none`: loopback only. */
+  network?: "open" | "none";
+  /** Host paths the commands may read (where an operator installed agent CLIs, say). */
+  readOnlyPaths?: readonly string[];
+  /** Where bubblewrap is, when not on the harness's PATH or in /usr/bin. */
+  bwrapPath?: string;
+}
+
 export interface SandboxOptions {
   /**
    * Source repository: a local path (the local sandbox makes a worktree of it), or a GitHub
@@ -71,6 +87,8 @@ export interface SandboxOptions {
   branch: string;
   /** Per-operation timeout for the sandbox's own git work, in ms (default 600_000 = 10 min). */
   operationTimeout?: number;
+  /** How the local sandbox isolates commands (ignored by Daytona). Default: `{ mode: "none" }`. */
+  localIsolation?: LocalIsolation;
   /** Daytona-specific options (ignored by the local sandbox). */
   daytona?: DaytonaOptions;
   /**

@@ -1,4 +1,4 @@
-import { chmod, readFile, writeFile } from "node:fs/promises";
+import { chmod, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
@@ -14,6 +14,7 @@ import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github
 import { git, scratchDir } from "../helpers/git.js";
 import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
+import { enforceRepositoryRules } from "../fakes/github-git-rejections.js";
 import { installHarness } from "../helpers/harness-world.js";
 
 // The real server on a random port, real signed webhooks, the fake GitHub (REST under /api/v3
@@ -28,7 +29,6 @@ let logs: string;
 let privateKey: string;
 let appId: number;
 let agentScript: string;
-let envDump: string;
 
 async function start(overrides: ServerOverrides = {}): Promise<void> {
   logs = "";
@@ -37,6 +37,8 @@ async function start(overrides: ServerOverrides = {}): Promise<void> {
     mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks",
     apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {},
     concurrency: 2, statusIntervalMs: 0, warnings: [],
+    // The local sandbox as the App runs it: isolated, with the test's agent script readable.
+    localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
   };
   server = await startHarnessServer(settings, {
     environment: { PATH: process.env["PATH"], HOME: process.env["HOME"], ANTHROPIC_API_KEY: AGENT_KEY },
@@ -53,9 +55,9 @@ beforeEach(async () => {
   appId = app.id;
   privateKey = app.privateKeyPem ?? "";
   github.setCollaborator("acme", "widgets", "reader", "read");
-  envDump = join(dir.path, "agent-env.txt");
   agentScript = join(dir.path, "agent.sh");
-  await writeFile(agentScript, `#!/bin/sh\nenv > '${envDump}'\nprintf 'Hello from the agent\\n' > HELLO.md\necho "Added HELLO.md"\n`);
+  // The agent's environment goes into the checkout, so it travels with the PR for the test to read.
+  await writeFile(agentScript, `#!/bin/sh\nenv > agent-env.txt\nprintf 'Hello from the agent\\n' > HELLO.md\necho "Added HELLO.md"\n`);
   await chmod(agentScript, 0o755);
   await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\npr:\n  labels: [harness]\n`);
   await start();
@@ -129,7 +131,7 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     for (const token of github.mintedTokens()) expect(written).not.toContain(token.token);
     expect(written).not.toContain(privateKey.split("\n")[1] ?? "-");
     expect(written).not.toContain(AGENT_KEY);
-    const agentEnv = await readFile(envDump, "utf8");
+    const agentEnv = await github.readFile("acme", "widgets", "agent-env.txt", branch);
     for (const token of github.mintedTokens()) expect(agentEnv).not.toContain(token.token);
     expect(agentEnv).not.toMatch(/PRIVATE_KEY|WEBHOOK_SECRET|GITHUB_TOKEN/);
   });
@@ -191,6 +193,29 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
   });
 });
 
+describe("a ruleset rejection on Daytona", () => {
+  test("the rule's name reaches the status comment (the push runs on the host, where GitHub's remote: lines are read)", async () => {
+    const daytona = await startFakeDaytona();
+    try {
+      await server.close(1_000);
+      server = await startHarnessServer(
+        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "silent", logFormat: "json", sandbox: "daytona", allowedSandboxes: ["daytona"], daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl }, concurrency: 1, statusIntervalMs: 0, warnings: [] },
+        { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+      );
+      await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, { branchPrefix: "harness/", rules: ["Harness branches require a linked Jira ticket"] });
+      await comment("/harness add a HELLO file");
+      await settle();
+      const [status] = statusComments();
+      expect(status?.body).toContain("### ❌ Harness could not finish");
+      expect(status?.body).toContain("Harness branches require a linked Jira ticket");
+      expect(status?.body).toMatch(/\*\*What to do:\*\* .*ruleset/);
+      expect(status?.body).not.toContain("pre-receive hook declined");
+    } finally {
+      await daytona.close();
+    }
+  });
+});
+
 describe("durable runs (SQLite queue)", () => {
   test("a web process accepts a request, a worker process on the same store runs it (and takes no webhooks)", async () => {
     const db = join(dir.path, "data", "harness.db");
@@ -200,7 +225,7 @@ describe("durable runs (SQLite queue)", () => {
       logs = "";
       const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency, role, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
+        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency, role, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [], localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] } },
         { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }), reaper: { inventory: localInventory(dir.path) } },
       );
     };
@@ -238,7 +263,7 @@ describe("redeliveries (SQLite queue)", () => {
     const restart = async (): Promise<void> => {
       await server.close(1_000);
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 2, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
+        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 2, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [], localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] } },
         { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }), reaper: { inventory: localInventory(dir.path) } },
       );
     };
@@ -326,6 +351,19 @@ describe("failures end in the right terminal comment, and the app keeps serving"
     expect(status?.body).toMatch(/\*\*What to do:\*\* .*Workflows/);
     expect(status?.body).toContain("The change is kept here");
     expect(github.requests.some((request) => request.path.includes("git-receive-pack"))).toBe(true);
+    expect(github.pullRequests("acme", "widgets")).toEqual([]);
+  });
+
+  test("a push a ruleset refuses (GH013): the rule's name and the remedy in the status comment, the change kept", async () => {
+    // A ruleset on harness/*: the run's branch name carries its run id.
+    await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, { branchPrefix: "harness/", rules: ["Harness branches require a linked Jira ticket"] });
+    await comment("/harness add a HELLO file");
+    await settle();
+    const [status] = statusComments();
+    expect(status?.body).toContain("### ❌ Harness could not finish");
+    expect(status?.body).toContain("Harness branches require a linked Jira ticket");
+    expect(status?.body).toMatch(/\*\*What to do:\*\* .*ruleset/);
+    expect(status?.body).toContain("The change is kept here");
     expect(github.pullRequests("acme", "widgets")).toEqual([]);
   });
 

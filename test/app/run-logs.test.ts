@@ -43,6 +43,7 @@ beforeEach(async () => {
     mode: "app", port: 0, host: "127.0.0.1", appId: app.id, privateKey: app.privateKeyPem ?? "", webhookSecret: SECRET, webhookPath: "/api/github/webhooks",
     apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {},
     concurrency: 1, statusIntervalMs: 0, warnings: [], queue: { kind: "memory" },
+    localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
   };
   server = await startHarnessServer(settings, {
     environment: { PATH: process.env["PATH"], HOME: process.env["HOME"] },

@@ -5,6 +5,7 @@ import nock from "nock";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { main } from "../../src/cli/main.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
+import { enforceRepositoryRules } from "../fakes/github-git-rejections.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
@@ -73,6 +74,45 @@ describe("harness run --sandbox daytona, end to end against the fake Daytona", (
     expect(daytona.requests.filter((r) => r.method === "DELETE" && /^\/api\/sandbox\//.test(r.path))).toHaveLength(1);
     expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
     expect(api.isDone()).toBe(true);
+  });
+});
+
+describe("pushes GitHub refuses, from any sandbox", () => {
+  async function runCli(sandbox: "daytona" | "local"): Promise<{ code: number; stdout: string; stderr: string }> {
+    const agent = join(root.path, "agent.sh");
+    await writeFile(agent, '#!/bin/sh\necho "made here" > NOTE.md\n');
+    await chmod(agent, 0o755);
+    const out = new PassThrough();
+    const err = new PassThrough();
+    let stdout = "";
+    let stderr = "";
+    out.on("data", (chunk: Buffer) => { stdout += chunk.toString(); });
+    err.on("data", (chunk: Buffer) => { stderr += chunk.toString(); });
+    const code = await main(
+      ["run", "--repo", "acme/widgets", "--intent", "Write a note", "--agent", "command", "--agent-command", agent, "--sandbox", sandbox, "--push", "--branch", "harness/ruled"],
+      { env: { PATH: process.env["PATH"], GITHUB_TOKEN: token, GITHUB_SERVER_URL: gitServer.url, DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl }, stdout: out, stderr: err },
+    );
+    return { code, stdout, stderr };
+  }
+
+  test.each(["daytona", "local"] as const)("a ruleset rejection (GH013) on %s: the rule's name on stderr, exit 1", async (sandbox) => {
+    await enforceRepositoryRules(bare, { branch: "harness/ruled", rules: ["Only signed commits on harness/*"] });
+    const { code, stderr } = await runCli(sandbox);
+    expect(code).toBe(1);
+    expect(stderr).toMatch(/^harness: .*Only signed commits on harness\/\*/m);
+    expect(stderr).not.toContain(token);
+  });
+
+  test("a GitHub repository on the local sandbox runs isolated and opens its PR", async () => {
+    nock(`http://${new URL(gitServer.url).host}/api/v3`)
+      .get("/repos/acme/widgets/pulls").query(true).reply(200, [])
+      .get("/repos/acme/widgets").reply(200, { default_branch: "main" })
+      .post("/repos/acme/widgets/pulls").reply(201, { number: 6, html_url: `${gitServer.url}/acme/widgets/pull/6` });
+    const { code, stdout, stderr } = await runCli("local");
+    expect(stderr).not.toContain("worktree mode");
+    expect(code, stderr).toBe(0);
+    expect(stdout).toBe(`${gitServer.url}/acme/widgets/pull/6\n`);
+    expect(git(bare, "show", "harness/ruled:NOTE.md")).toBe("made here");
   });
 });
 

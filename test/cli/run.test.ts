@@ -4,6 +4,7 @@ import { PassThrough } from "node:stream";
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { main, type CliIo } from "../../src/cli/main.js";
+import { enforceRepositoryRules } from "../fakes/github-git-rejections.js";
 import { git, makeRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 
@@ -150,5 +151,33 @@ describe("harness CLI: usage errors exit 2 with one line", () => {
     expect(cli.stdout()).toContain("default\n");
     expect(cli.stdout()).toContain("- fix (agent, on failure): Fix what verification found");
     expect(cli.stdout()).toContain("command\n");
+  });
+});
+
+describe("a push GitHub refuses by a ruleset", () => {
+  test("the rule's name is on stderr with the remedy, exit 1, nothing pushed", async () => {
+    await enforceRepositoryRules(bare, { branch: "harness/e2e", rules: ["Harness branches need a linked issue"] });
+    const cli = io({ GITHUB_TOKEN: token });
+    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--branch", "harness/e2e"], cli.io);
+    expect(code).toBe(1);
+    expect(cli.stderr()).toMatch(/^harness: .*Harness branches need a linked issue.* — .*ruleset/m);
+    expect(cli.stderr()).not.toContain(token);
+    expect(() => git(bare, "rev-parse", "--verify", "--quiet", "refs/heads/harness/e2e")).toThrow();
+  });
+
+  test("a local repository runs in worktree mode by default, and says it is not isolated", async () => {
+    const cli = io();
+    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--branch", "harness/wt"], cli.io);
+    expect(code).toBe(0);
+    expect(cli.stderr()).toContain("worktree mode — the agent runs on this machine without isolation");
+    expect(git(repo, "show", "harness/wt:GREETING.md")).toBe("Hello from harness");
+  });
+
+  test("--sandbox local on a local repository is refused with the mode that serves it", async () => {
+    const cli = io();
+    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--sandbox", "local"], cli.io);
+    expect(code).not.toBe(0);
+    expect(cli.stderr()).toMatch(/--sandbox worktree/);
+    expect(cli.stderr()).not.toMatch(/\n\s+at /);
   });
 });

@@ -37,7 +37,19 @@ describe("settings from the environment", () => {
     expect(settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: base64, WEBHOOK_SECRET: "s", DAYTONA_API_KEY: "k" })).toMatchObject({ privateKey: pem, sandbox: "daytona", apiBaseUrl: "https://api.github.com" });
     const local = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" });
     expect(local).toMatchObject({ sandbox: "local" });
-    expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/local sandbox, which isolates only by directory/);
+    expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/runs use the local sandbox on this host/);
+    expect(local).toMatchObject({ localSandbox: { mode: "namespaces" } });
+  });
+
+  test("HARNESS_UNISOLATED_LOCAL=1 turns isolation off with a loud warning; read-only paths must be absolute", () => {
+    const unisolated = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "local", HARNESS_UNISOLATED_LOCAL: "1", HARNESS_SANDBOX_READONLY_PATHS: "/opt/agents, /usr/local/share/tools" });
+    expect(unisolated).toMatchObject({ localSandbox: { mode: "none", readOnlyPaths: ["/opt/agents", "/usr/local/share/tools"] } });
+    expect(unisolated.mode === "app" ? unisolated.warnings.join("\n") : "").toMatch(/WITHOUT isolation/);
+    // Daytona only: the opt-out concerns no sandbox in use, so nothing is said.
+    const daytona = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "daytona", DAYTONA_API_KEY: "k", HARNESS_UNISOLATED_LOCAL: "1" });
+    expect(daytona.mode === "app" ? daytona.warnings : []).toEqual([]);
+    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX_READONLY_PATHS: "agents" })).toThrow(/absolute paths/);
+    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_UNISOLATED_LOCAL: "yes" })).toThrow(/must be 1 or 0/);
   });
 });
 

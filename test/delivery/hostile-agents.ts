@@ -1,5 +1,6 @@
-import { chmod, readdir, readFile, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { chmod, cp, readdir, readFile, writeFile } from "node:fs/promises";
+import { dirname, join } from "node:path";
+import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { shellQuote } from "../../src/util/shell.js";
 import { git } from "../helpers/git.js";
 
@@ -19,8 +20,15 @@ export interface Attack {
   runsInSandbox?: boolean;
 }
 
+/**
+ * Where a plant writes what it saw: `leakDir` when it can (a plant that runs on the host), else
+ * `$HOME/.leaks` (inside an isolated sandbox, where the host directory is read-only; the test
+ * copies that folder out before the sandbox is removed).
+ */
+const leakTarget = (leakDir: string): string => `D=${shellQuote([leakDir])}; [ -w "$D" ] || D="$HOME/.leaks"; mkdir -p "$D"`;
+
 const spy = (leakDir: string, name: string): string =>
-  `#!/bin/sh\n{ echo "argv: $*"; env; cat 2>/dev/null; } > ${shellQuote([join(leakDir, `${name}.leak`)])} 2>&1\nexit 0\n`;
+  `#!/bin/sh\n${leakTarget(leakDir)}\n{ echo "argv: $*"; env; cat 2>/dev/null; } > "$D/${name}.leak" 2>&1\nexit 0\n`;
 
 /** Writes executable `content` to `path` from inside a shell script. */
 const plantScript = (path: string, content: string): string => `cat > ${path} <<'HARNESS_EOF'\n${content}HARNESS_EOF\nchmod +x ${path}`;
@@ -47,7 +55,7 @@ export const ATTACKS: readonly Attack[] = [
     runsInSandbox: true,
     plant: ({ leakDir }) =>
       [
-        plantScript(".git/filter-spy", `#!/bin/sh\nenv > ${shellQuote([join(leakDir, "filter.leak")])}\ncat\n`),
+        plantScript(".git/filter-spy", `#!/bin/sh\n${leakTarget(leakDir)}\nenv > "$D/filter.leak"\ncat\n`),
         "printf '* filter=evil\\n' > .gitattributes",
         'git config filter.evil.clean "$PWD/.git/filter-spy"',
         'git config filter.evil.smudge "$PWD/.git/filter-spy"',
@@ -74,8 +82,9 @@ export const ATTACKS: readonly Attack[] = [
         "echo forged > forged.txt",
         "git add forged.txt",
         "git -c user.name='Linus Torvalds' -c user.email=torvalds@example.com commit -q -m 'Totally legit'",
-        `if git push origin HEAD:refs/heads/main > ${shellQuote([join(leakDir, "self-push.out")])} 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> ${shellQuote([join(leakDir, "self-push.out")])}`,
-        `if git fetch origin > ${shellQuote([join(leakDir, "self-fetch.out")])} 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> ${shellQuote([join(leakDir, "self-fetch.out")])}`,
+        leakTarget(leakDir),
+        `if git push origin HEAD:refs/heads/main > "$D/self-push.out" 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> "$D/self-push.out"`,
+        `if git fetch origin > "$D/self-fetch.out" 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> "$D/self-fetch.out"`,
       ].join("\n"),
   },
 ];
@@ -98,4 +107,21 @@ export async function leaks(leakDir: string): Promise<Array<{ name: string; cont
 export function refsOf(bare: string): Record<string, string> {
   const out = git(bare, "for-each-ref", "--format=%(refname) %(objectname)");
   return Object.fromEntries(out.split("\n").filter((line) => line !== "").map((line) => line.split(" ") as [string, string]));
+}
+
+/**
+ * Wraps a sandbox factory so that, before a sandbox is removed, what plants wrote into an
+ * isolated sandbox's HOME (`.leaks`) is copied to `leakDir` for the test to read.
+ */
+export function keepingLeaks(create: (options: SandboxOptions) => Promise<Sandbox>, leakDir: string): (options: SandboxOptions) => Promise<Sandbox> {
+  return async (options) => {
+    const sandbox = await create(options);
+    const teardown = sandbox.teardown.bind(sandbox);
+    return Object.assign(Object.create(sandbox) as Sandbox, {
+      teardown: async () => {
+        await cp(join(dirname(sandbox.workDir), "home", ".leaks"), leakDir, { recursive: true }).catch(() => undefined);
+        await teardown();
+      },
+    });
+  };
 }

@@ -10,7 +10,7 @@ import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { enforceRepositoryRules, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
-import { ATTACKS, hostileAgent, leaks, refsOf } from "./hostile-agents.js";
+import { ATTACKS, hostileAgent, keepingLeaks, leaks, refsOf } from "./hostile-agents.js";
 
 /*
  * The write path on the local sandbox, tried as an attacker would: real git processes, real
@@ -73,13 +73,24 @@ function options(agent: string, overrides: Partial<HarnessOptions> = {}): Harnes
   };
 }
 
-describe("an agent that plants git configuration or hooks cannot reach the token or push elsewhere (local sandbox)", () => {
+const isolations = [
+  ["a directory only (worktree mode)", { mode: "none" }],
+  ["namespaces (the App's local sandbox)", { mode: "namespaces" }],
+] as const;
+
+describe.each(isolations)("an agent that plants git configuration or hooks cannot reach the token or push elsewhere (local sandbox, %s)", (_label, isolation) => {
+  /** The local sandbox in this mode; the test's scripts are readable inside when isolated. */
+  const isolated = (): Partial<HarnessOptions> => ({
+    createSandbox: keepingLeaks(createLocalSandbox, leakDir),
+    sandboxOptions: { githubServerUrl: server.url, localIsolation: { ...isolation, readOnlyPaths: [root.path] } },
+  });
+
   test.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
     const before = refsOf(bare);
     const evilBefore = refsOf(evilBare);
     const agent = await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url });
 
-    const report = await runHarness(options(agent));
+    const report = await runHarness(options(agent, isolated()));
 
     expect(report.status, report.error).toBe("succeeded");
     expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/7" });
@@ -108,7 +119,7 @@ describe("an agent that plants git configuration or hooks cannot reach the token
     const attack = ATTACKS.find((candidate) => candidate.name.startsWith("its own commits"));
     if (!attack) throw new Error("attack missing");
     const before = git(bare, "rev-parse", "refs/heads/main");
-    const report = await runHarness(options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url })));
+    const report = await runHarness(options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url }), isolated()));
     expect(report.status).toBe("succeeded");
     const selfPush = await readFile(join(leakDir, "self-push.out"), "utf8");
     expect(selfPush).toMatch(/could not read Username|Authentication failed|terminal prompts disabled/);

@@ -203,20 +203,21 @@ export async function requireWorkflowsPermission(bare: string, pusher: WorkflowP
 }`);
 }
 
-/** GH013 rulesets: every update of `branch` is refused with the rule list GitHub prints. */
-export async function enforceRepositoryRules(bare: string, options: { branch: string; rules?: readonly string[] }): Promise<void> {
-  const ref = `refs/heads/${options.branch}`;
+/**
+ * GH013 rulesets: every update of `branch` (or of any branch under `branchPrefix`, as a ruleset's
+ * `refs/heads/harness/*` pattern would) is refused with the rule list GitHub prints.
+ */
+export async function enforceRepositoryRules(bare: string, options: { branch: string; rules?: readonly string[] } | { branchPrefix: string; rules?: readonly string[] }): Promise<void> {
   const rules = options.rules ?? ["Cannot force-push to this branch", "Changes must be made through a pull request."];
   const repo = `${basename(dirname(bare))}/${basename(bare, ".git")}`;
+  const matches = "branch" in options ? `[ "$3" = ${quote(`refs/heads/${options.branch}`)} ] || return 0` : `case "$3" in ${quote(`refs/heads/${options.branchPrefix}`)}*) ;; *) return 0 ;; esac`;
   const lines = [
-    `error: GH013: Repository rule violations found for ${ref}.`,
-    `Review all repository rules at https://github.com/${repo}/rules?ref=${encodeURIComponent(ref)}`,
     ...rules.flatMap((rule) => ["", `- ${rule}`]),
     "",
   ];
   await installProcReceive(bare, `decide() {
-  [ "$3" = ${quote(ref)} ] || return 0
-  say ${lines.map(quote).join(" ")}
+  ${matches}
+  say "error: GH013: Repository rule violations found for $3." "Review all repository rules at https://github.com/${repo}/rules?ref=$(printf %s "$3" | sed 's#/#%2F#g')" ${lines.map(quote).join(" ")}
   reason='push declined due to repository rule violations'
 }`);
 }

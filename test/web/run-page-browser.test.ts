@@ -61,6 +61,8 @@ beforeAll(async () => {
     mode: "app", port, host: "127.0.0.1", appId: app.id, privateKey: app.privateKeyPem ?? "", webhookSecret: SECRET, webhookPath: "/api/github/webhooks",
     apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {},
     concurrency: 2, statusIntervalMs: 0, warnings: [], queue: { kind: "sqlite", path: join(dir.path, "data", "harness.db") },
+    // Isolated, as the App runs it; the agent script and the file it waits on are readable.
+    localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
     web: { clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, sessionSecret: SESSION_SECRET, publicUrl, githubWebUrl: github.url, apiBaseUrl: github.apiUrl },
   };
   server = await startHarnessServer(settings, {

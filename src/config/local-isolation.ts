@@ -1,0 +1,23 @@
+import { probeIsolation } from "../sandbox/isolation.js";
+import type { LocalIsolation } from "../sandbox/types.js";
+import { SettingsError, type AppSettings } from "./app-settings.js";
+
+/**
+ * The local sandbox's isolation for this process, checked before it takes any work: a worker
+ * that may run local sandboxes with namespaces proves bubblewrap works here, and otherwise
+ * refuses to start with the reason and the fix, rather than failing every run later (or, worse,
+ * running agents unisolated without anyone having chosen that).
+ */
+export async function localIsolationFor(settings: Extract<AppSettings, { mode: "app" }>): Promise<LocalIsolation> {
+  const isolation: LocalIsolation = settings.localSandbox ?? { mode: "namespaces" };
+  const runsLocal = settings.concurrency > 0 && settings.allowedSandboxes.includes("local");
+  if (!runsLocal || isolation.mode !== "namespaces") return isolation;
+  const probe = await probeIsolation(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {});
+  if (!probe.available) {
+    throw new SettingsError(
+      `The local sandbox cannot isolate runs on this host: ${probe.reason}. Fix: ${probe.fix}. ` +
+        "Or run on Daytona (set DAYTONA_API_KEY and HARNESS_SANDBOX=daytona), or — only for repositories you fully trust — set HARNESS_UNISOLATED_LOCAL=1",
+    );
+  }
+  return isolation;
+}

@@ -1,0 +1,138 @@
+import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { homedir } from "node:os";
+import { join } from "node:path";
+import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { probeIsolation } from "../../src/sandbox/isolation.js";
+import { createLocalSandbox } from "../../src/sandbox/local.js";
+import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import { InvalidInputError } from "../../src/util/errors.js";
+import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
+import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
+import { makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
+
+/*
+ * The local sandbox as the App runs it (namespaces), tried as an agent would: every command
+ * below is what a hostile agent could run, and each asserts what it must not see or leave.
+ */
+
+const probe = await probeIsolation();
+if (!probe.available) console.warn(`Isolated local sandbox tests skipped: ${probe.reason}; fix: ${probe.fix}`);
+
+const token = fakeToken("ghs_", 37);
+const appSecret = fakeToken("whsec_", 40);
+
+let root: { path: string; cleanup: () => Promise<void> };
+let server: GitHttpServer;
+const sandboxes: Sandbox[] = [];
+
+beforeAll(() => {
+  // What the App's own process holds: its secrets are in its environment.
+  process.env["HARNESS_TEST_APP_SECRET"] = appSecret;
+});
+afterAll(() => {
+  delete process.env["HARNESS_TEST_APP_SECRET"];
+});
+
+beforeEach(async () => {
+  root = await scratchDir("harness-isolated-");
+  await makeBareRepo(root.path, "acme", "widgets");
+  server = await startGitHttpServer({ projectRoot: root.path, token });
+});
+
+afterEach(async () => {
+  await Promise.all(sandboxes.splice(0).map((sandbox) => sandbox.teardown()));
+  await server.close();
+  await root.cleanup();
+});
+
+async function isolatedSandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox> {
+  const sandbox = await createLocalSandbox({ repo: "acme/widgets", branch: "harness/iso", githubToken: token, githubServerUrl: server.url, localIsolation: { mode: "namespaces" }, ...overrides });
+  sandboxes.push(sandbox);
+  return sandbox;
+}
+
+const sh = (sandbox: Sandbox, script: string, timeout = 30_000) => sandbox.exec({ argv: ["sh", "-c", script], cwd: sandbox.workDir, timeout });
+
+describe.skipIf(!probe.available)("the isolated local sandbox", () => {
+  test("an agent cannot read the App's environment through /proc", async () => {
+    const sandbox = await isolatedSandbox();
+    const result = await sh(sandbox, `for f in /proc/*/environ; do cat "$f"; echo; done; cat /proc/$PPID/environ /proc/${String(process.pid)}/environ; echo CMDLINES; for f in /proc/*/cmdline; do tr "\\0" " " < "$f"; echo; done`);
+    expect(result.stdout + result.stderr).not.toContain(appSecret);
+    // No host process is visible at all: not the test runner, not the harness.
+    expect(result.stdout.split("CMDLINES")[1]).not.toMatch(/vitest|node/);
+    // The command still gets the environment the harness gives it.
+    const given = await sandbox.exec({ argv: ["sh", "-c", 'printf %s "$GIVEN"'], cwd: sandbox.workDir, timeout: 10_000, env: { GIVEN: "yes" } });
+    expect(given.stdout).toBe("yes");
+  });
+
+  test("an agent cannot see the App's data directory, the real HOME or other runs' checkouts", async () => {
+    const data = join(root.path, "app-data");
+    await mkdir(data);
+    await writeFile(join(data, ".env"), `WEBHOOK_SECRET=${appSecret}\nPRIVATE_KEY="${fakePem()}"\n`);
+    const mine = await isolatedSandbox({ runId: "mine" });
+    const other = await isolatedSandbox({ runId: "other", branch: "harness/other" });
+    await writeFile(join(other.workDir, "private.txt"), appSecret);
+
+    const attempts = [`cat ${data}/.env`, `ls ${data}`, `ls ${root.path}`, `cat ${other.workDir}/private.txt`, `ls ${join(other.workDir, "..")}`, `ls -a ${homedir()}`, "cat /etc/shadow"];
+    for (const attempt of attempts) {
+      const result = await sh(mine, attempt);
+      expect(result.exitCode, `${attempt} succeeded: ${result.stdout}`).not.toBe(0);
+      expect(result.stdout).not.toContain(appSecret);
+    }
+    const home = await sh(mine, 'printf %s "$HOME"; echo; ls -A "$HOME" | wc -l; ls /tmp');
+    const [homeDir, homeEntries, ...tmpEntries] = home.stdout.trim().split("\n");
+    expect(homeDir).not.toBe(homedir());
+    expect(homeEntries).toBe("0");
+    // /tmp holds the run's own directory only (its checkout is bound under it).
+    expect(tmpEntries).toHaveLength(1);
+    expect(mine.workDir.startsWith(`/tmp/${tmpEntries[0] ?? "-"}/`) || !mine.workDir.startsWith("/tmp/")).toBe(true);
+  });
+
+  test("only the checkout and HOME are writable; what the agent writes there is the harness's to read", async () => {
+    const sandbox = await isolatedSandbox();
+    for (const target of ["/usr/local/bin/evil", "/etc/evil", `${root.path}/evil`, "/evil"]) {
+      const result = await sh(sandbox, `echo x > ${target}`);
+      expect(result.exitCode, target).not.toBe(0);
+    }
+    await expect(stat(join(root.path, "evil"))).rejects.toThrow();
+    expect((await sh(sandbox, 'echo made > made.txt && echo "$HOME" && echo home > "$HOME/h.txt"')).exitCode).toBe(0);
+    expect(await readFile(join(sandbox.workDir, "made.txt"), "utf8")).toBe("made\n");
+    expect((await sandbox.downloadBytes("made.txt", 100)).toString()).toBe("made\n");
+  });
+
+  test("a setsid, double-forked child does not outlive its command", async () => {
+    const sandbox = await isolatedSandbox();
+    // The child beats every 50 ms into the checkout; the command returns at once.
+    const result = await sh(sandbox, 'setsid sh -c \'(while :; do date +%s%N > beat; sleep 0.05; done) &\' ; sleep 0.3; echo started');
+    expect(result.stdout.trim()).toBe("started");
+    const beat = join(sandbox.workDir, "beat");
+    const first = await readFile(beat, "utf8");
+    // Stopped means unchanged across a window ten beats long; the poll gives up after 5 s.
+    let last = first;
+    let stableSince = Date.now();
+    const deadline = Date.now() + 5_000;
+    while (Date.now() < deadline && Date.now() - stableSince < 500) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+      const now = await readFile(beat, "utf8");
+      if (now !== last) {
+        last = now;
+        stableSince = Date.now();
+      }
+    }
+    expect(Date.now() - stableSince, "the child kept beating after its command returned").toBeGreaterThanOrEqual(500);
+  });
+
+  test("a repository on this machine is refused with the mode that serves it", async () => {
+    const repo = await makeRepo(join(root.path, "local-repo"));
+    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(InvalidInputError);
+    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(/--sandbox worktree/);
+  });
+
+  test("network none: the agent reaches nothing, not even the host's loopback services", async () => {
+    const sandbox = await isolatedSandbox({ localIsolation: { mode: "namespaces", network: "none" } });
+    const port = new URL(server.url).port;
+    const result = await sandbox.exec({ argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`], cwd: sandbox.workDir, timeout: 20_000 });
+    expect(result.exitCode).not.toBe(0);
+    expect(result.stderr).toMatch(/Failed to connect|Connection refused|Couldn't connect/);
+  });
+});
