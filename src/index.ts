@@ -30,6 +30,7 @@ const harness: ApplicationFunction = async (app, options) => {
       daytona: settings.daytona,
       localIsolation,
       unisolatedWarning: UNISOLATED_WARNING,
+      ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
       environment: process.env,
       statusIntervalMs: settings.statusIntervalMs,
       // No run pages are served when the app is hosted elsewhere, so comments carry no link.

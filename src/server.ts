@@ -132,6 +132,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         daytona: settings.daytona,
         localIsolation,
         unisolatedWarning: UNISOLATED_WARNING,
+        ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
         environment,
         statusIntervalMs: settings.statusIntervalMs,
         reporters: [runMetrics, journalReporter],

@@ -30,6 +30,11 @@ export type AppSettings =
        * out with HARNESS_UNISOLATED_LOCAL=1. Absent means namespaces.
        */
       localSandbox?: LocalIsolation;
+      /**
+       * Which repositories may have which setup secrets (HARNESS_SETUP_SECRETS); the values are
+       * read from the environment by name when a run needs them.
+       */
+      setupSecrets?: SetupSecretGrant[];
       concurrency: number;
       statusIntervalMs: number;
       /**
@@ -51,6 +56,12 @@ export type AppSettings =
       /** Set when the operator did not choose a sandbox: said once in the log at start. */
       warnings: string[];
     };
+
+/** `repo` is `owner/name` or `owner/*`; `name` is the environment variable holding the value. */
+export interface SetupSecretGrant {
+  repo: string;
+  name: string;
+}
 
 export type QueueSettings =
   | { kind: "memory" }
@@ -115,6 +126,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     allowedSandboxes: [...new Set([sandbox, ...allowed])],
     daytona: daytonaOptionsFromEnv(env),
     localSandbox,
+    setupSecrets: setupSecretsFrom(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
@@ -142,6 +154,18 @@ function localSandboxFrom(env: NodeJS.ProcessEnv): LocalIsolation {
   const bwrapPath = env["HARNESS_BWRAP"] || undefined;
   if (bwrapPath !== undefined && !bwrapPath.startsWith("/")) throw new SettingsError(`HARNESS_BWRAP must be an absolute path to bwrap, got "${bwrapPath}"`);
   return { mode: unisolated === "1" || unisolated === "true" ? "none" : "namespaces", ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}), ...(bwrapPath ? { bwrapPath } : {}) };
+}
+
+/** `HARNESS_SETUP_SECRETS=acme/widgets:NPM_TOKEN,acme/*:PIP_TOKEN`: each value must be set too. */
+function setupSecretsFrom(env: NodeJS.ProcessEnv): SetupSecretGrant[] {
+  const grants: SetupSecretGrant[] = [];
+  for (const item of (env["HARNESS_SETUP_SECRETS"] ?? "").split(",").map((entry) => entry.trim()).filter(Boolean)) {
+    const match = /^([A-Za-z0-9_.-]+\/(?:[A-Za-z0-9_.-]+|\*)):([A-Z_][A-Z0-9_]{0,63})$/.exec(item);
+    if (!match?.[1] || !match[2]) throw new SettingsError(`HARNESS_SETUP_SECRETS takes owner/repo:NAME (or owner/*:NAME) entries separated by commas, got "${item}"`);
+    if (!env[match[2]]) throw new SettingsError(`HARNESS_SETUP_SECRETS declares ${match[2]} for ${match[1]}, but ${match[2]} is not set in the environment`);
+    grants.push({ repo: match[1].toLowerCase(), name: match[2] });
+  }
+  return grants;
 }
 
 /** PRIVATE_KEY (PEM text, `\n`-escaped or base64) wins over PRIVATE_KEY_PATH, as in Probot. */

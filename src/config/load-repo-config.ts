@@ -24,6 +24,7 @@ export async function resolveBlueprint(octokit: ConfigCapableOctokit, owner: str
   if (config.blueprint in BUILTIN_BLUEPRINTS) {
     return builtinBlueprint(config.blueprint, {
       ...(config.setup ? { setup: commandArgv(config.setup, "setup") ?? [] } : {}),
+      ...(config.setup_secrets.length > 0 ? { setupSecrets: config.setup_secrets } : {}),
       ...(config.verify ? { verify: commandArgv(config.verify, "verify") ?? [] } : {}),
       ...(config.run ? { command: commandArgv(config.run, "run") ?? [] } : {}),
       maxFixRounds: config.fix_attempts,

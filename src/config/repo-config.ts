@@ -30,6 +30,12 @@ export const repoConfigSchema = z
     /** `default`, `command`, or the path of a YAML blueprint in this repository. */
     blueprint: z.string().trim().min(1).default("default"),
     setup: commandSchema.optional(),
+    /**
+     * Setup secrets the `setup` command receives as environment variables (e.g. NPM_TOKEN for a
+     * private registry). Each must be declared for this repository by the operator; agents never
+     * receive them.
+     */
+    setup_secrets: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,63}$/, "must be environment variable names in capitals (e.g. NPM_TOKEN)")).max(20).default([]),
     verify: commandSchema.optional(),
     /** For `blueprint: command`: the one command to run. */
     run: commandSchema.optional(),
@@ -63,6 +69,9 @@ export const repoConfigSchema = z
   .superRefine((config, ctx) => {
     if (config.agent === "command" && !config.agent_command) {
       ctx.addIssue({ code: "custom", path: ["agent_command"], message: "is required when agent is command" });
+    }
+    if (config.setup_secrets.length > 0 && !config.setup) {
+      ctx.addIssue({ code: "custom", path: ["setup_secrets"], message: "needs a `setup` command to give them to" });
     }
     if (config.blueprint === "command" && !config.run) {
       ctx.addIssue({ code: "custom", path: ["run"], message: "is required when blueprint is command" });

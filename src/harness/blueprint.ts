@@ -35,6 +35,12 @@ const execNode = z
     argv: z.array(z.string()).min(1, "must name at least the program to run"),
     /** When true, a failure is recorded but the run continues. */
     allowFailure: z.boolean().default(false),
+    /**
+     * Setup secrets this step needs, by name (e.g. a private registry token for `npm ci`), as
+     * environment variables. Only deterministic steps may ask: agent steps never receive one.
+     * The operator decides which repositories may have which (HARNESS_SETUP_SECRETS).
+     */
+    secrets: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,63}$/, "must be an environment variable name in capitals (e.g. NPM_TOKEN)")).max(20).optional(),
     ...common,
   })
   .strict();

@@ -8,6 +8,8 @@ export const DEFAULT_MAX_FIX_ROUNDS = 2;
 export interface BuiltinBlueprintOptions {
   /** A command run before the agent, e.g. `["npm", "ci"]`. */
   setup?: string[];
+  /** Setup secrets the setup command receives as environment variables (never the agent). */
+  setupSecrets?: string[];
   /** A command that proves the change, e.g. `["npm", "test"]`; failures go to the fix agent. */
   verify?: string[];
   /** How many fix-agent rounds may follow a failed verify (0 = none). */
@@ -54,7 +56,7 @@ const builders: Record<string, (options: BuiltinBlueprintOptions) => BlueprintIn
   default(options) {
     const maxFixRounds = options.maxFixRounds ?? DEFAULT_MAX_FIX_ROUNDS;
     const nodes: BlueprintInput["nodes"] = [];
-    if (options.setup) nodes.push({ id: "setup", kind: "exec", title: "Set up the project", argv: options.setup });
+    if (options.setup) nodes.push({ id: "setup", kind: "exec", title: "Set up the project", argv: options.setup, ...(options.setupSecrets?.length ? { secrets: options.setupSecrets } : {}) });
     nodes.push({ id: "implement", kind: "agent", title: "Implement the change", prompt: IMPLEMENT_PROMPT });
     if (options.verify) {
       nodes.push({

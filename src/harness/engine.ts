@@ -41,6 +41,8 @@ export interface BlueprintRun {
   promptInputs: PromptInputs;
   agent?: AgentDriver;
   agentCredentials: Record<string, string>;
+  /** Setup secrets by name, for exec steps that ask for them; never given to agent steps. */
+  setupSecrets?: Readonly<Record<string, string>>;
   maxAgentTurns?: number;
   model?: string;
   outputThrottleMs: number;
@@ -190,13 +192,27 @@ function templateValues(run: BlueprintRun): Record<string, string> {
 
 async function runExecNode(run: BlueprintRun, node: ExecNode, timeout: number, onOutput: (stream: "stdout" | "stderr", chunk: string) => void): Promise<ExecResult> {
   const values = templateValues(run);
+  const secrets = secretEnv(run, node);
   return run.sandbox.exec({
     argv: node.argv.map((arg) => renderTemplate(arg, values)),
     cwd: run.sandbox.workDir,
     timeout,
+    ...(secrets ? { env: secrets } : {}),
     signal: run.signal,
     onOutput,
   });
+}
+
+/** The secrets an exec step asked for; one the run was not given fails the step, saying how to fix it. */
+function secretEnv(run: BlueprintRun, node: ExecNode): Record<string, string> | undefined {
+  if (!node.secrets?.length) return undefined;
+  const env: Record<string, string> = {};
+  for (const name of node.secrets) {
+    const value = run.setupSecrets?.[name];
+    if (value === undefined) throw new Error(`Step "${node.title}" asks for the setup secret ${name}, which this run was not given: an operator declares it for the repository (HARNESS_SETUP_SECRETS) and sets its value in Harness's environment`);
+    env[name] = value;
+  }
+  return env;
 }
 
 async function runAgentNode(

@@ -64,6 +64,11 @@ export interface HarnessOptions {
   commitIdentity?: CommitIdentity;
   /** Further secret values to redact from everything the run reports. */
   secrets?: readonly string[];
+  /**
+   * Setup secrets by name, given as environment variables to the exec steps that ask for them
+   * (`secrets:` in a blueprint) and never to an agent step; redacted and kept out of pushes.
+   */
+  setupSecrets?: Readonly<Record<string, string>>;
   /** Minimum interval between output-tail events per node, in ms (default 500). */
   outputThrottleMs?: number;
   /**
@@ -87,7 +92,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   const startedAt = now();
   const agentCredentials = pickCredentials(options.agent, options.agentCredentials);
   // Only values that are secrets: the candidates may be a whole environment (PATH, URLs…).
-  const secretValues = [options.githubToken, ...Object.values(agentCredentials), ...(options.secrets ?? [])];
+  const secretValues = [options.githubToken, ...Object.values(agentCredentials), ...(options.secrets ?? []), ...Object.values(options.setupSecrets ?? {})];
   const redactor = createRedactor(secretValues);
   const knownSecrets = knownSecretsOf(options, agentCredentials);
   const reporter = redactingReporter(options.reporter ?? fanOut(), redactor);
@@ -151,6 +156,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       promptInputs: { intent: options.intent, intentTrusted: options.intentTrusted ?? true, repo: options.repo, branch: options.branch, ...(options.issue ? { issue: options.issue } : {}) },
       ...(options.agent ? { agent: options.agent } : {}),
       agentCredentials,
+      ...(options.setupSecrets ? { setupSecrets: options.setupSecrets } : {}),
       ...(options.maxAgentTurns !== undefined ? { maxAgentTurns: options.maxAgentTurns } : {}),
       ...(options.model !== undefined ? { model: options.model } : {}),
       outputThrottleMs: options.outputThrottleMs ?? 500,
@@ -292,6 +298,7 @@ function knownSecretsOf(options: HarnessOptions, agentCredentials: Readonly<Reco
   const secrets: KnownSecret[] = Object.entries(agentCredentials).map(([name, value]) => ({ name, value }));
   if (options.githubToken) secrets.push({ name: "the run's GitHub token", value: options.githubToken });
   for (const value of options.secrets ?? []) secrets.push({ name: "a secret the operator configured", value });
+  for (const [name, value] of Object.entries(options.setupSecrets ?? {})) secrets.push({ name, value });
   return secrets;
 }
 

@@ -1,5 +1,6 @@
 import { createAgent } from "../agents/registry.js";
 import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
+import type { SetupSecretGrant } from "../config/app-settings.js";
 import type { RepoConfig } from "../config/repo-config.js";
 import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
 import { createOctokitClient, describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
@@ -33,6 +34,8 @@ export interface WorkerDeps {
   daytona?: DaytonaOptions;
   /** How the local sandbox isolates runs (default: namespaces). */
   localIsolation?: LocalIsolation;
+  /** Which repositories may have which setup secrets; values come from `environment` by name. */
+  setupSecrets?: readonly SetupSecretGrant[];
   /** Said in the log on every run that uses the local sandbox unisolated. */
   unisolatedWarning?: string;
   /** Where agent credentials come from (only the ones an agent declares are passed on). */
@@ -102,6 +105,18 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       await finish("failed", describeError(error), "Fix .github/harness.yml on the default branch, then ask again");
       return;
     }
+    const asked = [...new Set(blueprint.nodes.flatMap((node) => (node.kind === "exec" ? (node.secrets ?? []) : [])))];
+    const granted = grantedSetupSecrets(deps, request.repo);
+    const undeclared = asked.filter((name) => granted[name] === undefined);
+    if (undeclared.length > 0) {
+      await finish(
+        "failed",
+        `The blueprint asks for the setup secret${undeclared.length > 1 ? "s" : ""} ${undeclared.join(", ")}, which the operator has not declared for ${request.repo.owner}/${request.repo.name}`,
+        `An operator adds ${request.repo.owner}/${request.repo.name}:${undeclared[0] ?? "NAME"} to HARNESS_SETUP_SECRETS (with the value in Harness's environment), or the secret comes out of .github/harness.yml`,
+      );
+      return;
+    }
+    const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));
     const sandboxKind = chooseSandbox(config, deps);
     const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
     if (sandboxKind === "local" && localIsolation.mode === "none") log.warn({ sandbox: "local", isolation: "none" }, deps.unisolatedWarning ?? "the local sandbox runs this agent without isolation");
@@ -155,6 +170,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         blueprint,
         ...(agent ? { agent } : {}),
         agentCredentials: deps.environment,
+        ...(asked.length > 0 ? { setupSecrets } : {}),
         ...(config.max_turns !== undefined ? { maxAgentTurns: config.max_turns } : {}),
         ...(config.model ? { model: config.model } : {}),
         createSandbox: deps.sandboxes[sandboxKind],
@@ -199,6 +215,18 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     log.error({ err: redact(describeError(error)) }, "run failed before it could finish");
     await finish(signal.aborted ? "cancelled" : "failed", `Harness failed before the run could finish: ${describeGitHubError(error)}`, "Ask again; if it keeps failing, an operator can find the run id in the logs").catch(() => undefined);
   }
+}
+
+/** The setup secrets this repository may have, with their values (unset ones are left out). */
+function grantedSetupSecrets(deps: WorkerDeps, repo: RunRequest["repo"]): Record<string, string> {
+  const fullName = `${repo.owner}/${repo.name}`.toLowerCase();
+  const owner = `${repo.owner}/*`.toLowerCase();
+  const granted: Record<string, string> = {};
+  for (const grant of deps.setupSecrets ?? []) {
+    const value = deps.environment[grant.name];
+    if ((grant.repo === fullName || grant.repo === owner) && value) granted[grant.name] = value;
+  }
+  return granted;
 }
 
 function chooseSandbox(config: RepoConfig, deps: WorkerDeps): SandboxKind {

@@ -30,7 +30,7 @@ let privateKey: string;
 let appId: number;
 let agentScript: string;
 
-async function start(overrides: ServerOverrides = {}): Promise<void> {
+async function start(overrides: ServerOverrides = {}, settingsOverrides: Partial<Extract<AppSettings, { mode: "app" }>> = {}): Promise<void> {
   logs = "";
   const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
   const settings: AppSettings = {
@@ -39,6 +39,7 @@ async function start(overrides: ServerOverrides = {}): Promise<void> {
     concurrency: 2, statusIntervalMs: 0, warnings: [],
     // The local sandbox as the App runs it: isolated, with the test's agent script readable.
     localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
+    ...settingsOverrides,
   };
   server = await startHarnessServer(settings, {
     environment: { PATH: process.env["PATH"], HOME: process.env["HOME"], ANTHROPIC_API_KEY: AGENT_KEY },
@@ -190,6 +191,42 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
     } finally {
       await daytona.close();
     }
+  });
+});
+
+describe("setup secrets", () => {
+  const npmToken = fakeToken("npm_", 36);
+  const restartWithSecret = async (): Promise<void> => {
+    await server.close(1_000);
+    await start({ environment: { PATH: process.env["PATH"], HOME: process.env["HOME"], ANTHROPIC_API_KEY: AGENT_KEY, NPM_TOKEN: npmToken } }, { setupSecrets: [{ repo: "acme/widgets", name: "NPM_TOKEN" }] });
+  };
+
+  test("the setup step gets a declared secret by name; the agent never does; it appears nowhere", async () => {
+    await restartWithSecret();
+    // The setup step proves it saw the token by its digest; the agent writes its whole environment.
+    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsetup: [sh, -c, 'printf %s "$NPM_TOKEN" | sha256sum | cut -c1-64 > setup-saw.txt; echo "token: $NPM_TOKEN"']\nsetup_secrets: [NPM_TOKEN]\n`);
+    await comment("/harness add a HELLO file");
+    await settle();
+    const [status] = statusComments();
+    expect(status?.body).toContain("### ✅ Harness opened a pull request");
+    const branch = github.pullRequests("acme", "widgets")[0]?.pull?.headRef ?? "";
+    const { createHash } = await import("node:crypto");
+    expect((await github.readFile("acme", "widgets", "setup-saw.txt", branch))?.trim()).toBe(createHash("sha256").update(npmToken).digest("hex"));
+    expect(await github.readFile("acme", "widgets", "agent-env.txt", branch)).not.toContain(npmToken);
+    expect(everythingWritten()).not.toContain(npmToken);
+    expect(logs).not.toContain(npmToken);
+  });
+
+  test("a secret the operator did not declare for the repository: ❌ naming the setting, no run", async () => {
+    await restartWithSecret();
+    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsetup: [npm, ci]\nsetup_secrets: [DEPLOY_KEY]\n`);
+    await comment("/harness add a HELLO file");
+    await settle();
+    const [status] = statusComments();
+    expect(status?.body).toContain("### ❌ Harness could not finish");
+    expect(status?.body).toContain("DEPLOY_KEY");
+    expect(status?.body).toContain("HARNESS_SETUP_SECRETS");
+    expect(github.pullRequests("acme", "widgets")).toEqual([]);
   });
 });
 

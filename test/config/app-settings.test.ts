@@ -101,3 +101,14 @@ describe("run page settings", () => {
     expect(() => settingsFromEnv({ ...base, GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "shh", HARNESS_PUBLIC_URL: "https://h.example.com" })).toThrow(/HARNESS_SESSION_SECRET is not set/);
   });
 });
+
+describe("setup secrets (HARNESS_SETUP_SECRETS)", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+  test("owner/repo:NAME and owner/*:NAME entries; each value must be set", () => {
+    const settings = settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "Acme/Widgets:NPM_TOKEN, acme/*:PIP_TOKEN", NPM_TOKEN: "x".repeat(20), PIP_TOKEN: "y".repeat(20) });
+    expect(settings).toMatchObject({ setupSecrets: [{ repo: "acme/widgets", name: "NPM_TOKEN" }, { repo: "acme/*", name: "PIP_TOKEN" }] });
+    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "acme/widgets:NPM_TOKEN" })).toThrow(/NPM_TOKEN is not set/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(/owner\/repo:NAME/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "*/*:NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(/owner\/repo:NAME/);
+  });
+});

@@ -47,6 +47,8 @@ describe("blueprint validation", () => {
     ["an unknown node kind", [{ id: "a", kind: "shell", title: "x" }], /kind must be "exec" or "agent"/],
     ["an empty argv", [exec("a", { argv: [] })], /field argv: must name at least the program/],
     ["an unknown field", [exec("a", { colour: "red" })], /unknown field colour/],
+    ["setup secrets asked for by an agent step (only exec steps may have them)", [agent("a", { secrets: ["NPM_TOKEN"] })], /unknown field secrets/],
+    ["a setup secret that is not an environment variable name", [exec("a", { secrets: ["npm token"] })], /field secrets.0: must be an environment variable name/],
     ["an id with spaces", [exec("my step")], /field id: must be lowercase/],
   ])("rejects %s, naming the node and field", (_label, nodes, message) => {
     expect(() => validateBlueprint({ name: "x", nodes }, "blueprint x.yml")).toThrow(BlueprintError);
