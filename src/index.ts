@@ -31,6 +31,7 @@ const harness: ApplicationFunction = async (app, options) => {
       localIsolation,
       unisolatedWarning: UNISOLATED_WARNING,
       ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
+      ...(settings.network ? { network: settings.network } : {}),
       environment: process.env,
       statusIntervalMs: settings.statusIntervalMs,
       // No run pages are served when the app is hosted elsewhere, so comments carry no link.

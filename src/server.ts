@@ -133,6 +133,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         localIsolation,
         unisolatedWarning: UNISOLATED_WARNING,
         ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
+        ...(settings.network ? { network: settings.network } : {}),
         environment,
         statusIntervalMs: settings.statusIntervalMs,
         reporters: [runMetrics, journalReporter],

@@ -56,6 +56,7 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     program,
     installHint: "npm install -g @anthropic-ai/claude-code",
     credentials: CREDENTIALS,
+    endpoints: ["api.anthropic.com"],
     buildInvocation(request: AgentRequest, credentials): AgentInvocation {
       const argv = [executable, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--no-session-persistence"];
       if (request.maxTurns !== undefined) argv.push("--max-turns", String(request.maxTurns));

@@ -55,6 +55,7 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
     program,
     installHint: "npm install -g @openai/codex",
     credentials: CREDENTIALS,
+    endpoints: ["api.openai.com"],
     buildInvocation(request: AgentRequest, credentials): AgentInvocation {
       const argv = [executable, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--dangerously-bypass-approvals-and-sandbox"];
       if (request.model !== undefined) argv.push("--model", request.model);

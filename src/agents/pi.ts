@@ -81,6 +81,8 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
     program,
     installHint: "npm install -g @mariozechner/pi-coding-agent",
     credentials: CREDENTIALS,
+    // pi chooses its provider by model; these are the providers whose keys it is given.
+    endpoints: ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"],
     buildInvocation(request: AgentRequest, credentials): AgentInvocation {
       const argv = [executable, "--mode", "json", "--no-session"];
       if (request.model !== undefined) argv.push("--model", request.model);

@@ -57,6 +57,11 @@ export interface AgentDriver {
    * never a GitHub credential.
    */
   readonly credentials: readonly string[];
+  /**
+   * Hosts of the model API this agent calls (e.g. `api.anthropic.com`): kept reachable when a
+   * run's network is an allowlist. Empty for agents whose endpoints Harness cannot know.
+   */
+  readonly endpoints?: readonly string[];
   /** `credentials` holds the values of the declared credential variables that are set. */
   buildInvocation(request: AgentRequest, credentials: Readonly<Record<string, string>>): AgentInvocation;
   parseResult(result: ExecResult): AgentOutcome;

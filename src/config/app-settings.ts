@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { HarnessError } from "../util/errors.js";
 import type { SandboxKind } from "../runs/worker.js";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
+import { NETWORK_MODES, type NetworkMode } from "./network-policy.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
 
 /** The process's configuration, from the environment only. */
@@ -35,6 +36,8 @@ export type AppSettings =
        * read from the environment by name when a run needs them.
        */
       setupSecrets?: SetupSecretGrant[];
+      /** The most open network a repository may ask for, and entries every allowlist includes. */
+      network?: { ceiling: NetworkMode; allow: string[] };
       concurrency: number;
       statusIntervalMs: number;
       /**
@@ -127,6 +130,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     daytona: daytonaOptionsFromEnv(env),
     localSandbox,
     setupSecrets: setupSecretsFrom(env),
+    network: networkFrom(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
@@ -154,6 +158,14 @@ function localSandboxFrom(env: NodeJS.ProcessEnv): LocalIsolation {
   const bwrapPath = env["HARNESS_BWRAP"] || undefined;
   if (bwrapPath !== undefined && !bwrapPath.startsWith("/")) throw new SettingsError(`HARNESS_BWRAP must be an absolute path to bwrap, got "${bwrapPath}"`);
   return { mode: unisolated === "1" || unisolated === "true" ? "none" : "namespaces", ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}), ...(bwrapPath ? { bwrapPath } : {}) };
+}
+
+/** HARNESS_NETWORK (the ceiling: open, allowlist or none) and HARNESS_NETWORK_ALLOW (comma-separated). */
+function networkFrom(env: NodeJS.ProcessEnv): { ceiling: NetworkMode; allow: string[] } {
+  const ceiling = env["HARNESS_NETWORK"] || "open";
+  if (!(NETWORK_MODES as readonly string[]).includes(ceiling)) throw new SettingsError(`HARNESS_NETWORK must be open, allowlist or none, got "${ceiling}"`);
+  const allow = (env["HARNESS_NETWORK_ALLOW"] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
+  return { ceiling: ceiling as NetworkMode, allow };
 }
 
 /** `HARNESS_SETUP_SECRETS=acme/widgets:NPM_TOKEN,acme/*:PIP_TOKEN`: each value must be set too. */

@@ -49,6 +49,10 @@ export const repoConfigSchema = z
       .object({
         provider: z.enum(["local", "daytona"]).optional(),
         snapshot: z.string().trim().min(1).optional(),
+        /** `open`, `allowlist` (only `allow` and the agent's model API) or `none`, within the operator's ceiling. */
+        network: z.enum(["open", "allowlist", "none"]).optional(),
+        /** Domains (`registry.npmjs.org`, `*.pythonhosted.org`) and CIDRs reachable in `allowlist` mode. */
+        allow: z.array(z.string().trim().min(1).max(253)).max(256).optional(),
         resources: z.object({ cpu: z.number().positive().optional(), memory: z.number().positive().optional(), disk: z.number().positive().optional() }).strict().optional(),
       })
       .strict()
@@ -69,6 +73,9 @@ export const repoConfigSchema = z
   .superRefine((config, ctx) => {
     if (config.agent === "command" && !config.agent_command) {
       ctx.addIssue({ code: "custom", path: ["agent_command"], message: "is required when agent is command" });
+    }
+    if (config.sandbox.allow && config.sandbox.network !== "allowlist") {
+      ctx.addIssue({ code: "custom", path: ["sandbox", "allow"], message: "only applies with `sandbox.network: allowlist`" });
     }
     if (config.setup_secrets.length > 0 && !config.setup) {
       ctx.addIssue({ code: "custom", path: ["setup_secrets"], message: "needs a `setup` command to give them to" });

@@ -1,6 +1,7 @@
 import { createAgent } from "../agents/registry.js";
 import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
 import type { SetupSecretGrant } from "../config/app-settings.js";
+import { resolveNetworkPolicy, type NetworkMode } from "../config/network-policy.js";
 import type { RepoConfig } from "../config/repo-config.js";
 import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
 import { createOctokitClient, describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
@@ -36,6 +37,8 @@ export interface WorkerDeps {
   localIsolation?: LocalIsolation;
   /** Which repositories may have which setup secrets; values come from `environment` by name. */
   setupSecrets?: readonly SetupSecretGrant[];
+  /** The operator's network ceiling and always-allowed entries (default: open, none). */
+  network?: { ceiling: NetworkMode; allow: readonly string[] };
   /** Said in the log on every run that uses the local sandbox unisolated. */
   unisolatedWarning?: string;
   /** Where agent credentials come from (only the ones an agent declares are passed on). */
@@ -119,8 +122,21 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));
     const sandboxKind = chooseSandbox(config, deps);
     const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
-    if (sandboxKind === "local" && localIsolation.mode === "none") log.warn({ sandbox: "local", isolation: "none" }, deps.unisolatedWarning ?? "the local sandbox runs this agent without isolation");
     const agent = blueprint.nodes.some((node) => node.kind === "agent") ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {}) : undefined;
+    const network = resolveNetworkPolicy(
+      { ...(config.sandbox.network ? { mode: config.sandbox.network } : {}), ...(config.sandbox.allow ? { allow: config.sandbox.allow } : {}) },
+      {
+        ceiling: deps.network?.ceiling ?? "open",
+        operatorAllow: deps.network?.allow ?? [],
+        sandbox: sandboxKind === "daytona" ? "daytona" : localIsolation.mode === "namespaces" ? "local-isolated" : "local-unisolated",
+        agentEndpoints: agent?.endpoints ?? [],
+      },
+    );
+    if ("error" in network) {
+      await finish("failed", `.github/harness.yml: ${network.error}`, "Change `sandbox.network` in .github/harness.yml on the default branch (or ask the operator), then ask again");
+      return;
+    }
+    if (sandboxKind === "local" && localIsolation.mode === "none") log.warn({ sandbox: "local", isolation: "none" }, deps.unisolatedWarning ?? "the local sandbox runs this agent without isolation");
     Object.assign(view, { agent: agent?.name ?? "none", sandbox: sandboxKind, blueprint: blueprint.name, phase: "running" });
     updater.set(renderStatusComment(view));
 
@@ -181,6 +197,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
           replaceEarlierAttempts: true,
           ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
           ...(sandboxKind === "local" ? { localIsolation } : {}),
+          network: network.policy,
           ...(sandboxKind === "daytona" ? { daytona: { ...deps.daytona, ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}), ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}) } } : {}),
         },
         githubToken: clone.token,

@@ -57,6 +57,9 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
   const snapshot = config.snapshot ?? DEFAULT_DAYTONA_SNAPSHOT;
   const startTimeout = config.startTimeoutSeconds ?? 60;
   const redactToken = createRedactor([opts.githubToken, apiKey]);
+  if (opts.network?.mode === "allowlist") {
+    throw new SandboxError("Daytona cannot enforce a network allowlist by name (it filters by IP range only): use network none or open on Daytona");
+  }
 
   // Polling instead of the socket.io event stream: a sandbox is usually started when `create`
   // returns, and no socket is left open to keep the process alive.
@@ -76,6 +79,8 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
         labels: sandboxLabels(opts, `${repo.owner}/${repo.name}`),
         autoStopInterval: config.autoStopMinutes ?? DEFAULT_AUTO_STOP_MINUTES,
         ephemeral: true,
+        // Set at creation: the sandbox never has a moment with the network open.
+        ...(opts.network?.mode === "none" ? { networkBlockAll: true } : {}),
         ...(config.secrets && Object.keys(config.secrets).length > 0 ? { secrets: config.secrets } : {}),
       },
       { timeout: startTimeout },

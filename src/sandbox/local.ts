@@ -32,6 +32,13 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
   const redactToken = createRedactor([opts.githubToken]);
   const isolation = opts.localIsolation?.mode === "namespaces" ? opts.localIsolation : undefined;
+  const network = opts.network ?? { mode: "open" };
+  if (!isolation && network.mode !== "open") {
+    throw new SandboxError(`The local sandbox cannot enforce network ${network.mode} without isolation: run it isolated (bubblewrap), or on Daytona`);
+  }
+  if (network.mode === "allowlist") {
+    throw new SandboxError("The local sandbox cannot enforce a network allowlist yet: use network none or open");
+  }
   await assertValidBranchName(opts.branch);
 
   const source = resolveSource(opts);
@@ -117,7 +124,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       await confine(cwd);
       return runProcess({
         argv: isolation
-          ? isolatedArgv({ workDir: realWorkDir, homeDir, network: isolation.network ?? "open", ...(isolation.readOnlyPaths ? { readOnlyPaths: isolation.readOnlyPaths } : {}) }, execOpts.argv, isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {})
+          ? isolatedArgv({ workDir: realWorkDir, homeDir, network: network.mode === "none" ? "none" : (isolation.network ?? "open"), ...(isolation.readOnlyPaths ? { readOnlyPaths: isolation.readOnlyPaths } : {}) }, execOpts.argv, isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {})
           : execOpts.argv,
         cwd,
         // Inside, the host's TMPDIR does not exist and HOME is the run's own.

@@ -77,6 +77,13 @@ export interface LocalIsolation {
   bwrapPath?: string;
 }
 
+/**
+ * The network a run's commands get. `open`: whatever the sandbox has; `none`: nothing beyond
+ * itself; `allowlist`: only the listed domains (`example.com`, `*.example.com`) and CIDRs.
+ * A sandbox that cannot enforce the mode it is given refuses to start.
+ */
+export type NetworkPolicy = { mode: "open" } | { mode: "none" } | { mode: "allowlist"; allow: readonly string[] };
+
 export interface SandboxOptions {
   /**
    * Source repository: a local path (the local sandbox makes a worktree of it), or a GitHub
@@ -87,6 +94,8 @@ export interface SandboxOptions {
   branch: string;
   /** Per-operation timeout for the sandbox's own git work, in ms (default 600_000 = 10 min). */
   operationTimeout?: number;
+  /** The run's network (default open). */
+  network?: NetworkPolicy;
   /** How the local sandbox isolates commands (ignored by Daytona). Default: `{ mode: "none" }`. */
   localIsolation?: LocalIsolation;
   /** Daytona-specific options (ignored by the local sandbox). */

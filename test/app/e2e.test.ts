@@ -194,6 +194,33 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
   });
 });
 
+describe("network policy", () => {
+  test("sandbox.network: none on the local sandbox — the agent reaches nothing, and the run still opens its PR", async () => {
+    // The agent tries GitHub itself (the fake, on this host's loopback) and records what happened.
+    const { port } = new URL(github.url);
+    const probe = `require("net").connect(${port}, "127.0.0.1").on("connect", () => { console.log("reached"); process.exit(0); }).on("error", () => { console.log("blocked"); process.exit(0); })`;
+    await writeFile(agentScript, `#!/bin/sh\n${process.execPath} -e '${probe}' > net.txt\n`);
+    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: none\n`);
+    await comment("/harness check the network");
+    await settle();
+    expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+    const branch = github.pullRequests("acme", "widgets")[0]?.pull?.headRef ?? "";
+    expect(await github.readFile("acme", "widgets", "net.txt", branch)).toBe("blocked\n");
+  });
+
+  test("a repository asking for more than the operator's ceiling: ❌ naming the setting, no sandbox", async () => {
+    await server.close(1_000);
+    await start({}, { network: { ceiling: "none", allow: [] } });
+    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: open\n`);
+    await comment("/harness add a HELLO file");
+    await settle();
+    const body = statusComments()[0]?.body ?? "";
+    expect(body).toContain("### ❌ Harness could not finish");
+    expect(body).toMatch(/sandbox\.network: open.*more open than this installation allows.*HARNESS_NETWORK/);
+    expect(github.pullRequests("acme", "widgets")).toEqual([]);
+  });
+});
+
 describe("setup secrets", () => {
   const npmToken = fakeToken("npm_", 36);
   const restartWithSecret = async (): Promise<void> => {

@@ -112,3 +112,12 @@ describe("setup secrets (HARNESS_SETUP_SECRETS)", () => {
     expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "*/*:NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(/owner\/repo:NAME/);
   });
 });
+
+describe("network policy (HARNESS_NETWORK)", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+  test("the ceiling and the always-allowed entries; a wrong mode stops start-up", () => {
+    expect(settingsFromEnv(base)).toMatchObject({ network: { ceiling: "open", allow: [] } });
+    expect(settingsFromEnv({ ...base, HARNESS_NETWORK: "allowlist", HARNESS_NETWORK_ALLOW: "npm.internal.example, 10.0.0.0/8" })).toMatchObject({ network: { ceiling: "allowlist", allow: ["npm.internal.example", "10.0.0.0/8"] } });
+    expect(() => settingsFromEnv({ ...base, HARNESS_NETWORK: "closed" })).toThrow(/HARNESS_NETWORK must be open, allowlist or none/);
+  });
+});

@@ -59,6 +59,15 @@ async function sandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox
 const requestsTo = (pattern: RegExp) => daytona.requests.filter((request) => pattern.test(`${request.method} ${request.path}`));
 
 describe("Daytona sandbox: creation", () => {
+  test("network none is set at creation (networkBlockAll); an allowlist, which Daytona cannot enforce by name, is refused before anything is created", async () => {
+    await sandbox({ network: { mode: "none" } });
+    const [create] = requestsTo(/^POST \/api\/sandbox$/);
+    expect((create?.body as { networkBlockAll?: boolean }).networkBlockAll).toBe(true);
+    const before = daytona.requests.length;
+    await expect(createDaytonaSandbox(options({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } }))).rejects.toThrow(/cannot enforce a network allowlist/);
+    expect(daytona.requests.length).toBe(before);
+  });
+
   test("AC-1/2/18/25: one ephemeral, labelled sandbox from the default snapshot; clone of the default branch, then the run's branch", async () => {
     const box = await sandbox();
     const [create] = requestsTo(/^POST \/api\/sandbox$/);
