@@ -2,6 +2,7 @@ import { readFileSync } from "node:fs";
 import { HarnessError } from "../util/errors.js";
 import type { SandboxKind } from "../runs/worker.js";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
+import { parseAllowlist } from "../sandbox/egress/allowlist.js";
 import { NETWORK_MODES, type NetworkMode } from "./network-policy.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
 
@@ -165,6 +166,11 @@ function networkFrom(env: NodeJS.ProcessEnv): { ceiling: NetworkMode; allow: str
   const ceiling = env["HARNESS_NETWORK"] || "open";
   if (!(NETWORK_MODES as readonly string[]).includes(ceiling)) throw new SettingsError(`HARNESS_NETWORK must be open, allowlist or none, got "${ceiling}"`);
   const allow = (env["HARNESS_NETWORK_ALLOW"] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
+  try {
+    parseAllowlist(allow);
+  } catch (error) {
+    throw new SettingsError(`HARNESS_NETWORK_ALLOW: ${error instanceof Error ? error.message : String(error)}`);
+  }
   return { ceiling: ceiling as NetworkMode, allow };
 }
 

@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { parseAllowlist } from "../sandbox/egress/allowlist.js";
 import { parseCommandLine } from "../util/command-line.js";
 import { HarnessError } from "../util/errors.js";
 
@@ -76,6 +77,13 @@ export const repoConfigSchema = z
     }
     if (config.sandbox.allow && config.sandbox.network !== "allowlist") {
       ctx.addIssue({ code: "custom", path: ["sandbox", "allow"], message: "only applies with `sandbox.network: allowlist`" });
+    }
+    if (config.sandbox.allow) {
+      try {
+        parseAllowlist(config.sandbox.allow);
+      } catch (error) {
+        ctx.addIssue({ code: "custom", path: ["sandbox", "allow"], message: error instanceof Error ? error.message : String(error) });
+      }
     }
     if (config.setup_secrets.length > 0 && !config.setup) {
       ctx.addIssue({ code: "custom", path: ["setup_secrets"], message: "needs a `setup` command to give them to" });

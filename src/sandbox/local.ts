@@ -9,6 +9,9 @@ import { classifyRepoRef, githubCloneUrl } from "../util/github.js";
 import { assertPathConfined, isWithin } from "../util/path.js";
 import { createRedactor } from "../util/redact.js";
 import { gitEnv, sandboxBaseEnv } from "./environment.js";
+import { parseAllowlist, type AllowEntry } from "./egress/allowlist.js";
+import { egressCommand, FORWARDER_SOURCE } from "./egress/forwarder.js";
+import { startEgressProxy, type EgressProxy } from "./egress/proxy.js";
 import { isolatedArgv } from "./isolation.js";
 import { runProcess } from "./process.js";
 import { DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
@@ -36,9 +39,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   if (!isolation && network.mode !== "open") {
     throw new SandboxError(`The local sandbox cannot enforce network ${network.mode} without isolation: run it isolated (bubblewrap), or on Daytona`);
   }
-  if (network.mode === "allowlist") {
-    throw new SandboxError("The local sandbox cannot enforce a network allowlist yet: use network none or open");
-  }
+  // Checked before anything is created: a bad entry is the caller's error, not a half-made sandbox.
+  const allowlist = network.mode === "allowlist" ? parseAllowlist(network.allow).entries : undefined;
   await assertValidBranchName(opts.branch);
 
   const source = resolveSource(opts);
@@ -56,6 +58,10 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const workDir = join(base, "work");
   const homeDir = join(base, "home");
   if (isolation) await mkdir(homeDir, { mode: 0o700 });
+  // An allowlist: commands get a network namespace with nothing in it but a forwarder to this
+  // proxy, which lets through only the listed destinations (and never the host's own services).
+  const egressDir = join(base, "egress");
+  const egress = allowlist ? await startEgress(egressDir, allowlist) : undefined;
   await writeFile(
     join(base, LOCAL_SANDBOX_MANIFEST),
     JSON.stringify({ repo: source.display, branch: opts.branch, runId: opts.runId, labels: opts.labels ?? {}, pid: process.pid, createdAt: new Date().toISOString() }, null, 2),
@@ -90,6 +96,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       );
     }
   } catch (error) {
+    await egress?.proxy.close();
     await removeSandboxDir(base, source);
     throw error;
   }
@@ -124,11 +131,22 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       await confine(cwd);
       return runProcess({
         argv: isolation
-          ? isolatedArgv({ workDir: realWorkDir, homeDir, network: network.mode === "none" ? "none" : (isolation.network ?? "open"), ...(isolation.readOnlyPaths ? { readOnlyPaths: isolation.readOnlyPaths } : {}) }, execOpts.argv, isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {})
+          ? isolatedArgv(
+              {
+                workDir: realWorkDir,
+                homeDir,
+                network: network.mode === "open" ? (isolation.network ?? "open") : "none",
+                readOnlyPaths: [...(isolation.readOnlyPaths ?? []), ...(egress ? egress.readOnlyPaths : [])],
+              },
+              egress ? egressCommand(egress.forwarderPath, egress.socketPath, execOpts.argv) : execOpts.argv,
+              isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {},
+            )
           : execOpts.argv,
         cwd,
         // Inside, the host's TMPDIR does not exist and HOME is the run's own.
-        env: isolation ? { ...sandboxBaseEnv(), HOME: homeDir, TMPDIR: "/tmp", USER: "harness", LOGNAME: "harness", ...execOpts.env } : { ...sandboxBaseEnv(), ...execOpts.env },
+        env: isolation
+          ? { ...sandboxBaseEnv(), HOME: homeDir, TMPDIR: "/tmp", USER: "harness", LOGNAME: "harness", ...(egress ? { NODE_USE_ENV_PROXY: "1" } : {}), ...execOpts.env }
+          : { ...sandboxBaseEnv(), ...execOpts.env },
         timeout: execOpts.timeout,
         ...(execOpts.maxOutput !== undefined ? { maxOutput: execOpts.maxOutput } : {}),
         ...(execOpts.stdin !== undefined ? { stdin: execOpts.stdin } : {}),
@@ -183,10 +201,29 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
     async teardown() {
       if (tornDown) return;
       tornDown = true;
+      await egress?.proxy.close().catch(() => undefined);
       await removeSandboxDir(base, source);
     },
   };
   return sandbox;
+}
+
+interface Egress {
+  proxy: EgressProxy;
+  socketPath: string;
+  forwarderPath: string;
+  /** What the sandbox must see: the socket's folder and, when node lives outside /usr, node's. */
+  readOnlyPaths: string[];
+}
+
+async function startEgress(dir: string, allowlist: AllowEntry[]): Promise<Egress> {
+  await mkdir(dir, { mode: 0o700 });
+  const socketPath = join(dir, "proxy.sock");
+  const forwarderPath = join(dir, "forwarder.mjs");
+  await writeFile(forwarderPath, FORWARDER_SOURCE, { mode: 0o600 });
+  const proxy = await startEgressProxy({ socketPath, allowlist });
+  const nodeDir = dirname(process.execPath);
+  return { proxy, socketPath, forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
 }
 
 type Source =

@@ -221,6 +221,20 @@ describe("network policy", () => {
   });
 });
 
+describe("the local sandbox without isolation (HARNESS_UNISOLATED_LOCAL=1)", () => {
+  test("every run says so in the log, with its run id", async () => {
+    await server.close(1_000);
+    await start({}, { localSandbox: { mode: "none" } });
+    await comment("/harness add a HELLO file");
+    await settle();
+    expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+    const warnings = logs.split("\n").filter((line) => line.includes("WITHOUT isolation")).map((line) => JSON.parse(line) as { runId?: string; level: number });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.runId).toMatch(/\w+/);
+    expect(warnings[0]?.level).toBe(40);
+  });
+});
+
 describe("setup secrets", () => {
   const npmToken = fakeToken("npm_", 36);
   const restartWithSecret = async (): Promise<void> => {

@@ -121,3 +121,7 @@ describe("network policy (HARNESS_NETWORK)", () => {
     expect(() => settingsFromEnv({ ...base, HARNESS_NETWORK: "closed" })).toThrow(/HARNESS_NETWORK must be open, allowlist or none/);
   });
 });
+
+test("a malformed HARNESS_NETWORK_ALLOW entry stops start-up naming it", () => {
+  expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_NETWORK_ALLOW: "https://npm.example/path" })).toThrow(/HARNESS_NETWORK_ALLOW: .*npm\.example/);
+});

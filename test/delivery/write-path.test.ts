@@ -245,3 +245,52 @@ describe("secrets never leave in a push", () => {
     expect(JSON.stringify(report)).not.toContain(registryToken);
   });
 });
+
+describe("follow-up commits on an existing pull request branch", () => {
+  async function branchWithCommit(name: string): Promise<string> {
+    const { writeFile } = await import("node:fs/promises");
+    const work = join(root.path, `seed-${name.replace(/\W/g, "-")}`);
+    git(root.path, "clone", "--quiet", bare, work);
+    git(work, "checkout", "--quiet", "-b", name);
+    await writeFile(join(work, "feature.txt"), "from the PR author\n");
+    git(work, "add", ".");
+    git(work, "commit", "--quiet", "-m", "feature");
+    git(work, "push", "--quiet", "origin", name);
+    return git(work, "rev-parse", "HEAD");
+  }
+
+  test("the run's commit lands on top of the branch's tip, isolated, never forced", async () => {
+    const tip = await branchWithCommit("feature/login");
+    const agent = await hostileAgent(root.path, { name: "none", plant: () => "true" }, { leakDir, evilRoot, serverUrl: server.url });
+    const report = await runHarness(options(agent, { branch: "feature/login", sandboxOptions: { githubServerUrl: server.url, localIsolation: { mode: "namespaces", readOnlyPaths: [root.path] } } }));
+    expect(report.pushResult).toMatchObject({ pushed: true });
+    expect(git(bare, "rev-parse", "refs/heads/feature/login^")).toBe(tip);
+    expect(git(bare, "show", "refs/heads/feature/login:feature.txt")).toBe("from the PR author");
+    expect(git(bare, "show", "refs/heads/feature/login:hello.txt")).toBe("hello from the agent");
+  });
+
+  test("a human pushing to the branch mid-run is not overwritten: the push is refused as non-fast-forward and the work kept", async () => {
+    await branchWithCommit("feature/race");
+    const agentScript = join(root.path, "racing-agent.sh");
+    const { chmod, writeFile } = await import("node:fs/promises");
+    // While the agent works, someone else pushes to the branch (straight into the bare repository).
+    await writeFile(agentScript, `#!/bin/sh\necho mine > hello.txt\n`);
+    await chmod(agentScript, 0o755);
+    const report = await runHarness(
+      options(agentScript, {
+        branch: "feature/race",
+        reporter: {
+          emit: (event) => {
+            if (event.type === "commit.finished") {
+              const moved = git(bare, "commit-tree", "-p", "refs/heads/feature/race", "-m", "human", `${git(bare, "rev-parse", "refs/heads/feature/race")}^{tree}`);
+              git(bare, "update-ref", "refs/heads/feature/race", moved);
+            }
+          },
+        },
+      }),
+    );
+    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "non_fast_forward" });
+    expect(git(bare, "log", "-1", "--format=%s", "refs/heads/feature/race")).toBe("human");
+    expect(report.pushResult?.patch).toContain("+mine");
+  });
+});

@@ -136,3 +136,25 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     expect(result.stderr).toMatch(/Failed to connect|Connection refused|Couldn't connect/);
   });
 });
+
+describe.skipIf(!probe.available)("the isolated local sandbox with a network allowlist", () => {
+  test("commands reach the outside only through the harness's proxy, which refuses what the list does not name", async () => {
+    const sandbox = await isolatedSandbox({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } });
+    const port = new URL(server.url).port;
+    const env = await sh(sandbox, 'printf "%s\\n" "$HTTPS_PROXY" "$HTTP_PROXY"');
+    expect(env.stdout).toBe("http://127.0.0.1:3128\nhttp://127.0.0.1:3128\n");
+    // Through the proxy: a destination off the list is refused with the policy's words.
+    const viaProxy = await sandbox.exec({ argv: ["node", "-e", `require("http").get({ host: "127.0.0.1", port: 3128, path: "http://example.invalid:${port}/", headers: { host: "example.invalid" } }, (res) => { let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => { console.log(res.statusCode, body.trim()); }); }).on("error", (e) => console.log("error", e.message))`], cwd: sandbox.workDir, timeout: 20_000 });
+    expect(viaProxy.stdout).toMatch(/^403 Harness egress policy: example\.invalid:\d+ is not allowed for this run/);
+    // Around the proxy: the host's services (the git server here) are out of reach.
+    const direct = await sandbox.exec({ argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`], cwd: sandbox.workDir, timeout: 20_000, env: { NO_PROXY: "*" } });
+    expect(direct.exitCode).not.toBe(0);
+    // The proxy goes with the sandbox.
+    await sandbox.teardown();
+    await expect(stat(join(sandbox.workDir, "..", "egress", "proxy.sock"))).rejects.toThrow();
+  });
+
+  test("an allowlist entry that is not a domain or a CIDR is refused before the sandbox is made", async () => {
+    await expect(createLocalSandbox({ repo: "acme/widgets", branch: "b", githubToken: token, githubServerUrl: server.url, localIsolation: { mode: "namespaces" }, network: { mode: "allowlist", allow: ["https://example.com/x"] } })).rejects.toThrow(/https:\/\/example\.com\/x/);
+  });
+});

@@ -85,10 +85,13 @@ function invalidEntry(entry: string): AllowlistError {
   return new AllowlistError(`${quote(entry)} is neither a domain (example.com, *.example.com) nor a CIDR (10.0.0.0/8) nor an IP${hint}`);
 }
 
-/** An entry as it can be shown in one line of an error message: bounded, no control characters. */
+/**
+ * An entry as it can be shown in one line of an error message: bounded, printable ASCII only, so
+ * neither control characters nor bidi overrides can disguise what the operator wrote.
+ */
 function quote(entry: string): string {
-  const shown = entry.length > 80 ? `${entry.slice(0, 80)}…` : entry;
-  return `\`${shown.replace(/[^\x20-\x7e\u00a0-\uffff]/g, "?")}\``;
+  const shown = entry.slice(0, 80).replace(/[^\x20-\x7e]/g, "?");
+  return `\`${shown}${entry.length > 80 ? "…" : ""}\``;
 }
 
 /**

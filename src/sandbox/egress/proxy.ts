@@ -29,8 +29,17 @@ export interface EgressProxyOptions {
   ports?: number[];
   /** Every address a name resolves to. Default: the host's resolver (dns.lookup, all addresses). */
   resolve?: (host: string) => Promise<string[]>;
+  /**
+   * Called once per CONNECT or proxied request that names a target: allowed, refused by the
+   * policy (403), or refused because the name did not resolve (502, `allowed: false`).
+   * Malformed requests (400) name no target and are not reported.
+   */
   onDecision?: (decision: EgressDecision) => void;
-  /** Client connections open at once; more are answered 503. Default 64. */
+  /**
+   * Client connections open at once; more are answered 503. The same number bounds connections
+   * to upstream servers, which pipelined requests on one client connection could otherwise
+   * multiply. Default 64.
+   */
   maxConnections?: number;
   /** How long a tunnel or a forwarded request may sit without traffic. Default 5 minutes. */
   idleTimeoutMs?: number;
@@ -117,6 +126,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
 
   /** The first of the checked addresses that accepts a connection; never a fresh lookup. */
   const connectChecked = async (addresses: string[], port: number): Promise<Socket> => {
+    if (upstreams.size >= maxConnections) throw new Error(`more than ${maxConnections} upstream connections are open`);
     let lastError: unknown;
     for (const address of addresses) {
       if (closing) break;
@@ -229,7 +239,12 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   }).catch((error: unknown) => {
     throw new SandboxError(`The egress proxy could not listen on ${socketPath}: ${describeError(error)}`, { cause: error });
   });
-  await chmod(socketPath, options.socketMode ?? 0o600);
+  try {
+    await chmod(socketPath, options.socketMode ?? 0o600);
+  } catch (error) {
+    await new Promise<void>((resolveClose) => server.close(() => { resolveClose(); }));
+    throw new SandboxError(`The egress proxy could not set the permissions of ${socketPath}: ${describeError(error)}`, { cause: error });
+  }
 
   let closed: Promise<void> | undefined;
   return {
@@ -299,9 +314,9 @@ function forward(req: IncomingMessage, res: ServerResponse, upstream: Socket, ta
     method: req.method ?? "GET",
     path: target.path,
     headers,
-    // The connection to the checked address, made before; no agent, so nothing is pooled or reused.
+    // The connection to the checked address, made before. With no agent option, node uses no
+    // agent at all (agent: false would make a fresh one that dials host:port itself).
     createConnection: () => upstream,
-    agent: false,
   });
   const abort = (): void => {
     outgoing.destroy();

@@ -1,0 +1,122 @@
+import { isAbsolute } from "node:path";
+import { InvalidInputError } from "../../util/errors.js";
+
+/**
+ * The sandbox half of egress: inside a network namespace that has only loopback, a small Node
+ * program listens on 127.0.0.1:<port> and relays every connection to the egress proxy's Unix
+ * socket, then runs the command with the proxy variables that curl, git, npm, pip and most
+ * agents honour. It enforces nothing: the command could kill it or bypass it and would still
+ * reach only the proxy's socket, which is where the policy lives.
+ */
+
+/** Squid's port: some tools recognise it, and inside the sandbox's own namespace it is always free. */
+export const PROXY_PORT = 3128;
+
+/** Exit code when the forwarder itself cannot start (bad arguments, the port is taken). */
+export const EXIT_FORWARDER_FAILED = 125;
+
+/**
+ * The argv to put after bwrap's `--`: node running the forwarder (written to `forwarderPath` from
+ * FORWARDER_SOURCE, and bound read-only into the sandbox together with `socketPath`'s directory),
+ * which runs `argv`.
+ *
+ * `nodePath` defaults to the harness's own node, which the forwarder is tested with; it must be
+ * visible inside the sandbox (anything under /usr is; a node elsewhere needs its directory in
+ * readOnlyPaths).
+ */
+export function egressCommand(forwarderPath: string, socketPath: string, argv: readonly string[], port = PROXY_PORT, nodePath = process.execPath): string[] {
+  if (argv.length === 0) throw new InvalidInputError("egressCommand needs a command to run");
+  for (const [name, path] of [["forwarderPath", forwarderPath], ["socketPath", socketPath], ["nodePath", nodePath]] as const) {
+    // A relative path would be resolved against the command's working directory: the checkout.
+    if (!isAbsolute(path) || path.includes("\0")) throw new InvalidInputError(`egressCommand: ${name} must be an absolute path, got "${path}"`);
+  }
+  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidInputError(`egressCommand: ${port} is not a TCP port (1-65535)`);
+  return [nodePath, forwarderPath, socketPath, String(port), "--", ...argv];
+}
+
+/**
+ * Run as `node <file> <unix-socket-path> <listen-port> -- <command> [args…]`. Self-contained
+ * (node: builtins only, no TypeScript) because it runs inside the sandbox, where the harness's
+ * modules are not visible. Exit codes follow runProcess and the shell: the command's own, 128+n
+ * when a signal killed it, 127/126 when it cannot be started, 125 when the forwarder cannot.
+ */
+export const FORWARDER_SOURCE = `// Harness egress forwarder: relays 127.0.0.1:<port> to the egress proxy's Unix socket.
+import { spawn } from "node:child_process";
+import { connect, createServer } from "node:net";
+import { constants } from "node:os";
+
+const PREFIX = "harness egress forwarder: ";
+
+function fail(message) {
+  process.stderr.write(PREFIX + message + "\\n");
+  process.exit(${EXIT_FORWARDER_FAILED});
+}
+
+const [socketPath, portText, separator, ...command] = process.argv.slice(2);
+if (!socketPath || !portText || separator !== "--" || command.length === 0) {
+  fail("usage: node forwarder.mjs <unix-socket-path> <listen-port> -- <command> [args...]");
+}
+const port = Number(portText);
+if (!Number.isInteger(port) || port < 1 || port > 65535) fail("not a TCP port: " + portText);
+
+let warned = false;
+const server = createServer({ allowHalfOpen: true }, (client) => {
+  const upstream = connect({ path: socketPath, allowHalfOpen: true });
+  const destroyBoth = () => {
+    client.destroy();
+    upstream.destroy();
+  };
+  client.on("error", destroyBoth);
+  upstream.on("error", (error) => {
+    // Once is enough to explain every failed request that follows.
+    if (!warned) {
+      warned = true;
+      process.stderr.write(PREFIX + "cannot reach the egress proxy at " + socketPath + " (" + (error.code || error.message) + ")\\n");
+    }
+    destroyBoth();
+  });
+  // One side gone for good: let the other flush what it holds, then finish.
+  client.on("close", () => {
+    if (!upstream.writableEnded) upstream.end();
+  });
+  upstream.on("close", () => {
+    if (!client.writableEnded) client.end();
+  });
+  client.pipe(upstream);
+  upstream.pipe(client);
+});
+
+server.on("error", (error) => {
+  if (error.code === "EADDRINUSE") fail("127.0.0.1:" + port + " is already in use inside the sandbox; choose another proxy port");
+  fail("cannot listen on 127.0.0.1:" + port + ": " + error.message);
+});
+
+server.listen({ host: "127.0.0.1", port, exclusive: true }, () => {
+  const proxyUrl = "http://127.0.0.1:" + port;
+  const noProxy = "localhost,127.0.0.1,::1";
+  const env = {
+    ...process.env,
+    HTTPS_PROXY: proxyUrl,
+    HTTP_PROXY: proxyUrl,
+    https_proxy: proxyUrl,
+    http_proxy: proxyUrl,
+    ALL_PROXY: proxyUrl,
+    NO_PROXY: noProxy,
+    no_proxy: noProxy,
+  };
+  const child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
+  for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
+    process.on(signal, () => {
+      child.kill(signal);
+    });
+  }
+  child.on("error", (error) => {
+    const code = error.code === "ENOENT" ? 127 : error.code === "EACCES" ? 126 : ${EXIT_FORWARDER_FAILED};
+    process.stderr.write(PREFIX + "cannot run " + command[0] + ": " + error.message + "\\n");
+    process.exit(code);
+  });
+  child.on("exit", (code, signal) => {
+    process.exit(code ?? 128 + (signal ? constants.signals[signal] : 0));
+  });
+});
+`;
