@@ -1,8 +1,10 @@
 import { chmod, cp, readdir, readFile, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
+import type { GitHubClient, NewPullRequest } from "../../src/github/client.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import { startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { shellQuote } from "../../src/util/shell.js";
-import { git } from "../helpers/git.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 
 /*
  * Agents that attack the write path. Each is a shell script run as the `command` agent in the
@@ -123,5 +125,54 @@ export function keepingLeaks(create: (options: SandboxOptions) => Promise<Sandbo
         await teardown();
       },
     });
+  };
+}
+
+/** The bot identity the attack tests' runs commit as. */
+export const BOT_IDENTITY = { name: "harness-app[bot]", email: "41+harness-app[bot]@users.noreply.github.com" };
+
+/**
+ * Where an attack plays out: acme/widgets behind a GitHub-like smart-HTTP server that accepts
+ * `token`, the attacker's own copy of it (`evilRoot/acme/widgets.git`) to redirect pushes to,
+ * and a folder for what plants see.
+ */
+export interface AttackWorld {
+  root: { path: string; cleanup: () => Promise<void> };
+  bare: string;
+  evilRoot: string;
+  evilBare: string;
+  leakDir: string;
+  server: GitHubLikeServer;
+  close(): Promise<void>;
+}
+
+export async function startAttackWorld(prefix: string, token: string): Promise<AttackWorld> {
+  const root = await scratchDir(prefix);
+  const bare = await makeBareRepo(root.path, "acme", "widgets");
+  const evilRoot = join(root.path, "evil");
+  const evilBare = await makeBareRepo(evilRoot, "acme", "widgets");
+  const leakDir = join(root.path, "leaks");
+  git(root.path, "init", "--quiet", leakDir);
+  const server = await startGitHubLikeServer({ projectRoot: root.path, token });
+  return {
+    root, bare, evilRoot, evilBare, leakDir, server,
+    close: async () => {
+      await server.close();
+      await root.cleanup();
+    },
+  };
+}
+
+/** A GitHub API stand-in that opens PR `number` and records what it was asked to open. */
+export function recordingPullRequests(number: number): GitHubClient & { created: NewPullRequest[] } {
+  const created: NewPullRequest[] = [];
+  return {
+    created,
+    getDefaultBranch: () => Promise.resolve("main"),
+    findOpenPullRequest: () => Promise.resolve(undefined),
+    createPullRequest: (_repo, pr) => {
+      created.push(pr);
+      return Promise.resolve({ number, url: `https://github.com/acme/widgets/pull/${String(number)}` });
+    },
   };
 }

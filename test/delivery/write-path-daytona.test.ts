@@ -1,15 +1,13 @@
-import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
-import type { GitHubClient } from "../../src/github/client.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
-import { enforceRepositoryRules, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
-import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
-import { ATTACKS, hostileAgent, leaks, refsOf } from "./hostile-agents.js";
+import { git } from "../helpers/git.js";
+import { ATTACKS, BOT_IDENTITY, hostileAgent, leaks, recordingPullRequests, refsOf, startAttackWorld, type AttackWorld } from "./hostile-agents.js";
 
 /*
  * The write path on Daytona: the real SDK against the fake Daytona, real git over smart HTTP.
@@ -18,9 +16,10 @@ import { ATTACKS, hostileAgent, leaks, refsOf } from "./hostile-agents.js";
  */
 
 const pushToken = fakeToken("ghs_", 37);
-const identity = { name: "harness-app[bot]", email: "41+harness-app[bot]@users.noreply.github.com" };
+const identity = BOT_IDENTITY;
 
-let root: { path: string; cleanup: () => Promise<void> };
+let world: AttackWorld;
+let root: AttackWorld["root"];
 let bare: string;
 let evilRoot: string;
 let evilBare: string;
@@ -29,29 +28,15 @@ let server: GitHubLikeServer;
 let daytona: FakeDaytona;
 
 beforeEach(async () => {
-  root = await scratchDir("harness-write-path-daytona-");
-  bare = await makeBareRepo(root.path, "acme", "widgets");
-  evilRoot = join(root.path, "evil");
-  evilBare = await makeBareRepo(evilRoot, "acme", "widgets");
-  leakDir = join(root.path, "leaks");
-  git(root.path, "init", "--quiet", leakDir);
-  server = await startGitHubLikeServer({ projectRoot: root.path, token: pushToken });
+  world = await startAttackWorld("harness-write-path-daytona-", pushToken);
+  ({ root, bare, evilRoot, evilBare, leakDir, server } = world);
   daytona = await startFakeDaytona();
 });
 
 afterEach(async () => {
   await daytona.close();
-  await server.close();
-  await root.cleanup();
+  await world.close();
 });
-
-function fakeGitHub(): GitHubClient {
-  return {
-    getDefaultBranch: () => Promise.resolve("main"),
-    findOpenPullRequest: () => Promise.resolve(undefined),
-    createPullRequest: () => Promise.resolve({ number: 9, url: "https://github.com/acme/widgets/pull/9" }),
-  };
-}
 
 function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
   return {
@@ -67,7 +52,7 @@ function options(agent: string, overrides: Partial<HarnessOptions> = {}): Harnes
     pushToken: () => Promise.resolve({ token: pushToken, release: () => Promise.resolve() }),
     commitIdentity: identity,
     push: true,
-    github: fakeGitHub(),
+    github: recordingPullRequests(9),
     ...overrides,
   };
 }

@@ -2,15 +2,14 @@ import { readFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
-import type { GitHubClient } from "../../src/github/client.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
-import { enforceRepositoryRules, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
-import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
-import { ATTACKS, hostileAgent, keepingLeaks, leaks, refsOf } from "./hostile-agents.js";
+import { git } from "../helpers/git.js";
+import { ATTACKS, BOT_IDENTITY, hostileAgent, keepingLeaks, leaks, recordingPullRequests, refsOf, startAttackWorld, type AttackWorld } from "./hostile-agents.js";
 
 /*
  * The write path on the local sandbox, tried as an attacker would: real git processes, real
@@ -18,9 +17,10 @@ import { ATTACKS, hostileAgent, keepingLeaks, leaks, refsOf } from "./hostile-ag
  */
 
 const token = fakeToken("ghs_", 37);
-const identity = { name: "harness-app[bot]", email: "41+harness-app[bot]@users.noreply.github.com" };
+const identity = BOT_IDENTITY;
 
-let root: { path: string; cleanup: () => Promise<void> };
+let world: AttackWorld;
+let root: AttackWorld["root"];
 let bare: string;
 let evilRoot: string;
 let evilBare: string;
@@ -28,32 +28,13 @@ let leakDir: string;
 let server: GitHubLikeServer;
 
 beforeEach(async () => {
-  root = await scratchDir("harness-write-path-");
-  bare = await makeBareRepo(root.path, "acme", "widgets");
-  evilRoot = join(root.path, "evil");
-  evilBare = await makeBareRepo(evilRoot, "acme", "widgets");
-  leakDir = join(root.path, "leaks");
-  git(root.path, "init", "--quiet", leakDir);
-  server = await startGitHubLikeServer({ projectRoot: root.path, token });
+  world = await startAttackWorld("harness-write-path-", token);
+  ({ root, bare, evilRoot, evilBare, leakDir, server } = world);
 });
 
 afterEach(async () => {
-  await server.close();
-  await root.cleanup();
+  await world.close();
 });
-
-function fakeGitHub(): GitHubClient & { created: unknown[] } {
-  const created: unknown[] = [];
-  return {
-    created,
-    getDefaultBranch: () => Promise.resolve("main"),
-    findOpenPullRequest: () => Promise.resolve(undefined),
-    createPullRequest: (_repo, pr) => {
-      created.push(pr);
-      return Promise.resolve({ number: 7, url: "https://github.com/acme/widgets/pull/7" });
-    },
-  };
-}
 
 function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
   return {
@@ -68,7 +49,7 @@ function options(agent: string, overrides: Partial<HarnessOptions> = {}): Harnes
     githubToken: token,
     commitIdentity: identity,
     push: true,
-    github: fakeGitHub(),
+    github: recordingPullRequests(7),
     ...overrides,
   };
 }

@@ -2,7 +2,6 @@ import { chmod, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
-import type { GitHubClient } from "../../src/github/client.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
 import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
@@ -10,22 +9,12 @@ import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { protectBranch, requireWorkflowsPermission, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
+import { recordingPullRequests } from "../delivery/hostile-agents.js";
 
 const token = fakeToken("ghs_", 37);
 
 /** A GitHub API stand-in that records what the push stage asked for. */
-function fakeGitHub(): GitHubClient & { created: unknown[] } {
-  const created: unknown[] = [];
-  return {
-    created,
-    getDefaultBranch: () => Promise.resolve("main"),
-    findOpenPullRequest: () => Promise.resolve(undefined),
-    createPullRequest: (_repo, pr) => {
-      created.push(pr);
-      return Promise.resolve({ number: 1, url: "https://github.com/acme/widgets/pull/1" });
-    },
-  };
-}
+const fakeGitHub = () => recordingPullRequests(1);
 
 let root: { path: string; cleanup: () => Promise<void> };
 let bare: string;
