@@ -6,7 +6,7 @@ import { classifyPushError } from "../github/push-errors.js";
 import type { Sandbox } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
 import { BundleFormatError, parseBundleHeader } from "./bundle-header.js";
-import { hostGit, hostGitOrThrow, SANDBOX_GIT_SAFETY, tokenHeaderConfig, transportOf, type GitTransport } from "./safe-git.js";
+import { hostGit, hostGitOrThrow, SANDBOX_GIT_SAFETY, tokenHeaderConfig, transportOf, type GitTransport, type HostGitOptions } from "./safe-git.js";
 import { maskSecrets, scanForSecrets, type KnownSecret, type SecretFinding } from "./secret-scan.js";
 
 /** Largest result a run may hand out of its sandbox, in bytes (a bundle of its new commits). */
@@ -86,14 +86,22 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   const bundlePath = join(dir, "result.bundle");
   await writeFile(bundlePath, bundle);
 
-  // The base's objects, so the bundle's thin pack resolves and the push can negotiate.
-  const base = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", "--depth=1", request.pushUrl, request.baseSha], withToken([transport]));
+  // The base commit and its trees, so the push can negotiate; blobs come on demand (a partial
+  // clone), only those the bundle's deltas or the diff need, so a large repository's whole
+  // tree is not downloaded for a one-file change. The remote's address is in our own repo's
+  // config; its credential stays in the environment of the processes that use it.
+  await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["remote", "add", "origin", request.pushUrl], { timeout: 30_000, redact: request.redact });
+  for (const [key, value] of [["remote.origin.promisor", "true"], ["remote.origin.partialclonefilter", "blob:none"], ["extensions.partialClone", "origin"]] as const) {
+    await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["config", key, value], { timeout: 30_000 });
+  }
+  const base = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", "--depth=1", "--filter=blob:none", "origin", request.baseSha], withToken([transport]));
   if (base.exitCode !== 0) {
     const classified = classifyPushError(`${base.stderr}\n${base.stdout}`, [request.token]);
     return refused(classified.kind, `could not fetch the run's base commit from the repository: ${classified.summary}`, classified.remedy);
   }
 
-  const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], { transports: ["file"], timeout: 300_000 });
+  // Missing delta bases are fetched from the promisor remote while the pack is indexed.
+  const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], { ...withToken([transport, "file"]), timeout: 300_000 });
   if (imported.exitCode !== 0) {
     return refused("unverified", `the run's result failed verification: its objects did not check out (${request.redact(lastLine(imported.stderr))})`, REMEDY_UNVERIFIED);
   }
@@ -102,8 +110,8 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
 
   const commitSha = await writeCommit(gitDir, request);
   const [diff, stat] = await Promise.all([
-    hostGit(gitDir, ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--text", "-U0", request.baseSha, commitSha], { maxOutput: MAX_SCANNED_DIFF_BYTES }),
-    hostGit(gitDir, ["diff", "--no-color", "--stat", request.baseSha, commitSha]),
+    hostGit(gitDir, ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--text", "-U0", request.baseSha, commitSha], { ...withToken([transport]), maxOutput: MAX_SCANNED_DIFF_BYTES }),
+    hostGit(gitDir, ["diff", "--no-color", "--stat", request.baseSha, commitSha], withToken([transport])),
   ]);
   const diffstat = request.redact(stat.stdout.trim());
   if (diff.exitCode !== 0 || diff.truncated) {
@@ -111,14 +119,14 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   }
   const findings = scanForSecrets({ patch: diff.stdout, messages: [request.commit.message], secrets: request.secrets });
   if (findings.length > 0) {
-    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha), request.secrets);
+    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])), request.secrets);
     return refused("secret_in_change", `the change contains ${describeFindings(findings)}, so Harness did not push it`, "Remove the secret from the change (and rotate it if it is real), then ask again; the change is kept below with the secret masked", { diffstat, patch: request.redact(patch), findings });
   }
 
   const pushed = await hostGit(gitDir, ["push", "--porcelain", "--no-verify", request.pushUrl, `${commitSha}:refs/heads/${request.branch}`], withToken([transport]));
   if (pushed.exitCode !== 0) {
     const classified = classifyPushError(`${pushed.stderr}\n${pushed.stdout}`, [request.token]);
-    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha), request.secrets);
+    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])), request.secrets);
     return refused(classified.kind, `git push failed: ${classified.summary}`, classified.remedy, { diffstat, patch: request.redact(patch), commitSha });
   }
   return { delivered: true, commitSha, diffstat };
@@ -187,8 +195,9 @@ async function writeCommit(gitDir: string, request: DeliveryRequest): Promise<st
   return sha.trim();
 }
 
-async function formatPatch(gitDir: string, baseSha: string, commitSha: string): Promise<string> {
-  const result = await hostGit(gitDir, ["format-patch", "--stdout", "--no-color", "--no-ext-diff", "--no-textconv", `${baseSha}..${commitSha}`], { maxOutput: MAX_SCANNED_DIFF_BYTES });
+/** `options` carries the credential: the base's blobs of changed files are fetched on demand. */
+async function formatPatch(gitDir: string, baseSha: string, commitSha: string, options: HostGitOptions): Promise<string> {
+  const result = await hostGit(gitDir, ["format-patch", "--stdout", "--no-color", "--no-ext-diff", "--no-textconv", `${baseSha}..${commitSha}`], { ...options, maxOutput: MAX_SCANNED_DIFF_BYTES });
   if (result.exitCode !== 0) return "";
   if (result.truncated) return `[patch not kept: larger than ${formatBytes(MAX_SCANNED_DIFF_BYTES)}]\n`;
   return headOfPatch(result.stdout, MAX_PATCH_BYTES);
