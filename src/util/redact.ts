@@ -12,8 +12,9 @@ const MIN_SECRET_LENGTH = 4;
  * Order matters: the more specific shapes run first.
  */
 const TOKEN_SHAPES: readonly RegExp[] = [
-  // PEM private keys, whole or cut off by truncation.
-  /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
+  // PEM private keys, whole or cut off by truncation. The label is bounded so a flood of
+  // "-----BEGIN " costs a constant each, not a scan to the end of the text.
+  /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]{0,40}PRIVATE KEY-----|$)/g,
   // GitHub: classic PATs, OAuth, installation, user-to-server and refresh tokens; fine-grained PATs.
   /\bgh[pousr]_[A-Za-z0-9]{20,255}\b/g,
   /\bgithub_pat_[A-Za-z0-9_]{20,255}\b/g,
@@ -33,15 +34,18 @@ const TOKEN_SHAPES: readonly RegExp[] = [
 /** HTTP Authorization headers (Bearer, token, Basic or a bare value): the value, to end of line. */
 const AUTHORIZATION_HEADER = /\b((?:Proxy-)?Authorization\s*:)[ \t]*[^\r\n]+/gi;
 
-/** `user:password@` in URLs, e.g. `https://x-access-token:ghs_…@github.com/o/r.git`. */
-const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]*:\/\/)[^\s/:@]+:[^\s/@]+@/gi;
-
 /**
- * `NAME=value` or `NAME: value` where NAME looks like a secret's name (e.g.
- * `ANTHROPIC_API_KEY=…`, `"password": "…"`). Only the value is replaced.
+ * `user:password@` in URLs, e.g. `https://x-access-token:ghs_…@github.com/o/r.git`. Every part
+ * is bounded, so text like `a-a-a-…` (a word boundary at every letter) costs a constant per
+ * position instead of a scan to the end of the run.
  */
-const SECRET_ASSIGNMENT =
-  /\b([A-Za-z0-9_.-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)([^\s"',;&]{8,})/gi;
+const URL_CREDENTIALS = /\b([a-z][a-z0-9+.-]{0,31}:\/\/)[^\s/:@]{1,256}:[^\s/@]{1,1024}@/gi;
+
+/** Words that make a name a secret's name (`ANTHROPIC_API_KEY`, `"password"`, `client_secret`). */
+const SECRET_WORD = /key|token|secret|password|passwd|credential/i;
+/** Longest name looked at left of a separator; longer runs are judged by their last part. */
+const MAX_NAME_LENGTH = 64;
+
 
 /** Values after a secret-looking name that are plainly not secrets (counts, flags, nulls). */
 const NOT_A_SECRET = /^(?:\d+|true|false|null|undefined|none|\[REDACTED\].*)$/i;
@@ -66,10 +70,7 @@ export function createRedactor(secrets: Iterable<string | undefined> = []): Reda
     out = out.replace(AUTHORIZATION_HEADER, `$1 ${REDACTED}`);
     for (const shape of TOKEN_SHAPES) out = out.replace(shape, REDACTED);
     out = out.replace(URL_CREDENTIALS, `$1${REDACTED}@`);
-    out = out.replace(SECRET_ASSIGNMENT, (match, name: string, separator: string, value: string) =>
-      NOT_A_SECRET.test(value) ? match : `${name}${separator}${REDACTED}`,
-    );
-    return out;
+    return redactAssignments(out);
   };
 }
 
@@ -89,6 +90,67 @@ export function secretsFromEnv(env: Readonly<Record<string, string | undefined>>
   return Object.entries(env)
     .filter(([name, value]) => SECRET_NAME.test(name) && isRedactableValue(value))
     .map(([, value]) => value as string);
+}
+
+/**
+ * `NAME=value` and `NAME: value` (optionally quoted, as in JSON or YAML) where NAME looks like a
+ * secret's name: the value is replaced. A scan from each `=` or `:`, not a regular expression:
+ * the name is read leftwards (at most 64 characters) and the value rightwards, and a value
+ * once read is never read again, so hostile text costs time linear in its length.
+ */
+function redactAssignments(text: string): string {
+  let out = "";
+  let copied = 0;
+  let position = 0;
+  // The next `=` and `:` at or after `position`, each searched for only when passed, so the
+  // searches together read the text once.
+  let equals = text.indexOf("=");
+  let colon = text.indexOf(":");
+  for (;;) {
+    if (equals >= 0 && equals < position) equals = text.indexOf("=", position);
+    if (colon >= 0 && colon < position) colon = text.indexOf(":", position);
+    const separator = equals < 0 ? colon : colon < 0 ? equals : Math.min(equals, colon);
+    if (separator < 0) break;
+    position = separator + 1;
+    // Left: optional spaces, an optional closing quote, then the name.
+    let nameEnd = separator;
+    let spaces = 0;
+    while (nameEnd > copied && (text[nameEnd - 1] === " " || text[nameEnd - 1] === "\t") && spaces < 8) {
+      nameEnd -= 1;
+      spaces += 1;
+    }
+    if (nameEnd > copied && (text[nameEnd - 1] === '"' || text[nameEnd - 1] === "'")) nameEnd -= 1;
+    let nameStart = nameEnd;
+    while (nameStart > copied && nameEnd - nameStart < MAX_NAME_LENGTH && isNameChar(text.charCodeAt(nameStart - 1))) nameStart -= 1;
+    if (nameStart === nameEnd || !SECRET_WORD.test(text.slice(nameStart, nameEnd))) continue;
+    // Right: optional spaces, an optional opening quote, then the value up to its end.
+    let valueStart = separator + 1;
+    spaces = 0;
+    while ((text[valueStart] === " " || text[valueStart] === "\t") && spaces < 8) {
+      valueStart += 1;
+      spaces += 1;
+    }
+    if (text[valueStart] === '"' || text[valueStart] === "'") valueStart += 1;
+    let valueEnd = valueStart;
+    while (valueEnd < text.length && !isValueEnd(text.charCodeAt(valueEnd))) valueEnd += 1;
+    // Whatever the value was, it is read: the next separator is looked for after it.
+    position = Math.max(position, valueEnd);
+    const value = text.slice(valueStart, valueEnd);
+    if (value.length < 8 || NOT_A_SECRET.test(value)) continue;
+    out += text.slice(copied, valueStart) + REDACTED;
+    copied = valueEnd;
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+/** `[A-Za-z0-9_.-]`. */
+function isNameChar(code: number): boolean {
+  return (code >= 97 && code <= 122) || (code >= 65 && code <= 90) || (code >= 48 && code <= 57) || code === 95 || code === 46 || code === 45;
+}
+
+/** What ends a value: whitespace, quotes, and the separators of lists and query strings. */
+function isValueEnd(code: number): boolean {
+  return code <= 32 || code === 34 || code === 39 || code === 44 || code === 59 || code === 38 || code === 0x85 || code === 0xa0 || code === 0x2028 || code === 0x2029 || code === 0xfeff || (code >= 0x2000 && code <= 0x200a) || code === 0x1680 || code === 0x202f || code === 0x205f || code === 0x3000;
 }
 
 function isRedactableValue(value: string | undefined): value is string {

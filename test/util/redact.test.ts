@@ -1,4 +1,5 @@
 import { describe, expect, test } from "vitest";
+import fc from "fast-check";
 import { REDACTED, createRedactor, redact, secretsFromEnv } from "../../src/util/redact.js";
 import { fakeJwt, fakePemLines, fakeToken } from "../helpers/fake-secrets.js";
 
@@ -95,5 +96,46 @@ describe("redact: leaves ordinary output alone", () => {
     "task-runner --skip-tests",
   ])("%s", (line) => {
     expect(redact(line)).toBe(line);
+  });
+});
+
+describe("redact: hostile input costs time linear in its length", () => {
+  const MB = 1024 * 1024;
+  const fill = (unit: string): string => unit.repeat(Math.ceil(MB / unit.length)).slice(0, MB);
+  const redactor = createRedactor([fakeToken("sk-ant-api03-", 40, "url-safe")]);
+  // Generous: linear work on 1 MB takes tens of milliseconds; the cubic pattern this replaced
+  // took 5 s on 4 KB of the first line below.
+  const BUDGET_MS = 2_000;
+
+  test.each([
+    ["key-key-key-…", "key-"],
+    ["key= with no value, repeated", "key="],
+    ["a name then a separator, forever", "api_token: "],
+    ["one endless value after a secret's name", "x"],
+    ["word boundaries at every letter before ://", "a-"],
+    ["scheme after scheme", "a://b:"],
+    ["PEM headers with no end", "-----BEGIN PRIVATE PRIVATE "],
+    ["quotes and colons", `"secret":"`],
+  ])("1 MB of %s", (_label, unit) => {
+    const text = unit === "x" ? `password=${fill("x")}` : fill(unit);
+    const started = performance.now();
+    redactor(text);
+    expect(performance.now() - started).toBeLessThan(BUDGET_MS);
+  });
+
+  test("any mix of the hostile pieces, up to 1 MB, redacts within the budget, and a secret planted after it is still caught", () => {
+    const pieces = ["key", "-", "=", ":", " ", '"', "'", "token", "a", "://", "@", "-----BEGIN ", "PRIVATE KEY-----", "sk-", "x", "secret_", "\n", ",", "[REDACTED]"];
+    fc.assert(
+      fc.property(fc.array(fc.constantFrom(...pieces), { minLength: 1, maxLength: 64 }), fc.integer({ min: 1, max: 40_000 }), (units, repeat) => {
+        const hostile = units.join("").repeat(repeat).slice(0, MB);
+        const value = fakeToken("", 24);
+        const started = performance.now();
+        const out = redactor(`${hostile}\nDATABASE_PASSWORD=${value}\n`);
+        expect(performance.now() - started).toBeLessThan(BUDGET_MS);
+        // Either the assignment rule or an unterminated private key before it took the value.
+        expect(out).not.toContain(value);
+      }),
+      { numRuns: 25 },
+    );
   });
 });
