@@ -17,6 +17,7 @@ import { createLocalSandbox } from "./sandbox/local.js";
 import type { Sandbox, SandboxOptions } from "./sandbox/types.js";
 import { createNodeFetch } from "./github/node-fetch.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
+import { createWebhookBodyReader } from "./triggers/webhook-body.js";
 import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
 import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
@@ -143,6 +144,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       },
     });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
+    const readWebhookBody = createWebhookBodyReader();
     for (const warning of settings.warnings) probot.log.warn(warning);
     stopReaper = startReaper(settings, overrides, queue, probot.log);
     if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
@@ -157,6 +159,8 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
       // A worker-only process takes no webhooks: its load balancer should not send it any.
       if (settings.role === "worker" && req.url?.startsWith(settings.webhookPath)) return json(res, 404, { error: "this process runs work only (HARNESS_ROLE=worker)" });
+      // Unsigned bodies are bounded before anything buffers them whole.
+      if (req.method === "POST" && req.url?.startsWith(settings.webhookPath) && !(await readWebhookBody(req, res))) return;
       await middleware(req, res, () => {
         res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
       });
