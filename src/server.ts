@@ -69,9 +69,17 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
   let stopReaper: (() => Promise<void>) | undefined;
   let closeJournal: (() => Promise<void>) | undefined;
   let accepting = true;
+  let listeningUrl = "";
 
   if (settings.mode === "setup") {
-    const flow = createManifestFlow({ githubHost: settings.githubHost, envFile: settings.envFile, ...(settings.org ? { org: settings.org } : {}), ...(overrides.fetch ? { fetch: overrides.fetch } : {}) });
+    const publicUrl = settings.publicUrl;
+    const flow = createManifestFlow({
+      githubHost: settings.githubHost,
+      envFile: settings.envFile,
+      baseUrl: () => publicUrl ?? listeningUrl,
+      ...(settings.org ? { org: settings.org } : {}),
+      ...(overrides.fetch ? { fetch: overrides.fetch } : {}),
+    });
     handle = async (req, res) => {
       if (await flow(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" }).end("Harness is in setup mode: open / to register the GitHub App.\n");
@@ -181,6 +189,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
   });
   const { port } = server.address() as AddressInfo;
   const printable = settings.host === "0.0.0.0" || settings.host === "::" ? "localhost" : settings.host;
+  listeningUrl = `http://${printable}:${String(port)}`;
   return {
     url: `http://${printable}:${String(port)}`,
     port,

@@ -8,7 +8,17 @@ import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.
 
 /** The process's configuration, from the environment only. */
 export type AppSettings =
-  | { mode: "setup"; port: number; host: string; githubHost: string; org?: string; envFile: string }
+  | {
+      mode: "setup";
+      port: number;
+      /** 127.0.0.1 unless HOST says otherwise: registration writes credentials, so it is not offered to the network by default. */
+      host: string;
+      githubHost: string;
+      org?: string;
+      envFile: string;
+      /** HARNESS_PUBLIC_URL: the address GitHub sends the browser back to (default: where Harness listens). */
+      publicUrl?: string;
+    }
   | {
       mode: "app";
       port: number;
@@ -92,7 +102,7 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
   const appIdText = env["APP_ID"];
   const privateKey = privateKeyFrom(env, readFile);
   if (!appIdText && !privateKey) {
-    return { mode: "setup", port, host, githubHost: env["GHE_HOST"] || "github.com", ...(env["GH_ORG"] ? { org: env["GH_ORG"] } : {}), envFile: ".env" };
+    return { mode: "setup", port, host: env["HOST"] || "127.0.0.1", githubHost: env["GHE_HOST"] || "github.com", ...(env["GH_ORG"] ? { org: env["GH_ORG"] } : {}), ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}), envFile: ".env" };
   }
   if (!appIdText) throw new SettingsError("PRIVATE_KEY is set but APP_ID is not: set both (the app's settings page shows its App ID)");
   if (!privateKey) throw new SettingsError("APP_ID is set but no private key was found: set PRIVATE_KEY (the PEM text) or PRIVATE_KEY_PATH");

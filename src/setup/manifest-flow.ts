@@ -13,7 +13,17 @@ export interface ManifestFlowOptions {
   /** `app.yml`, the manifest's source. */
   manifestFile?: string;
   fetch?: typeof globalThis.fetch;
+  /**
+   * The address people reach Harness at, from configuration (HARNESS_PUBLIC_URL) or where it
+   * listens — never the request's `Host` header, which whoever sends the request chooses.
+   */
+  baseUrl: () => string;
+  now?: () => number;
 }
+
+/** How long a registration started at `/` may take to come back. GitHub's codes last an hour. */
+const STATE_TTL_MS = 60 * 60_000;
+const STATE_COOKIE = "harness_setup_state";
 
 /**
  * Registers the GitHub App from the browser (GitHub's manifest flow), for a first start with
@@ -23,16 +33,40 @@ export interface ManifestFlowOptions {
  */
 export function createManifestFlow(options: ManifestFlowOptions) {
   const fetchImpl = options.fetch ?? globalThis.fetch;
+  const now = options.now ?? Date.now;
+  // States handed out at `/`, each good once: only a registration this page started, in the
+  // browser that started it (the cookie), can finish.
+  const states = new Map<string, number>();
+  const issueState = (): string => {
+    for (const [state, expires] of states) if (expires <= now()) states.delete(state);
+    // Bounded: a flood of page loads cannot grow this without end.
+    if (states.size >= 100) states.delete(states.keys().next().value ?? "");
+    const state = randomBytes(24).toString("hex");
+    states.set(state, now() + STATE_TTL_MS);
+    return state;
+  };
+  const takeState = (state: string | null, cookie: string | undefined): boolean => {
+    if (!state || state !== cookie) return false;
+    const expires = states.get(state);
+    states.delete(state);
+    return expires !== undefined && expires > now();
+  };
   const web = `https://${options.githubHost}`;
   const api = options.githubHost === "github.com" ? "https://api.github.com" : `https://${options.githubHost}/api/v3`;
 
   return async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
     const url = new URL(req.url ?? "/", "http://localhost");
     if (req.method !== "GET") return false;
-    const base = baseUrlOf(req);
+    const base = options.baseUrl().replace(/\/+$/, "");
+    if ((url.pathname === "/" || url.pathname === "/setup") && (await alreadyRegistered(options.envFile))) {
+      html(res, 409, page("Harness is already registered", `<p>${escapeHtml(options.envFile)} already holds an <code>APP_ID</code>: restart Harness to run the app. To register a new app, remove <code>APP_ID</code> from it first.</p>`));
+      return true;
+    }
     if (url.pathname === "/") {
       const manifest = await buildManifest(options.manifestFile ?? "app.yml", base);
-      const action = options.org ? `${web}/organizations/${encodeURIComponent(options.org)}/settings/apps/new` : `${web}/settings/apps/new`;
+      const state = issueState();
+      const action = `${options.org ? `${web}/organizations/${encodeURIComponent(options.org)}/settings/apps/new` : `${web}/settings/apps/new`}?state=${state}`;
+      res.setHeader("set-cookie", `${STATE_COOKIE}=${state}; HttpOnly; SameSite=Lax; Path=/setup; Max-Age=${String(STATE_TTL_MS / 1000)}${base.startsWith("https:") ? "; Secure" : ""}`);
       html(res, 200, page("Register Harness", `
         <p>Harness has no GitHub App credentials yet. Register it as a GitHub App on ${escapeHtml(options.githubHost)}${options.org ? ` for the organisation <b>${escapeHtml(options.org)}</b>` : ""}:
         GitHub shows the permissions it asks for (contents, issues, pull requests: write; metadata: read) before anything is created.</p>
@@ -46,6 +80,10 @@ export function createManifestFlow(options: ManifestFlowOptions) {
       const code = url.searchParams.get("code");
       if (!code || !/^[A-Za-z0-9_-]{1,100}$/.test(code)) {
         html(res, 400, page("Registration failed", "<p>GitHub did not send a registration code. Start again from <a href=\"/\">the start page</a>.</p>"));
+        return true;
+      }
+      if (!takeState(url.searchParams.get("state"), cookieValue(req, STATE_COOKIE))) {
+        html(res, 400, page("Registration failed", "<p>This registration was not started from this page in this browser (or it was started over an hour ago). Start again from <a href=\"/\">the start page</a>.</p>"));
         return true;
       }
       const response = await fetchImpl(`${api}/app-manifests/${code}/conversions`, { method: "POST", headers: { accept: "application/vnd.github+json", "user-agent": "harness-setup" } });
@@ -110,10 +148,17 @@ export async function updateEnvFile(path: string, values: Record<string, string>
   await writeFile(path, `${updated.join("\n")}\n`, { mode: 0o600 });
 }
 
-function baseUrlOf(req: IncomingMessage): string {
-  const forwardedProto = req.headers["x-forwarded-proto"];
-  const protocol = typeof forwardedProto === "string" ? forwardedProto.split(",")[0] ?? "http" : "http";
-  return `${protocol}://${req.headers.host ?? "localhost:3000"}`;
+async function alreadyRegistered(envFile: string): Promise<boolean> {
+  const existing = await readFile(envFile, "utf8").catch(() => "");
+  return /^\s*APP_ID\s*=\s*\S/m.test(existing);
+}
+
+function cookieValue(req: IncomingMessage, name: string): string | undefined {
+  for (const part of (req.headers.cookie ?? "").split(";")) {
+    const [key, ...value] = part.trim().split("=");
+    if (key === name) return value.join("=");
+  }
+  return undefined;
 }
 
 function html(res: ServerResponse, status: number, body: string): void {

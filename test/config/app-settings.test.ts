@@ -6,7 +6,9 @@ const pem = fakePem();
 
 describe("settings from the environment", () => {
   test("no app credentials at all: setup mode (the registration flow)", () => {
-    expect(settingsFromEnv({})).toMatchObject({ mode: "setup", port: 3000, host: "0.0.0.0", githubHost: "github.com" });
+    // Registration writes credentials: it listens on loopback unless HOST says otherwise.
+    expect(settingsFromEnv({})).toMatchObject({ mode: "setup", port: 3000, host: "127.0.0.1", githubHost: "github.com" });
+    expect(settingsFromEnv({ HOST: "0.0.0.0", HARNESS_PUBLIC_URL: "https://harness.example.com" })).toMatchObject({ mode: "setup", host: "0.0.0.0", publicUrl: "https://harness.example.com" });
     expect(settingsFromEnv({ GHE_HOST: "ghe.corp", GH_ORG: "platform", PORT: "8080" })).toMatchObject({ mode: "setup", port: 8080, githubHost: "ghe.corp", org: "platform" });
   });
 

@@ -14,6 +14,7 @@ beforeEach(async () => {
   conversions = [];
   const fakeFetch = ((url: string) => {
     conversions.push(url);
+    if (url.includes("/expired/")) return Promise.resolve(new Response("{}", { status: 404 }));
     return Promise.resolve(new Response(JSON.stringify({ id: 321, slug: "harness-acme", pem: fakePem(), webhook_secret: "whsec", client_id: "Iv1.x", client_secret: "cs", html_url: "https://github.com/apps/harness-acme" }), { status: 201 }));
   }) as typeof fetch;
   server = await startHarnessServer({ mode: "setup", port: 0, host: "127.0.0.1", githubHost: "github.com", envFile: join(dir.path, ".env") }, { fetch: fakeFetch });
@@ -24,10 +25,26 @@ afterEach(async () => {
   await dir.cleanup();
 });
 
+/** Opens the start page as a browser would: the form's state and the cookie that goes with it. */
+async function start(): Promise<{ state: string; cookie: string; page: string }> {
+  const response = await fetch(`${server.url}/`);
+  const page = await response.text();
+  const state = /settings\/apps\/new\?state=([0-9a-f]+)"/.exec(page)?.[1] ?? "";
+  const cookie = (response.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+  return { state, cookie, page };
+}
+
+/** GitHub sending the browser back with a registration code. */
+function finish(code: string, state: string, cookie: string): Promise<Response> {
+  return fetch(`${server.url}/setup?code=${code}&state=${state}`, { headers: { cookie }, redirect: "manual" });
+}
+
 describe("setup mode: registering the GitHub App from the browser", () => {
   test("/ posts a least-privilege manifest built from app.yml to GitHub", async () => {
-    const page = await (await fetch(`${server.url}/`)).text();
-    expect(page).toContain('action="https://github.com/settings/apps/new"');
+    const { page, state, cookie } = await start();
+    expect(page).toContain(`action="https://github.com/settings/apps/new?state=${state}"`);
+    expect(state).toMatch(/^[0-9a-f]{48}$/);
+    expect(cookie).toBe(`harness_setup_state=${state}`);
     const manifest = JSON.parse((/name="manifest" value="([^"]*)"/.exec(page)?.[1] ?? "{}").replace(/&quot;/g, '"').replace(/&amp;/g, "&").replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">")) as Record<string, unknown>;
     expect(manifest).toMatchObject({
       public: false,
@@ -40,8 +57,9 @@ describe("setup mode: registering the GitHub App from the browser", () => {
   });
 
   test("/setup exchanges the code and writes the credentials to .env, keeping other lines", async () => {
-    await writeFile(join(dir.path, ".env"), "# mine\nDAYTONA_API_KEY=keep-me\nAPP_ID=old\n");
-    const response = await fetch(`${server.url}/setup?code=abc123`, { redirect: "manual" });
+    await writeFile(join(dir.path, ".env"), "# mine\nDAYTONA_API_KEY=keep-me\n");
+    const { state, cookie } = await start();
+    const response = await finish("abc123", state, cookie);
     expect(response.status).toBe(200);
     expect(await response.text()).toContain('href="https://github.com/apps/harness-acme/installations/new"');
     expect(conversions).toEqual(["https://api.github.com/app-manifests/abc123/conversions"]);
@@ -57,7 +75,8 @@ describe("setup mode: registering the GitHub App from the browser", () => {
 
   test("registering again keeps the session secret and public URL already in .env", async () => {
     await writeFile(join(dir.path, ".env"), "HARNESS_SESSION_SECRET=kept-0123456789abcdef0123456789abcdef\nHARNESS_PUBLIC_URL=https://harness.example.com\n");
-    expect((await fetch(`${server.url}/setup?code=abc123`)).status).toBe(200);
+    const { state, cookie } = await start();
+    expect((await finish("abc123", state, cookie)).status).toBe(200);
     const env = await readFile(join(dir.path, ".env"), "utf8");
     expect(env.match(/HARNESS_SESSION_SECRET=/g)).toHaveLength(1);
     expect(env).toContain("HARNESS_SESSION_SECRET=kept-0123456789abcdef0123456789abcdef\n");
@@ -68,5 +87,44 @@ describe("setup mode: registering the GitHub App from the browser", () => {
     const response = await fetch(`${server.url}/setup?code=%3Cscript%3E`);
     expect(response.status).toBe(400);
     expect(await response.text()).toContain('href="/"');
+  });
+});
+
+describe("setup mode cannot be taken over", () => {
+  test("a forged Host header does not change the addresses in the manifest", async () => {
+    const page = await (await fetch(`${server.url}/`, { headers: { host: "attacker.example", "x-forwarded-proto": "https" } })).text();
+    expect(page).not.toContain("attacker.example");
+    expect(page).toContain(`${server.url}/setup`.replace(/"/g, "&quot;"));
+  });
+
+  test("a code without the state this page handed out is refused, and .env is not written", async () => {
+    for (const attempt of [`${server.url}/setup?code=attackers1`, `${server.url}/setup?code=attackers1&state=${"a".repeat(48)}`]) {
+      const response = await fetch(attempt);
+      expect(response.status).toBe(400);
+      expect(await response.text()).toContain("not started from this page in this browser");
+    }
+    expect(conversions).toEqual([]);
+    await expect(readFile(join(dir.path, ".env"), "utf8")).rejects.toThrow();
+  });
+
+  test("a state from another browser, or used twice, is refused", async () => {
+    const victim = await start();
+    const attacker = await start();
+    // The attacker's own state with the victim's cookie, and the other way round.
+    expect((await finish("attackers1", attacker.state, victim.cookie)).status).toBe(400);
+    expect((await finish("attackers1", victim.state, attacker.cookie)).status).toBe(400);
+    expect(conversions).toEqual([]);
+    // A state is good once: an exchange GitHub refused used it up.
+    expect((await finish("expired", victim.state, victim.cookie)).status).toBe(502);
+    expect((await finish("abc123", victim.state, victim.cookie)).status).toBe(400);
+  });
+
+  test("once registered, setup refuses to run again", async () => {
+    const { state, cookie } = await start();
+    expect((await finish("abc123", state, cookie)).status).toBe(200);
+    const again = await start();
+    expect(again.page).toContain("already registered");
+    expect((await finish("abc124", again.state || "x", again.cookie)).status).toBe(409);
+    expect(conversions).toHaveLength(1);
   });
 });
