@@ -1,11 +1,12 @@
 import type { NodeReport } from "../contracts/types.js";
+import { neutraliseImages, neutraliseMentions, neutralText } from "./neutral-text.js";
 
 /** GitHub's limit on a pull request title, in characters. */
 export const MAX_PR_TITLE = 256;
 
 /** `[harness] <first line of the intent>`, at most 256 characters. */
 export function pullRequestTitle(intent: string): string {
-  const firstLine = intent.trim().split("\n")[0]?.trim() ?? "";
+  const firstLine = neutraliseMentions(neutraliseImages(intent.trim().split("\n")[0]?.trim() ?? ""));
   const title = `[harness] ${firstLine}`;
   return title.length <= MAX_PR_TITLE ? title : `${title.slice(0, MAX_PR_TITLE - 1)}…`;
 }
@@ -30,10 +31,10 @@ export interface PullRequestBodyInput {
 /** The pull request description: what was asked, what ran, and the seed's run footer. */
 export function pullRequestBody(input: PullRequestBodyInput): string {
   const parts: string[] = [];
-  parts.push(quote(neutraliseClosingKeywords(input.intent.trim())));
+  parts.push(quote(neutraliseClosingKeywords(neutralText(input.intent.trim()))));
   if (input.issueNumber !== undefined) parts.push(`Fixes #${String(input.issueNumber)}`);
   if (input.requester) parts.push(`Requested by @${input.requester}${input.issueNumber !== undefined ? ` in #${String(input.issueNumber)}` : ""}.`);
-  if (input.summary?.trim()) parts.push(`### What the agent did\n\n${neutraliseClosingKeywords(input.summary.trim().slice(0, 4000))}`);
+  if (input.summary?.trim()) parts.push(`### What the agent did\n\n${neutraliseClosingKeywords(neutralText(input.summary.trim().slice(0, 4000)))}`);
   if (input.nodes && input.nodes.length > 0) {
     const lines = input.nodes.map((node) => `- [${node.status === "succeeded" ? "x" : " "}] ${node.title}${node.attempt > 1 ? ` (attempt ${String(node.attempt)})` : ""} — ${node.status}`);
     parts.push(`### Steps\n\n${lines.join("\n")}`);

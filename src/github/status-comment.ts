@@ -1,5 +1,6 @@
 import { formatDuration } from "../harness/reporters/console.js";
 import { redact } from "../util/redact.js";
+import { neutralText } from "./neutral-text.js";
 
 /** Where a run is, as the status comment shows it. */
 export type RunPhase = "queued" | "waiting" | "running" | "succeeded" | "no_changes" | "failed" | "timed_out" | "cancelled" | "interrupted";
@@ -81,7 +82,7 @@ const STEP_MARK: Record<StepState, string> = {
 /** Renders the status comment's markdown. Pure: the same view always renders the same text. */
 export function renderStatusComment(view: StatusView): string {
   const lines: string[] = [statusMarker(view.runId), `### ${HEADINGS[view.phase]}`, ""];
-  lines.push(`> ${oneLine(view.intent, 300)}`, `> — requested by @${view.requester}`, "");
+  lines.push(`> ${neutralText(oneLine(view.intent, 300))}`, `> — requested by @${view.requester}`, "");
   if (view.note) lines.push(view.note, "");
 
   if (view.phase === "succeeded" && view.prUrl) {
@@ -100,14 +101,14 @@ export function renderStatusComment(view: StatusView): string {
     for (const step of steps) {
       const attempt = step.attempt > 1 ? ` (attempt ${String(step.attempt)})` : "";
       const time = step.durationMs !== undefined ? ` — ${formatDuration(step.durationMs)}` : step.state === "running" ? " — running" : "";
-      lines.push(`- ${STEP_MARK[step.state]} ${step.title}${attempt}${time}`);
+      lines.push(`- ${STEP_MARK[step.state]} ${neutralText(step.title)}${attempt}${time}`);
     }
     lines.push("");
   }
 
   if (view.error && view.phase !== "succeeded") {
-    lines.push(`**What happened:** ${oneLine(view.error, 500)}`);
-    if (view.remedy) lines.push(`**What to do:** ${oneLine(view.remedy, 500)}`);
+    lines.push(`**What happened:** ${neutralText(oneLine(view.error, 500))}`);
+    if (view.remedy) lines.push(`**What to do:** ${neutralText(oneLine(view.remedy, 500))}`);
     lines.push("");
   }
   if (view.diffstat) {

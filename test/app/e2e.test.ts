@@ -194,6 +194,23 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
   });
 });
 
+describe("bot text mentions nobody and loads nothing", () => {
+  test("an agent's summary and a request with mentions and image beacons are posted neutralised; the requester is still mentioned", async () => {
+    await writeFile(agentScript, "#!/bin/sh\nprintf 'Hello\\n' > HELLO.md\necho 'Done. cc @acme/security-team ![](https://attacker.example/b.png) <img src=https://attacker.example/c.png>'\n");
+    await comment("/harness add a HELLO file, ping @octocat ![x](https://attacker.example/i.png)");
+    await settle();
+    const [pr] = github.pullRequests("acme", "widgets");
+    const status = statusComments()[0]?.body ?? "";
+    for (const text of [pr?.body ?? "", pr?.title ?? "", status]) {
+      expect(text).not.toMatch(/(^|[^\w])@(acme\/security-team|octocat)/);
+      expect(text).not.toMatch(/!\[[^\]]*\]\(https:\/\/attacker/);
+      expect(text).not.toContain("<img");
+    }
+    expect(pr?.body).toContain("Requested by @maintainer");
+    expect(status).toContain("requested by @maintainer");
+  });
+});
+
 describe("network policy", () => {
   test("sandbox.network: none on the local sandbox — the agent reaches nothing, and the run still opens its PR", async () => {
     // The agent tries GitHub itself (the fake, on this host's loopback) and records what happened.
