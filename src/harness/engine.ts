@@ -226,7 +226,8 @@ async function runAgentNode(
 ): Promise<{ result: ExecResult; outcome?: AgentOutcome }> {
   const agent = run.agent;
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
-  const prompt = renderAgentPrompt(node.prompt, { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) }, nonce);
+  // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
+  const prompt = renderAgentPrompt(node.prompt, { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) }, `${nonce}${randomBytes(4).toString("hex")}`);
   const scratch = scratchDirName(run.runId);
   const promptPath = `${scratch}/prompt-${node.id}-${String(attempt)}.md`;
   await run.sandbox.uploadFiles([{ path: promptPath, content: prompt }]);

@@ -27,12 +27,20 @@ export interface PromptInputs {
  * (failure output) is fenced with a per-run random marker the text cannot forge, under a
  * preamble that sets the rules the harness enforces anyway.
  */
+/**
+ * Breaks every `<untrusted-` and `</untrusted-` in fenced text, whatever nonce follows, by
+ * putting a zero-width space after the `<`. Inserting (rather than deleting, as
+ * `</ta</tag>g>` → `</tag>` shows) cannot assemble a new marker, so one pass is enough, and no
+ * text can close or open a fence even if it learned a nonce.
+ */
+export function defuseMarkers(text: string): string {
+  return text.replace(/<(\/?)(?=untrusted-)/gi, "<\u200B$1");
+}
+
 export function renderAgentPrompt(template: string, inputs: PromptInputs, nonce: string = randomBytes(6).toString("hex")): string {
   const fence = (label: string, text: string): string => {
     const tag = `untrusted-${label}-${nonce}`;
-    // A text that somehow contains the closing marker must not end the fence early.
-    const safe = text.replaceAll(`</${tag}>`, "");
-    return `<${tag}>\n${safe}\n</${tag}>`;
+    return `<${tag}>\n${defuseMarkers(text)}\n</${tag}>`;
   };
   const values: Partial<Record<TemplateVariable, string>> = {
     intent: inputs.intentTrusted ? inputs.intent : fence("request", inputs.intent),
