@@ -6,6 +6,7 @@ const ciReport = process.env["VITEST_JSON_REPORT"];
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
+    globalSetup: ["test/prerequisites.ts"],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     ...(ciReport ? { reporters: ["default", "json"], outputFile: { json: ciReport } } : {}),
