@@ -358,6 +358,20 @@ describe("the harness label", () => {
 });
 
 describe("caches on a busy repository", () => {
+  test("an invalid config is read and parsed once per TTL too, however many comments ask", async () => {
+    const cached = new Probot({ appId: 123, privateKey, secret: "s", Octokit: ProbotOctokit.defaults((o: object) => ({ ...o, retry: { enabled: false }, throttle: { enabled: false } })), logLevel: "fatal" });
+    const busyQueue = new RecordingQueue();
+    await cached.load(createHarnessApp({ apiBaseUrl: API, appId: 123, acknowledgeInBackground: false, createQueue: () => busyQueue, worker: { sandboxes: { local: () => Promise.reject(new Error("no")), daytona: () => Promise.reject(new Error("no")) }, defaultSandbox: "local", allowedSandboxes: ["local"], environment: {} } }));
+    // The config is served once; a second read would find no mock and fail the test.
+    const scope = github({ permission: "write", config: "agent: gpt-9000\n" });
+    scope.post("/repos/acme/widgets/issues/7/comments").times(3).reply(201, { id: 31 });
+    for (const id of [711, 712, 713]) {
+      await cached.receive({ id: `d-${String(id)}`, name: "issue_comment", payload: issueCommentCreated("/harness go", { commentId: id }) } as unknown as Parameters<Probot["receive"]>[0]);
+    }
+    expect(busyQueue.requests).toEqual([]);
+    expect(scope.pendingMocks()).toEqual([]);
+  });
+
   test("config and permission are read once per TTL, not once per webhook", async () => {
     const cached = new Probot({ appId: 123, privateKey, secret: "s", Octokit: ProbotOctokit.defaults((o: object) => ({ ...o, retry: { enabled: false }, throttle: { enabled: false } })), logLevel: "fatal" });
     const busyQueue = new RecordingQueue();
