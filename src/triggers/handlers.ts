@@ -158,11 +158,15 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
       }
       return;
     }
+    // The request is the issue's text, so it is an instruction only when its author could have
+    // asked: a maintainer labelling an outsider's issue does not make the outsider's words theirs.
+    const author = event.issue.user?.login;
+    const authorTrusted = author !== undefined && (author.toLowerCase() === event.sender.login.toLowerCase() || meetsPermission(await cachedPermission(context.octokit, deps, event.repository.id, owner, repo, author), config.permission));
     await startRun(context, deps, {
       repository: event.repository,
       issue: event.issue,
       intent: intentFromIssue(event.issue.title, event.issue.body),
-      intentTrusted: true,
+      intentTrusted: authorTrusted,
       requester: { login: event.sender.login, id: event.sender.id },
       trigger: { kind: "label", label: config.label },
       key: `${String(event.repository.id)}:issue:${String(event.issue.number)}:label:${context.id}`,

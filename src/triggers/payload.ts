@@ -19,6 +19,8 @@ const issue = z.object({
   title: z.string(),
   body: z.string().nullable().optional(),
   html_url: z.string(),
+  /** Who wrote the issue; null for a deleted account. */
+  user: user.nullable().optional(),
   pull_request: z.object({ url: z.string().optional() }).loose().optional(),
 });
 

@@ -335,11 +335,22 @@ describe("pull requests", () => {
 describe("the harness label", () => {
   test("added by a maintainer: the issue's title and body are the request, and the issue gets 👀", async () => {
     const scope = github({ permission: "write" })
+      .get("/repos/acme/widgets/collaborators/reporter/permission").reply(200, { permission: "write", role_name: "write", user: { login: "reporter" } })
       .post("/repos/acme/widgets/issues/7/reactions", { content: "eyes" }).reply(201, {})
       .post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 23 });
     await receive("issues", issuesLabeled("harness"));
     expect(scope.pendingMocks()).toEqual([]);
-    expect(queue.requests[0]).toMatchObject({ intent: "Typo in README\n\nThe README says 'teh' instead of 'the'.", trigger: { kind: "label", label: "harness" }, key: "4242:issue:7:label:delivery-1" });
+    expect(queue.requests[0]).toMatchObject({ intent: "Typo in README\n\nThe README says 'teh' instead of 'the'.", intentTrusted: true, trigger: { kind: "label", label: "harness" }, key: "4242:issue:7:label:delivery-1" });
+  });
+
+  test("added by a maintainer to an issue an outsider wrote: the run starts, but the issue's text reaches the agent fenced as untrusted", async () => {
+    const scope = github({ permission: "write" })
+      .get("/repos/acme/widgets/collaborators/reporter/permission").reply(404, { message: "Not Found" })
+      .post("/repos/acme/widgets/issues/7/reactions", { content: "eyes" }).reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 25 });
+    await receive("issues", issuesLabeled("harness"));
+    expect(scope.pendingMocks()).toEqual([]);
+    expect(queue.requests[0]).toMatchObject({ intentTrusted: false, requester: { login: "maintainer" } });
   });
 
   test("another label does nothing", async () => {
