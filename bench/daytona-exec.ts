@@ -1,6 +1,6 @@
 /**
  * Daytona round trips. Against the fake Daytona with 50 ms injected per request, measures
- * `exec(['true'])` through our sandbox (one round trip) side by side with the seed's design
+ * `exec(['true'])` through our sandbox (one round trip) side by side with a naive design
  * (create session → exec → get logs → delete session, one after the other), and counts the
  * requests and sequential round trips of every sandbox operation in a typical run.
  * Target: exec median ≤ 1.3 × 50 ms + 10 ms; bootstrap (create → clone → branch) ≤ 3 sequential
@@ -75,7 +75,7 @@ try {
     }),
   );
 
-  // The seed's design, on the same sandbox through its own SDK client.
+  // The naive design, on the same sandbox through its own SDK client.
   const sdk = new Daytona({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, target: "us", useDeprecatedPolling: true });
   const remote = await sdk.get(sandbox.id);
   const seedExec = async (): Promise<void> => {
@@ -120,7 +120,7 @@ try {
   console.log("| exec(['true']) | median ms | round trips on the critical path |");
   console.log("|---|---|---|");
   console.log(`| harness sandbox (pre-created session, sync exec) | ${median(ours).toFixed(1)} | 1 |`);
-  console.log(`| seed design (create session, exec, logs, delete) | ${median(seed).toFixed(1)} | 4 |`);
+  console.log(`| naive design (create session, exec, logs, delete) | ${median(seed).toFixed(1)} | 4 |`);
   console.log(`target ≤ 1.3 × ${String(LATENCY)} + 10 = ${target.toFixed(1)} ms → ${median(ours) <= target ? "MET" : "MISSED"}`);
   console.log("");
   console.log("| operation | requests | sequential round trips | wall ms |");

@@ -28,7 +28,7 @@ export interface PullRequestBodyInput {
   requester?: string;
 }
 
-/** The pull request description: what was asked, what ran, and the seed's run footer. */
+/** The pull request description: what was asked, what ran, and a footer naming the run. */
 export function pullRequestBody(input: PullRequestBodyInput): string {
   const parts: string[] = [];
   parts.push(quote(neutraliseClosingKeywords(neutralText(input.intent.trim()))));

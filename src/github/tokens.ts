@@ -24,7 +24,7 @@ export interface TokenMinter {
 
 /**
  * Mints through the app (JWT) client with an explicit REST call: Octokit's `auth({ type:
- * "installation", repositoryIds })` ignores GHE_HOST (shared/notes/github-app.md §11), and
+ * "installation", repositoryIds })` ignores GHE_HOST, and
  * revokes with a client that carries only the token being revoked, since an authenticated
  * Octokit's hook would swap in its cached token and revoke that one instead.
  */

@@ -329,7 +329,7 @@ class DaytonaSandbox implements Sandbox {
     }
   }
 
-  /** The seed's debugging path (`DAYTONA_SIMPLE_EXEC=1`): one call, stdout and stderr merged. */
+  /** The debugging path (`DAYTONA_SIMPLE_EXEC=1`): one call, stdout and stderr merged. */
   private async simpleExec(execOpts: ExecOptions, cwd: string, env: Record<string, string>, started: number, maxOutput: number): Promise<ExecResult> {
     try {
       const response = await this.remote.process.executeCommand(shellQuote(execOpts.argv), cwd, env, Math.ceil(execOpts.timeout / 1000));

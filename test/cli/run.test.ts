@@ -108,7 +108,7 @@ describe("harness run --push, end to end", () => {
     expect(git(bare, "rev-parse", "--verify", "harness/e2e")).toMatch(/^[0-9a-f]{40}$/);
   });
 
-  test("without GITHUB_TOKEN the push is refused with the seed's message, and the change is kept in the report", async () => {
+  test("without GITHUB_TOKEN the push is refused with a message naming GITHUB_TOKEN, and the change is kept in the report", async () => {
     const cli = io();
     const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--json"], cli.io);
     expect(code).toBe(1);

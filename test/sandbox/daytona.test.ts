@@ -68,7 +68,7 @@ describe("Daytona sandbox: creation", () => {
     expect(daytona.requests.length).toBe(before);
   });
 
-  test("AC-1/2/18/25: one ephemeral, labelled sandbox from the default snapshot; clone of the default branch, then the run's branch", async () => {
+  test("one ephemeral, labelled sandbox from the default snapshot; clone of the default branch, then the run's branch", async () => {
     const box = await sandbox();
     const [create] = requestsTo(/^POST \/api\/sandbox$/);
     expect(create?.body).toMatchObject({
@@ -120,12 +120,12 @@ describe("Daytona sandbox: creation", () => {
 });
 
 describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
-  test("AC-11: no API key", async () => {
+  test("no API key", async () => {
     await expect(createDaytonaSandbox({ ...options(), daytona: { apiKey: "", apiUrl: daytona.apiUrl } })).rejects.toThrow("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
     expect(daytona.requests).toEqual([]);
   });
 
-  test("AC-19: a local path", async () => {
+  test("a local path", async () => {
     await expect(createDaytonaSandbox(options({ repo: "./my-project" }))).rejects.toThrow("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
   });
 
@@ -145,7 +145,7 @@ describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
   test.each([
     ["a missing repository", { repo: "acme/missing" }],
     ["a bad token", { githubToken: fakeToken("ghs_", 38) }],
-  ])("AC-20: %s fails the clone, and the sandbox is deleted before the error", async (_label, overrides) => {
+  ])("%s fails the clone, and the sandbox is deleted before the error", async (_label, overrides) => {
     const attempt = createDaytonaSandbox(options(overrides));
     await expect(attempt).rejects.toBeInstanceOf(SandboxError);
     await expect(attempt).rejects.toThrow(/preparing acme\//);
@@ -162,7 +162,7 @@ describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
 });
 
 describe("Daytona sandbox: exec", () => {
-  test("AC-3: one round trip, cwd honoured, stdout and stderr separate", async () => {
+  test("one round trip, cwd honoured, stdout and stderr separate", async () => {
     const box = await sandbox();
     const before = daytona.requests.length;
     const result = await box.exec({ argv: ["sh", "-c", "pwd; echo oops >&2; exit 3"], cwd: box.workDir, timeout: 10_000 });
@@ -177,20 +177,20 @@ describe("Daytona sandbox: exec", () => {
     expect(result.stdout).toBe("$(id)|`id`|a'b|x y|");
   });
 
-  test("AC-4: a cwd outside the sandbox is refused before any request", async () => {
+  test("a cwd outside the sandbox is refused before any request", async () => {
     const box = await sandbox();
     const before = daytona.requests.length;
     await expect(box.exec({ argv: ["ls"], cwd: "/etc", timeout: 1000 })).rejects.toBeInstanceOf(PathConfinementError);
     expect(daytona.requests.length).toBe(before);
   });
 
-  test("AC-24: env keys are validated", async () => {
+  test("env keys are validated", async () => {
     const box = await sandbox();
     await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "A B": "x" } })).rejects.toBeInstanceOf(InvalidInputError);
     await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "$(id)": "x" } })).rejects.toThrow('Invalid env key "$(id)" — must match [A-Za-z_][A-Za-z0-9_]*');
   });
 
-  test("AC-5: a command past its deadline returns timedOut and is really gone", async () => {
+  test("a command past its deadline returns timedOut and is really gone", async () => {
     const box = await sandbox();
     const started = Date.now();
     const result = await box.exec({ argv: ["sh", "-c", "sleep 30 & wait"], cwd: box.workDir, timeout: 300 });
@@ -199,7 +199,7 @@ describe("Daytona sandbox: exec", () => {
     expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
   });
 
-  test("AC-17: a 100 MB flood of output comes back as a bounded tail", async () => {
+  test("a 100 MB flood of output comes back as a bounded tail", async () => {
     const box = await sandbox();
     const result = await box.exec({ argv: ["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo END"], cwd: box.workDir, timeout: 60_000, maxOutput: 2000 });
     expect(result.truncated).toBe(true);
@@ -284,7 +284,7 @@ describe("Daytona sandbox: exec", () => {
 });
 
 describe("Daytona sandbox: files, git, teardown", () => {
-  test("AC-6/7: uploads create folders, and traversal is refused before any request", async () => {
+  test("uploads create folders, and traversal is refused before any request", async () => {
     const box = await sandbox();
     await box.uploadFiles([{ path: "src/new/file.txt", content: "hello" }]);
     expect(await box.downloadFile("src/new/file.txt")).toBe("hello");
@@ -305,7 +305,7 @@ describe("Daytona sandbox: files, git, teardown", () => {
     await expect(box.downloadBytes("../../etc/passwd", 100_000)).rejects.toThrow(/path confinement/);
   });
 
-  test("AC-9/10: teardown deletes once, is idempotent, and swallows not-found", async () => {
+  test("teardown deletes once, is idempotent, and swallows not-found", async () => {
     const box = await createDaytonaSandbox(options());
     await box.teardown();
     await box.teardown();

@@ -33,7 +33,7 @@ afterEach(async () => {
   await cleanupRepo();
 });
 
-// The seed's scenarios (shared/seeds/003_*.txt).
+// The local sandbox's basic scenarios.
 describe("local sandbox: seed behaviour", () => {
   test("creates sandbox with workDir in temp directory", async () => {
     const sandbox = await sandboxFor(testRepo);
@@ -81,7 +81,7 @@ describe("local sandbox: seed behaviour", () => {
     await expect(sandbox.teardown()).resolves.not.toThrow();
   });
 
-  // The seed's "daytona stub throws" test: the stub is gone (the Daytona issue replaced it), so
+  // The old "daytona stub throws" test: the stub is gone (the Daytona issue replaced it), so
   // this now checks the real adapter's first guard instead.
   test("daytona without an API key throws before any network", async () => {
     await expect(createDaytonaSandbox({ repo: "acme/widgets", branch: "test", daytona: { apiKey: "" } })).rejects.toThrow(/Daytona API key required/);

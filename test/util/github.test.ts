@@ -2,7 +2,7 @@ import { describe, expect, test } from "vitest";
 import { RepoRefError } from "../../src/util/errors.js";
 import { githubCloneUrl, parseGitHubRepo } from "../../src/util/github.js";
 
-// The seed's tests (shared/seeds/000_*.txt), verbatim.
+// parseGitHubRepo's contract, case by case.
 describe("parseGitHubRepo", () => {
   test("org/repo shorthand", () => {
     expect(parseGitHubRepo("acme/widgets")).toEqual({ owner: "acme", name: "widgets" });

@@ -4,31 +4,31 @@ import { describe, expect, test } from "vitest";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { shellQuote } from "../../src/util/shell.js";
 
-// The seed's tests (shared/seeds/000_*.txt), verbatim.
+// shellQuote's contract, case by case.
 describe("shellQuote", () => {
-  test("AC-13: simple args", () => {
+  test("simple args", () => {
     expect(shellQuote(["echo", "hello"])).toBe("'echo' 'hello'");
   });
 
-  test("AC-13: single quotes in args", () => {
+  test("single quotes in args", () => {
     expect(shellQuote(["echo", "it's"])).toBe("'echo' 'it'\\''s'");
   });
 
-  test("AC-13: double quotes in args", () => {
+  test("double quotes in args", () => {
     expect(shellQuote(["echo", 'say "hi"'])).toBe("'echo' 'say \"hi\"'");
   });
 
-  test("AC-13: spaces in args", () => {
+  test("spaces in args", () => {
     expect(shellQuote(["git", "commit", "-m", "fix: the bug"]))
       .toBe("'git' 'commit' '-m' 'fix: the bug'");
   });
 
-  test("AC-13: backticks and dollar signs", () => {
+  test("backticks and dollar signs", () => {
     expect(shellQuote(["echo", "`whoami` $HOME"]))
       .toBe("'echo' '`whoami` $HOME'");
   });
 
-  test("AC-14: empty string arg", () => {
+  test("empty string arg", () => {
     expect(shellQuote(["echo", ""])).toBe("'echo' ''");
   });
 

@@ -24,7 +24,7 @@ import { findLogsCommand, killSandboxProcesses, streamLogs } from "./toolbox-pro
  *
  * Each sandbox is a temp directory (`<rootDir>/<id>/home/daytona` is its work and home dir); commands run as real
  * child processes there (`/bin/sh -c`, own process group); git operations use the git CLI. Wire shapes follow SDK
- * 0.218 and shared/notes/daytona-sdk.md; where the real server's behaviour is unknown the code says "guess:".
+ * 0.218 and Daytona's published API; where the real server's behaviour is unknown the code says "guess:".
  * Layout: control-plane.ts (/api), toolbox.ts (+ toolbox-git/-process/-files.ts) (/toolbox/{id}), log-stream.ts
  * (bounded logs + WebSocket follow), faults.ts, state.ts (inspectable state, process liveness).
  */

@@ -8,7 +8,7 @@ import { isoSeconds, levelCovers, type FakeGitHubState, type InstallationRecord,
 
 /*
  * The app's own endpoints (JWT), token minting and revocation, users and the rate-limit
- * report. Minting follows GitHub's rules (shared/notes/github-app.md §3): tokens last an hour,
+ * report. Minting follows GitHub's rules: tokens last an hour,
  * can be narrowed to some repositories and permissions, and never exceed the installation.
  */
 
@@ -151,7 +151,7 @@ export function appRoutes(deps: { limiter: RateLimiter }): Route[] {
       };
     }),
 
-    // Revokes the very token that authenticates the call (shared/notes/github-app.md §11).
+    // Revokes the very token that authenticates the call.
     route("DELETE", "/installation/token", (ctx) => {
       const { token } = requireToken(ctx);
       token.revoked = true;

@@ -8,7 +8,7 @@ import type { FakeGitHubState, IssueRecord, RepoRecord } from "./state.js";
 /*
  * Pull requests, validated against the real git data: the head branch must exist in the bare
  * repository and differ from the base, and a second open pull request for the same head is
- * refused with GitHub's wording (shared/notes/github-app.md §5), which the app must treat as
+ * refused with GitHub's wording, which the app must treat as
  * "already done" on a retry.
  */
 

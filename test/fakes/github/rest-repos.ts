@@ -5,8 +5,8 @@ import { repoJson, userJson } from "./shapes.js";
 import { legacyPermission, roleAtLeast, userIdFor, type RepoRecord, type RepoRole } from "./state.js";
 
 /*
- * Repository metadata, the collaborator-permission check the app gates on (§4.1 of
- * shared/notes/github-app.md), branches, and file contents. Contents come from the bare
+ * Repository metadata, the collaborator-permission check the app gates on (as in
+ * GitHub's REST documentation), branches, and file contents. Contents come from the bare
  * repository itself, so a file committed by a test (or by `setFile`) is what Probot's config
  * plugin reads for `.github/harness.yml`.
  */
@@ -67,8 +67,7 @@ export function repoRoutes(): Route[] {
       const repo = authorizeRepo(ctx, repoFromParams(ctx), [], "read");
       const login = param(ctx, "username");
       const user = ctx.state.users.get(login.toLowerCase()) ?? { login, id: userIdFor(login), type: "User" as const };
-      // Anyone can read a public repository, so GitHub reports "read" for strangers there
-      // (shared/notes/github-app.md §4.1).
+      // Anyone can read a public repository, so GitHub reports "read" for strangers there.
       // guess: a stranger on a private repository is reported as "none" rather than 404.
       const role: RepoRole = ctx.state.roleOf(repo, login) ?? (repo.private ? "none" : "read");
       const permission = legacyPermission(role);

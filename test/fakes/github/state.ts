@@ -31,7 +31,7 @@ export interface AppRecord {
   name: string;
   /** Verifies the app's JWTs (RS256). */
   publicKey: KeyObject;
-  /** The `<slug>[bot]` user's id: not the app id (shared/notes/github-app.md §3.4). */
+  /** The `<slug>[bot]` user's id: not the app id. */
   botUserId: number;
   owner: UserRecord;
   /** What the app registration asks for; installations grant these unless told otherwise. */
