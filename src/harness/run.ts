@@ -342,6 +342,8 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
   try {
     const summary = lastSummary(input.nodes);
     const token = credential.token;
+    // Compiled once for the whole push stage, not once per string redacted.
+    const redactToken = token ? createRedactor([token]) : undefined;
     return await pushAndOpenPullRequest({
       sandbox: input.sandbox,
       runId: options.runId,
@@ -354,7 +356,7 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
       pushUrl: input.target.pushUrl,
       // The push credential is a secret of this run too, whether the scan or the redactor meets it.
       secrets: token ? [...input.knownSecrets, { name: "the push token", value: token }] : input.knownSecrets,
-      redact: token ? (text) => createRedactor([token])(input.redactor(text)) : input.redactor,
+      redact: redactToken ? (text) => redactToken(input.redactor(text)) : input.redactor,
       signal: input.signal,
       githubRepo: input.target.githubRepo,
       github: options.github,

@@ -88,6 +88,21 @@ function statusComments() {
 }
 
 /** Every string the app wrote anywhere: comments, PRs, logs. */
+/**
+ * A ruleset on harness/* (the run's branch name carries its run id) refuses the push: asks for a
+ * run and checks the status comment names the rule with its remedy; returns the comment.
+ */
+async function askUnderRuleset(): Promise<string> {
+  await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, { branchPrefix: "harness/", rules: ["Harness branches require a linked Jira ticket"] });
+  await comment("/harness add a HELLO file");
+  await settle();
+  const body = statusComments()[0]?.body ?? "";
+  expect(body).toContain("### ❌ Harness could not finish");
+  expect(body).toContain("Harness branches require a linked Jira ticket");
+  expect(body).toMatch(/\*\*What to do:\*\* .*ruleset/);
+  return body;
+}
+
 function everythingWritten(): string {
   const comments = github.issueComments("acme", "widgets", 1).map((c) => c.body).join("\n");
   const prs = github.pullRequests("acme", "widgets").map((pr) => `${pr.title}\n${pr.body ?? ""}`).join("\n");
@@ -297,14 +312,8 @@ describe("a ruleset rejection on Daytona", () => {
         { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "silent", logFormat: "json", sandbox: "daytona", allowedSandboxes: ["daytona"], daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl }, concurrency: 1, statusIntervalMs: 0, warnings: [] },
         { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
       );
-      await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, { branchPrefix: "harness/", rules: ["Harness branches require a linked Jira ticket"] });
-      await comment("/harness add a HELLO file");
-      await settle();
-      const [status] = statusComments();
-      expect(status?.body).toContain("### ❌ Harness could not finish");
-      expect(status?.body).toContain("Harness branches require a linked Jira ticket");
-      expect(status?.body).toMatch(/\*\*What to do:\*\* .*ruleset/);
-      expect(status?.body).not.toContain("pre-receive hook declined");
+      const status = await askUnderRuleset();
+      expect(status).not.toContain("pre-receive hook declined");
     } finally {
       await daytona.close();
     }
@@ -450,15 +459,8 @@ describe("failures end in the right terminal comment, and the app keeps serving"
   });
 
   test("a push a ruleset refuses (GH013): the rule's name and the remedy in the status comment, the change kept", async () => {
-    // A ruleset on harness/*: the run's branch name carries its run id.
-    await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, { branchPrefix: "harness/", rules: ["Harness branches require a linked Jira ticket"] });
-    await comment("/harness add a HELLO file");
-    await settle();
-    const [status] = statusComments();
-    expect(status?.body).toContain("### ❌ Harness could not finish");
-    expect(status?.body).toContain("Harness branches require a linked Jira ticket");
-    expect(status?.body).toMatch(/\*\*What to do:\*\* .*ruleset/);
-    expect(status?.body).toContain("The change is kept here");
+    const status = await askUnderRuleset();
+    expect(status).toContain("The change is kept here");
     expect(github.pullRequests("acme", "widgets")).toEqual([]);
   });
 
