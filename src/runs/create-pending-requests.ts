@@ -1,0 +1,22 @@
+import type { JournalSettings } from "./create-journal.js";
+import { MemoryPendingRequestStore, type PendingRequestStore, type PendingRequestStoreOptions } from "./pending-requests.js";
+import { RedisPendingRequestStore } from "./redis-pending-requests.js";
+import { SqlitePendingRequestStore } from "./sqlite-pending-requests.js";
+
+/**
+ * Pending requests live where the queue and the journal do: in memory beside the in-memory queue
+ * (one process, lost on restart), in the HARNESS_DB file beside the SQLite queue, and in the same
+ * Redis (same key prefix) as BullMQ, so every web process sees every request.
+ */
+export function createPendingRequestStore(settings: JournalSettings | undefined, options: PendingRequestStoreOptions = {}): PendingRequestStore {
+  switch (settings?.kind) {
+    case undefined:
+    case "memory":
+      return new MemoryPendingRequestStore(options);
+    case "sqlite":
+      return new SqlitePendingRequestStore({ ...options, path: settings.path });
+    case "bullmq":
+    case "redis":
+      return new RedisPendingRequestStore({ ...options, redis: settings.redisUrl, prefix: settings.prefix });
+  }
+}
