@@ -202,6 +202,11 @@ h2 { font-size: 16px; margin: 24px 0 8px; }
 table.runs { width: 100%; border-collapse: collapse; }
 table.runs th, table.runs td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
 table.runs th { color: var(--muted); font-weight: 600; font-size: 12px; }
+table.audit { width: 100%; border-collapse: collapse; font-size: 13px; }
+table.audit th, table.audit td { text-align: left; padding: 4px 8px; border-bottom: 1px solid var(--line); vertical-align: top; }
+table.audit th { color: var(--muted); font-weight: 600; font-size: 12px; }
+table.audit td:first-child { white-space: nowrap; }
+.audit-details { list-style: none; margin: 0; padding: 0; word-break: break-word; }
 pre.log { background: var(--log-bg); color: var(--log-fg); padding: 12px; border-radius: 6px; overflow: auto; max-height: 70vh; white-space: pre-wrap; word-break: break-word; font: 12px/1.45 ui-monospace, SFMono-Regular, Menlo, Consolas, monospace; }
 .log-step { color: #8cb4ff; font-weight: 600; }
 .ansi-bold { font-weight: 700; } .ansi-dim { opacity: .7; } .ansi-italic { font-style: italic; } .ansi-underline { text-decoration: underline; }

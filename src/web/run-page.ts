@@ -1,3 +1,4 @@
+import type { AuditDetailValue, AuditRecord } from "../audit/audit-log.js";
 import { isTerminal, type RunSummary } from "../runs/journal.js";
 import type { Redactor } from "../util/redact.js";
 import { ansiSegments } from "./ansi.js";
@@ -9,8 +10,11 @@ import type { OutputPiece, RunView, StepView } from "./run-view.js";
  * The page of one run: what was asked, how it ended (PR or classified error), the blueprint's
  * steps with states and timings, and the output. Complete without JavaScript; with it, the
  * script follows the run live from `data-after` (the last entry rendered here).
+ *
+ * `audit`, when the server keeps an audit trail, is the run's entries (who asked, who approved,
+ * tokens minted, pushes, the PR), or "unavailable" when the trail could not be read.
  */
-export function runPage(summary: RunSummary, view: RunView, options: { now: Date; redactor: Redactor; viewer: string }): SafeHtml {
+export function runPage(summary: RunSummary, view: RunView, options: { now: Date; redactor: Redactor; viewer: string; audit?: readonly AuditRecord[] | "unavailable" }): SafeHtml {
   const { redactor } = options;
   const live = !isTerminal(summary.state);
   const repo = `${summary.repo.owner}/${summary.repo.name}`;
@@ -39,6 +43,7 @@ ${outcome(summary, view, redactor)}
   ${view.steps.length === 0 ? html`<p class="muted" id="no-steps">${live ? "The steps appear when the run starts." : "The run ended before its steps started."}</p>` : ""}
   <ol class="steps" id="steps">${view.steps.map((step) => stepItem(step, redactor))}</ol>
 </section>
+${options.audit !== undefined ? auditSection(options.audit, redactor) : ""}
 <section class="output-section">
   <h2>Output</h2>
   ${summary.outputDroppedBytes > 0 ? html`<p class="muted">The first ${formatBytes(summary.outputDroppedBytes)} of output were dropped: a run keeps the last part of its output.</p>` : ""}
@@ -70,6 +75,32 @@ ${turns > 0 || cost > 0 ? html`<p class="muted">${turns > 0 ? `${String(turns)} 
 ${view.push?.diffstat ? html`<details><summary>The change that was kept (diffstat)</summary><pre class="log">${redactor(view.push.diffstat)}</pre></details>` : ""}
 ${view.push?.patch ? html`<details><summary>The change as a patch</summary><pre class="log">${redactor(view.push.patch)}</pre></details>` : ""}
 ${!summary.error && !pr && !report ? html`<p class="muted">The run ended.</p>` : ""}`;
+}
+
+function auditSection(entries: readonly AuditRecord[] | "unavailable", redactor: Redactor): SafeHtml {
+  let content: SafeHtml;
+  if (entries === "unavailable") content = html`<p class="muted">The audit trail could not be read just now; reload the page to try again.</p>`;
+  else if (entries.length === 0) content = html`<p class="muted">No audit entries for this run yet.</p>`;
+  else content = html`<table class="audit"><thead><tr><th>Time</th><th>Action</th><th>Actor</th><th>Details</th></tr></thead><tbody>${entries.map((entry) => auditRow(entry, redactor))}</tbody></table>`;
+  return html`<section class="audit-section" id="audit">
+  <h2>Audit</h2>
+  ${content}
+</section>`;
+}
+
+function auditRow(entry: AuditRecord, redactor: Redactor): SafeHtml {
+  const details: Array<[string, AuditDetailValue]> = [...(entry.requestId !== undefined ? [["request", entry.requestId] as [string, AuditDetailValue]] : []), ...Object.entries(entry.details ?? {})];
+  return html`<tr data-seq="${entry.seq}"><td><time datetime="${entry.at}">${auditTime(entry.at)}</time></td><td><code>${redactor(entry.action)}</code></td><td>${entry.actor !== undefined ? redactor(entry.actor) : ""}</td><td>${details.length > 0 ? html`<ul class="audit-details">${details.map(([key, value]) => html`<li><span class="muted">${redactor(key)}:</span> ${redactor(detailText(value))}</li>`)}</ul>` : ""}</td></tr>`;
+}
+
+function detailText(value: AuditDetailValue): string {
+  return Array.isArray(value) ? value.join(", ") : String(value);
+}
+
+/** To the second: an audit trail orders things that happen within the same minute. */
+function auditTime(iso: string): string {
+  const date = new Date(iso);
+  return Number.isNaN(date.getTime()) ? iso : `${date.toISOString().slice(0, 19).replace("T", " ")} UTC`;
 }
 
 function stepItem(step: StepView, redactor: Redactor): SafeHtml {

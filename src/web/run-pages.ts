@@ -1,4 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
+import type { AuditLog, AuditRecord } from "../audit/audit-log.js";
 import { isFinal, type RunJournal, type RunSummary } from "../runs/journal.js";
 import { describeError } from "../util/errors.js";
 import { silentLog, type Log } from "../util/log.js";
@@ -26,6 +27,8 @@ export interface RunPagesOptions {
   pageSize?: number;
   /** Keep-alive comments on the event stream, in ms. */
   heartbeatMs?: number;
+  /** The audit trail: when given, a run's page shows its entries in an "Audit" section. */
+  audit?: AuditLog;
 }
 
 /** Runs examined for one list page at most, however few of them the viewer may see. */
@@ -91,17 +94,28 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
     sendHtml(res, 200, runListPage(shown, { now: now(), redactor, viewer: viewer.login, ...(more && cursor ? { olderThan: cursor } : {}) }));
   };
 
+  /** The run's audit entries; a trail that cannot be read costs the page its Audit section only. */
+  const auditOf = async (runId: string): Promise<readonly AuditRecord[] | "unavailable" | undefined> => {
+    if (!options.audit) return undefined;
+    try {
+      return await options.audit.forRun(runId);
+    } catch (error) {
+      log.warn({ err: redactor(describeError(error)), runId }, "the audit trail could not be read for the run page");
+      return "unavailable";
+    }
+  };
+
   const detailPage = async (res: ServerResponse, viewer: Viewer, runId: string): Promise<void> => {
     let summary = await visibleRun(viewer, runId);
     if (!summary) {
       notFound(res);
       return;
     }
-    const entries = await journal.events(runId, 0);
+    const [entries, audit] = await Promise.all([journal.events(runId, 0), auditOf(runId)]);
     const last = entries.at(-1);
     // The run may have moved on between the two reads: the page must agree with what it shows.
     if (last && (last.seq > summary.lastSeq || isFinal(last.event))) summary = (await journal.get(runId)) ?? summary;
-    sendHtml(res, 200, runPage({ ...summary, lastSeq: last?.seq ?? 0 }, foldRun(entries), { now: now(), redactor, viewer: viewer.login }));
+    sendHtml(res, 200, runPage({ ...summary, lastSeq: last?.seq ?? 0 }, foldRun(entries), { now: now(), redactor, viewer: viewer.login, ...(audit ? { audit } : {}) }));
   };
 
   const eventStream = async (req: IncomingMessage, res: ServerResponse, viewer: Viewer | undefined, runId: string, url: URL): Promise<void> => {

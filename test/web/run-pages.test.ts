@@ -1,6 +1,8 @@
 import { createServer, type IncomingMessage, type Server } from "node:http";
 import type { AddressInfo } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import type { AuditLog } from "../../src/audit/audit-log.js";
+import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import type { NodeReport } from "../../src/contracts/types.js";
 import type { JournalEntry, JournalEvent } from "../../src/runs/journal.js";
 import { MemoryRunJournal } from "../../src/runs/memory-journal.js";
@@ -62,6 +64,7 @@ class CountingJournal extends MemoryRunJournal {
 }
 
 const journal = new CountingJournal({ now: () => new Date((clock += 1000)) });
+const audit = new MemoryAuditLog({ now: () => new Date((clock += 1000)) });
 const auth = new StubAuth();
 let server: Server;
 let base = "";
@@ -103,7 +106,13 @@ beforeAll(async () => {
     started(failed.runId),
     { type: "run.finished", runId: failed.runId, report: { runId: failed.runId, repo: "acme/widgets", branch: "b", intent: "x", blueprint: "default", status: "succeeded", startedAt: at(0), finishedAt: at(40), durationMs: 40_000, nodes: [], pushResult: { pushed: false, errorKind: "protected_branch", error: "GitHub refused the push: the branch is protected", remedy: "Let the app push to harness/* branches" } }, at: at(40) },
   ]);
-  const pages = createRunPages({ journal, auth, now: () => fixedNow, redactor: createRedactor(["hunter2-secret-value"]), heartbeatMs: 60_000 });
+  await audit.record({ action: "run.requested", repo: "acme/widgets", installationId: 7, issue: 12, runId: done.runId, actor: "octocat", at: at(0), details: { trigger: "comment" } });
+  await audit.record({ action: "request.approved", repo: "acme/widgets", runId: done.runId, requestId: "req-42", actor: "<img src=x onerror=alert(2)>", at: at(1), details: { requester: "octocat", note: "approved with hunter2-secret-value <b>bold</b>" } });
+  await audit.record({ action: "token.minted", repo: "acme/widgets", runId: done.runId, at: at(2), details: { permissions: ["contents:write", "pull_requests:write"], repositories: ["acme/widgets"] } });
+  await audit.record({ action: "branch.pushed", repo: "acme/widgets", runId: done.runId, at: at(29), details: { branch: "harness/issue-12", commit: "0123456789abcdef" } });
+  await audit.record({ action: "pull_request.opened", repo: "acme/widgets", runId: done.runId, at: at(30), details: { url: "https://github.com/acme/widgets/pull/77", number: 77 } });
+  await audit.record({ action: "run.requested", repo: "acme/widgets", runId: failed.runId, actor: "someone-else", at: at(0) });
+  const pages = createRunPages({ journal, auth, audit, now: () => fixedNow, redactor: createRedactor(["hunter2-secret-value"]), heartbeatMs: 60_000 });
   server = createServer((req, res) => {
     void pages(req, res).then((answered) => {
       if (!answered) res.writeHead(418).end("not a run page");
@@ -248,6 +257,66 @@ describe("run pages: what they show", () => {
     expect(source).toContain("new EventSource(");
     expect(source).not.toContain("innerHTML");
     expect((await get("/runs/assets/run.css")).headers.get("content-type")).toContain("text/css");
+  });
+});
+
+describe("run pages: the audit trail", () => {
+  test("a run's page lists its audit entries: who asked, who approved, the token, the push and the PR", async () => {
+    const html = await (await get(`/runs/${done.runId}`, "alice")).text();
+    const section = html.slice(html.indexOf('<section class="audit-section" id="audit">'), html.indexOf("</section>", html.indexOf('id="audit"')));
+    expect(section).toContain("<h2>Audit</h2>");
+    const rows = section.split("<tr data-seq=").slice(1);
+    expect(rows.map((row) => /<code>([^<]+)<\/code>/.exec(row)?.[1])).toEqual(["run.requested", "request.approved", "token.minted", "branch.pushed", "pull_request.opened"]);
+    expect(rows[0]).toContain('<time datetime="2026-11-22T10:00:00.000Z">2026-11-22 10:00:00 UTC</time>');
+    expect(rows[0]).toContain("<td>octocat</td>");
+    expect(rows[1]).toContain('<span class="muted">request:</span> req-42');
+    expect(rows[1]).toContain('<span class="muted">requester:</span> octocat');
+    expect(rows[2]).toContain('<span class="muted">permissions:</span> contents:write, pull_requests:write');
+    expect(rows[3]).toContain('<span class="muted">commit:</span> 0123456789abcdef');
+    expect(rows[4]).toContain('<span class="muted">url:</span> https://github.com/acme/widgets/pull/77');
+    // Another run's entries stay on that run's page.
+    expect(section).not.toContain("someone-else");
+  });
+
+  test("a hostile actor or detail is shown as text, and secrets are redacted", async () => {
+    const html = await (await get(`/runs/${done.runId}`, "alice")).text();
+    expect(html).toContain("<td>&lt;img src=x onerror=alert(2)&gt;</td>");
+    expect(html).not.toContain("<img src=x onerror=alert(2)>");
+    expect(html).toContain("approved with [REDACTED] &lt;b&gt;bold&lt;/b&gt;");
+    expect(html).not.toContain("hunter2-secret-value");
+  });
+
+  test("a run with no entries says so; a trail that cannot be read costs only the Audit section", async () => {
+    expect(await (await get(`/runs/${secret.runId}`, "bob")).text()).toContain("No audit entries for this run yet.");
+    const broken: AuditLog = { record: () => Promise.resolve(), after: () => Promise.resolve([]), forRun: () => Promise.reject(new Error("redis is down")), close: () => Promise.resolve() };
+    const pages = createRunPages({ journal, auth, audit: broken, now: () => fixedNow });
+    const other = createServer((req, res) => { void pages(req, res); });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    try {
+      const res = await fetch(`http://127.0.0.1:${String((other.address() as AddressInfo).port)}/runs/${done.runId}`, { headers: { cookie: "session=s-alice" } });
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).toContain("The audit trail could not be read just now");
+      expect(html).toContain('<a id="pr-link" href="https://github.com/acme/widgets/pull/77">');
+      expect(html).not.toContain("redis is down");
+    } finally {
+      other.closeAllConnections();
+      await new Promise<void>((resolve) => other.close(() => { resolve(); }));
+    }
+  });
+
+  test("without an audit trail the page has no Audit section", async () => {
+    const pages = createRunPages({ journal, auth, now: () => fixedNow });
+    const other = createServer((req, res) => { void pages(req, res); });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    try {
+      const html = await (await fetch(`http://127.0.0.1:${String((other.address() as AddressInfo).port)}/runs/${done.runId}`, { headers: { cookie: "session=s-alice" } })).text();
+      expect(html).toContain("Fixed the typo in README");
+      expect(html).not.toContain('id="audit"');
+    } finally {
+      other.closeAllConnections();
+      await new Promise<void>((resolve) => other.close(() => { resolve(); }));
+    }
   });
 });
 
