@@ -95,10 +95,17 @@ export const repoConfigSchema = z
 
 export type RepoConfig = z.output<typeof repoConfigSchema>;
 
+/** Problems beyond these are counted, not listed: the message goes into an issue comment. */
+const MAX_PROBLEMS = 20;
+
 /** An invalid `.github/harness.yml`; the message names each key and the reason. */
 export class RepoConfigError extends HarnessError {
-  constructor(readonly problems: string[]) {
-    super("invalid_config", `.github/harness.yml is invalid: ${problems.join("; ")}`);
+  readonly problems: string[];
+
+  constructor(problems: string[]) {
+    const listed = problems.length > MAX_PROBLEMS ? [...problems.slice(0, MAX_PROBLEMS), `and ${String(problems.length - MAX_PROBLEMS)} more problems`] : problems;
+    super("invalid_config", `.github/harness.yml is invalid: ${listed.join("; ")}`);
+    this.problems = listed;
   }
 }
 
@@ -109,10 +116,16 @@ export function parseRepoConfig(raw: unknown): RepoConfig {
   throw new RepoConfigError(
     parsed.error.issues.map((issue) => {
       const key = issue.path.map(String).join(".") || "(top level)";
-      const message = issue.code === "unrecognized_keys" ? `unknown key${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}` : issue.message;
+      const message = issue.code === "unrecognized_keys" ? `unknown key${issue.keys.length > 1 ? "s" : ""} ${unknownKeys(issue.keys)}` : issue.message;
       return `\`${key}\` ${message}`;
     }),
   );
+}
+
+/** Unknown keys as written, a few and each cut short: a stranger's file could hold thousands of long ones. */
+function unknownKeys(keys: string[]): string {
+  const shown = keys.slice(0, 5).map((key) => (key.length > 60 ? `${key.slice(0, 60)}…` : key));
+  return keys.length > 5 ? `${shown.join(", ")} and ${String(keys.length - 5)} more` : shown.join(", ");
 }
 
 /** A config command as an argv (`"npm test"` → `["npm", "test"]`). */

@@ -7,8 +7,9 @@ import { legacyPermission, roleAtLeast, userIdFor, type RepoRecord, type RepoRol
 /*
  * Repository metadata, the collaborator-permission check the app gates on (as in
  * GitHub's REST documentation), branches, and file contents. Contents come from the bare
- * repository itself, so a file committed by a test (or by `setFile`) is what Probot's config
- * plugin reads for `.github/harness.yml`.
+ * repository itself, so a file committed by a test (or by `setFile`) is what Harness reads for
+ * `.github/harness.yml`; an organisation's defaults live in its `.github` repository, added
+ * like any other (`addRepo({ owner: "acme", name: ".github" })`).
  */
 
 function repoFromParams(ctx: ApiContext): RepoRecord | undefined {
@@ -23,6 +24,9 @@ export async function resolveRef(repo: RepoRecord, ref: string): Promise<string 
     (/^[0-9a-f]{4,40}$/i.test(ref) ? await resolveCommit(repo.bareDir, ref) : undefined)
   );
 }
+
+// guess: "1 MB" in GitHub's contents documentation is 1,048,576 bytes.
+const MAX_INLINE_CONTENT_BYTES = 1024 * 1024;
 
 /** GitHub wraps base64 file content at 60 columns, with a trailing newline. */
 function wrappedBase64(content: Buffer): string {
@@ -129,15 +133,18 @@ export function repoRoutes(): Route[] {
         return { status: 200, raw: { contentType: "application/vnd.github.raw; charset=utf-8", data: found.content } };
       }
       const name = path.split("/").pop() ?? path;
+      // GitHub's JSON carries the content of files up to 1 MB; above that it still reports the
+      // size but sends `encoding: "none"` and empty content (the raw media type still works).
+      const inline = found.content.length <= MAX_INLINE_CONTENT_BYTES;
       return {
         status: 200,
         body: {
           type: "file",
-          encoding: "base64",
+          encoding: inline ? "base64" : "none",
           size: found.content.length,
           name,
           path,
-          content: wrappedBase64(found.content),
+          content: inline ? wrappedBase64(found.content) : "",
           sha: found.sha,
           ...contentUrls(ctx, repo, path, ref, "file", found.sha),
           download_url: `${ctx.state.baseUrl}/${repo.owner}/${repo.name}/raw/${ref}/${path}`,
