@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import { join } from "node:path";
 import type { ExecResult, NodeReport, NodeStatus, RunStatus } from "../contracts/types.js";
 import type { AgentDriver, AgentOutcome } from "../agents/types.js";
 import { EXIT_NOT_FOUND } from "../sandbox/process.js";
@@ -171,7 +170,7 @@ async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: numb
     finishedAt: finished.toISOString(),
     durationMs: result?.durationMs ?? finished.getTime() - started.getTime(),
     ...(outputTail ? { outputTail } : {}),
-    ...(agentOutcome?.summary ? { summary: run.redactor(agentOutcome.summary) } : {}),
+    ...(agentOutcome?.summary ? { summary: run.redactor(summaryTail(agentOutcome.summary)) } : {}),
     ...(agentOutcome?.turns !== undefined ? { turns: agentOutcome.turns } : {}),
     ...(agentOutcome?.costUsd !== undefined ? { costUsd: agentOutcome.costUsd } : {}),
     ...(error ? { error: run.redactor(error) } : {}),
@@ -228,15 +227,16 @@ async function runAgentNode(
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
   // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
   const prompt = renderAgentPrompt(node.prompt, { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) }, `${nonce}${randomBytes(4).toString("hex")}`);
-  const scratch = scratchDirName(run.runId);
-  const promptPath = `${scratch}/prompt-${node.id}-${String(attempt)}.md`;
-  await run.sandbox.uploadFiles([{ path: promptPath, content: prompt }]);
+  // Outside the checkout: a script the run executes there could otherwise read the nonce, and
+  // the prompt (which may quote the issue) could end up in the commit.
+  const promptName = `prompt-${node.id}-${String(attempt)}.md`;
+  const promptFile = await run.sandbox.writeScratchFile(promptName, prompt);
   try {
     const invocation = agent.buildInvocation(
       {
         prompt,
         workDir: run.sandbox.workDir,
-        promptFile: join(run.sandbox.workDir, promptPath),
+        promptFile,
         ...(run.maxAgentTurns !== undefined ? { maxTurns: run.maxAgentTurns } : {}),
         ...(run.model !== undefined ? { model: run.model } : {}),
       },
@@ -257,8 +257,11 @@ async function runAgentNode(
     }
     return { result, outcome: agent.parseResult(result) };
   } finally {
-    // The prompt may quote the issue; it must not end up in the commit.
-    await run.sandbox.exec({ argv: ["rm", "-rf", "--", scratch], cwd: run.sandbox.workDir, timeout: 30_000 }).catch(() => undefined);
+    // Gone before the next step runs, so nothing that step runs can read this prompt's nonce.
+    await run.sandbox.removeScratchFile(promptName).catch(() => undefined);
+    // The checkout's own scratch folder is kept out of commits anyway; clearing it after each agent
+    // step keeps whatever an agent left there from reaching the next step's commands.
+    await run.sandbox.exec({ argv: ["rm", "-rf", "--", scratchDirName(run.runId)], cwd: run.sandbox.workDir, timeout: 30_000 }).catch(() => undefined);
   }
 }
 
@@ -327,6 +330,21 @@ function readableTail(buffer: TailBuffer, redactor: Redactor): string {
     text = firstNewline >= 0 ? body.slice(firstNewline + 1) : body;
   }
   return redactor(text);
+}
+
+/** The most of an agent's summary a run keeps: a PR body shows 4,000 characters of it. */
+const SUMMARY_BYTES = 16 * 1024;
+
+/**
+ * An agent's summary cut to its last `SUMMARY_BYTES` before anything redacts it: a summary is
+ * the agent's last lines, and one line can be megabytes that every reporter would redact
+ * again. The cut moves forward to a line (or word) boundary, so half a secret never shows.
+ */
+function summaryTail(summary: string): string {
+  if (Buffer.byteLength(summary) <= SUMMARY_BYTES) return summary;
+  const tail = Buffer.from(summary).subarray(-SUMMARY_BYTES).toString("utf8");
+  const boundary = tail.indexOf("\n") >= 0 ? tail.indexOf("\n") : tail.search(/\s/);
+  return boundary >= 0 ? `[… the start of the summary is not shown]\n${tail.slice(boundary + 1)}` : "[… the summary was one unbroken line, not shown]";
 }
 
 function formatMs(ms: number): string {

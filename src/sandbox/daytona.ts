@@ -22,7 +22,7 @@ import { MAX_OUTPUT_BYTES, truncateBytes } from "../util/sanitize.js";
 import { TailBuffer } from "../util/tail-buffer.js";
 import { boundedCommand, parseBoundedOutput, streamingCommand } from "./daytona-command.js";
 import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "./process.js";
-import type { Sandbox, SandboxOptions } from "./types.js";
+import { assertScratchFileContent, assertScratchFileName, type Sandbox, type SandboxOptions } from "./types.js";
 import { validateExecOptions } from "./validate.js";
 
 export const DEFAULT_DAYTONA_API_URL = "https://app.daytona.io/api";
@@ -33,7 +33,7 @@ const DEFAULT_AUTO_STOP_MINUTES = 75;
 const ACTIVITY_REFRESH_MS = 5 * 60_000;
 /** Where the clone goes, relative to the sandbox work dir (which relative git paths resolve against). */
 const WORKSPACE = "workspace";
-/** Harness files outside the clone (stdin for agents), so they can never be committed. */
+/** Harness files outside the clone (stdin and prompts for agents), so they can never be committed. */
 const SCRATCH = ".harness";
 /** Label every harness sandbox carries, so operators and the reaper can find them. */
 export const HARNESS_APP_LABEL = { key: "app", value: "harness" } as const;
@@ -198,6 +198,31 @@ class DaytonaSandbox implements Sandbox {
       return content;
     } catch (error) {
       throw translateError(error, { redact: this.redact, during: `reading ${path}` });
+    }
+  }
+
+  async writeScratchFile(name: string, content: string): Promise<string> {
+    if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    assertScratchFileName(name);
+    assertScratchFileContent(content);
+    const path = posix.join(this.scratchDir, name);
+    try {
+      await this.remote.fs.uploadFiles([{ source: Buffer.from(content, "utf8"), destination: path }]);
+      // The upload takes the daemon's default mode; the 0700 folder already shields it meanwhile.
+      await this.remote.fs.setFilePermissions(path, { mode: "600" });
+    } catch (error) {
+      throw translateError(error, { redact: this.redact, during: `writing the scratch file ${name}` });
+    }
+    return path;
+  }
+
+  async removeScratchFile(name: string): Promise<void> {
+    assertScratchFileName(name);
+    try {
+      await this.remote.fs.deleteFile(posix.join(this.scratchDir, name));
+    } catch (error) {
+      if (error instanceof DaytonaNotFoundError) return;
+      throw translateError(error, { redact: this.redact, during: `removing the scratch file ${name}` });
     }
   }
 

@@ -18,6 +18,12 @@ export interface IsolationSpec {
   /** A fresh, empty per-run directory used as $HOME (writable). */
   homeDir: string;
   network: NetworkMode;
+  /**
+   * Files the harness hands the command (an agent's prompt), kept outside the checkout so
+   * nothing searching it finds them. Read-only inside: only the harness writes and removes
+   * them. Must not contain, or lie inside, workDir or homeDir.
+   */
+  scratchDir?: string;
   /** Extra host paths visible read-only (e.g. where an operator installed agent CLIs). Must be absolute. */
   readOnlyPaths?: readonly string[];
 }
@@ -92,6 +98,15 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
   const workDir = checkedPath("workDir", spec.workDir);
   const homeDir = checkedPath("homeDir", spec.homeDir);
   const readOnlyPaths = (spec.readOnlyPaths ?? []).map((path) => checkedPath("readOnlyPaths entry", path));
+  const scratchDir = spec.scratchDir !== undefined ? checkedPath("scratchDir", spec.scratchDir) : undefined;
+  if (scratchDir !== undefined) {
+    for (const [name, writable] of [["workDir", workDir], ["homeDir", homeDir]] as const) {
+      if (isWithinOrEqual(writable, scratchDir) || isWithinOrEqual(scratchDir, writable)) {
+        // Inside the checkout it would be what it exists to avoid; around it, it would expose siblings.
+        throw new InvalidInputError(`scratchDir ${scratchDir} overlaps the ${name} ${writable}; it must be a separate directory`);
+      }
+    }
+  }
   for (const path of readOnlyPaths) {
     for (const [name, writable] of [["workDir", workDir], ["homeDir", homeDir]] as const) {
       if (isWithinOrEqual(writable, path)) {
@@ -129,6 +144,7 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
     "--dev", "/dev",
     "--tmpfs", "/tmp",
     ...readOnlyPaths.flatMap((path) => bindArgs("--ro-bind", path)),
+    ...(scratchDir !== undefined ? bindArgs("--ro-bind", scratchDir) : []),
     // After the read-only paths, so a writable directory is never shadowed by one of them.
     ...bindArgs("--bind", workDir),
     ...bindArgs("--bind", homeDir),

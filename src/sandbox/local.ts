@@ -14,7 +14,7 @@ import { egressCommand, FORWARDER_SOURCE } from "./egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "./egress/proxy.js";
 import { isolatedArgv } from "./isolation.js";
 import { runProcess } from "./process.js";
-import { DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
+import { assertScratchFileContent, assertScratchFileName, DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
 import { validateExecOptions } from "./validate.js";
 
 /** Prefix of every local sandbox's temp directory; the orphan reaper looks for it. */
@@ -27,7 +27,8 @@ export const LOCAL_SANDBOX_MANIFEST = "harness-sandbox.json";
  * worktree of a local repository) in its own temp directory. Commands run as argv in their own
  * process group with a minimal environment. With `localIsolation.mode: "namespaces"` each
  * command also runs under bubblewrap: it sees its checkout and a fresh HOME (both writable),
- * the host's toolchains read-only, its own /proc and /tmp, and nothing else of the host — not
+ * the host's toolchains read-only, its own /proc and /tmp, the run's scratch folder read-only
+ * (files the harness hands it, such as the agent's prompt), and nothing else of the host — not
  * the harness's environment or data, the real HOME, or other runs; and nothing it starts
  * outlives the command. Without it, isolation is only a directory: a developer's own machine.
  */
@@ -58,6 +59,10 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const workDir = join(base, "work");
   const homeDir = join(base, "home");
   if (isolation) await mkdir(homeDir, { mode: 0o700 });
+  // Beside the checkout, not in it: repository scripts searching the checkout, and the commit,
+  // never see what the harness puts here.
+  const scratchDir = join(base, "scratch");
+  await mkdir(scratchDir, { mode: 0o700 });
   // An allowlist: commands get a network namespace with nothing in it but a forwarder to this
   // proxy, which lets through only the listed destinations (and never the host's own services).
   const egressDir = join(base, "egress");
@@ -135,6 +140,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
               {
                 workDir: realWorkDir,
                 homeDir,
+                scratchDir,
                 network: network.mode === "open" ? (isolation.network ?? "open") : "none",
                 readOnlyPaths: [...(isolation.readOnlyPaths ?? []), ...(egress ? egress.readOnlyPaths : [])],
               },
@@ -196,6 +202,24 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       } finally {
         await handle.close();
       }
+    },
+
+    async writeScratchFile(name, content) {
+      if (tornDown) throw new SandboxError("This sandbox has been torn down");
+      assertScratchFileName(name);
+      assertScratchFileContent(content);
+      const target = join(scratchDir, name);
+      // Removed first and then created exclusively: a file or symlink left in its place (an
+      // unisolated command can write here) is replaced, never written through, and the mode
+      // is the one given here rather than the old file's.
+      await rm(target, { force: true });
+      await writeFile(target, content, { mode: 0o600, flag: "wx" });
+      return target;
+    },
+
+    async removeScratchFile(name) {
+      assertScratchFileName(name);
+      await rm(join(scratchDir, name), { force: true });
     },
 
     async teardown() {

@@ -1,4 +1,5 @@
 import type { ExecOptions, ExecResult } from "../contracts/types.js";
+import { InvalidInputError } from "../util/errors.js";
 
 /**
  * The Sandbox port: an isolated working copy of a repository where a run's commands execute.
@@ -26,8 +27,48 @@ export interface Sandbox {
    */
   downloadBytes(path: string, maxBytes: number): Promise<Buffer>;
 
+  /**
+   * Write a private file (mode 0600, in a 0700 folder) outside `workDir`, for what commands in
+   * the sandbox must read but the checkout must never hold (an agent's prompt): nothing the
+   * repository runs finds it by searching the checkout, and it cannot end up in a commit.
+   * `name` is a plain file name (see `assertScratchFileName`); writing it again replaces it.
+   * Returns its absolute path as commands in the sandbox see it. Commands may only be able to
+   * read it: remove it with `removeScratchFile`, not from inside.
+   */
+  writeScratchFile(name: string, content: string): Promise<string>;
+
+  /** Remove a file `writeScratchFile` wrote; one that is already gone is no error. */
+  removeScratchFile(name: string): Promise<void>;
+
   /** Destroy the sandbox and clean up all its resources. Idempotent; never throws. */
   teardown(): Promise<void>;
+}
+
+/** Longest scratch file name accepted. */
+export const MAX_SCRATCH_NAME_LENGTH = 128;
+/** Largest scratch file accepted: far above any prompt, far below what would strain a sandbox's disk. */
+export const MAX_SCRATCH_FILE_BYTES = 8 * 1024 * 1024;
+
+/**
+ * Checks a scratch file's name and content before anything is written: a plain name (letters,
+ * digits, `.`, `_`, `-`; not starting with `.`; no `..`) can never address another folder,
+ * whatever the adapter joins it to. Shared by every adapter so they refuse the same inputs.
+ */
+export function assertScratchFileName(name: string): void {
+  if (typeof name !== "string" || name.length === 0 || name.length > MAX_SCRATCH_NAME_LENGTH) {
+    throw new InvalidInputError(`A scratch file name must be 1 to ${String(MAX_SCRATCH_NAME_LENGTH)} characters long`);
+  }
+  if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name) || name.includes("..")) {
+    throw new InvalidInputError(`"${name}" is not a plain file name: use letters, digits, '.', '_' and '-', not starting with '.' and without '..'`);
+  }
+}
+
+/** Refuses content over `MAX_SCRATCH_FILE_BYTES` before any of it crosses into a sandbox. */
+export function assertScratchFileContent(content: string): void {
+  const bytes = Buffer.byteLength(content, "utf8");
+  if (bytes > MAX_SCRATCH_FILE_BYTES) {
+    throw new InvalidInputError(`A scratch file of ${bytes.toLocaleString("en-US")} bytes is over the ${MAX_SCRATCH_FILE_BYTES.toLocaleString("en-US")}-byte limit`);
+  }
 }
 
 /** Settings for a Daytona sandbox; ignored by the local sandbox. */

@@ -46,6 +46,8 @@ function handing(bytes: Buffer, sizeLimitSeen: number[] = []): Sandbox {
     exec: () => Promise.resolve(ok),
     uploadFiles: () => Promise.resolve(),
     downloadFile: () => Promise.resolve(""),
+    writeScratchFile: (name) => Promise.resolve(`/scratch/${name}`),
+    removeScratchFile: () => Promise.resolve(),
     downloadBytes: (_path, maxBytes) => {
       sizeLimitSeen.push(maxBytes);
       if (bytes.length > maxBytes) return Promise.reject(new Error(`${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`));

@@ -1,6 +1,12 @@
-import { join } from "node:path";
+import { existsSync } from "node:fs";
+import { stat } from "node:fs/promises";
+import { dirname, join } from "node:path";
 import { Daytona } from "@daytonaio/sdk";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
+import { promptProbeAgent } from "../helpers/prompt-probe.js";
+import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
+import type { HarnessEvent } from "../../src/harness/events.js";
+import { runHarness } from "../../src/harness/run.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError, PathConfinementError, SandboxError } from "../../src/util/errors.js";
@@ -295,6 +301,28 @@ describe("Daytona sandbox: files, git, teardown", () => {
     expect(daytona.requests.length).toBe(before);
   });
 
+  test("a scratch file lands outside the clone with mode 0600, commands read it, and removing it twice is fine", async () => {
+    const box = await sandbox();
+    const path = await box.writeScratchFile("prompt-implement-1.md", "the prompt PROMPT-MARKER-d4e5");
+    expect(path.startsWith(`${box.workDir}/`)).toBe(false);
+    expect(path).toBe(join(daytona.sandbox(box.id).workDir, ".harness", "prompt-implement-1.md"));
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect((await stat(dirname(path))).mode & 0o777).toBe(0o700);
+    const read = await box.exec({ argv: ["cat", path], cwd: box.workDir, timeout: 10_000 });
+    expect(read.stdout).toBe("the prompt PROMPT-MARKER-d4e5");
+    const search = await box.exec({ argv: ["grep", "-rl", "PROMPT-MARKER-d4e5", "."], cwd: box.workDir, timeout: 10_000 });
+    expect(search.stdout).toBe("");
+    expect(git(box.workDir, "status", "--porcelain", "--ignored")).toBe("");
+
+    await box.removeScratchFile("prompt-implement-1.md");
+    expect(existsSync(path)).toBe(false);
+    await expect(box.removeScratchFile("prompt-implement-1.md")).resolves.toBeUndefined();
+    const before = daytona.requests.length;
+    await expect(box.writeScratchFile("../workspace/widgets/prompt.md", "x")).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(box.removeScratchFile("../workspace")).rejects.toBeInstanceOf(InvalidInputError);
+    expect(daytona.requests.length).toBe(before);
+  });
+
   test("downloadBytes asks the size first and refuses an oversized file before transferring it", async () => {
     const box = await sandbox();
     await box.uploadFiles([{ path: "out/result.bin", content: "0123456789" }]);
@@ -322,6 +350,50 @@ describe("Daytona sandbox: files, git, teardown", () => {
     expect(requestsTo(/^POST \/api\/sandbox$/)).toHaveLength(1);
     expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
     expect(daytona.requestsMentioning(token).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+  });
+});
+
+describe("Daytona sandbox: an agent step's prompt", () => {
+  test("the agent reads its prompt from the scratch folder, finds none of it in the clone, and the file is gone when the step ends", async () => {
+    const marker = "PROMPT-MARKER-a9b8c7";
+    const agent = promptProbeAgent(marker);
+    let fileAfterStep: string | undefined;
+    let existedAfterStep: boolean | undefined;
+    const report = await runHarness({
+      runId: "run-prompt",
+      repo: "acme/widgets",
+      branch: "harness/prompt",
+      intent: `add a greeting ${marker}`,
+      blueprint: builtinBlueprint("default"),
+      agent,
+      githubToken: token,
+      sandboxOptions: { githubServerUrl: gitServer.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
+      createSandbox: async (sandboxOptions) => {
+        const created = await createDaytonaSandbox(sandboxOptions);
+        open.push(created);
+        return created;
+      },
+      reporter: {
+        emit: (event: HarnessEvent) => {
+          if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+          fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
+          existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+        },
+      },
+      outputThrottleMs: 20,
+    });
+
+    expect(report.status, report.error).toBe("succeeded");
+    const summary = report.nodes[0]?.summary ?? "";
+    expect(summary).toMatch(/^WHERE=outside$/m);
+    expect(summary).toMatch(/^READ=same$/m);
+    expect(summary).toMatch(/^FOUND=$/m);
+    expect(fileAfterStep).toMatch(/\/\.harness\/prompt-implement-1\.md$/);
+    expect(existedAfterStep).toBe(false);
+    // Nothing was uploaded into the clone for the prompt.
+    const uploads = requestsTo(/\/files\/bulk-upload$/).map((request) => JSON.stringify(request.multipart?.files.map((file) => file.destination)));
+    expect(uploads.some((destinations) => destinations.includes("/.harness/prompt-implement-1.md"))).toBe(true);
+    expect(uploads.some((destinations) => destinations.includes("/workspace/"))).toBe(false);
   });
 });
 

@@ -1,8 +1,13 @@
+import { existsSync } from "node:fs";
 import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
-import { probeIsolation } from "../../src/sandbox/isolation.js";
+import { promptProbeAgent } from "../helpers/prompt-probe.js";
+import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
+import type { HarnessEvent } from "../../src/harness/events.js";
+import { runHarness } from "../../src/harness/run.js";
+import { isolatedArgv, probeIsolation } from "../../src/sandbox/isolation.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError } from "../../src/util/errors.js";
@@ -100,6 +105,66 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     expect((await sandbox.downloadBytes("made.txt", 100)).toString()).toBe("made\n");
   });
 
+  test("the run's scratch file is readable inside at the path the harness was given, but not writable, and no other run sees it", async () => {
+    const mine = await isolatedSandbox({ runId: "mine" });
+    const other = await isolatedSandbox({ runId: "other", branch: "harness/other" });
+    const path = await mine.writeScratchFile("prompt-implement-1.md", `the prompt ${appSecret}`);
+    expect(path.startsWith(`${mine.workDir}/`)).toBe(false);
+
+    const inside = await sh(mine, `cat ${path}; echo; grep -rl ${appSecret} . ; echo searched`);
+    expect(inside.stdout).toBe(`the prompt ${appSecret}\nsearched\n`);
+    for (const attempt of [`echo x > ${path}`, `rm -f ${path}`, `echo x > ${dirname(path)}/planted`, `ln -s /etc/passwd ${dirname(path)}/link`]) {
+      const result = await sh(mine, attempt);
+      expect(result.exitCode, `${attempt} succeeded`).not.toBe(0);
+    }
+    expect(await readFile(path, "utf8")).toBe(`the prompt ${appSecret}`);
+    const elsewhere = await sh(other, `cat ${path}; ls ${dirname(path)}`);
+    expect(elsewhere.exitCode).not.toBe(0);
+    expect(elsewhere.stdout).not.toContain(appSecret);
+
+    await mine.removeScratchFile("prompt-implement-1.md");
+    const after = await sh(mine, `cat ${path}`);
+    expect(after.exitCode).not.toBe(0);
+  });
+
+  test("a run's agent finds its prompt outside the checkout, and nothing of it inside; the file is gone when the step ends", async () => {
+    const marker = `PROMPT-MARKER-${appSecret.slice(-12)}`;
+    const agent = promptProbeAgent(marker);
+    let fileAfterStep: string | undefined;
+    let existedAfterStep: boolean | undefined;
+    const report = await runHarness({
+      runId: "prompt-iso",
+      repo: "acme/widgets",
+      branch: "harness/prompt-iso",
+      intent: `add a greeting ${marker}`,
+      blueprint: builtinBlueprint("default"),
+      agent,
+      githubToken: token,
+      sandboxOptions: { githubServerUrl: server.url, localIsolation: { mode: "namespaces" } },
+      createSandbox: async (options) => {
+        const sandbox = await createLocalSandbox(options);
+        sandboxes.push(sandbox);
+        return sandbox;
+      },
+      reporter: {
+        emit: (event: HarnessEvent) => {
+          if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+          fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
+          existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+        },
+      },
+      outputThrottleMs: 20,
+    });
+
+    expect(report.status).toBe("succeeded");
+    const summary = report.nodes[0]?.summary ?? "";
+    expect(summary).toMatch(/^WHERE=outside$/m);
+    expect(summary).toMatch(/^READ=same$/m);
+    expect(summary).toMatch(/^FOUND=$/m);
+    expect(fileAfterStep?.startsWith(`${sandboxes.at(-1)?.workDir ?? "-"}/`)).toBe(false);
+    expect(existedAfterStep).toBe(false);
+  });
+
   test("a setsid, double-forked child does not outlive its command", async () => {
     const sandbox = await isolatedSandbox();
     // The child beats every 50 ms into the checkout; the command returns at once.
@@ -134,6 +199,27 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     const result = await sandbox.exec({ argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`], cwd: sandbox.workDir, timeout: 20_000 });
     expect(result.exitCode).not.toBe(0);
     expect(result.stderr).toMatch(/Failed to connect|Connection refused|Couldn't connect/);
+  });
+});
+
+describe("the isolation argv's scratch folder", () => {
+  const spec = { workDir: "/runs/r1/work", homeDir: "/runs/r1/home", network: "none" as const };
+
+  test("is bound read-only, never writable", () => {
+    const argv = isolatedArgv({ ...spec, scratchDir: "/runs/r1/scratch" }, ["true"], { bwrapPath: "/usr/bin/bwrap" });
+    const at = argv.indexOf("/runs/r1/scratch");
+    expect(argv.slice(at - 1, at + 2)).toEqual(["--ro-bind", "/runs/r1/scratch", "/runs/r1/scratch"]);
+    expect(argv.filter((arg, index) => arg === "--bind" && argv[index + 1] === "/runs/r1/scratch")).toEqual([]);
+  });
+
+  test.each([
+    ["inside the checkout", "/runs/r1/work/.harness"],
+    ["the checkout itself", "/runs/r1/work"],
+    ["around the checkout and HOME", "/runs/r1"],
+    ["inside HOME", "/runs/r1/home/scratch"],
+    ["relative", "scratch"],
+  ])("is refused when %s", (_label, scratchDir) => {
+    expect(() => isolatedArgv({ ...spec, scratchDir }, ["true"], { bwrapPath: "/usr/bin/bwrap" })).toThrow(InvalidInputError);
   });
 });
 

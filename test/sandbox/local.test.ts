@@ -1,12 +1,12 @@
 import { execFileSync } from "node:child_process";
 import { existsSync } from "node:fs";
-import { readFile, readdir, symlink, writeFile } from "node:fs/promises";
+import { lstat, readFile, readdir, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
-import type { Sandbox } from "../../src/sandbox/types.js";
+import { MAX_SCRATCH_FILE_BYTES, type Sandbox } from "../../src/sandbox/types.js";
 import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
@@ -246,6 +246,74 @@ describe("local sandbox: files", () => {
     await expect(sandbox.downloadFile("../../../etc/passwd")).rejects.toThrow(/path confinement/);
     await symlink("/etc/passwd", join(sandbox.workDir, "passwd"));
     await expect(sandbox.downloadFile("passwd")).rejects.toThrow(/path confinement/);
+  });
+});
+
+describe("local sandbox: scratch files", () => {
+  test("a scratch file is private, outside the checkout, readable by commands, and removable", async () => {
+    const sandbox = await sandboxFor(testRepo);
+    const path = await sandbox.writeScratchFile("prompt-implement-1.md", "the prompt");
+    expect(path.startsWith("/")).toBe(true);
+    expect(path.startsWith(`${sandbox.workDir}/`)).toBe(false);
+    expect((await stat(path)).mode & 0o777).toBe(0o600);
+    expect((await stat(dirname(path))).mode & 0o777).toBe(0o700);
+    const read = await sandbox.exec({ argv: ["cat", path], cwd: sandbox.workDir, timeout: 5000 });
+    expect(read.stdout).toBe("the prompt");
+    // Nothing in the checkout knows of it: not a search, not git.
+    const search = await sandbox.exec({ argv: ["grep", "-rl", "the prompt", "."], cwd: sandbox.workDir, timeout: 5000 });
+    expect(search.stdout).toBe("");
+    expect(git(sandbox.workDir, "status", "--porcelain", "--ignored")).toBe("");
+
+    await sandbox.writeScratchFile("prompt-implement-1.md", "a newer prompt");
+    expect(await readFile(path, "utf8")).toBe("a newer prompt");
+    await sandbox.removeScratchFile("prompt-implement-1.md");
+    expect(existsSync(path)).toBe(false);
+    await expect(sandbox.removeScratchFile("prompt-implement-1.md")).resolves.toBeUndefined();
+    await sandbox.teardown();
+    expect(existsSync(dirname(path))).toBe(false);
+  });
+
+  test("a file or symlink planted in its place is replaced, never written through", async () => {
+    const sandbox = await sandboxFor(testRepo);
+    const first = await sandbox.writeScratchFile("prompt.md", "first");
+    const outside = await scratchDir("harness-outside-");
+    try {
+      const target = join(outside.path, "target.txt");
+      await writeFile(target, "untouched");
+      await rm(first);
+      await symlink(target, first);
+      await sandbox.writeScratchFile("prompt.md", "second");
+      expect(await readFile(target, "utf8")).toBe("untouched");
+      expect((await lstat(first)).isSymbolicLink()).toBe(false);
+      expect(await readFile(first, "utf8")).toBe("second");
+      expect((await stat(first)).mode & 0o777).toBe(0o600);
+    } finally {
+      await outside.cleanup();
+    }
+  });
+
+  test.each([
+    ["an empty name", ""],
+    ["a slash", "sub/prompt.md"],
+    ["a traversal", "../work/prompt.md"],
+    ["a bare ..", ".."],
+    ["a hidden name", ".bashrc"],
+    ["an embedded ..", "a..b"],
+    ["a NUL byte", "a\0b"],
+    ["a name of 129 characters", "p".repeat(129)],
+  ])("refuses a scratch file name with %s and writes nothing", async (_label, name) => {
+    const sandbox = await sandboxFor(testRepo);
+    const folder = dirname(await sandbox.writeScratchFile("probe", ""));
+    await sandbox.removeScratchFile("probe");
+    await expect(sandbox.writeScratchFile(name, "x")).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(sandbox.removeScratchFile(name)).rejects.toBeInstanceOf(InvalidInputError);
+    expect(await readdir(folder)).toEqual([]);
+    expect(git(sandbox.workDir, "status", "--porcelain")).toBe("");
+  });
+
+  test("refuses a scratch file over the size limit", async () => {
+    const sandbox = await sandboxFor(testRepo);
+    await expect(sandbox.writeScratchFile("huge.md", "x".repeat(MAX_SCRATCH_FILE_BYTES + 1))).rejects.toThrow(/over the 8,388,608-byte limit/);
   });
 });
 

@@ -185,6 +185,19 @@ export async function handleFiles(ctx: ToolboxContext): Promise<boolean> {
       sendEmpty(ctx.res, 201);
       return true;
     }
+    case "POST permissions": {
+      // `fs.setFilePermissions(path, {mode, owner, group})`: query parameters, octal mode without a leading 0.
+      const requested = query.get("path");
+      const target = sandboxPath(ctx, requested);
+      await statOrNotFound(ctx, target, requested ?? "");
+      const mode = query.get("mode");
+      if (mode !== null && !/^[0-7]{3,4}$/.test(mode)) throw daemonError(400, `invalid mode: ${mode}`, undefined, ctx); // guess: text
+      // Every fake sandbox runs as the test's own user, so ownership is not modelled: say so rather than pretend.
+      if (query.get("owner") !== null || query.get("group") !== null) throw daemonError(501, "fake-daytona: changing owner or group is not modelled", undefined, ctx);
+      if (mode !== null) await chmod(target, Number.parseInt(mode, 8));
+      sendEmpty(ctx.res, 200); // guess: status and empty body
+      return true;
+    }
     case "GET ": {
       const requested = query.get("path");
       const target = sandboxPath(ctx, requested);
