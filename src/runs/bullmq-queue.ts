@@ -1,8 +1,9 @@
 import { createHash, randomBytes } from "node:crypto";
 import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
+import { queueLimits } from "./quota.js";
 import { issueKey, type RunRequest } from "./request.js";
-import type { DurableQueueOptions, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueRefusal, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 import { drainActive, type ActiveRun } from "./drain.js";
 import { openRedis } from "./redis-connection.js";
 import { RedisScript } from "./redis-script.js";
@@ -33,9 +34,16 @@ const QUEUE_NAME = "runs";
 const THIRTY_DAYS_S = 30 * 24 * 3600;
 
 /**
- * Accepts a request once: dedup on the semantic key (and on the delivery id for comments),
- * the run record, and its place in the issue's line — all in one step, so two web processes
- * racing on one redelivery cannot both accept it.
+ * Accepts a request once: dedup on the semantic key (and on the delivery id for comments), the
+ * quotas (the issue's line, the repository's and installation's waiting runs), the run record,
+ * its place in the issue's line and its fair order — all in one step, so two web processes
+ * racing cannot both accept a redelivery or both take a quota's last place. With ARGV[8] = '1'
+ * it only answers what it would do.
+ * KEYS: key, delivery, issue line, run, active set, repository queued, installation queued,
+ * installation running, fair order (zset), sequence.
+ * ARGV: run id, request, created ms, is comment, retention, issue key, job id, dry run,
+ * repository queued cap, installation queued cap, repository id, installation id.
+ * Fair order: score = rank * 2^32 + sequence, rank = 1 + the installation's live runs.
  */
 const ENQUEUE = new RedisScript(`
 local existing = redis.call('GET', KEYS[1])
@@ -44,37 +52,82 @@ if ARGV[4] == '1' then
   local byDelivery = redis.call('GET', KEYS[2])
   if byDelivery then return {'duplicate', byDelivery} end
 end
+if redis.call('LLEN', KEYS[3]) >= 2 then return {'refused', 'issue_busy', '1', redis.call('LINDEX', KEYS[3], -1)} end
+local repoCap = tonumber(ARGV[9])
+if repoCap > 0 and redis.call('SCARD', KEYS[6]) >= repoCap then return {'refused', 'repository_full', ARGV[9], ''} end
+local installationCap = tonumber(ARGV[10])
+if installationCap > 0 and redis.call('SCARD', KEYS[7]) >= installationCap then return {'refused', 'installation_full', ARGV[10], ''} end
+local rank = math.min(redis.call('SCARD', KEYS[7]) + redis.call('SCARD', KEYS[8]) + 1, 1000000)
 local behind = redis.call('LINDEX', KEYS[3], 0)
+local ahead = redis.call('ZCOUNT', KEYS[9], '-inf', '(' .. string.format('%.0f', (rank + 1) * 4294967296))
+if ARGV[8] == '1' then
+  if behind then return {'waiting', behind, tostring(rank)} end
+  return {'queued', tostring(ahead), tostring(rank)}
+end
+local score = string.format('%.0f', rank * 4294967296 + redis.call('INCR', KEYS[10]))
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5], 'NX')
 redis.call('RPUSH', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[4], 'request', ARGV[2], 'state', 'queued', 'attempts', 0, 'cancel', 0, 'created_at', ARGV[3], 'issue', ARGV[6], 'job', ARGV[7])
+redis.call('HSET', KEYS[4], 'request', ARGV[2], 'state', 'queued', 'attempts', 0, 'cancel', 0, 'created_at', ARGV[3], 'issue', ARGV[6], 'job', ARGV[7], 'repo', ARGV[11], 'inst', ARGV[12], 'score', score)
 redis.call('SADD', KEYS[5], ARGV[1])
-if behind then return {'waiting', behind} end
-return {'queued', ''}
+redis.call('SADD', KEYS[6], ARGV[1])
+redis.call('SADD', KEYS[7], ARGV[1])
+redis.call('ZADD', KEYS[9], score, ARGV[1])
+if behind then return {'waiting', behind, tostring(rank)} end
+return {'queued', tostring(ahead), tostring(rank)}
 `);
 
 /**
- * A worker takes a run only if it is still live and first in its issue's line; each start
- * counts as an attempt, so a run whose workers keep dying is eventually given up.
+ * The quota sets of a run, from the identifiers its record holds (records from before quotas
+ * carry none and count under 0). Shared by the scripts below.
  */
-const CLAIM = new RedisScript(`
+const QUOTA_KEYS = `
+local function quotaKeys(base, run)
+  local repo = redis.call('HGET', run, 'repo') or '0'
+  local inst = redis.call('HGET', run, 'inst') or '0'
+  return base .. 'repo:' .. repo .. ':queued', base .. 'inst:' .. inst .. ':queued', base .. 'repo:' .. repo .. ':running', base .. 'inst:' .. inst .. ':running', inst
+end
+`;
+
+/**
+ * A worker takes a run only if it is still live, first in its issue's line and, when it has
+ * not started yet, within its repository's and installation's running caps; each start counts
+ * as an attempt, so a run whose workers keep dying is eventually given up.
+ * KEYS: run, issue line, fair order. ARGV: run id, worker id, now, key base, repository running
+ * cap, installation running cap.
+ */
+const CLAIM = new RedisScript(`${QUOTA_KEYS}
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing'} end
 if state ~= 'queued' and state ~= 'running' then return {'terminal', state} end
 local head = redis.call('LINDEX', KEYS[2], 0)
 if head ~= ARGV[1] then return {'wait', head or ''} end
+local repoQueued, instQueued, repoRunning, instRunning, inst = quotaKeys(ARGV[4], KEYS[1])
+if state == 'queued' then
+  local repoCap = tonumber(ARGV[5])
+  local installationCap = tonumber(ARGV[6])
+  if (repoCap > 0 and redis.call('SCARD', repoRunning) >= repoCap) or (installationCap > 0 and redis.call('SCARD', instRunning) >= installationCap) then
+    return {'capped', inst}
+  end
+end
 local attempts = redis.call('HINCRBY', KEYS[1], 'attempts', 1)
 redis.call('HSET', KEYS[1], 'state', 'running', 'owner', ARGV[2], 'heartbeat', ARGV[3])
 redis.call('HSETNX', KEYS[1], 'started_at', ARGV[3])
+redis.call('SREM', repoQueued, ARGV[1])
+redis.call('SREM', instQueued, ARGV[1])
+redis.call('SADD', repoRunning, ARGV[1])
+redis.call('SADD', instRunning, ARGV[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
 return {'run', tostring(attempts), redis.call('HGET', KEYS[1], 'cancel'), redis.call('HGET', KEYS[1], 'request')}
 `);
 
 /**
  * Ends a run once: the first terminal state wins (a cancel racing a finishing run cannot make a
- * second one), the issue's line moves on, and the next run in it is returned to be woken.
+ * second one), its quota places free up, the issue's line moves on, and the next run in it is
+ * returned to be woken, with the installation whose capped runs may now start.
+ * KEYS: run, issue line, active set, fair order.
  */
-const FINISH = new RedisScript(`
+const FINISH = new RedisScript(`${QUOTA_KEYS}
 local state = redis.call('HGET', KEYS[1], 'state')
 if state ~= 'running' and state ~= 'queued' then return {'already', state or ''} end
 if ARGV[5] ~= '' and redis.call('HGET', KEYS[1], 'owner') ~= ARGV[5] then return {'lost', ''} end
@@ -83,9 +136,15 @@ redis.call('HDEL', KEYS[1], 'owner')
 redis.call('EXPIRE', KEYS[1], ARGV[6])
 redis.call('LREM', KEYS[2], 0, ARGV[1])
 redis.call('SREM', KEYS[3], ARGV[1])
+local repoQueued, instQueued, repoRunning, instRunning, inst = quotaKeys(ARGV[8], KEYS[1])
+redis.call('SREM', repoQueued, ARGV[1])
+redis.call('SREM', instQueued, ARGV[1])
+redis.call('SREM', repoRunning, ARGV[1])
+redis.call('SREM', instRunning, ARGV[1])
+redis.call('ZREM', KEYS[4], ARGV[1])
 local head = redis.call('LINDEX', KEYS[2], 0)
-if not head then return {'ok', '', ''} end
-return {'ok', head, redis.call('HGET', ARGV[7] .. head, 'job') or ''}
+if not head then return {'ok', '', '', inst} end
+return {'ok', head, redis.call('HGET', ARGV[7] .. head, 'job') or '', inst}
 `);
 
 /** Flags the active run of an issue for cancellation, if it is still the active one and live. */
@@ -97,12 +156,22 @@ redis.call('HSET', KEYS[2], 'cancel', 1)
 return {'ok', state}
 `);
 
-/** A run handed back at shutdown: it goes back to the line without counting as an attempt. */
-const HAND_BACK = new RedisScript(`
+/**
+ * A run handed back at shutdown: it goes back to the line (and its fair place) without
+ * counting as an attempt. KEYS: run, fair order. ARGV: worker id, key base, run id.
+ */
+const HAND_BACK = new RedisScript(`${QUOTA_KEYS}
 if redis.call('HGET', KEYS[1], 'owner') ~= ARGV[1] then return {'lost'} end
 redis.call('HSET', KEYS[1], 'state', 'queued')
 redis.call('HDEL', KEYS[1], 'owner')
 redis.call('HINCRBY', KEYS[1], 'attempts', -1)
+local repoQueued, instQueued, repoRunning, instRunning = quotaKeys(ARGV[2], KEYS[1])
+redis.call('SREM', repoRunning, ARGV[3])
+redis.call('SREM', instRunning, ARGV[3])
+redis.call('SADD', repoQueued, ARGV[3])
+redis.call('SADD', instQueued, ARGV[3])
+local score = redis.call('HGET', KEYS[1], 'score')
+if score then redis.call('ZADD', KEYS[2], score, ARGV[3]) end
 return {'ok'}
 `);
 
@@ -124,6 +193,7 @@ export class BullmqRunQueue implements RunQueue {
   private readonly concurrency: number;
   private readonly leaseMs: number;
   private readonly maxAttempts: number;
+  private readonly limits: QueueLimits;
   private readonly waitPollMs: number;
   private readonly retention: number;
   private readonly active = new Map<string, ActiveRun>();
@@ -140,6 +210,7 @@ export class BullmqRunQueue implements RunQueue {
     this.maxAttempts = options.maxAttempts ?? 3;
     this.waitPollMs = options.waitPollMs ?? 5_000;
     this.retention = options.retentionSeconds ?? THIRTY_DAYS_S;
+    this.limits = queueLimits(options.limits);
     const onError = (error: Error): void => { options.onConnectionError?.(error); };
     this.redis = openRedis(options.redisUrl);
     this.redis.on("error", onError);
@@ -174,15 +245,39 @@ export class BullmqRunQueue implements RunQueue {
   async enqueue(request: RunRequest): Promise<EnqueueOutcome> {
     if (this.closed) throw new Error("The run queue is shutting down");
     const jobId = jobIdFor(request.key);
-    const [status = "", other = ""] = await ENQUEUE.run(
+    const reply = await this.runEnqueue(request, jobId, false);
+    const outcome = outcomeOf(reply);
+    if (outcome.status === "queued" || outcome.status === "waiting") {
+      // The job id comes from the request key too, so even a repeated add cannot make two jobs.
+      // Its priority is its fair rank: BullMQ starts lower numbers first, FIFO within one.
+      await this.queue.add("run", { runId: request.runId, issue: issueKey(request) }, { jobId, priority: priorityOf(reply), ...JOB_RETENTION });
+    }
+    return outcome;
+  }
+
+  async admission(request: RunRequest): Promise<EnqueueOutcome> {
+    return outcomeOf(await this.runEnqueue(request, jobIdFor(request.key), true));
+  }
+
+  private runEnqueue(request: RunRequest, jobId: string, dryRun: boolean): Promise<string[]> {
+    const installation = String(request.installationId);
+    const repository = String(request.repo.id);
+    return ENQUEUE.run(
       this.redis,
-      [this.k("key", request.key), this.k("delivery", request.deliveryId), this.k("issue", issueKey(request)), this.k("run", request.runId), this.k("active")],
-      [request.runId, JSON.stringify(request), Date.now(), request.trigger.kind === "comment" ? "1" : "0", this.retention, issueKey(request), jobId],
+      [
+        this.k("key", request.key),
+        this.k("delivery", request.deliveryId),
+        this.k("issue", issueKey(request)),
+        this.k("run", request.runId),
+        this.k("active"),
+        this.k("repo", `${repository}:queued`),
+        this.k("inst", `${installation}:queued`),
+        this.k("inst", `${installation}:running`),
+        this.k("order"),
+        this.k("seq"),
+      ],
+      [request.runId, JSON.stringify(request), Date.now(), request.trigger.kind === "comment" ? "1" : "0", this.retention, issueKey(request), jobId, dryRun ? "1" : "0", this.limits.maxQueuedPerRepository, this.limits.maxQueuedPerInstallation, repository, installation],
     );
-    if (status === "duplicate") return { status: "duplicate", runId: other };
-    // The job id comes from the request key too, so even a repeated add cannot make two jobs.
-    await this.queue.add("run", { runId: request.runId, issue: issueKey(request) }, { jobId, ...JOB_RETENTION });
-    return status === "waiting" ? { status: "waiting", behind: other } : { status: "queued" };
   }
 
   async seen(key: string): Promise<boolean> {
@@ -247,23 +342,30 @@ export class BullmqRunQueue implements RunQueue {
     this.redis.disconnect();
   }
 
-  private k(kind: "key" | "delivery" | "issue" | "run", id: string): string;
-  private k(kind: "active"): string;
+  private k(kind: "key" | "delivery" | "issue" | "run" | "repo" | "inst", id: string): string;
+  private k(kind: "active" | "order" | "seq"): string;
   private k(kind: string, id?: string): string {
     return id === undefined ? `${this.prefix}:h:${kind}` : `${this.prefix}:h:${kind}:${id}`;
   }
 
   private async process(job: Job<JobData>, token: string | undefined): Promise<void> {
     const { runId, issue } = job.data;
-    const [outcome = "", attemptsText = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(this.redis, [this.k("run", runId), this.k("issue", issue)], [runId, this.workerId, Date.now()]);
+    const [outcome = "", detail = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(this.redis, [this.k("run", runId), this.k("issue", issue), this.k("order")], [runId, this.workerId, Date.now(), this.keyBase, this.limits.maxRunningPerRepository, this.limits.maxRunningPerInstallation]);
     if (outcome === "missing" || outcome === "terminal") return;
+    if (outcome === "capped") {
+      // Its repository or installation runs as many as it may: step aside until one of them
+      // ends (which wakes it) or the wait lapses.
+      await this.redis.sadd(this.k("inst", `${detail}:capped`), job.id ?? "");
+      await job.moveToDelayed(Date.now() + this.waitPollMs, token);
+      throw new DelayedError();
+    }
     if (outcome === "wait") {
       // Behind another run on the same issue: step aside, to be woken when the issue frees up.
       await job.moveToDelayed(Date.now() + this.waitPollMs, token);
       throw new DelayedError();
     }
     const request = JSON.parse(requestText) as RunRequest;
-    const attempts = Number(attemptsText);
+    const attempts = Number(detail);
     if (attempts > this.maxAttempts || (attempts > 1 && cancelFlag === "1")) {
       const reason = cancelFlag === "1" ? "cancelled while its worker was down" : `its worker stopped ${String(attempts - 1)} time${attempts === 2 ? "" : "s"}`;
       const [ended] = await this.finish(runId, issue, "interrupted", reason);
@@ -291,7 +393,7 @@ export class BullmqRunQueue implements RunQueue {
         return;
       }
       if (this.handedBack.has(runId)) {
-        await HAND_BACK.run(this.redis, [this.k("run", runId)], [this.workerId]);
+        await HAND_BACK.run(this.redis, [this.k("run", runId), this.k("order")], [this.workerId, this.keyBase, runId]);
         await job.moveToDelayed(Date.now(), token);
         throw new DelayedError();
       }
@@ -305,10 +407,22 @@ export class BullmqRunQueue implements RunQueue {
 
   /** Records the run's end (first one wins) and wakes the next run on the same issue. */
   private async finish(runId: string, issue: string, state: "done" | "cancelled" | "interrupted", error = ""): Promise<string[]> {
-    const result = await FINISH.run(this.redis, [this.k("run", runId), this.k("issue", issue), this.k("active")], [runId, state, Date.now(), error, state === "interrupted" ? "" : this.workerId, this.retention, `${this.prefix}:h:run:`]);
-    const [, , nextJob] = result;
+    const result = await FINISH.run(this.redis, [this.k("run", runId), this.k("issue", issue), this.k("active"), this.k("order")], [runId, state, Date.now(), error, state === "interrupted" ? "" : this.workerId, this.retention, `${this.prefix}:h:run:`, this.keyBase]);
+    const [outcome, , nextJob, installation] = result;
     if (nextJob) await this.promote(nextJob);
+    if (outcome === "ok" && installation) await this.wakeCapped(installation);
     return result;
+  }
+
+  /** Runs of an installation that stepped aside for a cap: one place is free, they try again. */
+  private async wakeCapped(installation: string): Promise<void> {
+    const key = this.k("inst", `${installation}:capped`);
+    const [[, jobIds]] = ((await this.redis.multi().smembers(key).del(key).exec()) ?? [[null, []]]) as [[unknown, string[]]];
+    for (const jobId of jobIds) await this.promote(jobId);
+  }
+
+  private get keyBase(): string {
+    return `${this.prefix}:h:`;
   }
 
   /** Starts a delayed job now (a run waiting its issue's turn, or a cancelled one). */
@@ -354,6 +468,20 @@ export class BullmqRunQueue implements RunQueue {
       await this.queue.add("run", { runId, issue }, { jobId, ...JOB_RETENTION });
     }
   }
+}
+
+/** The enqueue script's answer as the port's outcome. */
+function outcomeOf(reply: readonly string[]): EnqueueOutcome {
+  const [status = "", first = "", second = "", third = ""] = reply;
+  if (status === "duplicate") return { status: "duplicate", runId: first };
+  if (status === "waiting") return { status: "waiting", behind: first };
+  if (status === "refused") return { status: "refused", reason: first as QueueRefusal["reason"], limit: Number(second), ...(third ? { active: third } : {}) };
+  return { status: "queued", ahead: Number(first) };
+}
+
+/** BullMQ takes priorities up to 2,097,151; ranks beyond that share the last one. */
+function priorityOf(reply: readonly string[]): number {
+  return Math.min(Math.max(1, Number(reply[2] ?? "1") || 1), 2_097_151);
 }
 
 /** BullMQ job ids may not contain ":" or be all digits: a hash of the request key is neither. */

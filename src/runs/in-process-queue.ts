@@ -1,16 +1,22 @@
+import { atCap, queueLimits, refusalFor } from "./quota.js";
 import { issueKey, type RunRequest } from "./request.js";
-import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import type { EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 
 export interface InProcessQueueOptions {
   /** Runs at once in this process. */
   concurrency?: number;
   /** Called when a processor throws (it should not: the worker ends every run itself). */
   onError?: (request: RunRequest, error: unknown) => void;
+  limits?: Partial<QueueLimits>;
 }
 
 interface Entry {
   request: RunRequest;
   controller: AbortController;
+  /** Its place among its installation's live runs when accepted (fair ordering). */
+  rank: number;
+  /** Acceptance order, for ties. */
+  seq: number;
 }
 
 /**
@@ -24,21 +30,29 @@ export class InProcessRunQueue implements RunQueue {
   private readonly keys = new Map<string, string>();
   private closed = false;
   private readonly concurrency: number;
+  private readonly limits: QueueLimits;
+  private accepted = 0;
   private idleWaiters: Array<() => void> = [];
 
   constructor(private readonly processor: RunProcessor, private readonly options: InProcessQueueOptions = {}) {
     this.concurrency = Math.max(1, options.concurrency ?? 2);
+    this.limits = queueLimits(options.limits);
   }
 
   enqueue(request: RunRequest): Promise<EnqueueOutcome> {
     if (this.closed) return Promise.reject(new Error("The run queue is shutting down"));
-    const existing = this.keys.get(request.key);
-    if (existing) return Promise.resolve({ status: "duplicate", runId: existing });
-    this.keys.set(request.key, request.runId);
-    const behind = this.busyWith(issueKey(request));
-    this.pending.push({ request, controller: new AbortController() });
-    this.pump();
-    return Promise.resolve(behind ? { status: "waiting", behind } : { status: "queued" });
+    const outcome = this.decide(request);
+    if (outcome.status === "queued" || outcome.status === "waiting") {
+      this.keys.set(request.key, request.runId);
+      this.accepted += 1;
+      this.pending.push({ request, controller: new AbortController(), rank: this.rankFor(request), seq: this.accepted });
+      this.pump();
+    }
+    return Promise.resolve(outcome);
+  }
+
+  admission(request: RunRequest): Promise<EnqueueOutcome> {
+    return Promise.resolve(this.decide(request));
   }
 
   seen(key: string): Promise<boolean> {
@@ -94,6 +108,29 @@ export class InProcessRunQueue implements RunQueue {
     return this.running.size;
   }
 
+  private decide(request: RunRequest): EnqueueOutcome {
+    const existing = this.keys.get(request.key);
+    if (existing) return { status: "duplicate", runId: existing };
+    const key = issueKey(request);
+    const live = [...this.running.values(), ...this.pending];
+    const issueRuns = live.filter((entry) => issueKey(entry.request) === key).map((entry) => entry.request.runId);
+    const refusal = refusalFor({
+      issueRuns,
+      repositoryQueued: this.pending.filter((entry) => entry.request.repo.id === request.repo.id).length,
+      installationQueued: this.pending.filter((entry) => entry.request.installationId === request.installationId).length,
+    }, this.limits);
+    if (refusal) return refusal;
+    const behind = issueRuns[0];
+    if (behind) return { status: "waiting", behind };
+    const rank = this.rankFor(request);
+    return { status: "queued", ahead: this.pending.filter((entry) => entry.rank <= rank).length };
+  }
+
+  /** 1 + the installation's live runs: its first run goes before anyone's second. */
+  private rankFor(request: RunRequest): number {
+    return [...this.running.values(), ...this.pending].filter((entry) => entry.request.installationId === request.installationId).length + 1;
+  }
+
   private busyWith(key: string): string | undefined {
     const running = [...this.running.values()].find((entry) => issueKey(entry.request) === key);
     if (running) return running.request.runId;
@@ -102,11 +139,20 @@ export class InProcessRunQueue implements RunQueue {
 
   private pump(): void {
     while (this.running.size < this.concurrency) {
-      const index = this.pending.findIndex((entry) => !this.isIssueRunning(issueKey(entry.request)));
-      if (index === -1) return;
-      const [entry] = this.pending.splice(index, 1);
-      if (entry) this.start(entry);
+      const next = this.pending
+        .filter((entry) => this.mayStart(entry.request))
+        .sort((a, b) => a.rank - b.rank || a.seq - b.seq)[0];
+      if (!next) return;
+      this.pending.splice(this.pending.indexOf(next), 1);
+      this.start(next);
     }
+  }
+
+  private mayStart(request: RunRequest): boolean {
+    if (this.isIssueRunning(issueKey(request))) return false;
+    const running = [...this.running.values()];
+    if (atCap(running.filter((entry) => entry.request.repo.id === request.repo.id).length, this.limits.maxRunningPerRepository)) return false;
+    return !atCap(running.filter((entry) => entry.request.installationId === request.installationId).length, this.limits.maxRunningPerInstallation);
   }
 
   private isIssueRunning(key: string): boolean {

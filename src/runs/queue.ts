@@ -1,12 +1,49 @@
 import type { RunRequest } from "./request.js";
 
 export type EnqueueOutcome =
-  /** Accepted and will start as soon as a worker is free. */
-  | { status: "queued" }
+  /** Accepted and will start as soon as a worker is free; `ahead` runs were queued before it. */
+  | { status: "queued"; ahead: number }
   /** Accepted, behind the active run on the same issue. */
   | { status: "waiting"; behind: string }
   /** Already accepted before (a redelivery or a double submission): nothing new happens. */
-  | { status: "duplicate"; runId: string };
+  | { status: "duplicate"; runId: string }
+  /** Not accepted: a quota is full. Nothing was recorded; the requester should hear why. */
+  | QueueRefusal;
+
+/** Why a request was not accepted, and the limit it met. */
+export interface QueueRefusal {
+  status: "refused";
+  /**
+   * `issue_busy`: the issue already has a run active and one waiting behind it (`active` names
+   * the waiting one). `repository_full` / `installation_full`: that many runs already wait.
+   */
+  reason: "issue_busy" | "repository_full" | "installation_full";
+  limit: number;
+  active?: string;
+}
+
+/**
+ * Quotas every queue adapter applies the same way, so one busy issue, repository or
+ * organisation cannot fill the queue or hold every worker. 0 means no cap. One run per issue
+ * is always active at most, with at most one more waiting behind it.
+ */
+export interface QueueLimits {
+  /** Runs waiting to start (not running) in one repository. */
+  maxQueuedPerRepository: number;
+  /** Runs waiting to start in one installation (an organisation or account). */
+  maxQueuedPerInstallation: number;
+  /** Runs running at once in one repository. */
+  maxRunningPerRepository: number;
+  /** Runs running at once in one installation. */
+  maxRunningPerInstallation: number;
+}
+
+export const DEFAULT_QUEUE_LIMITS: QueueLimits = {
+  maxQueuedPerRepository: 10,
+  maxQueuedPerInstallation: 50,
+  maxRunningPerRepository: 0,
+  maxRunningPerInstallation: 0,
+};
 
 /** What is waiting and running across every process sharing the queue (metrics, health). */
 export interface QueueStats {
@@ -16,6 +53,8 @@ export interface QueueStats {
 
 /** What the durable adapters (SQLite, BullMQ) are configured with, beyond where they store. */
 export interface DurableQueueOptions {
+  /** Quotas (default DEFAULT_QUEUE_LIMITS); every process sharing a store should use the same. */
+  limits?: Partial<QueueLimits>;
   /** Runs at once in this process. 0 makes a web-only process: it enqueues but never runs. */
   concurrency?: number;
   /** Runs in flight across every process sharing the store (0: no cap beyond each one's concurrency). */
@@ -39,7 +78,17 @@ export type RunProcessor = (request: RunRequest, signal: AbortSignal) => Promise
  * the long work). Adapters: in-process (here), SQLite and BullMQ (durable runs).
  */
 export interface RunQueue {
+  /**
+   * Accepts a request, or refuses it when a quota is full. Runs start in fair order: by their
+   * rank within their installation (its first live run before anyone's second), then by age,
+   * so one busy organisation cannot starve the others.
+   */
   enqueue(request: RunRequest): Promise<EnqueueOutcome>;
+  /**
+   * What `enqueue` would answer now, recording nothing: the handler asks first, so a refused
+   * request costs no status comment. (Another request may land in between; `enqueue` decides.)
+   */
+  admission(request: RunRequest): Promise<EnqueueOutcome>;
   /** True when a request with this dedup key was already accepted. */
   seen(key: string): Promise<boolean>;
   /** The run active (or waiting) on an issue, if any. */

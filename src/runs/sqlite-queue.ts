@@ -4,8 +4,9 @@ import Database from "better-sqlite3";
 import { RunStoreError } from "./run-store-error.js";
 import { drainActive, type ActiveRun } from "./drain.js";
 import { openSqliteFile } from "./sqlite-file.js";
+import { queueLimits, refusalFor } from "./quota.js";
 import { issueKey, type RunRequest } from "./request.js";
-import type { DurableQueueOptions, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 
 export interface SqliteQueueOptions extends DurableQueueOptions {
   /** Database file (`HARNESS_DB`); `:memory:` for tests. */
@@ -68,6 +69,28 @@ CREATE TABLE IF NOT EXISTS deliveries (
 `;
 
 /**
+ * Columns added after the first release: a store written by an older version gains them on
+ * open, filled from the requests it already holds.
+ */
+const QUOTA_COLUMNS = `
+ALTER TABLE runs ADD COLUMN repo_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN installation_id INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE runs ADD COLUMN rank INTEGER NOT NULL DEFAULT 1;
+UPDATE runs SET repo_id = COALESCE(json_extract(request, '$.repo.id'), 0), installation_id = COALESCE(json_extract(request, '$.installationId'), 0);
+`;
+
+const QUOTA_INDEXES = `
+CREATE INDEX IF NOT EXISTS runs_repository ON runs (repo_id, state);
+CREATE INDEX IF NOT EXISTS runs_installation ON runs (installation_id, state);
+`;
+
+function migrate(db: Database.Database): void {
+  const columns = new Set((db.prepare("PRAGMA table_info(runs)").all() as Array<{ name: string }>).map((column) => column.name));
+  if (!columns.has("rank")) db.transaction(() => { db.exec(QUOTA_COLUMNS); }).immediate();
+  db.exec(QUOTA_INDEXES);
+}
+
+/**
  * A durable run queue in one SQLite file (WAL): requests survive restarts and crashes, each
  * request key runs once however often it is delivered, one run per issue is active at a time,
  * claimed runs hold a lease renewed by heartbeats, and a run whose worker died is retried (with
@@ -82,6 +105,7 @@ export class SqliteRunQueue implements RunQueue {
   private readonly maxAttempts: number;
   private readonly backoffMs: number;
   private readonly now: () => number;
+  private readonly limits: QueueLimits;
   private readonly active = new Map<string, ActiveRun & { heartbeat: NodeJS.Timeout }>();
   private poller: NodeJS.Timeout | undefined;
   private readonly checkpointer: NodeJS.Timeout;
@@ -96,7 +120,9 @@ export class SqliteRunQueue implements RunQueue {
     this.maxAttempts = options.maxAttempts ?? 3;
     this.backoffMs = options.backoffMs ?? 5_000;
     this.now = options.now ?? Date.now;
+    this.limits = queueLimits(options.limits);
     this.db = openSqliteFile(options.path, SCHEMA, "run store");
+    migrate(this.db);
     // Checkpoints run on a timer, not inside whichever write crosses SQLite's threshold: left
     // automatic, about one enqueue in a hundred paid ~6 ms to copy the WAL back (measured).
     this.db.pragma("wal_autocheckpoint = 0");
@@ -120,20 +146,21 @@ export class SqliteRunQueue implements RunQueue {
     // IMMEDIATE takes the write lock before reading: a deferred read-then-write fails at once
     // with SQLITE_BUSY_SNAPSHOT when another process wrote in between (busy_timeout cannot help).
     const outcome = this.db.transaction((): EnqueueOutcome => {
-      const byDelivery = this.db.prepare("SELECT run_id FROM deliveries WHERE delivery_id = ?").get(request.deliveryId) as { run_id: string } | undefined;
-      const existing = this.db.prepare("SELECT run_id FROM runs WHERE key = ?").get(request.key) as { run_id: string } | undefined;
-      const duplicate = existing ?? (byDelivery && request.trigger.kind === "comment" ? byDelivery : undefined);
-      if (duplicate) return { status: "duplicate", runId: duplicate.run_id };
-      const behind = this.activeOn(issueKey(request));
+      const decided = this.decide(request);
+      if (decided.outcome.status !== "queued" && decided.outcome.status !== "waiting") return decided.outcome;
       const now = this.now();
       this.db
-        .prepare("INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, created_at) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?)")
-        .run(request.runId, request.key, request.deliveryId, issueKey(request), JSON.stringify(request), now, now);
+        .prepare("INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, created_at, repo_id, installation_id, rank) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)")
+        .run(request.runId, request.key, request.deliveryId, issueKey(request), JSON.stringify(request), now, now, request.repo.id, request.installationId, decided.rank);
       this.db.prepare("INSERT OR IGNORE INTO deliveries (delivery_id, run_id, received_at) VALUES (?, ?, ?)").run(request.deliveryId, request.runId, now);
-      return behind ? { status: "waiting", behind } : { status: "queued" };
+      return decided.outcome;
     }).immediate();
-    if (outcome.status !== "duplicate") queueMicrotask(() => { this.pump(); });
+    if (outcome.status === "queued" || outcome.status === "waiting") queueMicrotask(() => { this.pump(); });
     return Promise.resolve(outcome);
+  }
+
+  admission(request: RunRequest): Promise<EnqueueOutcome> {
+    return Promise.resolve(this.decide(request).outcome);
   }
 
   seen(key: string): Promise<boolean> {
@@ -182,6 +209,27 @@ export class SqliteRunQueue implements RunQueue {
     this.db.close();
   }
 
+  /** Duplicate, refused, or accepted with its fair rank — read in the caller's transaction. */
+  private decide(request: RunRequest): { outcome: EnqueueOutcome; rank: number } {
+    const byDelivery = this.db.prepare("SELECT run_id FROM deliveries WHERE delivery_id = ?").get(request.deliveryId) as { run_id: string } | undefined;
+    const existing = this.db.prepare("SELECT run_id FROM runs WHERE key = ?").get(request.key) as { run_id: string } | undefined;
+    const duplicate = existing ?? (byDelivery && request.trigger.kind === "comment" ? byDelivery : undefined);
+    if (duplicate) return { outcome: { status: "duplicate", runId: duplicate.run_id }, rank: 0 };
+    const issueRuns = (this.db.prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER}`).all(issueKey(request)) as Array<{ run_id: string }>).map((row) => row.run_id);
+    const count = (sql: string, id: number): number => (this.db.prepare(sql).get(id) as { n: number }).n;
+    const refusal = refusalFor({
+      issueRuns,
+      repositoryQueued: count("SELECT COUNT(*) AS n FROM runs WHERE repo_id = ? AND state = 'queued'", request.repo.id),
+      installationQueued: count("SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state = 'queued'", request.installationId),
+    }, this.limits);
+    if (refusal) return { outcome: refusal, rank: 0 };
+    const rank = count("SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state IN ('queued', 'running')", request.installationId) + 1;
+    const behind = issueRuns[0];
+    if (behind) return { outcome: { status: "waiting", behind }, rank };
+    const ahead = count("SELECT COUNT(*) AS n FROM runs WHERE state = 'queued' AND rank <= ?", rank);
+    return { outcome: { status: "queued", ahead }, rank };
+  }
+
   private activeOn(key: string): string | undefined {
     const row = this.db.prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`).get(key) as { run_id: string } | undefined;
     return row?.run_id;
@@ -214,14 +262,17 @@ export class SqliteRunQueue implements RunQueue {
       const now = this.now();
       const cap = this.options.maxInFlight ?? 0;
       if (cap > 0 && (this.db.prepare("SELECT COUNT(*) AS n FROM runs WHERE state = 'running'").get() as { n: number }).n >= cap) return undefined;
+      // Fair order: each installation's first live run before anyone's second, then by age.
       const row = this.db
         .prepare(
-          `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= ?
+          `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= @now
              AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.issue_key = r.issue_key AND o.state = 'running')
              AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.rowid < r.rowid)))
-           ORDER BY r.created_at, r.rowid LIMIT 1`,
+             AND (@repoCap = 0 OR (SELECT COUNT(*) FROM runs x WHERE x.repo_id = r.repo_id AND x.state = 'running') < @repoCap)
+             AND (@installationCap = 0 OR (SELECT COUNT(*) FROM runs y WHERE y.installation_id = r.installation_id AND y.state = 'running') < @installationCap)
+           ORDER BY r.rank, r.created_at, r.rowid LIMIT 1`,
         )
-        .get(now) as RunRow | undefined;
+        .get({ now, repoCap: this.limits.maxRunningPerRepository, installationCap: this.limits.maxRunningPerInstallation }) as RunRow | undefined;
       if (!row) return undefined;
       this.db.prepare("UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, started_at = COALESCE(started_at, ?) WHERE run_id = ?").run(this.workerId, now + this.leaseMs, now, row.run_id);
       return { ...row, state: "running", attempts: row.attempts + 1 };

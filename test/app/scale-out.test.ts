@@ -73,6 +73,9 @@ describe.skipIf(redisProblem !== undefined)("scale-out: 2 web + 3 worker process
       HARNESS_ROLE: role,
       HARNESS_CONCURRENCY: String(CONCURRENCY),
       HARNESS_MAX_IN_FLIGHT: String(MAX_IN_FLIGHT),
+      // A hundred issues of one repository at once is this test's load, not a flood to refuse.
+      HARNESS_MAX_QUEUED_PER_REPO: "0",
+      HARNESS_MAX_QUEUED_PER_INSTALLATION: "0",
       LOG_LEVEL: "info",
     });
     const bootStarted = performance.now();

@@ -57,7 +57,7 @@ describe.skipIf(!hasRedisServer)("BullMQ queue through a Redis outage", () => {
       expect(processor.finished).toEqual([first.runId]);
       expect(acceptedDuringOutage).toBe(false);
       redis.kill("SIGCONT");
-      expect(await accepting).toEqual({ status: "queued" });
+      expect(await accepting).toEqual({ status: "queued", ahead: 0 });
       await processor.startedCount(2);
       processor.release(second.runId);
       await queue.idle();

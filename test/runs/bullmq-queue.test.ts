@@ -30,8 +30,8 @@ afterAll(async () => {
 });
 
 if (reachable) {
-  describeQueueConformance("BullMQ on Redis", (processor, { concurrency }) =>
-    Promise.resolve({ queue: new BullmqRunQueue(processor, { redisUrl: REDIS_URL, prefix: freshPrefix(), concurrency, waitPollMs: 200, leaseMs: 2_000 }) }),
+  describeQueueConformance("BullMQ on Redis", (processor, { concurrency, limits }) =>
+    Promise.resolve({ queue: new BullmqRunQueue(processor, { redisUrl: REDIS_URL, prefix: freshPrefix(), concurrency, waitPollMs: 200, leaseMs: 2_000, ...(limits ? { limits } : {}) }) }),
   );
 }
 

@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "vitest";
-import type { RunProcessor, RunQueue } from "../../src/runs/queue.js";
+import type { QueueLimits, RunProcessor, RunQueue } from "../../src/runs/queue.js";
 import type { RunRequest } from "../../src/runs/request.js";
 
 /** A queue under test, built around a processor, with whatever it needs torn down after. */
@@ -10,16 +10,17 @@ export interface QueueHarness {
 
 let counter = 0;
 
-/** A request on `issue` with a unique key (or the given one). */
-export function request(issue = 1, key?: string): RunRequest {
+/** A request on `issue` with a unique key (or the given one), in repository 4242 of installation 2 unless told. */
+export function request(issue = 1, key?: string, where: { repoId?: number; installationId?: number } = {}): RunRequest {
   counter += 1;
   const id = `run-${String(counter)}-${String(Date.now())}`;
+  const repoId = where.repoId ?? 4242;
   return {
     runId: id,
-    key: key ?? `4242:comment:${id}`,
+    key: key ?? `${String(repoId)}:comment:${id}`,
     deliveryId: `delivery-${id}`,
-    installationId: 2,
-    repo: { id: 4242, owner: "acme", name: "widgets", htmlUrl: "https://github.com/acme/widgets", defaultBranch: "main" },
+    installationId: where.installationId ?? 2,
+    repo: { id: repoId, owner: "acme", name: `widgets-${String(repoId)}`, htmlUrl: "https://github.com/acme/widgets", defaultBranch: "main" },
     issue: { number: issue, title: "t", body: "", htmlUrl: "https://github.com/acme/widgets/issues/1" },
     trigger: { kind: "comment", commentId: counter },
     requester: { login: "maintainer", id: 1 },
@@ -86,11 +87,11 @@ export class ControlledProcessor {
  * The behaviour every RunQueue adapter must have, run against each adapter (in-process,
  * SQLite, BullMQ) so they behave the same.
  */
-export function describeQueueConformance(name: string, build: (processor: RunProcessor, options: { concurrency: number }) => Promise<QueueHarness>): void {
+export function describeQueueConformance(name: string, build: (processor: RunProcessor, options: { concurrency: number; limits?: Partial<QueueLimits> }) => Promise<QueueHarness>): void {
   describe(`RunQueue conformance: ${name}`, () => {
     const built: QueueHarness[] = [];
-    const make = async (processor: RunProcessor, concurrency = 2): Promise<RunQueue> => {
-      const harness = await build(processor, { concurrency });
+    const make = async (processor: RunProcessor, concurrency = 2, limits?: Partial<QueueLimits>): Promise<RunQueue> => {
+      const harness = await build(processor, { concurrency, ...(limits ? { limits } : {}) });
       built.push(harness);
       return harness.queue;
     };
@@ -107,7 +108,7 @@ export function describeQueueConformance(name: string, build: (processor: RunPro
       processor.autoFinish = true;
       const queue = await make(processor.process);
       const first = request();
-      expect(await queue.enqueue(first)).toEqual({ status: "queued" });
+      expect(await queue.enqueue(first)).toEqual({ status: "queued", ahead: 0 });
       await processor.startedCount(1);
       await queue.idle();
       expect(processor.started).toEqual([first.runId]);
@@ -217,6 +218,114 @@ export function describeQueueConformance(name: string, build: (processor: RunPro
       expect(processor.finished).toEqual([item.runId]);
       expect(processor.aborted).toEqual([]);
       await expect(queue.enqueue(request(31))).rejects.toThrow(/shutting down/);
+    });
+
+    test("a flood on one issue: one runs, one waits, every later request is refused naming the waiting one", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process);
+      const running = request(60);
+      await queue.enqueue(running);
+      await processor.startedCount(1);
+      const waiting = request(60);
+      expect(await queue.enqueue(waiting)).toEqual({ status: "waiting", behind: running.runId });
+      const flood = Array.from({ length: 58 }, () => request(60));
+      const outcomes = [];
+      for (const item of flood) outcomes.push(await queue.enqueue(item));
+      expect(outcomes).toEqual(flood.map(() => ({ status: "refused", reason: "issue_busy", limit: 1, active: waiting.runId })));
+      // A refused request was not recorded: asked again later, it is judged afresh.
+      expect(await queue.seen(flood[0]?.key ?? "")).toBe(false);
+      expect(await queue.admission(request(60))).toMatchObject({ status: "refused", reason: "issue_busy" });
+      processor.release(running.runId);
+      await processor.startedCount(2);
+      expect(await queue.enqueue(flood[0] as RunRequest)).toEqual({ status: "waiting", behind: waiting.runId });
+      processor.release(waiting.runId);
+      await processor.startedCount(3);
+      processor.release(flood[0]?.runId ?? "");
+      await queue.idle();
+      expect(processor.started).toEqual([running.runId, waiting.runId, flood[0]?.runId]);
+    });
+
+    test("admission answers what enqueue would, and records nothing", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process, 1);
+      const first = request(70);
+      expect(await queue.admission(first)).toEqual({ status: "queued", ahead: 0 });
+      expect(await queue.seen(first.key)).toBe(false);
+      await queue.enqueue(first);
+      await processor.startedCount(1);
+      expect(await queue.admission({ ...first })).toEqual({ status: "duplicate", runId: first.runId });
+      expect(await queue.admission(request(70))).toEqual({ status: "waiting", behind: first.runId });
+      expect(await queue.admission(request(71))).toEqual({ status: "queued", ahead: 0 });
+      processor.release(first.runId);
+      await queue.idle();
+      expect(processor.started).toEqual([first.runId]);
+    });
+
+    test("per-repository and per-installation caps on waiting runs refuse the excess and free up as runs start", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process, 1, { maxQueuedPerRepository: 2, maxQueuedPerInstallation: 3 });
+      const blocker = request(1, undefined, { repoId: 1, installationId: 7 });
+      await queue.enqueue(blocker);
+      await processor.startedCount(1);
+      const inRepo = [request(2, undefined, { repoId: 1, installationId: 7 }), request(3, undefined, { repoId: 1, installationId: 7 })];
+      for (const item of inRepo) expect((await queue.enqueue(item)).status).toBe("queued");
+      expect(await queue.enqueue(request(4, undefined, { repoId: 1, installationId: 7 }))).toEqual({ status: "refused", reason: "repository_full", limit: 2 });
+      const otherRepo = request(5, undefined, { repoId: 2, installationId: 7 });
+      expect((await queue.enqueue(otherRepo)).status).toBe("queued");
+      expect(await queue.enqueue(request(6, undefined, { repoId: 3, installationId: 7 }))).toEqual({ status: "refused", reason: "installation_full", limit: 3 });
+      // Another installation is not held back by this one's quota.
+      const elsewhere = request(7, undefined, { repoId: 9, installationId: 8 });
+      expect((await queue.enqueue(elsewhere)).status).toBe("queued");
+      processor.release(blocker.runId);
+      // Fair order: the other installation's first request goes before this one's second.
+      await processor.startedCount(2);
+      expect(processor.started[1]).toBe(elsewhere.runId);
+      processor.release(elsewhere.runId);
+      await processor.startedCount(3);
+      expect(processor.started[2]).toBe(inRepo[0]?.runId);
+      expect((await queue.enqueue(request(8, undefined, { repoId: 3, installationId: 7 }))).status).toBe("queued");
+      processor.autoFinish = true;
+      for (const id of processor.started) processor.release(id);
+      await queue.idle();
+      expect(processor.started).toHaveLength(6);
+    });
+
+    test("fair order: a busy installation's backlog does not starve another installation's first request", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process, 1);
+      const busy = Array.from({ length: 5 }, (_, index) => request(100 + index, undefined, { repoId: 11, installationId: 21 }));
+      for (const item of busy) await queue.enqueue(item);
+      await processor.startedCount(1);
+      const other = request(1, undefined, { repoId: 12, installationId: 22 });
+      // Four of the busy installation's runs wait, but its first is running: the newcomer goes next.
+      expect(await queue.enqueue(other)).toEqual({ status: "queued", ahead: 0 });
+      processor.autoFinish = true;
+      processor.release(busy[0]?.runId ?? "");
+      await processor.startedCount(6);
+      await queue.idle();
+      expect(processor.started[1]).toBe(other.runId);
+      expect(processor.started.slice(2)).toEqual(busy.slice(1).map((item) => item.runId));
+    });
+
+    test("per-repository and per-installation running caps hold, and a capped run starts when a place frees up", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process, 3, { maxRunningPerRepository: 1, maxRunningPerInstallation: 2 });
+      const a1 = request(1, undefined, { repoId: 31, installationId: 41 });
+      const a2 = request(2, undefined, { repoId: 31, installationId: 41 });
+      const b1 = request(3, undefined, { repoId: 32, installationId: 41 });
+      const c1 = request(4, undefined, { repoId: 33, installationId: 41 });
+      for (const item of [a1, a2, b1, c1]) await queue.enqueue(item);
+      await processor.startedCount(2);
+      expect([...processor.started].sort()).toEqual([a1.runId, b1.runId].sort());
+      processor.release(a1.runId);
+      await processor.startedCount(3);
+      expect(processor.started).toHaveLength(3);
+      expect([a2.runId, c1.runId]).toContain(processor.started[2]);
+      processor.autoFinish = true;
+      for (const id of processor.started) processor.release(id);
+      await processor.startedCount(4);
+      await queue.idle();
+      expect(processor.maxConcurrent).toBe(2);
     });
   });
 }
