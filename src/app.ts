@@ -3,7 +3,8 @@ import type { ConfigCapableOctokit } from "./config/load-repo-config.js";
 import type { OctokitLike } from "./github/octokit-client.js";
 import { createTokenMinter } from "./github/tokens.js";
 import { newRunId } from "./harness/run.js";
-import { ApprovalStore } from "./runs/approvals.js";
+import type { AuditLog } from "./audit/audit-log.js";
+import { MemoryPendingRequestStore, type PendingRequestStore } from "./runs/pending-requests.js";
 import { InProcessRunQueue } from "./runs/in-process-queue.js";
 import type { RunProcessor, RunQueue } from "./runs/queue.js";
 import type { RunRequest } from "./runs/request.js";
@@ -43,6 +44,12 @@ export interface HarnessAppOptions {
   wrapProcessor?: (processor: RunProcessor) => RunProcessor;
   /** Told when a durable queue gives a run up as interrupted (metrics, run pages). */
   onInterrupted?: (request: RunRequest, reason: string) => void;
+  /** Requests waiting for approval, in the run store (default: this process's memory). */
+  pending?: PendingRequestStore;
+  /** At most one refusal reply per person, issue and kind within this window, in ms (default 1 h). */
+  replyWindowMs?: number;
+  /** The audit trail the handlers and the worker record into. */
+  audit?: AuditLog;
 }
 
 /**
@@ -64,6 +71,7 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
         revoke: async (token) => createTokenMinter(await appOctokit(), options.apiBaseUrl).revoke(token),
       },
       log,
+      ...(options.audit ? { audit: options.audit } : {}),
     };
     const run: RunProcessor = (request, signal) => processRun(request, signal, deps);
     const processor = options.wrapProcessor?.(run) ?? run;
@@ -78,7 +86,7 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       onError: (request, error) => { log.error({ runId: request.runId, err: String(error) }, "run processor threw"); },
     });
     options.onQueue?.(queue);
-    const handlerDeps = { queue, inFlight: new Set<string>(), approvals: new ApprovalStore(), configCache: new ConfigCache(options.configCacheMs ?? 30_000), permissionCache: new TtlCache<PermissionLevel>(options.permissionCacheMs ?? 30_000), newRunId: () => newRunId(), now: () => new Date(), ...(options.appId !== undefined ? { appId: options.appId } : {}) };
+    const handlerDeps = { queue, inFlight: new Set<string>(), pending: options.pending ?? new MemoryPendingRequestStore(), replyWindowMs: options.replyWindowMs ?? 3_600_000, ...(options.audit ? { audit: options.audit } : {}), configCache: new ConfigCache(options.configCacheMs ?? 30_000), permissionCache: new TtlCache<PermissionLevel>(options.permissionCacheMs ?? 30_000), newRunId: () => newRunId(), now: () => new Date(), ...(options.appId !== undefined ? { appId: options.appId } : {}) };
 
     // GitHub waits for the HTTP answer (10 s at most, no retry); the acknowledgement needs a few
     // GitHub calls. Answering first keeps deliveries fast whatever GitHub's latency is.

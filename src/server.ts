@@ -24,7 +24,10 @@ import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
 import { withRateLimitObserver } from "./metrics/rate-limit-fetch.js";
 import { RunMetricsReporter } from "./metrics/run-metrics.js";
 import { observeWebhook } from "./metrics/webhook-latency.js";
+import { auditEndpoint } from "./audit/audit-endpoint.js";
+import { createAuditLog } from "./audit/create-audit-log.js";
 import { createJournal } from "./runs/create-journal.js";
+import { createPendingRequestStore } from "./runs/create-pending-requests.js";
 import { InProcessRunQueue } from "./runs/in-process-queue.js";
 import { JournalReporter } from "./runs/journal-reporter.js";
 import { journaledQueue } from "./runs/journaled-queue.js";
@@ -81,6 +84,7 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       ...(overrides.fetch ? { fetch: overrides.fetch } : {}),
     });
     handle = async (req, res) => {
+      if (req.url === "/healthz") return json(res, 200, { status: "ok", mode: "setup" });
       if (await flow(req, res)) return;
       res.writeHead(404, { "content-type": "text/plain" }).end("Harness is in setup mode: open / to register the GitHub App.\n");
     };
@@ -111,14 +115,22 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     // queue modes keep the same run records; the run pages read it, and only with them on do
     // workers also record every output line.
     const journal = createJournal(settings.queue);
-    closeJournal = () => journal.close();
+    // Requests waiting for approval live beside the runs, so every web process sees them and a
+    // restart keeps them.
+    const pending = createPendingRequestStore(settings.queue, settings.approvals ? { limits: settings.approvals } : {});
+    const environment = overrides.environment ?? process.env;
+    const redactor = createRedactor(secretsFromEnv(environment));
+    // Who asked, who approved, which token, which push: beside the runs, redacted, bounded.
+    const audit = createAuditLog(settings.queue, { redactor });
+    closeJournal = async () => {
+      await Promise.allSettled([journal.close(), pending.close(), audit.close()]);
+    };
     const journalReporter = new JournalReporter(journal, { log: probot.log });
     let pages: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
     let auth: ReturnType<typeof createGitHubAuth> | undefined;
-    const environment = overrides.environment ?? process.env;
     if (settings.web) {
       auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
-      pages = createRunPages({ journal, auth, redactor: createRedactor(secretsFromEnv(environment)), log: probot.log });
+      pages = createRunPages({ journal, auth, redactor, log: probot.log, audit });
     }
     const onError = (request: RunRequest, error: unknown): void => { probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw"); };
     const createQueue = journaledQueue(overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError }), journal, journalReporter, probot.log);
@@ -134,6 +146,9 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       onInterrupted: () => { runMetrics.interrupted(); },
       onAcknowledgements: (tracker) => { acknowledgements = tracker; },
       createQueue,
+      pending,
+      audit,
+      ...(settings.replyWindowMs ? { replyWindowMs: settings.replyWindowMs } : {}),
       worker: {
         sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
         defaultSandbox: settings.sandbox,
@@ -157,9 +172,11 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     stopReaper = startReaper(settings, overrides, queue, probot.log);
     if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
     const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
+    const serveAudit = auditEndpoint(audit, { token: settings.auditToken, log: probot.log });
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       if (await serveMetrics(req, res)) return;
+      if (await serveAudit(req, res)) return;
       if (auth && (await auth.handle(req, res))) return;
       if (pages && (await pages(req, res))) return;
       if (req.url?.startsWith(settings.webhookPath)) observeWebhook(req, res, metrics);
@@ -248,10 +265,11 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
 /** The queue the settings ask for: SQLite (default), BullMQ, or in this process only. */
 function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void }): NonNullable<HarnessAppOptions["createQueue"]> {
   const queue = settings.queue;
-  const common = { onError, concurrency: settings.concurrency, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
+  const limits = settings.queueLimits ? { limits: settings.queueLimits } : {};
+  const common = { onError, concurrency: settings.concurrency, ...limits, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
   if (queue?.kind === "sqlite") return (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted, onStoreError: onConnectionError });
   if (queue?.kind === "bullmq") return (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError });
-  return (processor) => new InProcessRunQueue(processor, { concurrency: settings.concurrency, onError });
+  return (processor) => new InProcessRunQueue(processor, { concurrency: settings.concurrency, onError, ...limits });
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {

@@ -5,6 +5,7 @@ import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
 import { NETWORK_MODES, type NetworkMode } from "./network-policy.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
+import { DEFAULT_QUEUE_LIMITS, type QueueLimits } from "../runs/queue.js";
 
 /** The process's configuration, from the environment only. */
 export type AppSettings =
@@ -62,6 +63,14 @@ export type AppSettings =
       maxInFlight?: number;
       /** How long a run is held without a heartbeat before it counts as stalled, in ms. */
       leaseMs?: number;
+      /** Quotas on waiting and running runs per repository and installation (HARNESS_MAX_*). */
+      queueLimits?: QueueLimits;
+      /** Requests from below the permission bar, held for a maintainer's approval. */
+      approvals?: { ttlMs: number; maxPerIssue: number; maxPerPerson: number };
+      /** At most one refusal reply per person per issue within this window (HARNESS_REPLY_WINDOW_MINUTES). */
+      replyWindowMs?: number;
+      /** HARNESS_AUDIT_TOKEN: the bearer token `/audit.jsonl` asks for; without it the export is off. */
+      auditToken?: string;
       /**
        * Run pages and GitHub sign-in, on when the App's OAuth credentials are set. Without them
        * the pages are off and status comments carry no link.
@@ -148,9 +157,30 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     queue: queueFrom(env),
     maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
     leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
+    queueLimits: {
+      maxQueuedPerRepository: integer(env["HARNESS_MAX_QUEUED_PER_REPO"], DEFAULT_QUEUE_LIMITS.maxQueuedPerRepository, "HARNESS_MAX_QUEUED_PER_REPO"),
+      maxQueuedPerInstallation: integer(env["HARNESS_MAX_QUEUED_PER_INSTALLATION"], DEFAULT_QUEUE_LIMITS.maxQueuedPerInstallation, "HARNESS_MAX_QUEUED_PER_INSTALLATION"),
+      maxRunningPerRepository: integer(env["HARNESS_MAX_RUNNING_PER_REPO"], DEFAULT_QUEUE_LIMITS.maxRunningPerRepository, "HARNESS_MAX_RUNNING_PER_REPO"),
+      maxRunningPerInstallation: integer(env["HARNESS_MAX_RUNNING_PER_INSTALLATION"], DEFAULT_QUEUE_LIMITS.maxRunningPerInstallation, "HARNESS_MAX_RUNNING_PER_INSTALLATION"),
+    },
+    approvals: {
+      ttlMs: positive(env["HARNESS_APPROVAL_TTL_HOURS"], 7 * 24, "HARNESS_APPROVAL_TTL_HOURS") * 3_600_000,
+      maxPerIssue: positive(env["HARNESS_MAX_PENDING_PER_ISSUE"], 10, "HARNESS_MAX_PENDING_PER_ISSUE"),
+      maxPerPerson: positive(env["HARNESS_MAX_PENDING_PER_PERSON"], 5, "HARNESS_MAX_PENDING_PER_PERSON"),
+    },
+    replyWindowMs: positive(env["HARNESS_REPLY_WINDOW_MINUTES"], 60, "HARNESS_REPLY_WINDOW_MINUTES") * 60_000,
+    ...auditFrom(env),
     role,
     warnings,
   };
+}
+
+/** The export is a list of who did what in which repository: it takes a real secret or stays off. */
+function auditFrom(env: NodeJS.ProcessEnv): { auditToken?: string } {
+  const token = env["HARNESS_AUDIT_TOKEN"];
+  if (!token) return {};
+  if (token.length < 32) throw new SettingsError(`HARNESS_AUDIT_TOKEN is too short (${String(token.length)} characters): use at least 32, e.g. the output of \`openssl rand -hex 32\``);
+  return { auditToken: token };
 }
 
 /** Said at start and on every run when the operator turned the local sandbox's isolation off. */

@@ -18,6 +18,8 @@ import { bindLog, type Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { branchPushed, findStatusComment } from "./earlier-attempt.js";
 import type { RunRequest } from "./request.js";
+import { RunAudit } from "./audit-reporter.js";
+import type { AuditLog } from "../audit/audit-log.js";
 
 export type SandboxKind = "local" | "daytona";
 
@@ -52,6 +54,8 @@ export interface WorkerDeps {
   reporters?: Reporter[];
   /** Report every output line (batched at this interval, in ms) for the run pages; off without them. */
   outputLogMs?: number;
+  /** The operator's audit trail: tokens minted, branches pushed, pull requests, outcomes. */
+  audit?: AuditLog;
 }
 
 /**
@@ -65,6 +69,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
   const view: StatusView = { runId: request.runId, phase: "running", requester: request.requester.login, intent: request.intent, steps: [], ...(runUrl ? { runUrl } : {}) };
   let octokit: (OctokitLike & ConfigCapableOctokit) | undefined;
   let updater: StatusUpdater | undefined;
+  const audit = deps.audit ? new RunAudit(deps.audit, request, log) : undefined;
+  const tokens = audit ? audit.tokens(deps.tokens) : deps.tokens;
 
   const finish = async (phase: RunPhase, error?: string, remedy?: string): Promise<void> => {
     view.phase = phase;
@@ -158,13 +164,14 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         reviewers: config.pr.reviewers,
       });
       Object.assign(view, { prUrl: pr.url, prNumber: pr.number, ...(pr.reused ? { prReused: true } : {}) });
+      audit?.pullRequest(pr.url, pr.reused);
       log.info({ prUrl: pr.url }, "run finished from the branch an earlier attempt pushed");
       await finish("succeeded");
       return;
     }
 
     // Clone with a read-only token for this one repository, revoked as soon as the clone is done.
-    const clone = await deps.tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions: { contents: "read" } });
+    const clone = await tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions: { contents: "read" } });
     let cloneRevoked = false;
     const revokeClone = async (): Promise<void> => {
       if (cloneRevoked) return;
@@ -202,7 +209,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         },
         githubToken: clone.token,
         pushToken: async () => {
-          const mint = (permissions: Record<string, "read" | "write">) => deps.tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions });
+          const mint = (permissions: Record<string, "read" | "write">) => tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions });
           // Workflow changes need the Workflows permission, which GitHub refuses to mint (422)
           // if the installation lacks it: then push without it and let GitHub's refusal explain.
           const minted = config.allow_workflow_changes
@@ -216,7 +223,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         ...(config.allow_workflow_changes ? {} : { canWriteWorkflows: false }),
         commitIdentity: { name: identity.name, email: identity.email },
         pullRequest: { draft: config.pr.draft, labels: config.pr.labels, reviewers: config.pr.reviewers, requester: request.requester.login },
-        reporter: fanOut(revokeOnReady, statusReporter, logReporter, ...(deps.reporters ?? [])),
+        reporter: fanOut(revokeOnReady, statusReporter, logReporter, ...(audit ? [audit.reporter(branch)] : []), ...(deps.reporters ?? [])),
         signal,
         budgetMs: config.timeout_minutes * 60_000,
         secrets: [...secretsFromEnv(deps.environment), clone.token],
@@ -224,6 +231,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         ...(runUrl ? { runUrl } : {}),
       });
       await statusReporter.close();
+      await audit?.settled();
       log.info({ status: report.status, prUrl: report.pushResult?.prUrl, durationMs: report.durationMs }, "run finished");
     } finally {
       await revokeClone();

@@ -3,12 +3,30 @@ export type HarnessCommand =
   | { kind: "run"; intent: string }
   | { kind: "cancel" }
   | { kind: "help" }
-  | { kind: "approve" }
+  /** `/harness approve <id>` names the request; bare `approve` works only when one is pending. */
+  | { kind: "approve"; requestId?: string }
   /** `/harness` with nothing after it: answered with help, never run. */
   | { kind: "empty" };
 
 /** Longest intent accepted from a comment, in bytes (the harness's own limit). */
 export const MAX_COMMENT_INTENT_BYTES = 64 * 1024;
+/**
+ * How much of an issue's title and body a run carries (into the queue, the store and the
+ * prompt). GitHub's own limits are lower; these hold whatever a webhook claims.
+ */
+export const MAX_ISSUE_TITLE_BYTES = 1024;
+export const MAX_ISSUE_BODY_BYTES = 64 * 1024;
+
+/** The first `maxBytes` UTF-8 bytes of `text`, never splitting a character, marked when cut. */
+export function headOf(text: string, maxBytes: number): string {
+  const bytes = Buffer.from(text, "utf8");
+  if (bytes.length <= maxBytes) return text;
+  const marker = `\n[… ${String(bytes.length - maxBytes)} more bytes not shown]`;
+  let end = Math.max(0, maxBytes - Buffer.byteLength(marker));
+  // Step back over continuation bytes so the cut falls between characters.
+  while (end > 0 && ((bytes[end] ?? 0) & 0xc0) === 0x80) end -= 1;
+  return bytes.subarray(0, end).toString("utf8") + marker;
+}
 
 // C0/C1 control characters other than tab and newline: they can hide text in logs and terminals.
 // eslint-disable-next-line no-control-regex -- matching control characters is the point
@@ -30,12 +48,14 @@ export function parseCommand(body: string, prefix = "/harness"): HarnessCommand 
   if (word === "cancel" || word === "stop") return { kind: "cancel" };
   if (word === "help" || word === "--help") return { kind: "help" };
   if (word === "approve") return { kind: "approve" };
+  const approve = /^approve\s+`?([a-z0-9]{4,16})`?$/i.exec(intent);
+  if (approve?.[1]) return { kind: "approve", requestId: approve[1].toLowerCase() };
   return { kind: "run", intent };
 }
 
-/** The intent for a label trigger: the issue's title and body. */
+/** The intent for a label trigger: the issue's title and body, within the intent limit. */
 export function intentFromIssue(title: string, body: string | null | undefined): string {
-  const cleanTitle = title.replace(CONTROL, "").trim();
-  const cleanBody = (body ?? "").replace(/\r\n?/g, "\n").replace(CONTROL, "").trim();
-  return cleanBody === "" ? cleanTitle : `${cleanTitle}\n\n${cleanBody}`;
+  const cleanTitle = headOf(title, MAX_ISSUE_TITLE_BYTES).replace(CONTROL, "").trim();
+  const cleanBody = headOf(body ?? "", MAX_ISSUE_BODY_BYTES).replace(/\r\n?/g, "\n").replace(CONTROL, "").trim();
+  return headOf(cleanBody === "" ? cleanTitle : `${cleanTitle}\n\n${cleanBody}`, MAX_COMMENT_INTENT_BYTES);
 }

@@ -1,13 +1,15 @@
 import { loadRepoConfig, type ConfigCapableOctokit } from "../config/load-repo-config.js";
 import { meetsPermission, PERMISSION_LEVELS, RepoConfigError, type PermissionLevel, type RepoConfig } from "../config/repo-config.js";
 import { describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
+import { neutralText } from "../github/neutral-text.js";
 import { renderHelp, renderStatusComment, type StatusView } from "../github/status-comment.js";
-import type { ApprovalStore } from "../runs/approvals.js";
-import type { RunQueue } from "../runs/queue.js";
+import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
+import type { PendingRequest, PendingRequestStore } from "../runs/pending-requests.js";
+import type { QueueRefusal, RunQueue } from "../runs/queue.js";
 import { issueKeyOf, type RunRequest } from "../runs/request.js";
 import type { Log } from "../util/log.js";
 import { redact } from "../util/redact.js";
-import { MAX_COMMENT_INTENT_BYTES, intentFromIssue, parseCommand } from "./command.js";
+import { MAX_COMMENT_INTENT_BYTES, MAX_ISSUE_BODY_BYTES, MAX_ISSUE_TITLE_BYTES, headOf, intentFromIssue, parseCommand } from "./command.js";
 import { parseIssueComment, parseIssuesLabeled, type IssueCommentEvent } from "./payload.js";
 
 /** What a handler gets from Probot's context, narrowed so handlers can be tested without Probot. */
@@ -30,7 +32,12 @@ export interface HandlerDeps {
    */
   inFlight?: Set<string>;
   queue: RunQueue;
-  approvals: ApprovalStore;
+  /** Requests from below the permission bar, waiting for a maintainer to approve them by id. */
+  pending: PendingRequestStore;
+  /** At most one refusal reply per person, issue and kind of refusal within this window, in ms. */
+  replyWindowMs: number;
+  /** Who asked, who was refused, who approved what: the operator's record (never a secret). */
+  audit?: AuditLog;
   newRunId: () => string;
   now: () => Date;
   /** This app's id, to recognise its own comments. */
@@ -88,41 +95,24 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
         await reply(context, event.repository, event.issue.number, renderHelp(config.command, config.label, config.permission));
         return;
       case "cancel": {
-        if (!allowed) return refuse(context, deps, event, config, key);
+        if (!allowed) return refuse(context, deps, event, config, key, "cancel");
         const cancelled = await deps.queue.cancel(key);
+        if (cancelled) await record(context, deps, { action: "run.cancelled", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, installationId: installationOf(context.payload) });
         await (cancelled
           ? react(context, event.repository, { commentId: event.comment.id }, "+1")
           : reply(context, event.repository, event.issue.number, "There is no active Harness run on this issue to cancel."));
         return;
       }
-      case "approve": {
-        if (!allowed) return refuse(context, deps, event, config, key);
-        const pending = deps.approvals.take(key);
-        if (!pending) {
-          await reply(context, event.repository, event.issue.number, "There is no request waiting for approval on this issue.");
-          return;
-        }
-        await startRun(context, deps, {
-          repository: event.repository,
-          issue: event.issue,
-          intent: pending.intent,
-          intentTrusted: false,
-          requester: pending.requester,
-          trigger: { kind: "comment", commentId: pending.commentId },
-          key: `${String(event.repository.id)}:comment:${String(pending.commentId)}`,
-          approvedBy: event.sender.login,
-        });
-        return;
-      }
+      case "approve":
+        if (!allowed) return refuse(context, deps, event, config, key, "approve");
+        return approve(context, deps, event, config, key, command.requestId);
       case "run": {
-        if (Buffer.byteLength(command.intent, "utf8") > MAX_COMMENT_INTENT_BYTES) {
-          await reply(context, event.repository, event.issue.number, `That request is ${Buffer.byteLength(command.intent, "utf8").toLocaleString("en")} bytes; Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. Put the detail in the issue body and keep the command to what should change.`);
+        const bytes = Buffer.byteLength(command.intent, "utf8");
+        if (bytes > MAX_COMMENT_INTENT_BYTES) {
+          await reply(context, event.repository, event.issue.number, `That request is ${bytes.toLocaleString("en")} bytes; Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. Put the detail in the issue body and keep the command to what should change.`);
           return;
         }
-        if (!allowed) {
-          deps.approvals.put(key, { intent: command.intent, requester: { login: event.sender.login, id: event.sender.id }, commentId: event.comment.id, at: deps.now().getTime() });
-          return refuse(context, deps, event, config, key, true);
-        }
+        if (!allowed) return holdForApproval(context, deps, event, config, key, command.intent);
         await startRun(context, deps, {
           repository: event.repository,
           issue: event.issue,
@@ -136,6 +126,93 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
       }
     }
   });
+}
+
+/**
+ * A request from below the bar is kept under a short id and answered with a reply that quotes
+ * it, so a maintainer approves exactly the text they read. One person has one pending request
+ * per issue: a newer one replaces it, and the same reply is edited to say so — a flood of
+ * comments costs one reply, not one each.
+ */
+async function holdForApproval(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, intent: string): Promise<void> {
+  const repo = event.repository.full_name;
+  const requester = { login: event.sender.login, id: event.sender.id };
+  const outcome = await deps.pending.put({ issueKey: key, intent, requester, commentId: event.comment.id });
+  if (outcome.status === "refused") {
+    await record(context, deps, { action: "request.refused", repo, issue: event.issue.number, actor: requester.login, installationId: installationOf(context.payload), details: { reason: outcome.reason, limit: outcome.limit } });
+    const why = outcome.reason === "issue_full"
+      ? `${String(outcome.limit)} requests are already waiting for approval on this issue`
+      : `you already have ${String(outcome.limit)} requests waiting for approval`;
+    await replyOnce(context, deps, event.repository, event.issue.number, `pending-full:${key}`, requester.login, `@${requester.login} Harness cannot hold this request: ${why}. Ask again once a maintainer has approved or the requests have expired.`);
+    return;
+  }
+  const { request, replaced } = outcome;
+  await record(context, deps, { action: "request.pending", repo, issue: event.issue.number, actor: requester.login, requestId: request.id, installationId: installationOf(context.payload), details: { permission: config.permission, ...(replaced ? { replaces: replaced.id } : {}) } });
+  context.log.info({ sender: requester.login, request: request.id, required: config.permission }, "held a request from below the permission bar for approval");
+  const body = pendingReply(request, config, replaced);
+  if (replaced?.replyCommentId !== undefined) {
+    const { owner, repo: name } = names(event.repository);
+    try {
+      await context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner, repo: name, comment_id: replaced.replyCommentId, body });
+      await deps.pending.attachReply(key, request.id, replaced.replyCommentId);
+      return;
+    } catch (error) {
+      // The earlier reply was deleted: a new one says the same.
+      context.log.warn({ err: describeGitHubError(error) }, "could not edit the earlier approval reply; posting a new one");
+    }
+  }
+  const replyId = await reply(context, event.repository, event.issue.number, body);
+  if (replyId !== undefined) await deps.pending.attachReply(key, request.id, replyId);
+}
+
+function pendingReply(request: PendingRequest, config: RepoConfig, replaced: PendingRequest | undefined): string {
+  const quoted = quote(request.intent);
+  const replaces = replaced ? `\n\nThis replaces your earlier request \`${replaced.id}\`, which can no longer be approved.` : "";
+  const expires = new Date(request.expiresAt).toISOString().slice(0, 16).replace("T", " ");
+  return `@${request.requester.login} Harness runs only for people with **${config.permission}** access to this repository, so this request waits for a maintainer:\n\n${quoted}\n\nA maintainer can run exactly this request by commenting \`${config.command} approve ${request.id}\` (until ${expires} UTC). It will run as untrusted input.${replaces}`;
+}
+
+/** `/harness approve [id]` from someone at or above the bar: runs exactly the named request. */
+async function approve(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, requestId: string | undefined): Promise<void> {
+  let approved: PendingRequest | undefined;
+  if (requestId !== undefined) {
+    approved = await deps.pending.take(key, requestId);
+    if (!approved) {
+      const waiting = await deps.pending.list(key);
+      await reply(context, event.repository, event.issue.number, `There is no request \`${requestId}\` waiting for approval on this issue: it was approved, replaced, or has expired.${listPending(waiting, config)}`);
+      return;
+    }
+  } else {
+    const outcome = await deps.pending.takeOnly(key);
+    if (outcome.status === "none") {
+      await reply(context, event.repository, event.issue.number, "There is no request waiting for approval on this issue.");
+      return;
+    }
+    if (outcome.status === "ambiguous") {
+      await reply(context, event.repository, event.issue.number, `More than one request is waiting for approval on this issue, so Harness will not guess which one you read.${listPending(outcome.pending, config)}`);
+      return;
+    }
+    approved = outcome.request;
+  }
+  await record(context, deps, { action: "request.approved", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, requestId: approved.id, installationId: installationOf(context.payload), details: { requester: approved.requester.login } });
+  await startRun(context, deps, {
+    repository: event.repository,
+    issue: event.issue,
+    intent: approved.intent,
+    // Approval lets the request run; it does not make a stranger's words a maintainer's.
+    intentTrusted: false,
+    requester: approved.requester,
+    trigger: { kind: "comment", commentId: approved.commentId },
+    key: `${String(event.repository.id)}:comment:${String(approved.commentId)}`,
+    approvedBy: event.sender.login,
+    requestId: approved.id,
+  });
+}
+
+function listPending(pending: readonly PendingRequest[], config: RepoConfig): string {
+  if (pending.length === 0) return "";
+  const lines = pending.slice(0, 10).map((request) => `- \`${config.command} approve ${request.id}\` — @${request.requester.login}: ${oneLine(request.intent)}`);
+  return `\n\nWaiting for approval:\n${lines.join("\n")}`;
 }
 
 /** `issues.labeled` with the trigger label: the issue's title and body are the request. */
@@ -153,9 +230,8 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
     // Adding a label needs only triage access, so the labeller's permission is checked as for a comment.
     if (!meetsPermission(permission, config.permission)) {
       const key = issueKeyOf(event.repository.id, event.issue.number);
-      if (deps.approvals.shouldReply(key, event.sender.login)) {
-        await reply(context, event.repository, event.issue.number, `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`);
-      }
+      await record(context, deps, { action: "request.refused", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, installationId: installationOf(context.payload), details: { reason: "permission", trigger: "label", required: config.permission } });
+      await replyOnce(context, deps, event.repository, event.issue.number, `refused:${key}`, event.sender.login, `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`);
       return;
     }
     // The request is the issue's text, so it is an instruction only when its author could have
@@ -183,20 +259,27 @@ interface StartRun {
   trigger: RunRequest["trigger"];
   key: string;
   approvedBy?: string;
+  requestId?: string;
 }
 
-/** Acknowledge (👀 + the queued status comment, in parallel), then enqueue. */
+/**
+ * Ask the queue (a full quota costs no status comment), acknowledge (👀 + the status comment,
+ * in parallel), then enqueue. The queue decides again atomically; losing that race turns the
+ * status comment into the refusal.
+ */
 async function startRun(context: WebhookContext, deps: HandlerDeps, start: StartRun): Promise<void> {
   if (await deps.queue.seen(start.key)) {
     context.log.info({ key: start.key }, "ignored a request already accepted (redelivery)");
     return;
   }
   const { owner, repo } = names(start.repository);
+  const installationId = installationOf(context.payload);
   let pullRequest: RunRequest["issue"]["pullRequest"];
   if (start.issue.pull_request) {
     const pr = await context.octokit.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", { owner, repo, pull_number: start.issue.number });
     const data = pr.data as { head: { ref: string; repo: { full_name: string } | null } };
     if (data.head.repo?.full_name.toLowerCase() !== start.repository.full_name.toLowerCase()) {
+      await record(context, deps, { action: "request.refused", repo: start.repository.full_name, issue: start.issue.number, actor: start.requester.login, installationId, details: { reason: "fork_pull_request" } });
       await reply(context, start.repository, start.issue.number, "Harness cannot push to this pull request: its branch lives in a fork, and Harness only pushes to branches in this repository. Ask on an issue instead and Harness will open a new pull request.");
       return;
     }
@@ -204,16 +287,41 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
   }
 
   const runId = deps.newRunId();
-  const key = issueKeyOf(start.repository.id, start.issue.number);
-  const behind = await deps.queue.activeRun(key);
+  const request: RunRequest = {
+    runId,
+    key: start.key,
+    deliveryId: context.id,
+    installationId,
+    repo: { id: start.repository.id, owner, name: repo, htmlUrl: start.repository.html_url, defaultBranch: start.repository.default_branch },
+    issue: {
+      number: start.issue.number,
+      title: headOf(start.issue.title, MAX_ISSUE_TITLE_BYTES),
+      body: headOf(start.issue.body ?? "", MAX_ISSUE_BODY_BYTES),
+      htmlUrl: start.issue.html_url,
+      ...(pullRequest ? { pullRequest } : {}),
+    },
+    trigger: start.trigger,
+    requester: start.requester,
+    intent: start.intent,
+    intentTrusted: start.intentTrusted,
+    requestedAt: deps.now().toISOString(),
+  };
+  const admission = await deps.queue.admission(request);
+  if (admission.status === "duplicate") return;
+  if (admission.status === "refused") return refuseQueued(context, deps, start, admission);
+
+  const notes = [
+    admission.status === "waiting" ? `Another Harness run is active on this issue (\`${admission.behind}\`); this one starts when it ends.` : undefined,
+    admission.status === "queued" && admission.ahead > 0 ? `Position ${String(admission.ahead + 1)} in the queue: ${String(admission.ahead)} run${admission.ahead === 1 ? " was" : "s were"} waiting ahead of this one when it was accepted.` : undefined,
+    start.approvedBy ? `Approved by @${start.approvedBy} (request \`${start.requestId ?? ""}\`); the request is treated as untrusted input.` : undefined,
+  ].filter((note): note is string => note !== undefined);
   const view: StatusView = {
     runId,
-    phase: behind ? "waiting" : "queued",
+    phase: admission.status === "waiting" ? "waiting" : "queued",
     requester: start.requester.login,
     intent: start.intent,
     steps: [],
-    ...(behind ? { note: `Another Harness run is active on this issue (\`${behind}\`); this one starts when it ends.` } : {}),
-    ...(start.approvedBy ? { note: `Approved by @${start.approvedBy}; the request is treated as untrusted input.` } : {}),
+    ...(notes.length > 0 ? { note: notes.join(" ") } : {}),
   };
   const target = start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issueNumber: start.issue.number };
   const [, statusCommentId] = await Promise.all([
@@ -227,26 +335,7 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
         return undefined;
       }),
   ]);
-  const request: RunRequest = {
-    runId,
-    key: start.key,
-    deliveryId: context.id,
-    installationId: installationOf(context.payload),
-    repo: { id: start.repository.id, owner, name: repo, htmlUrl: start.repository.html_url, defaultBranch: start.repository.default_branch },
-    issue: {
-      number: start.issue.number,
-      title: start.issue.title,
-      body: start.issue.body ?? "",
-      htmlUrl: start.issue.html_url,
-      ...(pullRequest ? { pullRequest } : {}),
-    },
-    trigger: start.trigger,
-    requester: start.requester,
-    intent: start.intent,
-    intentTrusted: start.intentTrusted,
-    ...(statusCommentId !== undefined ? { statusCommentId } : {}),
-    requestedAt: deps.now().toISOString(),
-  };
+  if (statusCommentId !== undefined) request.statusCommentId = statusCommentId;
   let outcome;
   try {
     outcome = await deps.queue.enqueue(request);
@@ -255,20 +344,88 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     // "queued" spinner for a run that will never start.
     context.log.error({ runId, err: describeGitHubError(error) }, "could not queue the run");
     const failed = renderStatusComment({ ...view, phase: "failed", error: redact(`Harness could not queue this run: ${describeGitHubError(error)}`), remedy: "Ask again in a minute; if it keeps failing, tell the operator (the run store or queue is unavailable)" });
-    await (statusCommentId !== undefined
-      ? context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner, repo, comment_id: statusCommentId, body: failed })
-      : context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: start.issue.number, body: failed }));
+    await editOrPost(context, start, statusCommentId, failed);
     return;
+  }
+  if (outcome.status === "refused") {
+    // Another request took the last place between the question and the answer.
+    await record(context, deps, { action: "request.refused", repo: start.repository.full_name, issue: start.issue.number, actor: start.requester.login, installationId, details: { reason: outcome.reason, limit: outcome.limit } });
+    await editOrPost(context, start, statusCommentId, renderStatusComment({ ...view, phase: "cancelled", note: queueRefusalText(outcome, start) }));
+    return;
+  }
+  if (outcome.status !== "duplicate") {
+    await record(context, deps, {
+      action: "run.requested",
+      repo: start.repository.full_name,
+      issue: start.issue.number,
+      runId,
+      actor: start.requester.login,
+      installationId,
+      ...(start.requestId ? { requestId: start.requestId } : {}),
+      details: { trigger: start.trigger.kind, trusted: start.intentTrusted, intent: start.intent, ...(start.approvedBy ? { approvedBy: start.approvedBy } : {}) },
+    });
   }
   context.log.info({ runId, key: start.key, outcome: outcome.status, requester: start.requester.login }, "run accepted");
 }
 
-/** Tells someone below the bar how to get their request run — once per person per issue. */
-async function refuse(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, canApprove = false): Promise<void> {
-  context.log.info({ sender: event.sender.login, required: config.permission }, "refused a command from someone below the permission bar");
-  if (!deps.approvals.shouldReply(key, event.sender.login)) return;
-  const approve = canApprove ? ` A maintainer can run it by commenting \`${config.command} approve\`.` : "";
-  await reply(context, event.repository, event.issue.number, `@${event.sender.login} Harness runs only for people with **${config.permission}** access to this repository.${approve}`);
+async function editOrPost(context: WebhookContext, start: StartRun, commentId: number | undefined, body: string): Promise<void> {
+  const { owner, repo } = names(start.repository);
+  await (commentId !== undefined
+    ? context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner, repo, comment_id: commentId, body })
+    : context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: start.issue.number, body }));
+}
+
+/** A full quota: said once per person, issue and window; the rest of a flood is only logged. */
+async function refuseQueued(context: WebhookContext, deps: HandlerDeps, start: StartRun, refusal: QueueRefusal): Promise<void> {
+  context.log.info({ requester: start.requester.login, reason: refusal.reason, limit: refusal.limit }, "refused a request: a queue quota is full");
+  await record(context, deps, { action: "request.refused", repo: start.repository.full_name, issue: start.issue.number, actor: start.requester.login, installationId: installationOf(context.payload), details: { reason: refusal.reason, limit: refusal.limit } });
+  const key = issueKeyOf(start.repository.id, start.issue.number);
+  await replyOnce(context, deps, start.repository, start.issue.number, `queue:${key}`, start.requester.login, `@${start.requester.login} ${queueRefusalText(refusal, start)}`);
+}
+
+function queueRefusalText(refusal: QueueRefusal, start: StartRun): string {
+  switch (refusal.reason) {
+    case "issue_busy":
+      return `Harness did not take this request: this issue already has a run going and another waiting${refusal.active ? ` (\`${refusal.active}\`)` : ""}. Ask again when one of them has finished; \`cancel\` stops the active one.`;
+    case "repository_full":
+      return `Harness did not take this request: ${String(refusal.limit)} runs are already waiting in ${start.repository.full_name}. Ask again when some have finished.`;
+    case "installation_full":
+      return `Harness did not take this request: ${String(refusal.limit)} runs are already waiting across this organisation's repositories. Ask again when some have finished.`;
+  }
+}
+
+/** Tells someone below the bar they may not do this — once per person, issue and window. */
+async function refuse(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, what: "cancel" | "approve"): Promise<void> {
+  context.log.info({ sender: event.sender.login, required: config.permission, command: what }, "refused a command from someone below the permission bar");
+  await record(context, deps, { action: "request.refused", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, installationId: installationOf(context.payload), details: { reason: "permission", command: what, required: config.permission } });
+  await replyOnce(context, deps, event.repository, event.issue.number, `refused:${key}`, event.sender.login, `@${event.sender.login} Harness takes \`${what}\` only from people with **${config.permission}** access to this repository.`);
+}
+
+/** Posts `body` unless this person already had a reply of this kind on this issue within the window. */
+async function replyOnce(context: WebhookContext, deps: HandlerDeps, repository: Repo, issueNumber: number, scope: string, login: string, body: string): Promise<void> {
+  if (!(await deps.pending.claimReply(scope, login, deps.replyWindowMs))) return;
+  await reply(context, repository, issueNumber, body);
+}
+
+/** The audit trail is a record, never a dependency: a store hiccup is logged and the request goes on. */
+async function record(context: WebhookContext, deps: HandlerDeps, entry: Omit<AuditEntry, "at">): Promise<void> {
+  if (!deps.audit) return;
+  try {
+    await deps.audit.record(entry);
+  } catch (error) {
+    context.log.warn({ err: describeGitHubError(error), action: entry.action }, "could not record an audit entry");
+  }
+}
+
+/** A stranger's text as a Markdown quote, neutral (no mentions, no remote images) and bounded. */
+function quote(text: string): string {
+  const bounded = text.length > 2_000 ? `${text.slice(0, 2_000)}…` : text;
+  return neutralText(redact(bounded)).split("\n").map((line) => `> ${line}`).join("\n");
+}
+
+function oneLine(text: string): string {
+  const line = neutralText(redact(text.replace(/\s+/g, " ").trim()));
+  return line.length > 120 ? `${line.slice(0, 120)}…` : line;
 }
 
 /**
@@ -355,9 +512,11 @@ function isIgnoredBot(sender: { login: string; type: string }, author: { login: 
   return bot && !config.allowed_bots.includes(sender.login);
 }
 
-async function reply(context: WebhookContext, repository: Repo, issueNumber: number, body: string): Promise<void> {
+/** Posts a comment; returns its id. */
+async function reply(context: WebhookContext, repository: Repo, issueNumber: number, body: string): Promise<number | undefined> {
   const { owner, repo } = names(repository);
-  await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: issueNumber, body });
+  const response = await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: issueNumber, body });
+  return (response.data as { id?: number } | undefined)?.id;
 }
 
 async function react(context: WebhookContext, repository: Repo, target: { commentId: number } | { issueNumber: number }, content: "eyes" | "+1"): Promise<void> {

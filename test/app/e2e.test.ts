@@ -411,7 +411,10 @@ describe("security", () => {
     await settle();
     expect(github.mintedTokens().filter((token) => token.repositories.length === 1)).toEqual([]);
     const replies = github.issueComments("acme", "widgets", 1).filter((c) => c.user.login === "harness[bot]");
-    expect(replies.map((c) => c.body)).toEqual(["@reader Harness runs only for people with **write** access to this repository. A maintainer can run it by commenting `/harness approve`."]);
+    expect(replies).toHaveLength(1);
+    expect(replies[0]?.body).toMatch(/^@reader Harness runs only for people with \*\*write\*\* access to this repository/);
+    expect(replies[0]?.body).toContain("> delete everything");
+    expect(replies[0]?.body).toMatch(/`\/harness approve [a-z0-9]{6}`/);
   });
 
   test("unknown events and actions are answered 200 and ignored", async () => {

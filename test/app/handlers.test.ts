@@ -22,7 +22,10 @@ class RecordingQueue implements RunQueue {
   enqueue(request: RunRequest): Promise<EnqueueOutcome> {
     if (this.refuse) return Promise.reject(this.refuse);
     this.requests.push(request);
-    return Promise.resolve({ status: "queued" });
+    return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: 0 });
+  }
+  admission(): Promise<EnqueueOutcome> {
+    return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: 0 });
   }
   seen(key: string): Promise<boolean> {
     return Promise.resolve(this.requests.some((request) => request.key === key));
@@ -78,18 +81,20 @@ afterEach(() => {
   nock.enableNetConnect();
 });
 
+/** A file as GitHub's contents API answers for it. */
+function contentsFile(text: string) {
+  return { type: "file", encoding: "base64", size: Buffer.byteLength(text), name: "harness.yml", path: ".github/harness.yml", sha: "0".repeat(40), content: Buffer.from(text).toString("base64") };
+}
+
 /** GitHub as the handlers see it: token exchange, config lookups, the sender's permission. */
 function github(options: { permission?: string; roleName?: string; config?: string; orgConfig?: string } = {}) {
   // Probot caches the installation token, so only the first event in a test asks for one.
   const scope = nock(API).post("/app/installations/2/access_tokens").optionally().reply(201, { token: "ghs_installation", permissions: { issues: "write" } });
-  if (options.config !== undefined) {
-    // The config plugin asks for the raw media type: the body is the YAML text itself.
-    scope.get(CONFIG_PATH).reply(200, options.config);
-  } else {
-    scope.get(CONFIG_PATH).reply(404, { message: "Not Found" });
-    if (options.orgConfig !== undefined) scope.get(ORG_CONFIG_PATH).reply(200, options.orgConfig);
-    else scope.get(ORG_CONFIG_PATH).reply(404, { message: "Not Found" });
-  }
+  // Both files are always read: the organisation's is a floor under the repository's.
+  if (options.config !== undefined) scope.get(CONFIG_PATH).reply(200, contentsFile(options.config));
+  else scope.get(CONFIG_PATH).reply(404, { message: "Not Found" });
+  if (options.orgConfig !== undefined) scope.get(ORG_CONFIG_PATH).reply(200, contentsFile(options.orgConfig));
+  else scope.get(ORG_CONFIG_PATH).reply(404, { message: "Not Found" });
   if (options.permission !== undefined) {
     scope.get(/\/repos\/acme\/widgets\/collaborators\/[^/]+\/permission/).reply(200, { permission: options.permission, role_name: options.roleName ?? options.permission, user: { login: "x" } });
   }
@@ -199,20 +204,28 @@ describe("comments Harness ignores without a single API call", () => {
 });
 
 describe("who may ask", () => {
-  test("someone with read access gets one short reply, no sandbox; a maintainer's /harness approve runs it as untrusted", async () => {
-    const replies: unknown[] = [];
+  test("someone with read access gets one reply quoting the request and its id, no sandbox; a maintainer's /harness approve runs it as untrusted", async () => {
+    const replies: Array<{ body: string }> = [];
     const first = github({ permission: "read" });
     bodies(first.post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 10 }), replies);
     await receive("issue_comment", issueCommentCreated("/harness rewrite everything", { sender: { login: "drive-by", id: 9 } }));
     expect(queue.requests).toEqual([]);
-    expect(replies).toEqual([{ body: "@drive-by Harness runs only for people with **write** access to this repository. A maintainer can run it by commenting `/harness approve`." }]);
+    expect(replies).toHaveLength(1);
+    expect(replies[0]?.body).toMatch(/^@drive-by Harness runs only for people with \*\*write\*\* access/);
+    expect(replies[0]?.body).toContain("> rewrite everything");
+    const firstId = /approve ([a-z0-9]{6})/.exec(replies[0]?.body ?? "")?.[1];
+    expect(firstId).toBeDefined();
 
-    // A second attempt by the same person on the same issue is not answered again.
+    // A second request by the same person replaces the first: the same reply is edited, no new comment.
+    const edits: Array<{ body: string }> = [];
     const second = github({ permission: "read" });
+    bodies(second.patch("/repos/acme/widgets/issues/comments/10").reply(200, { id: 10 }), edits);
     await receive("issue_comment", issueCommentCreated("/harness please", { commentId: 557, sender: { login: "drive-by", id: 9 } }), "d-2");
     expect(second.pendingMocks()).toEqual([]);
+    expect(edits[0]?.body).toContain("> please");
+    expect(edits[0]?.body).toContain(`replaces your earlier request \`${firstId ?? ""}\``);
 
-    github({ permission: "admin" }).post("/repos/acme/widgets/issues/comments/558/reactions").reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 11 });
+    github({ permission: "admin" }).post("/repos/acme/widgets/issues/comments/557/reactions").reply(201, {}).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 11 });
     await receive("issue_comment", issueCommentCreated("/harness approve", { commentId: 558, sender: { login: "lead" } }), "d-3");
     expect(queue.requests).toHaveLength(1);
     expect(queue.requests[0]).toMatchObject({ intent: "please", intentTrusted: false, requester: { login: "drive-by" }, trigger: { kind: "comment", commentId: 557 } });

@@ -34,6 +34,15 @@ async function start(): Promise<{ state: string; cookie: string; page: string }>
   return { state, cookie, page };
 }
 
+/** How long /healthz takes to answer, in ms. */
+async function timedHealthz(): Promise<number> {
+  const started = performance.now();
+  const response = await fetch(`${server.url}/healthz`);
+  expect(response.status).toBe(200);
+  expect(await response.json()).toEqual({ status: "ok", mode: "setup" });
+  return performance.now() - started;
+}
+
 /** GitHub sending the browser back with a registration code. */
 function finish(code: string, state: string, cookie: string): Promise<Response> {
   return fetch(`${server.url}/setup?code=${code}&state=${state}`, { headers: { cookie }, redirect: "manual" });
@@ -97,11 +106,12 @@ describe("setup mode cannot be taken over", () => {
     expect(page).toContain(`${server.url}/setup`.replace(/"/g, "&quot;"));
   });
 
-  test("a code without the state this page handed out is refused, and .env is not written", async () => {
+  test("a code without the state this page handed out is refused, and .env is not written; /healthz answers throughout", async () => {
     for (const attempt of [`${server.url}/setup?code=attackers1`, `${server.url}/setup?code=attackers1&state=${"a".repeat(48)}`]) {
-      const response = await fetch(attempt);
+      const [response, health] = await Promise.all([fetch(attempt, { headers: { host: "attacker.example" } }), timedHealthz()]);
       expect(response.status).toBe(400);
       expect(await response.text()).toContain("not started from this page in this browser");
+      expect(health).toBeLessThan(100);
     }
     expect(conversions).toEqual([]);
     await expect(readFile(join(dir.path, ".env"), "utf8")).rejects.toThrow();

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { intentFromIssue, parseCommand } from "../../src/triggers/command.js";
+import { headOf, intentFromIssue, MAX_COMMENT_INTENT_BYTES, parseCommand } from "../../src/triggers/command.js";
 
 describe("parseCommand", () => {
   test.each([
@@ -11,6 +11,10 @@ describe("parseCommand", () => {
     ["/harness stop", { kind: "cancel" }],
     ["/harness help", { kind: "help" }],
     ["/harness approve", { kind: "approve" }],
+    ["/harness approve k7q2m9", { kind: "approve", requestId: "k7q2m9" }],
+    ["/harness approve `K7Q2M9`", { kind: "approve", requestId: "k7q2m9" }],
+    // More than one word after `approve` is a request, not an approval of some id.
+    ["/harness approve the new logo", { kind: "run", intent: "approve the new logo" }],
     ["/harness", { kind: "empty" }],
     ["/harness   \n ", { kind: "empty" }],
     ["/harness \u0000\u0007", { kind: "empty" }],
@@ -34,5 +38,19 @@ describe("parseCommand", () => {
   test("label intents are title and body", () => {
     expect(intentFromIssue("Title", "Body\r\ntext")).toBe("Title\n\nBody\ntext");
     expect(intentFromIssue("Title", null)).toBe("Title");
+  });
+});
+
+describe("issue text is bounded before it is carried anywhere", () => {
+  test("a 5 MB issue body becomes an intent within the intent limit, cut between characters and marked", () => {
+    const intent = intentFromIssue("Title", "é".repeat(2_500_000));
+    expect(Buffer.byteLength(intent)).toBeLessThanOrEqual(MAX_COMMENT_INTENT_BYTES);
+    expect(intent).toMatch(/more bytes not shown\]$/);
+    expect(intent).not.toContain("\uFFFD");
+  });
+
+  test("headOf keeps short text as it is and never exceeds the limit", () => {
+    expect(headOf("short", 100)).toBe("short");
+    for (const limit of [60, 61, 62, 63, 200]) expect(Buffer.byteLength(headOf("€".repeat(1_000), limit))).toBeLessThanOrEqual(limit);
   });
 });
