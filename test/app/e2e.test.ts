@@ -179,6 +179,36 @@ describe("comment → 👀 → status comment → branch → PR → final commen
   });
 });
 
+describe("the audit trail", () => {
+  test("a run leaves who asked, the tokens minted, the push and the PR in /audit.jsonl — and no token", async () => {
+    const auditToken = fakeToken("audit-", 40);
+    await server.close(1_000);
+    await start({}, { auditToken });
+    await comment("/harness add a HELLO file");
+    await settle();
+    const [pr] = github.pullRequests("acme", "widgets");
+    expect(pr).toBeDefined();
+
+    expect((await fetch(`${server.url}/audit.jsonl`)).status).toBe(401);
+    const response = await fetch(`${server.url}/audit.jsonl?after=0`, { headers: { authorization: `Bearer ${auditToken}` } });
+    expect(response.status).toBe(200);
+    const text = await response.text();
+    const entries = text.trim().split("\n").map((line) => JSON.parse(line) as { action: string; runId?: string; actor?: string; details?: Record<string, unknown> });
+    const runId = entries.find((entry) => entry.action === "run.requested")?.runId;
+    expect(runId).toBeDefined();
+    expect(entries.find((entry) => entry.action === "run.requested")).toMatchObject({ actor: "maintainer", details: { trigger: "comment", trusted: true } });
+    const minted = entries.filter((entry) => entry.action === "token.minted");
+    expect(minted.map((entry) => entry.details?.["permissions"])).toEqual([expect.arrayContaining(["contents:read"]), expect.arrayContaining(["contents:write"])]);
+    expect(minted.every((entry) => entry.runId === runId && JSON.stringify(entry.details?.["repositories"]) === JSON.stringify(["acme/widgets"]))).toBe(true);
+    expect(entries.find((entry) => entry.action === "branch.pushed")?.details).toMatchObject({ branch: pr?.pull?.headRef });
+    expect(entries.find((entry) => entry.action === "pull_request.opened")?.details).toMatchObject({ number: pr?.number });
+    expect(entries.find((entry) => entry.action === "run.finished")?.details).toMatchObject({ state: "succeeded" });
+    // Not one of the tokens GitHub minted for the run is in the trail.
+    for (const token of github.mintedTokens()) expect(text).not.toContain(token.token);
+    expect(text).not.toContain(auditToken);
+  });
+});
+
 describe("the same flow with the Daytona sandbox (against the fake Daytona)", () => {
   test("the clone goes through Daytona's git API with the read-only token; the push token never reaches Daytona; one sandbox, deleted", async () => {
     const daytona = await startFakeDaytona();

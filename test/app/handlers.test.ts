@@ -24,8 +24,9 @@ class RecordingQueue implements RunQueue {
     this.requests.push(request);
     return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: 0 });
   }
+  ahead = 0;
   admission(): Promise<EnqueueOutcome> {
-    return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: 0 });
+    return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: this.ahead });
   }
   seen(key: string): Promise<boolean> {
     return Promise.resolve(this.requests.some((request) => request.key === key));
@@ -164,6 +165,15 @@ describe("/harness <intent> from someone with write access", () => {
       .post("/repos/acme/widgets/issues/7/comments", (body: { body: string }) => { posted.push(body); return true; }).reply(201, { id: 3 });
     await receive("issue_comment", issueCommentCreated("/harness go"));
     expect(posted[0]?.body).toMatch(/waiting for the previous run[\s\S]*`run-before`/);
+  });
+
+  test("behind other runs, the status comment gives the queue position", async () => {
+    queue.ahead = 3;
+    const posted: Array<{ body: string }> = [];
+    github({ permission: "write" }).post(/reactions/).reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments", (body: { body: string }) => { posted.push(body); return true; }).reply(201, { id: 3 });
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(posted[0]?.body).toContain("Position 4 in the queue: 3 runs were waiting ahead of this one");
   });
 });
 
