@@ -23,4 +23,9 @@ export default tseslint.config(
     },
   },
   { files: ["eslint.config.js"], ...tseslint.configs.disableTypeChecked },
+  {
+    files: [".dependency-cruiser.cjs"],
+    ...tseslint.configs.disableTypeChecked,
+    languageOptions: { sourceType: "commonjs", globals: { module: "writable" }, parserOptions: { projectService: false } },
+  },
 );

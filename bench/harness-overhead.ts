@@ -11,7 +11,7 @@ import { Writable } from "node:stream";
 import { promisify } from "node:util";
 import { cpus } from "node:os";
 import { validateBlueprint } from "../src/harness/blueprint-file.js";
-import { fanOut, type HarnessEvent } from "../src/harness/events.js";
+import { fanOut, type HarnessEvent } from "../src/contracts/events.js";
 import { ConsoleReporter } from "../src/harness/reporters/console.js";
 import { MemoryReporter } from "../src/harness/reporters/memory.js";
 import { runHarness } from "../src/harness/run.js";

@@ -23,7 +23,7 @@ import { cpus, loadavg, tmpdir } from "node:os";
 import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { fileURLToPath } from "node:url";
-import { assertRedisReachable } from "../src/runs/redis-connection.js";
+import { assertRedisReachable } from "../src/store/redis-connection.js";
 import { benchRequest, deleteRedisKeys, openQueue, type AdapterSpec } from "./support/queue-adapters.js";
 import type { ParentMessage, WorkerMessage, WorkerSetup } from "./support/queue-worker.js";
 

@@ -4,8 +4,8 @@
  */
 import type { ApplicationFunction } from "probot";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
-import { settingsFromEnv, UNISOLATED_WARNING } from "./config/app-settings.js";
-import { localIsolationFor } from "./config/local-isolation.js";
+import { settingsFromEnv, UNISOLATED_WARNING } from "./runtime/app-settings.js";
+import { localIsolationFor } from "./runtime/local-isolation.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
 

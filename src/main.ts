@@ -1,9 +1,10 @@
 #!/usr/bin/env node
 // `npm start`: the Harness server, configured by the environment (see .env.example).
-import { settingsFromEnv, SettingsError } from "./config/app-settings.js";
-import { RunStoreError } from "./runs/run-store-error.js";
+import { settingsFromEnv } from "./runtime/app-settings.js";
+import { RunStoreError } from "./store/run-store-error.js";
 import { startHarnessServer } from "./server.js";
 import { describeError } from "./util/errors.js";
+import { SettingsError } from "./util/errors.js";
 
 try {
   const settings = settingsFromEnv(process.env);

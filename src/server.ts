@@ -3,15 +3,14 @@ import type { AddressInfo } from "node:net";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { Logger } from "pino";
 import { createHarnessApp, type HarnessAppOptions } from "./app.js";
-import { localIsolationFor } from "./config/local-isolation.js";
-import { UNISOLATED_WARNING, type AppSettings } from "./config/app-settings.js";
+import { localIsolationFor } from "./runtime/local-isolation.js";
+import { UNISOLATED_WARNING, type AppSettings } from "./runtime/app-settings.js";
 import type { RunQueue } from "./runs/queue.js";
 import type { RunRequest } from "./runs/request.js";
 import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
 import { SqliteRunQueue } from "./runs/sqlite-queue.js";
 import { BullmqRunQueue } from "./runs/bullmq-queue.js";
-import { assertRedisReachable } from "./runs/redis-connection.js";
-import type { SandboxKind } from "./runs/worker.js";
+import { assertRedisReachable } from "./store/redis-connection.js";
 import { createDaytonaSandbox } from "./sandbox/daytona.js";
 import { createLocalSandbox } from "./sandbox/local.js";
 import type { Sandbox, SandboxOptions } from "./sandbox/types.js";
@@ -34,6 +33,7 @@ import { journaledQueue } from "./runs/journaled-queue.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
 import { createRunPages } from "./web/run-pages.js";
 import { createRedactor, secretsFromEnv } from "./util/redact.js";
+import { type SandboxKind } from "./sandbox/types.js";
 
 export interface ServerOverrides {
   /** Where agent credentials are read from (default: process.env). */

@@ -1,4 +1,4 @@
-import type { JournalSettings } from "../runs/create-journal.js";
+import type { StoreSettings } from "../store/settings.js";
 import type { AuditLog, AuditLogOptions } from "./audit-log.js";
 import { MemoryAuditLog } from "./memory-audit-log.js";
 import { RedisAuditLog } from "./redis-audit-log.js";
@@ -9,7 +9,7 @@ import { SqliteAuditLog } from "./sqlite-audit-log.js";
  * in-memory queue, in the HARNESS_DB file beside the SQLite queue, and in the same Redis (same
  * key prefix) as BullMQ. `createAuditLog(settings.queue)` just works.
  */
-export type AuditLogSettings = JournalSettings;
+export type AuditLogSettings = StoreSettings;
 
 export function createAuditLog(settings: AuditLogSettings | undefined, options: AuditLogOptions = {}): AuditLog {
   switch (settings?.kind) {

@@ -1,5 +1,5 @@
 import type Database from "better-sqlite3";
-import { openSqliteFile } from "../runs/sqlite-file.js";
+import { openSqliteFile } from "../store/sqlite-file.js";
 import type { Redactor } from "../util/redact.js";
 import { auditLimits, auditRedactor, boundEntry, DEFAULT_FOR_RUN_LIMIT, pageLimit, settled, withSeq, type AuditEntry, type AuditLimits, type AuditLog, type AuditLogOptions, type AuditRecord } from "./audit-log.js";
 

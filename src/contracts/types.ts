@@ -172,3 +172,9 @@ export interface RunReport {
   /** A one-line, user-readable reason when the run did not succeed. */
   error?: string;
 }
+
+/** Who a commit is written as (the App's bot, or the CLI user). */
+export interface CommitIdentity {
+  name: string;
+  email: string;
+}

@@ -1,5 +1,5 @@
-import type { CommitIdentity } from "../harness/git-steps.js";
 import type { OctokitLike } from "./octokit-client.js";
+import { type CommitIdentity } from "../contracts/types.js";
 
 export interface BotIdentity extends CommitIdentity {
   /** The app's slug, e.g. `harness`; its bot user is `<slug>[bot]`. */

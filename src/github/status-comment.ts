@@ -1,6 +1,6 @@
-import { formatDuration } from "../harness/reporters/console.js";
 import { redact } from "../util/redact.js";
 import { neutralText } from "./neutral-text.js";
+import { formatDuration } from "../util/duration.js";
 
 /** Where a run is, as the status comment shows it. */
 export type RunPhase = "queued" | "waiting" | "running" | "succeeded" | "no_changes" | "failed" | "timed_out" | "cancelled" | "interrupted";

@@ -1,4 +1,4 @@
-import type { HarnessEvent, Reporter } from "../harness/events.js";
+import type { HarnessEvent, Reporter } from "../contracts/events.js";
 import { renderStatusComment, type StatusView, type StepState } from "./status-comment.js";
 
 /** Writes the status comment's body (the comment itself already exists). */

@@ -7,7 +7,7 @@ import { DEFAULT_OPERATION_TIMEOUT } from "../sandbox/types.js";
 import type { Redactor } from "../util/redact.js";
 import { TailBuffer } from "../util/tail-buffer.js";
 import type { AgentNode, Blueprint, BlueprintNode, ExecNode } from "./blueprint.js";
-import type { Reporter } from "./events.js";
+import type { Reporter } from "../contracts/events.js";
 import { scratchDirName } from "./git-steps.js";
 import { OutputLog } from "./output-log.js";
 import { renderAgentPrompt, type PromptInputs } from "./prompt.js";

@@ -3,6 +3,7 @@ import type { Sandbox } from "../sandbox/types.js";
 import { headOfPatch, MAX_PATCH_BYTES } from "../delivery/deliver.js";
 import { SANDBOX_GIT_SAFETY } from "../delivery/safe-git.js";
 import { SandboxError } from "../util/errors.js";
+import type { CommitIdentity } from "../contracts/types.js";
 
 /**
  * Where a run keeps scratch files (prompts) inside the checkout. Named after the run so it can
@@ -13,11 +14,6 @@ export function scratchDirName(runId: string): string {
 }
 
 const GIT_TIMEOUT_MS = 120_000;
-
-export interface CommitIdentity {
-  name: string;
-  email: string;
-}
 
 export interface CommitRequest {
   /** The commit the sandbox started from; the run's change is everything since. */

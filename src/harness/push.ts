@@ -1,12 +1,13 @@
 import type { PushResult } from "../contracts/types.js";
 import type { GitHubClient, NewPullRequest } from "../github/client.js";
-import { describeGitHubError } from "../github/octokit-client.js";
 import { workflowPermissionError } from "../github/push-errors.js";
 import { deliverRun } from "../delivery/deliver.js";
 import { maskSecrets, type KnownSecret } from "../delivery/secret-scan.js";
 import type { Sandbox } from "../sandbox/types.js";
 import type { GitHubRepo } from "../util/github.js";
-import { describeChange, type CommitIdentity } from "./git-steps.js";
+import { describeChange } from "./git-steps.js";
+import { describeGitHubError } from "../github/errors.js";
+import { type CommitIdentity } from "../contracts/types.js";
 
 export interface PushRequest {
   sandbox: Sandbox;

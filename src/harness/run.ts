@@ -3,7 +3,6 @@ import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/
 import type { AgentDriver } from "../agents/types.js";
 import type { KnownSecret } from "../delivery/secret-scan.js";
 import type { GitHubClient } from "../github/client.js";
-import { describeGitHubError } from "../github/octokit-client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { DEFAULT_COMMIT_IDENTITY } from "../sandbox/environment.js";
 import { DEFAULT_RUN_TIMEOUT, type Sandbox, type SandboxOptions } from "../sandbox/types.js";
@@ -12,11 +11,13 @@ import { githubCloneUrl, isLocalPath, parseGitHubRepo, type GitHubRepo } from ".
 import { createRedactor } from "../util/redact.js";
 import type { Blueprint } from "./blueprint.js";
 import { runBlueprint, type StopReason } from "./engine.js";
-import { fanOut, type Reporter } from "./events.js";
-import { commitMessage, commitRunChanges, gitRunner, headSha, type CommitIdentity } from "./git-steps.js";
+import { fanOut, type Reporter } from "../contracts/events.js";
+import { commitMessage, commitRunChanges, gitRunner, headSha } from "./git-steps.js";
 import type { IssueContext } from "./prompt.js";
 import { pushAndOpenPullRequest } from "./push.js";
 import { redactingReporter } from "./reporters/redacting.js";
+import { describeGitHubError } from "../github/errors.js";
+import { type CommitIdentity } from "../contracts/types.js";
 
 /** Longest intent accepted, in bytes: long context belongs in the issue body. */
 export const MAX_INTENT_BYTES = 64 * 1024;

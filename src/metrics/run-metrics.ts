@@ -1,5 +1,5 @@
 import type { RunReport } from "../contracts/types.js";
-import type { HarnessEvent, Reporter } from "../harness/events.js";
+import type { HarnessEvent, Reporter } from "../contracts/events.js";
 import type { RunProcessor } from "../runs/queue.js";
 import type { HarnessMetrics, RunOutcome } from "./harness-metrics.js";
 

@@ -1,5 +1,5 @@
 import type { AuditEntry, AuditLog } from "../audit/audit-log.js";
-import type { HarnessEvent, Reporter } from "../harness/events.js";
+import type { HarnessEvent, Reporter } from "../contracts/events.js";
 import type { TokenMinter } from "../github/tokens.js";
 import { describeError } from "../util/errors.js";
 import type { Log } from "../util/log.js";

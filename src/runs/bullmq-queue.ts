@@ -5,8 +5,8 @@ import { queueLimits } from "./quota.js";
 import { issueKey, type RunRequest } from "./request.js";
 import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueRefusal, QueueStats, RunProcessor, RunQueue } from "./queue.js";
 import { drainActive, type ActiveRun } from "./drain.js";
-import { openRedis } from "./redis-connection.js";
-import { RedisScript } from "./redis-script.js";
+import { openRedis } from "../store/redis-connection.js";
+import { RedisScript } from "../store/redis-script.js";
 
 export interface BullmqQueueOptions extends DurableQueueOptions {
   /** `REDIS_URL`. */

@@ -1,4 +1,4 @@
-import type { HarnessEvent, Reporter } from "../harness/events.js";
+import type { HarnessEvent, Reporter } from "../contracts/events.js";
 import { describeError } from "../util/errors.js";
 import { silentLog, type Log } from "../util/log.js";
 import type { RunJournal } from "./journal.js";

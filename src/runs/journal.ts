@@ -1,4 +1,4 @@
-import type { HarnessEvent } from "../harness/events.js";
+import type { HarnessEvent } from "../contracts/events.js";
 import type { RunRequest } from "./request.js";
 
 /**

@@ -1,6 +1,6 @@
 import { Redis } from "ioredis";
 import { checkCommentId, checkKey, checkLogin, checkPendingInput, checkWindow, generatedId, idClashError, MAX_ID_ATTEMPTS, normalizeRequestId, oldestFirst, resolveStoreOptions, type PendingRequest, type PendingRequestInput, type PendingRequestLimits, type PendingRequestStore, type PendingRequestStoreOptions, type PutOutcome, type TakeOnlyOutcome } from "./pending-requests.js";
-import { RedisScript } from "./redis-script.js";
+import { RedisScript } from "../store/redis-script.js";
 
 export interface RedisPendingRequestOptions extends PendingRequestStoreOptions {
   /** A Redis URL (the store opens and closes its own connection) or a connection to share. */

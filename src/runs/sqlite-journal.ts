@@ -5,7 +5,7 @@ import { RecentEntries } from "./recent-entries.js";
 import { SharedReads } from "./shared-reads.js";
 import type { RunRequest } from "./request.js";
 import { patchFor, reopens, summaryOf } from "./run-summary.js";
-import { openSqliteFile } from "./sqlite-file.js";
+import { openSqliteFile } from "../store/sqlite-file.js";
 
 export interface SqliteJournalOptions {
   /** The database file (`HARNESS_DB`, shared with the SQLite queue); `:memory:` for tests. */

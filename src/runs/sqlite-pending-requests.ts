@@ -1,6 +1,6 @@
 import type Database from "better-sqlite3";
 import { checkCommentId, checkKey, checkLogin, checkPendingInput, checkWindow, generatedId, idClashError, MAX_ID_ATTEMPTS, normalizeRequestId, resolveStoreOptions, settled, type PendingRequest, type PendingRequestInput, type PendingRequestLimits, type PendingRequestStore, type PendingRequestStoreOptions, type PutOutcome, type TakeOnlyOutcome } from "./pending-requests.js";
-import { openSqliteFile } from "./sqlite-file.js";
+import { openSqliteFile } from "../store/sqlite-file.js";
 
 export interface SqlitePendingRequestOptions extends PendingRequestStoreOptions {
   /** The database file (`HARNESS_DB`, shared with the queue and the journal); `:memory:` for tests. */

@@ -1,15 +1,14 @@
 import { createAgent } from "../agents/registry.js";
 import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
-import type { SetupSecretGrant } from "../config/app-settings.js";
 import { resolveNetworkPolicy, type NetworkMode } from "../config/network-policy.js";
 import type { RepoConfig } from "../config/repo-config.js";
 import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
-import { createOctokitClient, describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
+import { createOctokitClient, type OctokitLike } from "../github/octokit-client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { renderStatusComment, type RunPhase, type StatusView } from "../github/status-comment.js";
 import { StatusCommentReporter, StatusUpdater } from "../github/status-updater.js";
 import type { TokenMinter } from "../github/tokens.js";
-import { fanOut, type HarnessEvent, type Reporter } from "../harness/events.js";
+import { fanOut, type HarnessEvent, type Reporter } from "../contracts/events.js";
 import { openPullRequest } from "../harness/push.js";
 import { runHarness } from "../harness/run.js";
 import type { Sandbox, SandboxOptions, DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
@@ -20,8 +19,10 @@ import { branchPushed, findStatusComment } from "./earlier-attempt.js";
 import type { RunRequest } from "./request.js";
 import { RunAudit } from "./audit-reporter.js";
 import type { AuditLog } from "../audit/audit-log.js";
+import { type SetupSecretGrant } from "../config/setup-secrets.js";
+import { describeGitHubError } from "../github/errors.js";
+import type { SandboxKind } from "../sandbox/types.js";
 
-export type SandboxKind = "local" | "daytona";
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {

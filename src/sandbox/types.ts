@@ -1,3 +1,6 @@
+/** The sandbox providers: the local one (bubblewrap) and Daytona. */
+export type SandboxKind = "local" | "daytona";
+
 import type { ExecOptions, ExecResult } from "../contracts/types.js";
 import { InvalidInputError } from "../util/errors.js";
 

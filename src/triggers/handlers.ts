@@ -1,6 +1,6 @@
 import { loadRepoConfig, type ConfigCapableOctokit } from "../config/load-repo-config.js";
 import { meetsPermission, PERMISSION_LEVELS, RepoConfigError, type PermissionLevel, type RepoConfig } from "../config/repo-config.js";
-import { describeGitHubError, type OctokitLike } from "../github/octokit-client.js";
+import { type OctokitLike } from "../github/octokit-client.js";
 import { neutralText } from "../github/neutral-text.js";
 import { renderHelp, renderStatusComment, type StatusView } from "../github/status-comment.js";
 import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
@@ -11,6 +11,7 @@ import type { Log } from "../util/log.js";
 import { redact } from "../util/redact.js";
 import { MAX_COMMENT_INTENT_BYTES, MAX_ISSUE_BODY_BYTES, MAX_ISSUE_TITLE_BYTES, headOf, intentFromIssue, parseCommand } from "./command.js";
 import { parseIssueComment, parseIssuesLabeled, type IssueCommentEvent } from "./payload.js";
+import { describeGitHubError } from "../github/errors.js";
 
 /** What a handler gets from Probot's context, narrowed so handlers can be tested without Probot. */
 export interface WebhookContext {

@@ -41,6 +41,13 @@ export class SandboxError extends HarnessError {
 }
 
 /** Renders any thrown value as one readable line, never a stack trace. */
+/** A setting that stops the process from starting; the message says what to change. */
+export class SettingsError extends HarnessError {
+  constructor(message: string) {
+    super("settings", message);
+  }
+}
+
 export function describeError(error: unknown): string {
   if (error instanceof Error) return error.message;
   if (typeof error === "string") return error;

@@ -3,7 +3,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import type { AppSettings } from "../../src/config/app-settings.js";
+import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { startHarnessServer, type HarnessServer } from "../../src/server.js";
 import { bindLog, type Log } from "../../src/util/log.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";

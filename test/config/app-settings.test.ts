@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
-import { settingsFromEnv, SettingsError } from "../../src/config/app-settings.js";
+import { settingsFromEnv } from "../../src/runtime/app-settings.js";
 import { fakePem } from "../helpers/fake-secrets.js";
+import { SettingsError } from "../../src/util/errors.js";
 
 const pem = fakePem();
 

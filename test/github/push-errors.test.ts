@@ -4,18 +4,7 @@ import { afterEach, describe, expect, test } from "vitest";
 import { classifyPushError, workflowPermissionError, type ClassifiedPushError, type PushFailureKind } from "../../src/github/push-errors.js";
 import { gitEnv } from "../../src/sandbox/environment.js";
 import { runProcess } from "../../src/sandbox/process.js";
-import {
-  blockSecrets,
-  closedPortUrl,
-  enforceRepositoryRules,
-  limitFileSize,
-  moveBranch,
-  protectBranch,
-  refusals,
-  requireWorkflowsPermission,
-  startGitHubLikeServer,
-  type GitHubLikeServer,
-} from "../fakes/github-git-rejections.js";
+import { blockSecrets, closedPortUrl, enforceRepositoryRules, limitFileSize, moveBranch, protectBranch, refusals, requireWorkflowsPermission, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 

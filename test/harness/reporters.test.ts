@@ -3,13 +3,14 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { NodeReport } from "../../src/contracts/types.js";
-import { fanOut, type HarnessEvent } from "../../src/harness/events.js";
-import { ConsoleReporter, formatDuration } from "../../src/harness/reporters/console.js";
+import { fanOut, type HarnessEvent } from "../../src/contracts/events.js";
+import { ConsoleReporter } from "../../src/harness/reporters/console.js";
 import { JsonLinesReporter } from "../../src/harness/reporters/jsonl.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
 import { redactingReporter } from "../../src/harness/reporters/redacting.js";
 import { createRedactor } from "../../src/util/redact.js";
 import { scratchDir } from "../helpers/git.js";
+import { formatDuration } from "../../src/util/duration.js";
 
 const at = "2026-11-22T00:00:00.000Z";
 const nodeReport = (overrides: Partial<NodeReport> = {}): NodeReport => ({

@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { validateBlueprint } from "../../src/harness/blueprint-file.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import type { HarnessEvent } from "../../src/harness/events.js";
+import type { HarnessEvent } from "../../src/contracts/events.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
 import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";

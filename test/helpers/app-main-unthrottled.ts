@@ -5,7 +5,7 @@
  * advice against its secondary rate limits; against the fake GitHub, which has none, it would
  * turn a hundred requests into minutes of waiting on a timer rather than on the app.
  */
-import { settingsFromEnv } from "../../src/config/app-settings.js";
+import { settingsFromEnv } from "../../src/runtime/app-settings.js";
 import { startHarnessServer } from "../../src/server.js";
 
 const settings = settingsFromEnv(process.env);

@@ -1,5 +1,5 @@
 import { Redis } from "ioredis";
-import { assertRedisReachable } from "../../src/runs/redis-connection.js";
+import { assertRedisReachable } from "../../src/store/redis-connection.js";
 
 /** Why Redis cannot be used at `url` (for a printed skip reason), or undefined when it can. */
 export async function redisUnreachable(url: string): Promise<string | undefined> {

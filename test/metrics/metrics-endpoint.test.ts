@@ -5,7 +5,7 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import { fanOut, type HarnessEvent, type Reporter } from "../../src/harness/events.js";
+import { fanOut, type HarnessEvent, type Reporter } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
 import { HarnessMetrics, type QueueDepth } from "../../src/metrics/harness-metrics.js";
 import { metricsEndpoint } from "../../src/metrics/metrics-endpoint.js";

@@ -2,7 +2,7 @@ import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { BullmqRunQueue } from "../../src/runs/bullmq-queue.js";
-import { assertRedisReachable } from "../../src/runs/redis-connection.js";
+import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, request } from "./queue-conformance.js";
 
 // A Redis of our own, so pausing it cannot disturb other test files sharing the machine's Redis.

@@ -2,7 +2,7 @@ import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, test } from "vitest";
 import { BullmqRunQueue } from "../../src/runs/bullmq-queue.js";
-import { assertRedisReachable } from "../../src/runs/redis-connection.js";
+import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, describeQueueConformance, request } from "./queue-conformance.js";
 
 const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";

@@ -5,7 +5,7 @@ import { Daytona } from "@daytonaio/sdk";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { promptProbeAgent } from "../helpers/prompt-probe.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import type { HarnessEvent } from "../../src/harness/events.js";
+import type { HarnessEvent } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";

@@ -5,7 +5,7 @@ import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { promptProbeAgent } from "../helpers/prompt-probe.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import type { HarnessEvent } from "../../src/harness/events.js";
+import type { HarnessEvent } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
 import { isolatedArgv, probeIsolation } from "../../src/sandbox/isolation.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";

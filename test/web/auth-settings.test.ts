@@ -1,7 +1,7 @@
 import { describe, expect, it } from "vitest";
-import { SettingsError } from "../../src/config/app-settings.js";
 import { createGitHubAuth } from "../../src/web/auth/github-auth.js";
 import { githubWebUrlFor, webAuthSetupFromEnv } from "../../src/web/auth/settings.js";
+import { SettingsError } from "../../src/util/errors.js";
 
 const SECRET = "s".repeat(32);
 const FULL = { GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "shh-0123456789", HARNESS_PUBLIC_URL: "https://harness.example.com", HARNESS_SESSION_SECRET: SECRET };

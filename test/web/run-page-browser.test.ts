@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import type { AppSettings } from "../../src/config/app-settings.js";
+import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { startHarnessServer, type HarnessServer } from "../../src/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";

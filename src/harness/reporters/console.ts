@@ -1,4 +1,5 @@
-import type { HarnessEvent, Reporter } from "../events.js";
+import type { HarnessEvent, Reporter } from "../../contracts/events.js";
+import { formatDuration } from "../../util/duration.js";
 
 export interface ConsoleReporterOptions {
   /** Where to write; `process.stderr` by default so stdout stays for machine-readable output. */
@@ -115,9 +116,3 @@ function lastLine(text: string): string {
   return lines.at(-1)?.trim() ?? "";
 }
 
-export function formatDuration(ms: number): string {
-  if (ms < 1000) return `${String(Math.round(ms))}ms`;
-  if (ms < 60_000) return `${(ms / 1000).toFixed(1)}s`;
-  const minutes = Math.floor(ms / 60_000);
-  return `${String(minutes)}m${String(Math.round((ms % 60_000) / 1000)).padStart(2, "0")}s`;
-}

@@ -1,5 +1,5 @@
 import { createWriteStream, type WriteStream } from "node:fs";
-import type { HarnessEvent, Reporter } from "../events.js";
+import type { HarnessEvent, Reporter } from "../../contracts/events.js";
 
 /**
  * Appends each event as one JSON line to a file (`harness run --report run.jsonl`), so a run

@@ -1,4 +1,4 @@
-import type { HarnessEvent, HarnessEventType, Reporter } from "../events.js";
+import type { HarnessEvent, HarnessEventType, Reporter } from "../../contracts/events.js";
 
 /** Keeps every event in memory: for tests, and for callers that render a run afterwards. */
 export class MemoryReporter implements Reporter {

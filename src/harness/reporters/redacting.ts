@@ -1,5 +1,5 @@
 import type { Redactor } from "../../util/redact.js";
-import type { HarnessEvent, Reporter } from "../events.js";
+import type { HarnessEvent, Reporter } from "../../contracts/events.js";
 
 /**
  * Wraps a reporter so that every string inside every event passes through `redactor` first.

@@ -1,5 +1,5 @@
-import { SettingsError } from "../../config/app-settings.js";
 import { MIN_SESSION_SECRET_LENGTH } from "./keys.js";
+import { SettingsError } from "../../util/errors.js";
 
 /** What `createGitHubAuth` needs from the environment (plus injected clients). */
 export interface WebAuthSettings {

@@ -17,18 +17,7 @@ import { appRoutes, mintToken } from "./rest-app.js";
 import { issueRoutes } from "./rest-issues.js";
 import { pullRoutes } from "./rest-pulls.js";
 import { repoRoutes, resolveRef } from "./rest-repos.js";
-import {
-  FakeGitHubState,
-  isoSeconds,
-  type AppRecord,
-  type CommentRecord,
-  type InstallationRecord,
-  type IssueRecord,
-  type Permissions,
-  type ReactionRecord,
-  type RepoRecord,
-  type RepoRole,
-} from "./state.js";
+import { FakeGitHubState, isoSeconds, type AppRecord, type CommentRecord, type InstallationRecord, type IssueRecord, type Permissions, type ReactionRecord, type RepoRecord, type RepoRole } from "./state.js";
 
 /*
  * A fake GitHub (github.com / GHES-style, REST under `/api/v3` plus git smart HTTP) on

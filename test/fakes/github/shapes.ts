@@ -1,14 +1,4 @@
-import type {
-  AppRecord,
-  CommentRecord,
-  FakeGitHubState,
-  InstallationRecord,
-  IssueRecord,
-  LabelRecord,
-  ReactionRecord,
-  RepoRecord,
-  UserRecord,
-} from "./state.js";
+import type { AppRecord, CommentRecord, FakeGitHubState, InstallationRecord, IssueRecord, LabelRecord, ReactionRecord, RepoRecord, UserRecord } from "./state.js";
 
 /*
  * JSON shapes of GitHub's REST answers, trimmed to what clients read but keeping the fields

@@ -1,4 +1,4 @@
-import type { NodeReport, PushResult, RunReport } from "../contracts/types.js";
+import type { NodeReport, PushResult, RunReport } from "./types.js";
 
 /** One line of the checklist users see: a blueprint node as planned. */
 export interface PlannedNode {

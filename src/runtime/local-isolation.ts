@@ -1,6 +1,7 @@
 import { probeIsolation } from "../sandbox/isolation.js";
 import type { LocalIsolation } from "../sandbox/types.js";
-import { SettingsError, type AppSettings } from "./app-settings.js";
+import { type AppSettings } from "./app-settings.js";
+import { SettingsError } from "../util/errors.js";
 
 /**
  * The local sandbox's isolation for this process, checked before it takes any work: a worker

@@ -1,11 +1,12 @@
 import { readFileSync } from "node:fs";
-import { HarnessError } from "../util/errors.js";
-import type { SandboxKind } from "../runs/worker.js";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
-import { NETWORK_MODES, type NetworkMode } from "./network-policy.js";
+import { NETWORK_MODES, type NetworkMode } from "../config/network-policy.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
 import { DEFAULT_QUEUE_LIMITS, type QueueLimits } from "../runs/queue.js";
+import { type SandboxKind } from "../sandbox/types.js";
+import type { SetupSecretGrant } from "../config/setup-secrets.js";
+import { SettingsError } from "../util/errors.js";
 
 /** The process's configuration, from the environment only. */
 export type AppSettings =
@@ -80,24 +81,11 @@ export type AppSettings =
       warnings: string[];
     };
 
-/** `repo` is `owner/name` or `owner/*`; `name` is the environment variable holding the value. */
-export interface SetupSecretGrant {
-  repo: string;
-  name: string;
-}
-
 export type QueueSettings =
   | { kind: "memory" }
   | { kind: "sqlite"; path: string }
   /** `prefix` namespaces every Redis key, so several deployments can share one Redis. */
   | { kind: "bullmq"; redisUrl: string; prefix: string };
-
-/** A setting that stops the process from starting; the message says what to change. */
-export class SettingsError extends HarnessError {
-  constructor(message: string) {
-    super("settings", message);
-  }
-}
 
 /**
  * Reads the environment. With no app credentials at all the app starts in setup mode (the
