@@ -23,7 +23,9 @@ const folders = (layers) => `^src/(${layers.flat().join("|")})/`;
 
 const upward = LAYERS.slice(0, -1).map((layer, index) => ({
   name: `layer-${String(index)}-imports-upward`,
-  comment: `${layer.join(", ")} may not import a higher layer (${LAYERS.slice(index + 1).flat().join(", ")} or src/*.ts)`,
+  comment: `${layer.join(", ")} may not import a higher layer (${LAYERS.slice(index + 1)
+    .flat()
+    .join(", ")} or src/*.ts)`,
   severity: "error",
   from: { path: folders([layer]) },
   to: { path: [folders(LAYERS.slice(index + 1)), "^src/[^/]+\\.ts$"] },

@@ -26,6 +26,10 @@ export default tseslint.config(
   {
     files: [".dependency-cruiser.cjs"],
     ...tseslint.configs.disableTypeChecked,
-    languageOptions: { sourceType: "commonjs", globals: { module: "writable" }, parserOptions: { projectService: false } },
+    languageOptions: {
+      sourceType: "commonjs",
+      globals: { module: "writable" },
+      parserOptions: { projectService: false },
+    },
   },
 );

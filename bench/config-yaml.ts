@@ -10,7 +10,12 @@
 import { loadavg } from "node:os";
 import { performance } from "node:perf_hooks";
 import { parse } from "yaml";
-import { BLUEPRINT_YAML_LIMITS, CONFIG_YAML_LIMITS, parseBoundedYaml, type YamlLimits } from "../src/config/bounded-yaml.js";
+import {
+  BLUEPRINT_YAML_LIMITS,
+  CONFIG_YAML_LIMITS,
+  parseBoundedYaml,
+  type YamlLimits,
+} from "../src/config/bounded-yaml.js";
 import { loadRepoConfig, MAX_BLUEPRINT_BYTES, MAX_CONFIG_BYTES } from "../src/config/load-repo-config.js";
 import { RepoConfigError } from "../src/config/repo-config.js";
 import { hostileShapes } from "../test/helpers/hostile-yaml.js";
@@ -36,7 +41,11 @@ function time(work: () => unknown): number {
 const bounded = (text: string, limits: Readonly<YamlLimits>) => () => parseBoundedYaml(text, limits);
 const unbounded = (text: string) => (): unknown => parse(text, { logLevel: "error" }) as unknown;
 
-console.log(`node ${process.version}, load ${loadavg().map((value) => value.toFixed(2)).join(" ")}, median of ${String(SAMPLES)}`);
+console.log(
+  `node ${process.version}, load ${loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ")}, median of ${String(SAMPLES)}`,
+);
 console.log("| shape | bounded, 64 KiB | before, 64 KiB | bounded, 256 KiB |");
 console.log("|---|---|---|---|");
 let worstConfig = 0;
@@ -58,14 +67,29 @@ const huge = "k: 1\n".repeat(1_048_576 / 5);
 const octokit = {
   request: (_route: string, params?: Record<string, unknown>) => {
     if (params?.["repo"] === ".github") return Promise.reject(Object.assign(new Error("Not Found"), { status: 404 }));
-    return Promise.resolve({ data: { type: "file", encoding: "base64", size: Buffer.byteLength(huge), name: "harness.yml", path: ".github/harness.yml", sha: "0".repeat(40), content: Buffer.from(huge).toString("base64") } });
+    return Promise.resolve({
+      data: {
+        type: "file",
+        encoding: "base64",
+        size: Buffer.byteLength(huge),
+        name: "harness.yml",
+        path: ".github/harness.yml",
+        sha: "0".repeat(40),
+        content: Buffer.from(huge).toString("base64"),
+      },
+    });
   },
 };
 const refusals: number[] = [];
 for (let i = 0; i < SAMPLES; i++) {
   const started = performance.now();
-  const outcome = await loadRepoConfig(octokit, "acme", "widgets").then(() => "accepted", (error: unknown) => (error instanceof RepoConfigError ? "refused" : String(error)));
+  const outcome = await loadRepoConfig(octokit, "acme", "widgets").then(
+    () => "accepted",
+    (error: unknown) => (error instanceof RepoConfigError ? "refused" : String(error)),
+  );
   refusals.push(performance.now() - started);
   if (outcome !== "refused") throw new Error(`a 1 MiB config was ${outcome}`);
 }
-console.log(`1 MiB .github/harness.yml refused in ${median(refusals).toFixed(2)} ms (the old parse of 1 MiB of keys took about a minute)`);
+console.log(
+  `1 MiB .github/harness.yml refused in ${median(refusals).toFixed(2)} ms (the old parse of 1 MiB of keys took about a minute)`,
+);

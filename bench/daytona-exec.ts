@@ -46,7 +46,8 @@ function sequentialDepth(requests: ReadonlyArray<{ time: number; respondedAt?: n
     let depth = 1;
     for (let j = 0; j < i; j++) {
       const earlier = requests[j];
-      if (earlier?.respondedAt !== undefined && earlier.respondedAt <= request.time) depth = Math.max(depth, (depths[j] ?? 1) + 1);
+      if (earlier?.respondedAt !== undefined && earlier.respondedAt <= request.time)
+        depth = Math.max(depth, (depths[j] ?? 1) + 1);
     }
     depths.push(depth);
   });
@@ -81,7 +82,9 @@ try {
   const seedExec = async (): Promise<void> => {
     const session = `seed-${randomBytes(4).toString("hex")}`;
     await remote.process.createSession(session);
-    const command = await remote.process.executeSessionCommand(session, { command: `cd '${sandbox.workDir}' && 'true'` });
+    const command = await remote.process.executeSessionCommand(session, {
+      command: `cd '${sandbox.workDir}' && 'true'`,
+    });
     await remote.process.getSessionCommandLogs(session, command.cmdId);
     await remote.process.deleteSession(session);
   };
@@ -103,31 +106,53 @@ try {
     seed.push(performance.now() - started);
   }
 
-  await measure("exec ['true'] (critical path; session swap follows in the background)", () => sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 30_000 }));
+  await measure("exec ['true'] (critical path; session swap follows in the background)", () =>
+    sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 30_000 }),
+  );
   await new Promise((resolve) => setTimeout(resolve, 3 * LATENCY));
-  await measure("exec with env (agent credentials via the env API)", () => sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 30_000, env: { ANTHROPIC_API_KEY: "x".repeat(20) } }));
+  await measure("exec with env (agent credentials via the env API)", () =>
+    sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 30_000, env: { ANTHROPIC_API_KEY: "x".repeat(20) } }),
+  );
   await new Promise((resolve) => setTimeout(resolve, 3 * LATENCY));
-  await measure("streaming exec (agents: async + log stream + exit code)", () => sandbox.exec({ argv: ["echo", "hi"], cwd: sandbox.workDir, timeout: 30_000, onOutput: () => undefined }));
+  await measure("streaming exec (agents: async + log stream + exit code)", () =>
+    sandbox.exec({ argv: ["echo", "hi"], cwd: sandbox.workDir, timeout: 30_000, onOutput: () => undefined }),
+  );
   await new Promise((resolve) => setTimeout(resolve, 3 * LATENCY));
-  await measure("upload 2 files (folder + bulk upload)", () => sandbox.uploadFiles([{ path: "bench/a.txt", content: "a" }, { path: "bench/b.txt", content: "b" }]));
-  await measure("upload then download 1 KiB (the result bundle path: size check + download)", () => sandbox.uploadFiles([{ path: "bench/c.bin", content: "c".repeat(1024) }]).then(() => sandbox.downloadBytes("bench/c.bin", 4096)));
+  await measure("upload 2 files (folder + bulk upload)", () =>
+    sandbox.uploadFiles([
+      { path: "bench/a.txt", content: "a" },
+      { path: "bench/b.txt", content: "b" },
+    ]),
+  );
+  await measure("upload then download 1 KiB (the result bundle path: size check + download)", () =>
+    sandbox
+      .uploadFiles([{ path: "bench/c.bin", content: "c".repeat(1024) }])
+      .then(() => sandbox.downloadBytes("bench/c.bin", 4096)),
+  );
   await measure("teardown", () => sandbox.teardown());
   await sdk[Symbol.asyncDispose]();
 
   const target = 1.3 * LATENCY + 10;
-  console.log(`fake Daytona with ${String(LATENCY)} ms per request; node ${process.version}; ${String(SAMPLES)} samples each, alternating`);
+  console.log(
+    `fake Daytona with ${String(LATENCY)} ms per request; node ${process.version}; ${String(SAMPLES)} samples each, alternating`,
+  );
   console.log("");
   console.log("| exec(['true']) | median ms | round trips on the critical path |");
   console.log("|---|---|---|");
   console.log(`| harness sandbox (pre-created session, sync exec) | ${median(ours).toFixed(1)} | 1 |`);
   console.log(`| naive design (create session, exec, logs, delete) | ${median(seed).toFixed(1)} | 4 |`);
-  console.log(`target ≤ 1.3 × ${String(LATENCY)} + 10 = ${target.toFixed(1)} ms → ${median(ours) <= target ? "MET" : "MISSED"}`);
+  console.log(
+    `target ≤ 1.3 × ${String(LATENCY)} + 10 = ${target.toFixed(1)} ms → ${median(ours) <= target ? "MET" : "MISSED"}`,
+  );
   console.log("");
   console.log("| operation | requests | sequential round trips | wall ms |");
   console.log("|---|---|---|---|");
-  for (const row of rows) console.log(`| ${row.operation} | ${String(row.requests)} | ${String(row.depth)} | ${row.ms.toFixed(0)} |`);
+  for (const row of rows)
+    console.log(`| ${row.operation} | ${String(row.requests)} | ${String(row.depth)} | ${row.ms.toFixed(0)} |`);
   const typical = rows.filter((row) => !row.operation.startsWith("exec with env"));
-  console.log(`typical run (bootstrap, one exec, one agent step, upload, commit, push, teardown): ${String(typical.reduce((sum, row) => sum + row.requests, 0))} requests, ${String(typical.reduce((sum, row) => sum + row.depth, 0))} sequential round trips`);
+  console.log(
+    `typical run (bootstrap, one exec, one agent step, upload, commit, push, teardown): ${String(typical.reduce((sum, row) => sum + row.requests, 0))} requests, ${String(typical.reduce((sum, row) => sum + row.depth, 0))} sequential round trips`,
+  );
   const bootstrap = rows[0];
   console.log(`bootstrap target ≤ 3 sequential round trips → ${bootstrap && bootstrap.depth <= 3 ? "MET" : "MISSED"}`);
 } finally {

@@ -31,7 +31,8 @@ function median(values: number[]): number {
   const mid = Math.floor(sorted.length / 2);
   return sorted.length % 2 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2;
 }
-const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? 0;
+const percentile = (values: number[], p: number): number =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? 0;
 
 async function bare(count: number): Promise<number[]> {
   const times: number[] = [];
@@ -45,14 +46,31 @@ async function bare(count: number): Promise<number[]> {
 
 async function engine(repo: string, count: number, round: number): Promise<number[]> {
   const blueprint = validateBlueprint(
-    { name: "bench", nodes: Array.from({ length: count }, (_, i) => ({ id: `n${String(i)}`, kind: "exec", title: `true #${String(i)}`, argv: ["true"] })) },
+    {
+      name: "bench",
+      nodes: Array.from({ length: count }, (_, i) => ({
+        id: `n${String(i)}`,
+        kind: "exec",
+        title: `true #${String(i)}`,
+        argv: ["true"],
+      })),
+    },
     "bench",
   );
   // Each node's cost is the time from the previous node's end to its own end: everything the
   // engine does between and around the processes is inside it.
   const marks: number[] = [];
-  const timing = { emit: (event: HarnessEvent) => { if (event.type === "node.finished" || (event.type === "node.started" && marks.length === 0)) marks.push(performance.now()); } };
-  const sink = new Writable({ write: (_chunk, _encoding, done) => { done(); } });
+  const timing = {
+    emit: (event: HarnessEvent) => {
+      if (event.type === "node.finished" || (event.type === "node.started" && marks.length === 0))
+        marks.push(performance.now());
+    },
+  };
+  const sink = new Writable({
+    write: (_chunk, _encoding, done) => {
+      done();
+    },
+  });
   const report = await runHarness({
     runId: `bench${String(round)}`,
     repo,
@@ -84,11 +102,16 @@ try {
     ["bare execFile('true')", bareMedian, percentile(bareTimes, 0.9), bareTimes.length],
     ["harness exec node (local sandbox)", engineMedian, percentile(engineTimes, 0.9), engineTimes.length],
   ] as const;
-  console.log(`node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model ?? "unknown cpu"}), ${String(ROUNDS)} rounds × ${String(NODES)} nodes`);
+  console.log(
+    `node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model ?? "unknown cpu"}), ${String(ROUNDS)} rounds × ${String(NODES)} nodes`,
+  );
   console.log("| what | median ms | p90 ms | samples |");
   console.log("|---|---|---|---|");
-  for (const [what, med, p90, n] of rows) console.log(`| ${what} | ${med.toFixed(2)} | ${p90.toFixed(2)} | ${String(n)} |`);
-  console.log(`overhead per node: ${(engineMedian - bareMedian).toFixed(2)} ms (×${(engineMedian / bareMedian).toFixed(2)}); target ≤ 1.1 × bare + 2 ms = ${target.toFixed(2)} ms → ${engineMedian <= target ? "MET" : "MISSED"}`);
+  for (const [what, med, p90, n] of rows)
+    console.log(`| ${what} | ${med.toFixed(2)} | ${p90.toFixed(2)} | ${String(n)} |`);
+  console.log(
+    `overhead per node: ${(engineMedian - bareMedian).toFixed(2)} ms (×${(engineMedian / bareMedian).toFixed(2)}); target ≤ 1.1 × bare + 2 ms = ${target.toFixed(2)} ms → ${engineMedian <= target ? "MET" : "MISSED"}`,
+  );
 } finally {
   await dir.cleanup();
 }

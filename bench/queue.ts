@@ -43,7 +43,10 @@ const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
 const workerScript = fileURLToPath(new URL("./support/queue-worker.ts", import.meta.url));
 
 const MB = 1024 * 1024;
-const load = (): string => loadavg().map((value) => value.toFixed(2)).join(" ");
+const load = (): string =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ");
 const percentile = (values: number[], p: number): number => {
   const sorted = [...values].sort((a, b) => a - b);
   return sorted[Math.min(sorted.length - 1, Math.max(0, Math.ceil(sorted.length * p) - 1))] ?? 0;
@@ -57,17 +60,29 @@ async function freshStore(kind: AdapterSpec["kind"]): Promise<{ spec: AdapterSpe
     return { spec: { kind, path: join(dir, "harness.db") }, dispose: () => rm(dir, { recursive: true, force: true }) };
   }
   const prefix = `harness-bench-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-  return { spec: { kind, redisUrl: REDIS_URL, prefix }, dispose: async () => { await deleteRedisKeys(REDIS_URL, prefix); } };
+  return {
+    spec: { kind, redisUrl: REDIS_URL, prefix },
+    dispose: async () => {
+      await deleteRedisKeys(REDIS_URL, prefix);
+    },
+  };
 }
 
 /** A forked worker process, with a way to await its next message of a kind. */
 class Worker {
   readonly child: ChildProcess;
-  private readonly waiters: Array<{ type: WorkerMessage["type"]; resolve: (message: WorkerMessage) => void; reject: (error: Error) => void }> = [];
+  private readonly waiters: Array<{
+    type: WorkerMessage["type"];
+    resolve: (message: WorkerMessage) => void;
+    reject: (error: Error) => void;
+  }> = [];
   private stopping = false;
 
   constructor(setup: WorkerSetup, onDone: (runId: string) => void, onFailure: (error: Error) => void) {
-    this.child = fork(workerScript, [], { execArgv: ["--import", "tsx", "--expose-gc"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+    this.child = fork(workerScript, [], {
+      execArgv: ["--import", "tsx", "--expose-gc"],
+      stdio: ["ignore", "inherit", "inherit", "ipc"],
+    });
     const fail = (error: Error): void => {
       for (const waiter of this.waiters.splice(0)) waiter.reject(error);
       onFailure(error);
@@ -85,7 +100,9 @@ class Worker {
       const index = this.waiters.findIndex((waiter) => waiter.type === message.type);
       if (index >= 0) this.waiters.splice(index, 1)[0]?.resolve(message);
     });
-    this.child.once("exit", (code) => { if (!this.stopping) fail(new Error(`worker ${String(this.child.pid)} exited with ${String(code)}`)); });
+    this.child.once("exit", (code) => {
+      if (!this.stopping) fail(new Error(`worker ${String(this.child.pid)} exited with ${String(code)}`));
+    });
     this.child.send(setup);
   }
 
@@ -102,7 +119,11 @@ class Worker {
   async stop(): Promise<void> {
     this.stopping = true;
     if (this.child.exitCode !== null) return;
-    const exited = new Promise<void>((resolve) => this.child.once("exit", () => { resolve(); }));
+    const exited = new Promise<void>((resolve) =>
+      this.child.once("exit", () => {
+        resolve();
+      }),
+    );
     this.send({ type: "stop" });
     const timer = setTimeout(() => this.child.kill("SIGKILL"), 10_000);
     await exited;
@@ -110,9 +131,30 @@ class Worker {
   }
 }
 
-interface LatencyResult { p50: number; p99: number; max: number; mean: number; outcomes: string }
-interface ThroughputResult { workers: number; seconds: number; runsPerSecond: number; ideal: number; split: number[]; duplicates: number; missing: number; load: string; error?: string }
-interface MemoryResult { heapPerRun: number; rssPerRun: number; base: { rss: number; heapUsed: number }; loaded: { rss: number; heapUsed: number } }
+interface LatencyResult {
+  p50: number;
+  p99: number;
+  max: number;
+  mean: number;
+  outcomes: string;
+}
+interface ThroughputResult {
+  workers: number;
+  seconds: number;
+  runsPerSecond: number;
+  ideal: number;
+  split: number[];
+  duplicates: number;
+  missing: number;
+  load: string;
+  error?: string;
+}
+interface MemoryResult {
+  heapPerRun: number;
+  rssPerRun: number;
+  base: { rss: number; heapUsed: number };
+  loaded: { rss: number; heapUsed: number };
+}
 
 async function latency(kind: AdapterSpec["kind"]): Promise<LatencyResult> {
   const store = await freshStore(kind);
@@ -130,7 +172,9 @@ async function latency(kind: AdapterSpec["kind"]): Promise<LatencyResult> {
       outcomes.set(outcome.status, (outcomes.get(outcome.status) ?? 0) + 1);
     }
     return {
-      p50: percentile(samples, 0.5), p99: percentile(samples, 0.99), max: Math.max(...samples),
+      p50: percentile(samples, 0.5),
+      p99: percentile(samples, 0.99),
+      max: Math.max(...samples),
       mean: samples.reduce((sum, value) => sum + value, 0) / samples.length,
       outcomes: [...outcomes].map(([status, count]) => `${String(count)} ${status}`).join(", "),
     };
@@ -154,29 +198,50 @@ async function throughput(kind: AdapterSpec["kind"], workers: number): Promise<T
     let duplicates = 0;
     let finish: () => void = () => undefined;
     let failure: (error: Error) => void = () => undefined;
-    const finished = new Promise<void>((resolve, reject) => { finish = resolve; failure = reject; });
+    const finished = new Promise<void>((resolve, reject) => {
+      finish = resolve;
+      failure = reject;
+    });
     // A worker may fail before the drain is awaited (while the others start): kept for the await.
     finished.catch(() => undefined);
     const split = Array.from({ length: workers }, () => 0);
     for (let w = 0; w < workers; w++) {
-      pool.push(new Worker({ mode: "throughput", adapter: store.spec, concurrency: CONCURRENCY, runMs: RUN_MS }, (runId) => {
-        split[w] = (split[w] ?? 0) + 1;
-        if (ended.has(runId)) duplicates += 1;
-        ended.set(runId, w);
-        if (ended.size === RUNS) finish();
-      }, failure));
+      pool.push(
+        new Worker(
+          { mode: "throughput", adapter: store.spec, concurrency: CONCURRENCY, runMs: RUN_MS },
+          (runId) => {
+            split[w] = (split[w] ?? 0) + 1;
+            if (ended.has(runId)) duplicates += 1;
+            ended.set(runId, w);
+            if (ended.size === RUNS) finish();
+          },
+          failure,
+        ),
+      );
     }
     await Promise.all(pool.map((worker) => worker.next("ready")));
-    const limit = setTimeout(() => { failure(new Error(`not drained within 180 s: ${String(ended.size)} of ${String(RUNS)} runs ended`)); }, 180_000);
+    const limit = setTimeout(() => {
+      failure(new Error(`not drained within 180 s: ${String(ended.size)} of ${String(RUNS)} runs ended`));
+    }, 180_000);
     const started = performance.now();
     for (const worker of pool) worker.send({ type: "go" });
     // A worker that fails is a result too (the drain did not complete): reported, not thrown.
-    const error = await finished.then(() => undefined, (reason: unknown) => (reason instanceof Error ? reason.message : String(reason)));
+    const error = await finished.then(
+      () => undefined,
+      (reason: unknown) => (reason instanceof Error ? reason.message : String(reason)),
+    );
     const seconds = (performance.now() - started) / 1000;
     clearTimeout(limit);
     return {
-      workers, seconds, runsPerSecond: error ? Number.NaN : RUNS / seconds, ideal: Math.ceil(RUNS / (workers * CONCURRENCY)) * (RUN_MS / 1000),
-      split: [...split], duplicates, missing: RUNS - ended.size, load: load(), ...(error ? { error } : {}),
+      workers,
+      seconds,
+      runsPerSecond: error ? Number.NaN : RUNS / seconds,
+      ideal: Math.ceil(RUNS / (workers * CONCURRENCY)) * (RUN_MS / 1000),
+      split: [...split],
+      duplicates,
+      missing: RUNS - ended.size,
+      load: load(),
+      ...(error ? { error } : {}),
     };
   } finally {
     await Promise.all(pool.map((worker) => worker.stop()));
@@ -188,8 +253,16 @@ async function memory(kind: AdapterSpec["kind"]): Promise<MemoryResult> {
   const store = await freshStore(kind);
   const web = await openQueue(store.spec, noRun, 0);
   let failed: (error: Error) => void = () => undefined;
-  const failure = new Promise<never>((_resolve, reject) => { failed = reject; });
-  const worker = new Worker({ mode: "memory", adapter: store.spec, concurrency: INFLIGHT }, () => undefined, (error) => { failed(error); });
+  const failure = new Promise<never>((_resolve, reject) => {
+    failed = reject;
+  });
+  const worker = new Worker(
+    { mode: "memory", adapter: store.spec, concurrency: INFLIGHT },
+    () => undefined,
+    (error) => {
+      failed(error);
+    },
+  );
   const step = <T>(promise: Promise<T>): Promise<T> => Promise.race([promise, failure]);
   try {
     await step(worker.next("ready"));
@@ -213,8 +286,10 @@ async function memory(kind: AdapterSpec["kind"]): Promise<MemoryResult> {
     worker.send({ type: "release" });
     await step(worker.next("released"));
     return {
-      heapPerRun: (loaded.heapUsed - base.heapUsed) / INFLIGHT, rssPerRun: (loaded.rss - base.rss) / INFLIGHT,
-      base: { rss: base.rss, heapUsed: base.heapUsed }, loaded: { rss: loaded.rss, heapUsed: loaded.heapUsed },
+      heapPerRun: (loaded.heapUsed - base.heapUsed) / INFLIGHT,
+      rssPerRun: (loaded.rss - base.rss) / INFLIGHT,
+      base: { rss: base.rss, heapUsed: base.heapUsed },
+      loaded: { rss: loaded.rss, heapUsed: loaded.heapUsed },
     };
   } finally {
     await worker.stop();
@@ -223,12 +298,17 @@ async function memory(kind: AdapterSpec["kind"]): Promise<MemoryResult> {
   }
 }
 
-const label = (kind: AdapterSpec["kind"]): string => (kind === "sqlite" ? "SQLite (file, WAL)" : "BullMQ (Redis, loopback)");
+const label = (kind: AdapterSpec["kind"]): string =>
+  kind === "sqlite" ? "SQLite (file, WAL)" : "BullMQ (Redis, loopback)";
 const kb = (bytes: number): string => `${(bytes / 1024).toFixed(1)} KB`;
 const verdict = (met: boolean): string => (met ? "MET" : "MISSED");
 
-console.log(`queue bench: node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model.trim() ?? "?"}), load average ${load()} at start`);
-console.log(`enqueues ${String(ENQUEUES)} (after ${String(WARMUP)} warm-up); throughput ${String(RUNS)} runs of ${String(RUN_MS)} ms, ${String(CONCURRENCY)} per worker; memory ${String(INFLIGHT)} in flight\n`);
+console.log(
+  `queue bench: node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model.trim() ?? "?"}), load average ${load()} at start`,
+);
+console.log(
+  `enqueues ${String(ENQUEUES)} (after ${String(WARMUP)} warm-up); throughput ${String(RUNS)} runs of ${String(RUN_MS)} ms, ${String(CONCURRENCY)} per worker; memory ${String(INFLIGHT)} in flight\n`,
+);
 
 const summary: string[] = [];
 for (const kind of ADAPTERS) {
@@ -245,31 +325,49 @@ for (const kind of ADAPTERS) {
     const result = await latency(kind);
     console.log("| enqueue (web-only queue) | p50 ms | p99 ms | max ms | mean ms | outcomes |");
     console.log("|---|---|---|---|---|---|");
-    console.log(`| ${String(ENQUEUES)} distinct requests, sequential | ${result.p50.toFixed(3)} | ${result.p99.toFixed(3)} | ${result.max.toFixed(3)} | ${result.mean.toFixed(3)} | ${result.outcomes} |\n`);
-    summary.push(`${label(kind)}: enqueue p99 ${result.p99.toFixed(2)} ms (target < 5 ms) → ${verdict(result.p99 < 5)}`);
+    console.log(
+      `| ${String(ENQUEUES)} distinct requests, sequential | ${result.p50.toFixed(3)} | ${result.p99.toFixed(3)} | ${result.max.toFixed(3)} | ${result.mean.toFixed(3)} | ${result.outcomes} |\n`,
+    );
+    summary.push(
+      `${label(kind)}: enqueue p99 ${result.p99.toFixed(2)} ms (target < 5 ms) → ${verdict(result.p99 < 5)}`,
+    );
   }
   if (PHASES.includes("throughput")) {
     const one = await throughput(kind, 1);
     const three = await throughput(kind, 3);
-    console.log(`| workers (processes × ${String(CONCURRENCY)}) | drain s | ideal s | runs/s | runs per worker | run twice | never ran | load avg after |`);
+    console.log(
+      `| workers (processes × ${String(CONCURRENCY)}) | drain s | ideal s | runs/s | runs per worker | run twice | never ran | load avg after |`,
+    );
     console.log("|---|---|---|---|---|---|---|---|");
     for (const row of [one, three]) {
       const drained = row.error ? `FAILED after ${row.seconds.toFixed(2)}` : row.seconds.toFixed(2);
-      console.log(`| ${String(row.workers)} | ${drained} | ${row.ideal.toFixed(0)} | ${row.error ? "—" : row.runsPerSecond.toFixed(1)} | ${row.split.join(" / ")} | ${String(row.duplicates)} | ${String(row.missing)} | ${row.load} |`);
+      console.log(
+        `| ${String(row.workers)} | ${drained} | ${row.ideal.toFixed(0)} | ${row.error ? "—" : row.runsPerSecond.toFixed(1)} | ${row.split.join(" / ")} | ${String(row.duplicates)} | ${String(row.missing)} | ${row.load} |`,
+      );
     }
     for (const row of [one, three]) if (row.error) console.log(`${String(row.workers)} worker(s) failed: ${row.error}`);
     const ratio = three.runsPerSecond / one.runsPerSecond;
-    console.log(`3 workers / 1 worker: ${Number.isNaN(ratio) ? "no ratio (a drain failed)" : `×${ratio.toFixed(2)}`}\n`);
-    summary.push(`${label(kind)}: throughput ${Number.isNaN(ratio) ? "not measured (a drain failed, see above)" : `×${ratio.toFixed(2)}`} with 3 workers (target ≥ 2.5) → ${verdict(ratio >= 2.5 && one.duplicates + three.duplicates === 0)}`);
+    console.log(
+      `3 workers / 1 worker: ${Number.isNaN(ratio) ? "no ratio (a drain failed)" : `×${ratio.toFixed(2)}`}\n`,
+    );
+    summary.push(
+      `${label(kind)}: throughput ${Number.isNaN(ratio) ? "not measured (a drain failed, see above)" : `×${ratio.toFixed(2)}`} with 3 workers (target ≥ 2.5) → ${verdict(ratio >= 2.5 && one.duplicates + three.duplicates === 0)}`,
+    );
   }
   if (PHASES.includes("memory")) {
     const result = await memory(kind);
     console.log(`| worker memory (after GC) | heapUsed | RSS |`);
     console.log("|---|---|---|");
-    console.log(`| 0 in flight | ${(result.base.heapUsed / MB).toFixed(1)} MB | ${(result.base.rss / MB).toFixed(1)} MB |`);
-    console.log(`| ${String(INFLIGHT)} in flight | ${(result.loaded.heapUsed / MB).toFixed(1)} MB | ${(result.loaded.rss / MB).toFixed(1)} MB |`);
+    console.log(
+      `| 0 in flight | ${(result.base.heapUsed / MB).toFixed(1)} MB | ${(result.base.rss / MB).toFixed(1)} MB |`,
+    );
+    console.log(
+      `| ${String(INFLIGHT)} in flight | ${(result.loaded.heapUsed / MB).toFixed(1)} MB | ${(result.loaded.rss / MB).toFixed(1)} MB |`,
+    );
     console.log(`| per in-flight run | ${kb(result.heapPerRun)} | ${kb(result.rssPerRun)} |\n`);
-    summary.push(`${label(kind)}: memory per in-flight run ${kb(Math.max(result.heapPerRun, result.rssPerRun))} (larger of heap and RSS; target < 5 MB) → ${verdict(Math.max(result.heapPerRun, result.rssPerRun) < 5 * MB)}`);
+    summary.push(
+      `${label(kind)}: memory per in-flight run ${kb(Math.max(result.heapPerRun, result.rssPerRun))} (larger of heap and RSS; target < 5 MB) → ${verdict(Math.max(result.heapPerRun, result.rssPerRun) < 5 * MB)}`,
+    );
   }
 }
 console.log(summary.join("\n"));

@@ -18,7 +18,8 @@ const MB = 1024 * 1024;
 const median = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length / 2)] ?? 0;
 
 /** The previous implementation's last step, kept here only to measure against. */
-const PREVIOUS_ASSIGNMENT = /\b([A-Za-z0-9_.-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)([^\s"',;&]{8,})/gi;
+const PREVIOUS_ASSIGNMENT =
+  /\b([A-Za-z0-9_.-]*(?:key|token|secret|password|passwd|credential)[A-Za-z0-9_.-]*)(["']?\s*[:=]\s*["']?)([^\s"',;&]{8,})/gi;
 const PREVIOUS_SHAPES = [
   /-----BEGIN [A-Z0-9 ]*PRIVATE KEY-----[\s\S]*?(?:-----END [A-Z0-9 ]*PRIVATE KEY-----|$)/g,
   /\bgh[pousr]_[A-Za-z0-9]{20,255}\b/g,
@@ -51,7 +52,7 @@ function ordinaryOutput(bytes: number): string {
     "  at Object.<anonymous> (/home/daytona/workspace/widgets/src/index.ts:42:17)",
     "config: timeout=30000 retries=3 cache_dir=/tmp/cache token_limit=4096 api_key_env=ANTHROPIC_API_KEY",
     "diff --git a/src/cli/main.ts b/src/cli/main.ts",
-    "+    const secretName = options.secretName ?? \"NPM_TOKEN\";",
+    '+    const secretName = options.secretName ?? "NPM_TOKEN";',
     "Compiling harness v0.1.0 (/work/main): 213 files in 2.41s",
   ];
   let text = "";
@@ -73,15 +74,29 @@ function time(redact: (text: string) => string, text: string, runs = SAMPLES): n
 const secret = `sk-ant-api03-${"Q".repeat(40)}`;
 const current = createRedactor([secret]);
 const previous = previousRedactor(secret);
-console.log(`node ${process.version}; median of ${String(SAMPLES)}; load at start ${loadavg().map((v) => v.toFixed(2)).join(" ")}`);
+console.log(
+  `node ${process.version}; median of ${String(SAMPLES)}; load at start ${loadavg()
+    .map((v) => v.toFixed(2))
+    .join(" ")}`,
+);
 console.log("\n| input | now | before |\n|---|---|---|");
 const ordinary = ordinaryOutput(MB);
-console.log(`| 1 MB of ordinary agent output | ${time(current, ordinary).toFixed(1)} ms | ${time(previous, ordinary).toFixed(1)} ms |`);
-for (const [label, unit] of [["key-key-…", "key-"], ["`api_token: ` repeated", "api_token: "], ["`a-` repeated (a word boundary at every letter)", "a-"]] as const) {
+console.log(
+  `| 1 MB of ordinary agent output | ${time(current, ordinary).toFixed(1)} ms | ${time(previous, ordinary).toFixed(1)} ms |`,
+);
+for (const [label, unit] of [
+  ["key-key-…", "key-"],
+  ["`api_token: ` repeated", "api_token: "],
+  ["`a-` repeated (a word boundary at every letter)", "a-"],
+] as const) {
   const big = unit.repeat(Math.ceil(MB / unit.length)).slice(0, MB);
   const small = big.slice(0, 4096);
   // The previous version takes seconds on 4 KB of these: three runs are enough to show it.
   const before = time(previous, small, 3);
   console.log(`| 1 MB of ${label} | ${time(current, big).toFixed(1)} ms | 4 KB of it: ${before.toFixed(0)} ms |`);
 }
-console.log(`\nload at end ${loadavg().map((v) => v.toFixed(2)).join(" ")}`);
+console.log(
+  `\nload at end ${loadavg()
+    .map((v) => v.toFixed(2))
+    .join(" ")}`,
+);

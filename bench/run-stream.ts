@@ -50,14 +50,38 @@ const PRODUCER_ROLE = arg("role", "") === "producer";
 const TICKS_PER_SECOND = 20;
 const LINE_BYTES = 100;
 
-type Store = { kind: "memory" } | { kind: "sqlite"; path: string } | { kind: "redis"; redisUrl: string; prefix: string };
-interface ProducerJob { store: Store; repo: string; agent: string; runId: string; ticks: number }
+type Store =
+  { kind: "memory" } | { kind: "sqlite"; path: string } | { kind: "redis"; redisUrl: string; prefix: string };
+interface ProducerJob {
+  store: Store;
+  repo: string;
+  agent: string;
+  runId: string;
+  ticks: number;
+}
 
 /** Runs the chatty step through the harness into the journal (in this process or a child). */
 async function produce(job: ProducerJob, journal: RunJournal): Promise<string> {
-  const blueprint = validateBlueprint({ name: "stream", nodes: [{ id: "agent", kind: "exec", title: "A chatty agent", argv: [process.execPath, job.agent, String(job.ticks)] }] }, "bench");
+  const blueprint = validateBlueprint(
+    {
+      name: "stream",
+      nodes: [
+        { id: "agent", kind: "exec", title: "A chatty agent", argv: [process.execPath, job.agent, String(job.ticks)] },
+      ],
+    },
+    "bench",
+  );
   const reporter = new JournalReporter(journal);
-  const report = await runHarness({ runId: job.runId, repo: job.repo, branch: `harness/bench-stream-${job.runId}`, intent: "stream output", blueprint, createSandbox: createLocalSandbox, reporter, outputLogMs: 100 });
+  const report = await runHarness({
+    runId: job.runId,
+    repo: job.repo,
+    branch: `harness/bench-stream-${job.runId}`,
+    intent: "stream output",
+    blueprint,
+    createSandbox: createLocalSandbox,
+    reporter,
+    outputLogMs: 100,
+  });
   await reporter.settled(job.runId);
   return report.status;
 }
@@ -73,8 +97,18 @@ if (PRODUCER_ROLE) {
 
 const dir = await scratchDir("harness-bench-stream-");
 const repo = await makeRepo(join(dir.path, "repo"));
-const store: Store = KIND === "redis" ? { kind: "redis", redisUrl: process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379", prefix: `bench-stream-${String(process.pid)}` } : KIND === "memory" ? { kind: "memory" } : { kind: "sqlite", path: join(dir.path, "harness.db") };
-if (SPLIT && store.kind === "memory") throw new Error("--split needs a journal two processes can share: --journal sqlite or redis");
+const store: Store =
+  KIND === "redis"
+    ? {
+        kind: "redis",
+        redisUrl: process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379",
+        prefix: `bench-stream-${String(process.pid)}`,
+      }
+    : KIND === "memory"
+      ? { kind: "memory" }
+      : { kind: "sqlite", path: join(dir.path, "harness.db") };
+if (SPLIT && store.kind === "memory")
+  throw new Error("--split needs a journal two processes can share: --journal sqlite or redis");
 const journal = createJournal(store);
 
 // Everyone may read everything: access checks are not what this measures.
@@ -86,7 +120,9 @@ const auth: WebAuth = {
 };
 const pages = createRunPages({ journal, auth });
 const server = createServer((req, res) => {
-  void pages(req, res).then((answered) => { if (!answered) res.writeHead(404).end(); });
+  void pages(req, res).then((answered) => {
+    if (!answered) res.writeHead(404).end();
+  });
 });
 await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
 const base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
@@ -95,7 +131,9 @@ const base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}
 const linesPerTick = Math.max(1, Math.round(RATE / TICKS_PER_SECOND / LINE_BYTES));
 const ticks = SECONDS * TICKS_PER_SECOND;
 const agent = join(dir.path, "agent.cjs");
-await writeFile(agent, `
+await writeFile(
+  agent,
+  `
 let n = 0, tick = 0;
 const pad = "x".repeat(200);
 const start = Date.now();
@@ -111,16 +149,24 @@ function write() {
   if (tick < Number(process.argv[2])) setTimeout(write, Math.max(0, start + tick * ${String(1000 / TICKS_PER_SECOND)} - Date.now()));
 }
 write();
-`);
+`,
+);
 
 /** The producer in this process, or (`--split`) in a child process of its own, as a worker would be. */
 const streamRun = async (runId: string, tickCount: number): Promise<string> => {
   const job: ProducerJob = { store, repo, agent, runId, ticks: tickCount };
   if (!SPLIT) return produce(job, journal);
-  const child = fork(fileURLToPath(import.meta.url), ["--role", "producer", "--job", JSON.stringify(job)], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(fileURLToPath(import.meta.url), ["--role", "producer", "--job", JSON.stringify(job)], {
+    execArgv: ["--import", "tsx"],
+    stdio: ["ignore", "inherit", "inherit", "ipc"],
+  });
   return new Promise((resolve, reject) => {
-    child.once("message", (message) => { resolve((message as { status: string }).status); });
-    child.once("exit", (code) => { if (code !== 0) reject(new Error(`the producer exited with ${String(code)}`)); });
+    child.once("message", (message) => {
+      resolve((message as { status: string }).status);
+    });
+    child.once("exit", (code) => {
+      if (code !== 0) reject(new Error(`the producer exited with ${String(code)}`));
+    });
   });
 };
 
@@ -145,7 +191,9 @@ let peakHeap = baseline.heapUsed;
 let atPeak = baseline;
 const spacesAtBaseline = v8.getHeapSpaceStatistics();
 const overBaseline = (usage: NodeJS.MemoryUsage): string =>
-  (["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"] as const).map((key) => `${key} ${((usage[key] - baseline[key]) / (1024 * 1024)).toFixed(1)}`).join(", ");
+  (["rss", "heapTotal", "heapUsed", "external", "arrayBuffers"] as const)
+    .map((key) => `${key} ${((usage[key] - baseline[key]) / (1024 * 1024)).toFixed(1)}`)
+    .join(", ");
 const TIMELINE = process.argv.includes("--timeline");
 const timeline: string[] = [];
 const t0 = Date.now();
@@ -158,13 +206,24 @@ const sampler = setInterval(() => {
   }
   peakRss = Math.max(peakRss, usage.rss);
   peakHeap = Math.max(peakHeap, usage.heapUsed);
-  if (TIMELINE && timeline.length < (Date.now() - t0) / 500) timeline.push(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${overBaseline(usage)}`);
+  if (TIMELINE && timeline.length < (Date.now() - t0) / 500)
+    timeline.push(`${((Date.now() - t0) / 1000).toFixed(1)} s: ${overBaseline(usage)}`);
 }, 50);
 
-interface ViewerStats { lines: number; maxLine: number; messages: number; bytes: number; lags: number[] }
+interface ViewerStats {
+  lines: number;
+  maxLine: number;
+  messages: number;
+  bytes: number;
+  lags: number[];
+}
 let viewerStats: Promise<ViewerStats[]> = Promise.resolve([]);
 if (VIEWERS > 0) {
-  const child = fork(fileURLToPath(new URL("./support/run-stream-viewers.ts", import.meta.url)), [JSON.stringify({ url: `${base}/runs/${request.runId}/events?after=0`, viewers: VIEWERS })], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(
+    fileURLToPath(new URL("./support/run-stream-viewers.ts", import.meta.url)),
+    [JSON.stringify({ url: `${base}/runs/${request.runId}/events?after=0`, viewers: VIEWERS })],
+    { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] },
+  );
   const messages: Array<{ ready?: boolean; stats?: ViewerStats[]; error?: string }> = [];
   const waiters: Array<() => void> = [];
   child.on("message", (message) => {
@@ -172,7 +231,10 @@ if (VIEWERS > 0) {
     for (const wake of waiters.splice(0)) wake();
   });
   const nextMessage = async (): Promise<(typeof messages)[number]> => {
-    while (messages.length === 0) await new Promise<void>((resolve) => { waiters.push(resolve); });
+    while (messages.length === 0)
+      await new Promise<void>((resolve) => {
+        waiters.push(resolve);
+      });
     const message = messages.shift() ?? {};
     if (message.error) throw new Error(`viewers: ${message.error}`);
     return message;
@@ -187,10 +249,19 @@ const PROMOTED = process.argv.includes("--promoted") || process.argv.includes("-
 const ALL_ALLOCATIONS = process.argv.includes("--allocated");
 const inspector = PROMOTED ? new (await import("node:inspector")).Session() : undefined;
 const post = (method: string, params?: object): Promise<unknown> =>
-  new Promise((resolve, reject) => { inspector?.post(method, params, (error, result) => { if (error) reject(error); else resolve(result); }); });
+  new Promise((resolve, reject) => {
+    inspector?.post(method, params, (error, result) => {
+      if (error) reject(error);
+      else resolve(result);
+    });
+  });
 if (inspector) {
   inspector.connect();
-  await post("HeapProfiler.startSampling", { samplingInterval: 8192, includeObjectsCollectedByMajorGC: true, includeObjectsCollectedByMinorGC: ALL_ALLOCATIONS });
+  await post("HeapProfiler.startSampling", {
+    samplingInterval: 8192,
+    includeObjectsCollectedByMajorGC: true,
+    includeObjectsCollectedByMinorGC: ALL_ALLOCATIONS,
+  });
 }
 
 const cpuBefore = process.cpuUsage();
@@ -203,23 +274,42 @@ const cpu = process.cpuUsage(cpuBefore);
 const summary = await journal.get(request.runId);
 
 const producedLines = linesPerTick * ticks;
-const percentile = (values: number[], p: number): number => [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? 0;
+const percentile = (values: number[], p: number): number =>
+  [...values].sort((a, b) => a - b)[Math.min(values.length - 1, Math.floor(values.length * p))] ?? 0;
 const mb = (bytes: number): string => (bytes / (1024 * 1024)).toFixed(1);
 const allLags = stats.flatMap((viewer) => viewer.lags);
 const complete = stats.filter((viewer) => viewer.lines === producedLines).length;
 
-console.log(`run-stream: ${String(VIEWERS)} viewers, ${mb(RATE)} MB/s for ${String(SECONDS)} s, journal ${KIND}${SPLIT ? ", producer in its own process (web process measured)" : ", producer in this process"}; node ${process.version}, ${String(cpus().length)} cores`);
-console.log(`run: ${status} in ${(producedMs / 1000).toFixed(1)} s; output ${mb(summary?.outputBytes ?? 0)} MB in the journal (${mb(summary?.outputDroppedBytes ?? 0)} MB of the oldest dropped by the 4 MB cap)`);
+console.log(
+  `run-stream: ${String(VIEWERS)} viewers, ${mb(RATE)} MB/s for ${String(SECONDS)} s, journal ${KIND}${SPLIT ? ", producer in its own process (web process measured)" : ", producer in this process"}; node ${process.version}, ${String(cpus().length)} cores`,
+);
+console.log(
+  `run: ${status} in ${(producedMs / 1000).toFixed(1)} s; output ${mb(summary?.outputBytes ?? 0)} MB in the journal (${mb(summary?.outputDroppedBytes ?? 0)} MB of the oldest dropped by the 4 MB cap)`,
+);
 console.log(`produced: ${producedLines.toLocaleString("en")} lines`);
 if (stats.length > 0) {
-  console.log(`viewers with every line: ${String(complete)}/${String(stats.length)}; lines received min ${Math.min(...stats.map((viewer) => viewer.lines)).toLocaleString("en")}`);
-  console.log(`bytes received per viewer (SSE, JSON-framed): min ${mb(Math.min(...stats.map((viewer) => viewer.bytes)))} MB, max ${mb(Math.max(...stats.map((viewer) => viewer.bytes)))} MB`);
-  console.log(`lag write → viewer: p50 ${String(percentile(allLags, 0.5))} ms, p95 ${String(percentile(allLags, 0.95))} ms, p99 ${String(percentile(allLags, 0.99))} ms, max ${String(Math.max(...allLags))} ms (${allLags.length.toLocaleString("en")} samples)`);
+  console.log(
+    `viewers with every line: ${String(complete)}/${String(stats.length)}; lines received min ${Math.min(...stats.map((viewer) => viewer.lines)).toLocaleString("en")}`,
+  );
+  console.log(
+    `bytes received per viewer (SSE, JSON-framed): min ${mb(Math.min(...stats.map((viewer) => viewer.bytes)))} MB, max ${mb(Math.max(...stats.map((viewer) => viewer.bytes)))} MB`,
+  );
+  console.log(
+    `lag write → viewer: p50 ${String(percentile(allLags, 0.5))} ms, p95 ${String(percentile(allLags, 0.95))} ms, p99 ${String(percentile(allLags, 0.99))} ms, max ${String(Math.max(...allLags))} ms (${allLags.length.toLocaleString("en")} samples)`,
+  );
 }
-console.log(`memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak (baseline ${mb(baseline.rss)} MB, peak ${mb(peakRss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`);
-console.log(`at the RSS peak, over the baseline: V8 heap reserved +${mb(atPeak.heapTotal - baseline.heapTotal)} MB, external +${mb(atPeak.external - baseline.external)} MB (array buffers +${mb(atPeak.arrayBuffers - baseline.arrayBuffers)} MB), the rest (native: SQLite, malloc, code) +${mb(atPeak.rss - baseline.rss - (atPeak.heapTotal - baseline.heapTotal) - (atPeak.external - baseline.external))} MB`);
+console.log(
+  `memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak (baseline ${mb(baseline.rss)} MB, peak ${mb(peakRss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`,
+);
+console.log(
+  `at the RSS peak, over the baseline: V8 heap reserved +${mb(atPeak.heapTotal - baseline.heapTotal)} MB, external +${mb(atPeak.external - baseline.external)} MB (array buffers +${mb(atPeak.arrayBuffers - baseline.arrayBuffers)} MB), the rest (native: SQLite, malloc, code) +${mb(atPeak.rss - baseline.rss - (atPeak.heapTotal - baseline.heapTotal) - (atPeak.external - baseline.external))} MB`,
+);
 if (inspector) {
-  interface ProfileNode { callFrame: { functionName: string; url: string; lineNumber: number }; selfSize: number; children: ProfileNode[] }
+  interface ProfileNode {
+    callFrame: { functionName: string; url: string; lineNumber: number };
+    selfSize: number;
+    children: ProfileNode[];
+  }
   const { profile } = (await post("HeapProfiler.stopSampling")) as { profile: { head: ProfileNode } };
   const bySite = new Map<string, number>();
   const visit = (node: ProfileNode, stack: string[]): void => {
@@ -232,8 +322,11 @@ if (inspector) {
     for (const child of node.children) visit(child, here);
   };
   visit(profile.head, []);
-  console.log(`allocated during the run${ALL_ALLOCATIONS ? "" : " and outliving the young generation"} (sampled), by site (MB):`);
-  for (const [site, size] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 25)) console.log(`  ${mb(size)}  ${site.split(" < ").reverse().join(" < ")}`);
+  console.log(
+    `allocated during the run${ALL_ALLOCATIONS ? "" : " and outliving the young generation"} (sampled), by site (MB):`,
+  );
+  for (const [site, size] of [...bySite].sort((a, b) => b[1] - a[1]).slice(0, 25))
+    console.log(`  ${mb(size)}  ${site.split(" < ").reverse().join(" < ")}`);
 }
 if (TIMELINE) {
   console.log("memory over the baseline (MB), every 0.5 s:");
@@ -241,16 +334,20 @@ if (TIMELINE) {
   console.log("V8 heap spaces at the RSS peak, committed over the baseline (MB):");
   for (const space of spacesAtPeak) {
     const before = spacesAtBaseline.find((other) => other.space_name === space.space_name);
-    console.log(`  ${space.space_name}: +${mb(space.physical_space_size - (before?.physical_space_size ?? 0))} (size ${mb(space.space_size)}, used ${mb(space.space_used_size)})`);
+    console.log(
+      `  ${space.space_name}: +${mb(space.physical_space_size - (before?.physical_space_size ?? 0))} (size ${mb(space.space_size)}, used ${mb(space.space_used_size)})`,
+    );
   }
 }
-console.log(`CPU of this process: ${((cpu.user + cpu.system) / 1000 / producedMs * 100).toFixed(0)}% of one core`);
+console.log(`CPU of this process: ${(((cpu.user + cpu.system) / 1000 / producedMs) * 100).toFixed(0)}% of one core`);
 const delivered = complete === stats.length;
 if (SPLIT) {
   const met = delivered && peakRss - baseline.rss < 50 * 1024 * 1024;
   console.log(`target (every viewer gets every line; the web process < 50 MB extra): ${met ? "MET" : "NOT MET"}`);
 } else {
-  console.log(`every viewer got every line: ${delivered ? "yes" : "NO"}; this process also ran the producer: the viewers' share of the memory is this run minus a --viewers 0 run (or use --split)`);
+  console.log(
+    `every viewer got every line: ${delivered ? "yes" : "NO"}; this process also ran the producer: the viewers' share of the memory is this run minus a --viewers 0 run (or use --split)`,
+  );
 }
 
 server.closeAllConnections();

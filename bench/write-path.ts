@@ -42,7 +42,10 @@ const seed = await makeRepo(join(root.path, "seed"));
 for (let i = 0; i < FILES; i++) {
   const dir = join(seed, "src", `m${String(i % 50)}`);
   await mkdir(dir, { recursive: true });
-  await writeFile(join(dir, `f${String(i)}.ts`), `export const v${String(i)} = ${JSON.stringify(randomBytes(48).toString("base64"))};\n`);
+  await writeFile(
+    join(dir, `f${String(i)}.ts`),
+    `export const v${String(i)} = ${JSON.stringify(randomBytes(48).toString("base64"))};\n`,
+  );
 }
 git(seed, "add", ".");
 git(seed, "commit", "--quiet", "-m", "many files");
@@ -50,8 +53,13 @@ await mkdir(join(root.path, "acme"), { recursive: true });
 git(root.path, "clone", "--quiet", "--bare", seed, join(root.path, "acme", "widgets.git"));
 
 const base: Omit<SandboxOptions, "branch"> = { repo: "acme/widgets", githubToken: token, githubServerUrl: server.url };
-const load = (): string => loadavg().map((value) => value.toFixed(2)).join(" ");
-console.log(`node ${process.version}; ${String(SAMPLES)} samples; repository of ${String(FILES + 1)} files; load at start ${load()}`);
+const load = (): string =>
+  loadavg()
+    .map((value) => value.toFixed(2))
+    .join(" ");
+console.log(
+  `node ${process.version}; ${String(SAMPLES)} samples; repository of ${String(FILES + 1)} files; load at start ${load()}`,
+);
 
 try {
   // 1. Per command.
@@ -59,10 +67,17 @@ try {
     ["directory only (worktree-mode isolation)", {}],
     ["bubblewrap, network open", { localIsolation: { mode: "namespaces" } }],
     ["bubblewrap, network none", { localIsolation: { mode: "namespaces" }, network: { mode: "none" } }],
-    ["bubblewrap, allowlist (forwarder + proxy)", { localIsolation: { mode: "namespaces" }, network: { mode: "allowlist", allow: ["registry.npmjs.org"] } }],
+    [
+      "bubblewrap, allowlist (forwarder + proxy)",
+      { localIsolation: { mode: "namespaces" }, network: { mode: "allowlist", allow: ["registry.npmjs.org"] } },
+    ],
   ];
   const sandboxes: Array<[string, Sandbox]> = [];
-  for (const [label, extra] of modes) sandboxes.push([label, await createLocalSandbox({ ...base, branch: `bench/${String(sandboxes.length)}`, ...extra })]);
+  for (const [label, extra] of modes)
+    sandboxes.push([
+      label,
+      await createLocalSandbox({ ...base, branch: `bench/${String(sandboxes.length)}`, ...extra }),
+    ]);
   const times = new Map<string, number[]>(sandboxes.map(([label]) => [label, []]));
   for (const [, sandbox] of sandboxes) await sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 30_000 });
   for (let i = 0; i < SAMPLES; i++) {
@@ -81,11 +96,20 @@ try {
   const direct: number[] = [];
   for (let i = 0; i < SAMPLES; i++) {
     for (const path of ["write path", "direct push"] as const) {
-      const sandbox = await createLocalSandbox({ ...base, branch: `bench/run-${String(i)}-${path === "write path" ? "w" : "d"}`, runId: `bench${String(i)}` });
+      const sandbox = await createLocalSandbox({
+        ...base,
+        branch: `bench/run-${String(i)}-${path === "write path" ? "w" : "d"}`,
+        runId: `bench${String(i)}`,
+      });
       try {
         const baseSha = await headSha(sandbox);
         await sandbox.uploadFiles([{ path: "src/m0/changed.ts", content: `export const changed = ${String(i)};\n` }]);
-        const commit = await commitRunChanges(sandbox, { baseSha, title: "Bench change", runId: `bench${String(i)}`, identity: { name: "harness", email: "harness@users.noreply.github.com" } });
+        const commit = await commitRunChanges(sandbox, {
+          baseSha,
+          title: "Bench change",
+          runId: `bench${String(i)}`,
+          identity: { name: "harness", email: "harness@users.noreply.github.com" },
+        });
         const started = performance.now();
         if (path === "write path") {
           const outcome = await deliverRun({
@@ -96,7 +120,10 @@ try {
             branch: `bench/run-${String(i)}-w`,
             pushUrl: `${server.url}/acme/widgets.git`,
             token,
-            commit: { message: "Bench change\n", identity: { name: "harness", email: "harness@users.noreply.github.com" } },
+            commit: {
+              message: "Bench change\n",
+              identity: { name: "harness", email: "harness@users.noreply.github.com" },
+            },
             secrets: [{ name: "GITHUB_TOKEN", value: token }],
             redact: (text) => text,
           });
@@ -104,7 +131,12 @@ try {
           delivered.push(performance.now() - started);
         } else {
           // The path this replaced: git push from the agent's checkout, token in the process env.
-          const result = await sandbox.exec({ argv: ["git", "push", "--quiet", "origin", `HEAD:refs/heads/bench/run-${String(i)}-d`], cwd: sandbox.workDir, timeout: 120_000, env: { ...gitCredentialEnv(token), GIT_TERMINAL_PROMPT: "0" } });
+          const result = await sandbox.exec({
+            argv: ["git", "push", "--quiet", "origin", `HEAD:refs/heads/bench/run-${String(i)}-d`],
+            cwd: sandbox.workDir,
+            timeout: 120_000,
+            env: { ...gitCredentialEnv(token), GIT_TERMINAL_PROMPT: "0" },
+          });
           if (result.exitCode !== 0) throw new Error(`push failed: ${result.stderr}`);
           direct.push(performance.now() - started);
         }
@@ -115,8 +147,12 @@ try {
   }
   console.log("\n| one-file change, push stage | median ms | p90 ms |\n|---|---|---|");
   const p90 = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length * 0.9)] ?? 0;
-  console.log(`| write path (bundle, download, base fetch, checks, host commit, scan, push) | ${median(delivered).toFixed(0)} | ${p90(delivered).toFixed(0)} |`);
-  console.log(`| direct \`git push\` from the checkout (before) | ${median(direct).toFixed(0)} | ${p90(direct).toFixed(0)} |`);
+  console.log(
+    `| write path (bundle, download, base fetch, checks, host commit, scan, push) | ${median(delivered).toFixed(0)} | ${p90(delivered).toFixed(0)} |`,
+  );
+  console.log(
+    `| direct \`git push\` from the checkout (before) | ${median(direct).toFixed(0)} | ${p90(direct).toFixed(0)} |`,
+  );
   console.log(`\nload at end ${load()}`);
 } finally {
   await server.close();

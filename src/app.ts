@@ -24,7 +24,10 @@ export interface HarnessAppOptions {
    * Builds the queue around the worker (the in-process queue by default). `interrupted` ends a
    * run's status comment when a durable queue gives it up.
    */
-  createQueue?: (processor: RunProcessor, hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> }) => RunQueue;
+  createQueue?: (
+    processor: RunProcessor,
+    hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> },
+  ) => RunQueue;
   concurrency?: number;
   /** How long a repository's config is reused by the webhook handlers, in ms (default 30 s). */
   configCacheMs?: number;
@@ -59,7 +62,8 @@ export interface HarnessAppOptions {
 export function createHarnessApp(options: HarnessAppOptions): ApplicationFunction {
   return (app: Probot) => {
     const log = app.log as unknown as Log;
-    const installationOctokit = async (installationId: number) => (await app.auth(installationId)) as unknown as OctokitLike & ConfigCapableOctokit;
+    const installationOctokit = async (installationId: number) =>
+      (await app.auth(installationId)) as unknown as OctokitLike & ConfigCapableOctokit;
     const appOctokit = async () => (await app.auth()) as unknown as OctokitLike;
     const deps: WorkerDeps = {
       ...options.worker,
@@ -81,12 +85,27 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
         await reportInterrupted(request, reason, deps);
       },
     };
-    const queue = options.createQueue?.(processor, hooks) ?? new InProcessRunQueue(processor, {
-      concurrency: options.concurrency ?? 2,
-      onError: (request, error) => { log.error({ runId: request.runId, err: String(error) }, "run processor threw"); },
-    });
+    const queue =
+      options.createQueue?.(processor, hooks) ??
+      new InProcessRunQueue(processor, {
+        concurrency: options.concurrency ?? 2,
+        onError: (request, error) => {
+          log.error({ runId: request.runId, err: String(error) }, "run processor threw");
+        },
+      });
     options.onQueue?.(queue);
-    const handlerDeps = { queue, inFlight: new Set<string>(), pending: options.pending ?? new MemoryPendingRequestStore(), replyWindowMs: options.replyWindowMs ?? 3_600_000, ...(options.audit ? { audit: options.audit } : {}), configCache: new ConfigCache(options.configCacheMs ?? 30_000), permissionCache: new TtlCache<PermissionLevel>(options.permissionCacheMs ?? 30_000), newRunId: () => newRunId(), now: () => new Date(), ...(options.appId !== undefined ? { appId: options.appId } : {}) };
+    const handlerDeps = {
+      queue,
+      inFlight: new Set<string>(),
+      pending: options.pending ?? new MemoryPendingRequestStore(),
+      replyWindowMs: options.replyWindowMs ?? 3_600_000,
+      ...(options.audit ? { audit: options.audit } : {}),
+      configCache: new ConfigCache(options.configCacheMs ?? 30_000),
+      permissionCache: new TtlCache<PermissionLevel>(options.permissionCacheMs ?? 30_000),
+      newRunId: () => newRunId(),
+      now: () => new Date(),
+      ...(options.appId !== undefined ? { appId: options.appId } : {}),
+    };
 
     // GitHub waits for the HTTP answer (10 s at most, no retry); the acknowledgement needs a few
     // GitHub calls. Answering first keeps deliveries fast whatever GitHub's latency is.
@@ -101,7 +120,14 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       pending.add(task);
       return background ? Promise.resolve() : task;
     };
-    options.onAcknowledgements?.({ idle: () => (pending.size === 0 ? Promise.resolve() : new Promise<void>((resolve) => { idleWaiters.push(resolve); })) });
+    options.onAcknowledgements?.({
+      idle: () =>
+        pending.size === 0
+          ? Promise.resolve()
+          : new Promise<void>((resolve) => {
+              idleWaiters.push(resolve);
+            }),
+    });
     idleWaiters = [];
 
     app.on("issue_comment.created", (context) => track(onIssueComment(context, handlerDeps)));

@@ -13,6 +13,11 @@ const onSignal = (): void => {
 process.on("SIGINT", onSignal);
 process.on("SIGTERM", onSignal);
 
-process.exitCode = await main(process.argv.slice(2), { env: process.env, stdout: process.stdout, stderr: process.stderr, signal: controller.signal });
+process.exitCode = await main(process.argv.slice(2), {
+  env: process.env,
+  stdout: process.stdout,
+  stderr: process.stderr,
+  signal: controller.signal,
+});
 process.off("SIGINT", onSignal);
 process.off("SIGTERM", onSignal);

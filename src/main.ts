@@ -9,18 +9,27 @@ import { SettingsError } from "./util/errors.js";
 try {
   const settings = settingsFromEnv(process.env);
   const server = await startHarnessServer(settings);
-  process.stderr.write(settings.mode === "setup"
-    ? `Harness is in setup mode: open ${server.url}/ to register the GitHub App.\n`
-    : `Harness is listening on ${server.url} (webhooks at ${settings.webhookPath})\n`);
+  process.stderr.write(
+    settings.mode === "setup"
+      ? `Harness is in setup mode: open ${server.url}/ to register the GitHub App.\n`
+      : `Harness is listening on ${server.url} (webhooks at ${settings.webhookPath})\n`,
+  );
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) process.exit(1);
     stopping = true;
     process.stderr.write(`Harness received ${signal}: finishing active runs, then exiting\n`);
-    server.close().then(() => process.exit(0), () => process.exit(1));
+    server.close().then(
+      () => process.exit(0),
+      () => process.exit(1),
+    );
   };
-  process.on("SIGTERM", () => { stop("SIGTERM"); });
-  process.on("SIGINT", () => { stop("SIGINT"); });
+  process.on("SIGTERM", () => {
+    stop("SIGTERM");
+  });
+  process.on("SIGINT", () => {
+    stop("SIGINT");
+  });
 } catch (error) {
   const known = error instanceof SettingsError || error instanceof RunStoreError;
   process.stderr.write(`harness: ${known ? error.message : describeError(error)}\n`);

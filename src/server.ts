@@ -65,7 +65,10 @@ export interface HarnessServer {
  * The HTTP process: Probot's webhook middleware at the webhook path, `/healthz` (alive) and
  * `/readyz` (taking work), or — with no app credentials — the registration flow.
  */
-export async function startHarnessServer(settings: AppSettings, overrides: ServerOverrides = {}): Promise<HarnessServer> {
+export async function startHarnessServer(
+  settings: AppSettings,
+  overrides: ServerOverrides = {},
+): Promise<HarnessServer> {
   let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   let queue: RunQueue | undefined;
   let acknowledgements: { idle(): Promise<void> } | undefined;
@@ -86,7 +89,9 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok", mode: "setup" });
       if (await flow(req, res)) return;
-      res.writeHead(404, { "content-type": "text/plain" }).end("Harness is in setup mode: open / to register the GitHub App.\n");
+      res
+        .writeHead(404, { "content-type": "text/plain" })
+        .end("Harness is in setup mode: open / to register the GitHub App.\n");
     };
   } else {
     const localIsolation = await localIsolationFor(settings);
@@ -97,19 +102,25 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       privateKey: settings.privateKey,
       secret: settings.webhookSecret,
       baseUrl: settings.apiBaseUrl,
-      ...(overrides.log ? { log: overrides.log } : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
+      ...(overrides.log
+        ? { log: overrides.log }
+        : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
       ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
       request: { fetch: withRateLimitObserver(overrides.fetch ?? createNodeFetch(), metrics) },
     });
     // A queue that cannot be reached stops start-up with the address, not a process that
     // looks alive and takes webhooks it can never queue.
-    if (settings.queue?.kind === "bullmq" && !overrides.createQueue) await assertRedisReachable(settings.queue.redisUrl);
+    if (settings.queue?.kind === "bullmq" && !overrides.createQueue)
+      await assertRedisReachable(settings.queue.redisUrl);
     // ioredis reports every failed reconnect; once per half minute is enough to tell an operator.
     let lastConnectionWarning = 0;
     const onConnectionError = (error: unknown): void => {
       if (Date.now() - lastConnectionWarning < 30_000) return;
       lastConnectionWarning = Date.now();
-      probot.log.warn({ err: describeError(error) }, "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back");
+      probot.log.warn(
+        { err: describeError(error) },
+        "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back",
+      );
     };
     // Every run is recorded in the journal beside the queue (state, steps, PR, report), so both
     // queue modes keep the same run records; the run pages read it, and only with them on do
@@ -132,8 +143,15 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
       pages = createRunPages({ journal, auth, redactor, log: probot.log, audit });
     }
-    const onError = (request: RunRequest, error: unknown): void => { probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw"); };
-    const createQueue = journaledQueue(overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError }), journal, journalReporter, probot.log);
+    const onError = (request: RunRequest, error: unknown): void => {
+      probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw");
+    };
+    const createQueue = journaledQueue(
+      overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError }),
+      journal,
+      journalReporter,
+      probot.log,
+    );
     const app = createHarnessApp({
       apiBaseUrl: settings.apiBaseUrl,
       appId: settings.appId,
@@ -143,14 +161,21 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
         metrics.queueDepthFrom(() => built.stats());
       },
       wrapProcessor: (processor) => runMetrics.instrument(processor),
-      onInterrupted: () => { runMetrics.interrupted(); },
-      onAcknowledgements: (tracker) => { acknowledgements = tracker; },
+      onInterrupted: () => {
+        runMetrics.interrupted();
+      },
+      onAcknowledgements: (tracker) => {
+        acknowledgements = tracker;
+      },
       createQueue,
       pending,
       audit,
       ...(settings.replyWindowMs ? { replyWindowMs: settings.replyWindowMs } : {}),
       worker: {
-        sandboxes: { local: overrides.sandboxes?.local ?? createLocalSandbox, daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox },
+        sandboxes: {
+          local: overrides.sandboxes?.local ?? createLocalSandbox,
+          daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox,
+        },
         defaultSandbox: settings.sandbox,
         allowedSandboxes: settings.allowedSandboxes,
         daytona: settings.daytona,
@@ -170,7 +195,12 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
     const readWebhookBody = createWebhookBodyReader();
     for (const warning of settings.warnings) probot.log.warn(warning);
     stopReaper = startReaper(settings, overrides, queue, probot.log);
-    if (settings.webhookProxyUrl) await startWebhookProxy(settings.webhookProxyUrl, `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`, probot.log);
+    if (settings.webhookProxyUrl)
+      await startWebhookProxy(
+        settings.webhookProxyUrl,
+        `http://127.0.0.1:${String(settings.port)}${settings.webhookPath}`,
+        probot.log,
+      );
     const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
     const serveAudit = auditEndpoint(audit, { token: settings.auditToken, log: probot.log });
     handle = async (req, res) => {
@@ -180,12 +210,15 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       if (auth && (await auth.handle(req, res))) return;
       if (pages && (await pages(req, res))) return;
       if (req.url?.startsWith(settings.webhookPath)) observeWebhook(req, res, metrics);
-      if (req.url === "/readyz") return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
+      if (req.url === "/readyz")
+        return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
       if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
       // A worker-only process takes no webhooks: its load balancer should not send it any.
-      if (settings.role === "worker" && req.url?.startsWith(settings.webhookPath)) return json(res, 404, { error: "this process runs work only (HARNESS_ROLE=worker)" });
+      if (settings.role === "worker" && req.url?.startsWith(settings.webhookPath))
+        return json(res, 404, { error: "this process runs work only (HARNESS_ROLE=worker)" });
       // Unsigned bodies are bounded before anything buffers them whole.
-      if (req.method === "POST" && req.url?.startsWith(settings.webhookPath) && !(await readWebhookBody(req, res))) return;
+      if (req.method === "POST" && req.url?.startsWith(settings.webhookPath) && !(await readWebhookBody(req, res)))
+        return;
       await middleware(req, res, () => {
         res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
       });
@@ -202,7 +235,9 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);
-    server.listen(settings.port, settings.host, () => { resolve(); });
+    server.listen(settings.port, settings.host, () => {
+      resolve();
+    });
   });
   const { port } = server.address() as AddressInfo;
   const printable = settings.host === "0.0.0.0" || settings.host === "::" ? "localhost" : settings.host;
@@ -223,7 +258,9 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
       await queue?.close(graceMs);
       await closeJournal?.().catch(() => undefined);
       await new Promise<void>((resolve) => {
-        server.close(() => { resolve(); });
+        server.close(() => {
+          resolve();
+        });
         server.closeIdleConnections();
       });
     },
@@ -235,11 +272,18 @@ export async function startHarnessServer(settings: AppSettings, overrides: Serve
  * manifest (local temp dirs) that belong to no queued or running run in the store. Only with a
  * durable store, and not in web-only processes (they run no sandboxes).
  */
-function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides: ServerOverrides, queue: RunQueue | undefined, log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void }): (() => Promise<void>) | undefined {
+function startReaper(
+  settings: Extract<AppSettings, { mode: "app" }>,
+  overrides: ServerOverrides,
+  queue: RunQueue | undefined,
+  log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void },
+): (() => Promise<void>) | undefined {
   // Only a shared store can tell a live run's sandbox from an orphan; web processes run none.
   const activeIds = queue?.activeRunIds?.bind(queue);
   if (!activeIds || settings.role === "web") return undefined;
-  const inventory = overrides.reaper?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
+  const inventory =
+    overrides.reaper?.inventory ??
+    (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
   let running: Promise<void> = Promise.resolve();
   const pass = (): void => {
     running = running.then(async () => {
@@ -263,12 +307,39 @@ function startReaper(settings: Extract<AppSettings, { mode: "app" }>, overrides:
 }
 
 /** The queue the settings ask for: SQLite (default), BullMQ, or in this process only. */
-function queueFactory(settings: Extract<AppSettings, { mode: "app" }>, { onConnectionError, onError }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void }): NonNullable<HarnessAppOptions["createQueue"]> {
+function queueFactory(
+  settings: Extract<AppSettings, { mode: "app" }>,
+  {
+    onConnectionError,
+    onError,
+  }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void },
+): NonNullable<HarnessAppOptions["createQueue"]> {
   const queue = settings.queue;
   const limits = settings.queueLimits ? { limits: settings.queueLimits } : {};
-  const common = { onError, concurrency: settings.concurrency, ...limits, ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}), ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}) };
-  if (queue?.kind === "sqlite") return (processor, hooks) => new SqliteRunQueue(processor, { path: queue.path, ...common, onInterrupted: hooks.interrupted, onStoreError: onConnectionError });
-  if (queue?.kind === "bullmq") return (processor, hooks) => new BullmqRunQueue(processor, { redisUrl: queue.redisUrl, prefix: queue.prefix, ...common, onInterrupted: hooks.interrupted, onConnectionError });
+  const common = {
+    onError,
+    concurrency: settings.concurrency,
+    ...limits,
+    ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}),
+    ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}),
+  };
+  if (queue?.kind === "sqlite")
+    return (processor, hooks) =>
+      new SqliteRunQueue(processor, {
+        path: queue.path,
+        ...common,
+        onInterrupted: hooks.interrupted,
+        onStoreError: onConnectionError,
+      });
+  if (queue?.kind === "bullmq")
+    return (processor, hooks) =>
+      new BullmqRunQueue(processor, {
+        redisUrl: queue.redisUrl,
+        prefix: queue.prefix,
+        ...common,
+        onInterrupted: hooks.interrupted,
+        onConnectionError,
+      });
   return (processor) => new InProcessRunQueue(processor, { concurrency: settings.concurrency, onError, ...limits });
 }
 
@@ -281,13 +352,21 @@ function json(res: ServerResponse, status: number, body: unknown): Promise<void>
  * Development only: forward a smee.io channel to this server. smee-client is not a dependency
  * of a production install, so it is loaded when asked for and its absence explained.
  */
-async function startWebhookProxy(source: string, target: string, log: { info: (msg: string) => void; error: (msg: string) => void }): Promise<void> {
+async function startWebhookProxy(
+  source: string,
+  target: string,
+  log: { info: (msg: string) => void; error: (msg: string) => void },
+): Promise<void> {
   const moduleName = "smee-client";
   try {
-    const { default: SmeeClient } = (await import(moduleName)) as { default: new (options: { source: string; target: string; logger: unknown }) => { start(): Promise<unknown> } };
+    const { default: SmeeClient } = (await import(moduleName)) as {
+      default: new (options: { source: string; target: string; logger: unknown }) => { start(): Promise<unknown> };
+    };
     await new SmeeClient({ source, target, logger: console }).start();
     log.info(`Forwarding webhooks from ${source} to ${target}`);
   } catch {
-    log.error(`WEBHOOK_PROXY_URL is set but smee-client is not installed: run \`npm install --no-save smee-client\`, or \`npx smee -u ${source} -t ${target}\` beside the app`);
+    log.error(
+      `WEBHOOK_PROXY_URL is set but smee-client is not installed: run \`npm install --no-save smee-client\`, or \`npx smee -u ${source} -t ${target}\` beside the app`,
+    );
   }
 }

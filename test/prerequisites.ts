@@ -10,6 +10,8 @@ export default async function checkPrerequisites(): Promise<void> {
   const bwrapPath = process.env["HARNESS_BWRAP"];
   const isolation = await probeIsolation(bwrapPath ? { bwrapPath } : {});
   if (!isolation.available) {
-    throw new Error(`The test suite needs bubblewrap for the local sandbox: ${isolation.reason}. Fix: ${isolation.fix} (bash .ci/run installs it when missing)`);
+    throw new Error(
+      `The test suite needs bubblewrap for the local sandbox: ${isolation.reason}. Fix: ${isolation.fix} (bash .ci/run installs it when missing)`,
+    );
   }
 }

@@ -19,7 +19,8 @@ export interface WorkerSetup {
   runMs?: number;
 }
 
-export type ParentMessage = { type: "go" } | { type: "expect"; count: number } | { type: "release" } | { type: "measure" } | { type: "stop" };
+export type ParentMessage =
+  { type: "go" } | { type: "expect"; count: number } | { type: "release" } | { type: "measure" } | { type: "stop" };
 
 export type WorkerMessage =
   | { type: "ready" }
@@ -29,7 +30,9 @@ export type WorkerMessage =
   | { type: "memory"; rss: number; heapUsed: number; external: number; arrayBuffers: number }
   | { type: "error"; message: string };
 
-const send = (message: WorkerMessage): void => { process.send?.(message); };
+const send = (message: WorkerMessage): void => {
+  process.send?.(message);
+};
 const gc = (globalThis as { gc?: () => void }).gc;
 
 let setup: WorkerSetup | undefined;
@@ -42,8 +45,14 @@ let expected: number | undefined;
 /** The fake agent: waits `ms`, or less when aborted; true when it ran to the end. */
 function sleep(ms: number, signal: AbortSignal): Promise<boolean> {
   return new Promise((resolve) => {
-    const timer = setTimeout(() => { signal.removeEventListener("abort", onAbort); resolve(true); }, ms);
-    const onAbort = (): void => { clearTimeout(timer); resolve(false); };
+    const timer = setTimeout(() => {
+      signal.removeEventListener("abort", onAbort);
+      resolve(true);
+    }, ms);
+    const onAbort = (): void => {
+      clearTimeout(timer);
+      resolve(false);
+    };
     signal.addEventListener("abort", onAbort, { once: true });
   });
 }
@@ -52,21 +61,33 @@ async function start(): Promise<void> {
   if (!setup) throw new Error("no setup");
   const runMs = setup.runMs ?? 1_000;
   if (setup.mode === "throughput") {
-    queue = await openQueue(setup.adapter, async (request, signal) => {
-      // Runs aborted by the final stop are not counted as done.
-      if (await sleep(runMs, signal)) send({ type: "done", runId: request.runId });
-    }, setup.concurrency);
+    queue = await openQueue(
+      setup.adapter,
+      async (request, signal) => {
+        // Runs aborted by the final stop are not counted as done.
+        if (await sleep(runMs, signal)) send({ type: "done", runId: request.runId });
+      },
+      setup.concurrency,
+    );
     return;
   }
-  queue = await openQueue(setup.adapter, (request, signal) => new Promise<void>((resolve) => {
-    const release = (): void => { held.delete(request.runId); resolve(); };
-    held.set(request.runId, { request, release });
-    signal.addEventListener("abort", release, { once: true });
-    if (expected !== undefined && held.size >= expected) {
-      send({ type: "reached", count: held.size });
-      expected = undefined;
-    }
-  }), setup.concurrency);
+  queue = await openQueue(
+    setup.adapter,
+    (request, signal) =>
+      new Promise<void>((resolve) => {
+        const release = (): void => {
+          held.delete(request.runId);
+          resolve();
+        };
+        held.set(request.runId, { request, release });
+        signal.addEventListener("abort", release, { once: true });
+        if (expected !== undefined && held.size >= expected) {
+          send({ type: "reached", count: held.size });
+          expected = undefined;
+        }
+      }),
+    setup.concurrency,
+  );
 }
 
 async function measure(): Promise<void> {
@@ -77,7 +98,13 @@ async function measure(): Promise<void> {
     await new Promise((resolve) => setImmediate(resolve));
   }
   const usage = memoryUsage();
-  send({ type: "memory", rss: usage.rss, heapUsed: usage.heapUsed, external: usage.external, arrayBuffers: usage.arrayBuffers });
+  send({
+    type: "memory",
+    rss: usage.rss,
+    heapUsed: usage.heapUsed,
+    external: usage.external,
+    arrayBuffers: usage.arrayBuffers,
+  });
 }
 
 async function handle(message: ParentMessage): Promise<void> {
@@ -111,8 +138,13 @@ async function handle(message: ParentMessage): Promise<void> {
 
 // A queue that throws outside a run (a store error in its poller) must not look like a slow run.
 const fail = (error: unknown): void => {
-  const where = error instanceof Error ? (error.stack ?? "").split("\n").find((line) => line.includes("/src/")) : undefined;
-  send({ type: "error", message: error instanceof Error ? `${error.name}: ${error.message}${where ? ` (${where.trim()})` : ""}` : String(error) });
+  const where =
+    error instanceof Error ? (error.stack ?? "").split("\n").find((line) => line.includes("/src/")) : undefined;
+  send({
+    type: "error",
+    message:
+      error instanceof Error ? `${error.name}: ${error.message}${where ? ` (${where.trim()})` : ""}` : String(error),
+  });
   process.exitCode = 1;
   setTimeout(() => process.exit(1), 100);
 };
@@ -127,7 +159,9 @@ process.on("message", (raw) => {
     const mode = setup.mode;
     preloadAdapter(setup.adapter.kind)
       .then(() => (mode === "memory" ? start() : undefined))
-      .then(() => { send({ type: "ready" }); }, fail);
+      .then(() => {
+        send({ type: "ready" });
+      }, fail);
     return;
   }
   handle(raw as ParentMessage).catch(fail);

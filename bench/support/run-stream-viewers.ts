@@ -13,7 +13,9 @@ interface Setup {
 }
 
 const setup = JSON.parse(process.argv[2] ?? "{}") as Setup;
-const send = (message: unknown): void => { process.send?.(message); };
+const send = (message: unknown): void => {
+  process.send?.(message);
+};
 const LINE = /#(\d+) @(\d+)/g;
 
 interface ViewerStats {

@@ -21,7 +21,9 @@ interface Setup {
   apiUrl?: string;
 }
 
-const send = (message: unknown): void => { process.send?.(message); };
+const send = (message: unknown): void => {
+  process.send?.(message);
+};
 const quiet = pino({ level: "silent" });
 // Throttling off: one installation at 200 commands/s is far past GitHub's content limits, which
 // Probot's throttle would (rightly) pace; the benchmark measures the app's own overhead.
@@ -30,7 +32,9 @@ const octokitDefaults = (options: object) => ({ ...options, retry: { enabled: fa
 process.on("exit", () => {
   if (process.env["BENCH_CPU"]) {
     const cpu = process.cpuUsage();
-    process.stderr.write(`cpu ${process.argv[2] ?? ""}: user ${(cpu.user / 1e6).toFixed(2)} s, system ${(cpu.system / 1e6).toFixed(2)} s\n`);
+    process.stderr.write(
+      `cpu ${process.argv[2] ?? ""}: user ${(cpu.user / 1e6).toFixed(2)} s, system ${(cpu.system / 1e6).toFixed(2)} s\n`,
+    );
   }
 });
 
@@ -45,14 +49,29 @@ async function start(setup: Setup): Promise<void> {
   if (setup.role === "github") {
     const github = await startFakeGitHub({ rateLimit: 100_000_000 });
     const app = github.addApp({ id: 9100, slug: "harness" });
-    github.addInstallation({ id: 77, appId: app.id, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
+    github.addInstallation({
+      id: 77,
+      appId: app.id,
+      account: "acme",
+      permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" },
+    });
     await github.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# bench\n" } });
     github.setCollaborator("acme", "widgets", "maintainer", "write");
     const repo = github.repo("acme", "widgets");
     const issue = github.createIssue("acme", "widgets", { title: "Bench", user: "reporter" });
     // Every comment exists first, as on GitHub, so each 👀 reaction has a target.
-    const comments = Array.from({ length: setup.comments ?? 0 }, (_, i) => github.addComment("acme", "widgets", issue.number, { body: `/harness bench ${String(i)}`, user: "maintainer" }));
-    send({ ready: true, apiUrl: github.apiUrl, appId: app.id, privateKey: app.privateKeyPem, repo, issue: { number: issue.number, title: issue.title }, commentIds: comments.map((comment) => comment.id) });
+    const comments = Array.from({ length: setup.comments ?? 0 }, (_, i) =>
+      github.addComment("acme", "widgets", issue.number, { body: `/harness bench ${String(i)}`, user: "maintainer" }),
+    );
+    send({
+      ready: true,
+      apiUrl: github.apiUrl,
+      appId: app.id,
+      privateKey: app.privateKeyPem,
+      repo,
+      issue: { number: issue.number, title: issue.title },
+      commentIds: comments.map((comment) => comment.id),
+    });
     process.on("message", (message) => {
       if (message !== "report") return;
       const reactions = github.requests
@@ -67,19 +86,51 @@ async function start(setup: Setup): Promise<void> {
   const secret = setup.secret ?? "";
   if (setup.role === "harness") {
     const settings: AppSettings = {
-      mode: "app", port: 0, host: "127.0.0.1", appId: setup.appId ?? 0, privateKey: setup.privateKey ?? "", webhookSecret: secret, webhookPath: "/api/github/webhooks",
-      apiBaseUrl: setup.apiUrl ?? "", logLevel: "silent", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 4, statusIntervalMs: 5_000, warnings: [],
+      mode: "app",
+      port: 0,
+      host: "127.0.0.1",
+      appId: setup.appId ?? 0,
+      privateKey: setup.privateKey ?? "",
+      webhookSecret: secret,
+      webhookPath: "/api/github/webhooks",
+      apiBaseUrl: setup.apiUrl ?? "",
+      logLevel: "silent",
+      logFormat: "json",
+      sandbox: "local",
+      allowedSandboxes: ["local"],
+      daytona: {},
+      concurrency: 4,
+      statusIntervalMs: 5_000,
+      warnings: [],
     };
-    const server = await startHarnessServer(settings, { log: quiet, octokitDefaults, environment: {}, createQueue: () => new InProcessRunQueue(() => Promise.resolve(), { concurrency: 64 }) });
+    const server = await startHarnessServer(settings, {
+      log: quiet,
+      octokitDefaults,
+      environment: {},
+      createQueue: () => new InProcessRunQueue(() => Promise.resolve(), { concurrency: 64 }),
+    });
     send({ ready: true, url: server.url });
-    process.on("message", (message) => { if (message === "stop") void server.close(1_000).then(() => process.exit(0)); });
+    process.on("message", (message) => {
+      if (message === "stop") void server.close(1_000).then(() => process.exit(0));
+    });
     return;
   }
 
-  const probot = new Probot({ appId: setup.appId ?? 0, privateKey: setup.privateKey ?? "", secret, baseUrl: setup.apiUrl ?? "", log: quiet, Octokit: ProbotOctokit.defaults(octokitDefaults) });
+  const probot = new Probot({
+    appId: setup.appId ?? 0,
+    privateKey: setup.privateKey ?? "",
+    secret,
+    baseUrl: setup.apiUrl ?? "",
+    log: quiet,
+    Octokit: ProbotOctokit.defaults(octokitDefaults),
+  });
   const middleware = await createNodeMiddleware(() => undefined, { probot });
-  const server = createServer((req, res) => { void middleware(req, res, () => res.writeHead(404).end()); });
+  const server = createServer((req, res) => {
+    void middleware(req, res, () => res.writeHead(404).end());
+  });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   send({ ready: true, url: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}` });
-  process.on("message", (message) => { if (message === "stop") server.close(() => process.exit(0)); });
+  process.on("message", (message) => {
+    if (message === "stop") server.close(() => process.exit(0));
+  });
 }

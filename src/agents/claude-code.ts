@@ -23,7 +23,14 @@
  */
 import { z } from "zod";
 import type { ExecResult } from "../contracts/types.js";
-import { chooseExecutable, declaredCredentials, fallbackSummary, noResultError, oneLine, type CliAgentOptions } from "./cli-output.js";
+import {
+  chooseExecutable,
+  declaredCredentials,
+  fallbackSummary,
+  noResultError,
+  oneLine,
+  type CliAgentOptions,
+} from "./cli-output.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
 /**
@@ -58,7 +65,14 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     credentials: CREDENTIALS,
     endpoints: ["api.anthropic.com"],
     buildInvocation(request: AgentRequest, credentials): AgentInvocation {
-      const argv = [executable, "-p", "--output-format", "json", "--dangerously-skip-permissions", "--no-session-persistence"];
+      const argv = [
+        executable,
+        "-p",
+        "--output-format",
+        "json",
+        "--dangerously-skip-permissions",
+        "--no-session-persistence",
+      ];
       if (request.maxTurns !== undefined) argv.push("--max-turns", String(request.maxTurns));
       if (request.model !== undefined) argv.push("--model", request.model);
       return {
@@ -75,7 +89,12 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     },
     parseResult(result: ExecResult): AgentOutcome {
       const final = findResult(result.stdout);
-      if (!final) return { success: false, summary: fallbackSummary(result), error: noResultError(program, result, "JSON result", "last") };
+      if (!final)
+        return {
+          success: false,
+          summary: fallbackSummary(result),
+          error: noResultError(program, result, "JSON result", "last"),
+        };
       return outcomeOf(final);
     },
   };

@@ -28,7 +28,10 @@ export function chooseExecutable(program: string, executable: string | undefined
  * Only the declared credentials, even though the harness already filters them: a driver that
  * copied the whole map would hand the agent whatever a future caller put in it.
  */
-export function declaredCredentials(names: readonly string[], credentials: Readonly<Record<string, string>>): Record<string, string> {
+export function declaredCredentials(
+  names: readonly string[],
+  credentials: Readonly<Record<string, string>>,
+): Record<string, string> {
   const picked: Record<string, string> = {};
   for (const name of names) {
     const value = credentials[name];
@@ -65,7 +68,10 @@ export function oneLine(text: string): string {
  * Log lines a CLI writes to stderr that are never the reason it failed: Codex's tracing lines
  * (`2026-11-22T03:07:44Z ERROR codex_api::…` on every reconnect) and its PATH-alias warning.
  */
-const STDERR_NOISE = [/^\d{4}-\d{2}-\d{2}T[\d:.]+Z\s+(TRACE|DEBUG|INFO|WARN|ERROR)\s/, /^WARNING: proceeding, even though/];
+const STDERR_NOISE = [
+  /^\d{4}-\d{2}-\d{2}T[\d:.]+Z\s+(TRACE|DEBUG|INFO|WARN|ERROR)\s/,
+  /^WARNING: proceeding, even though/,
+];
 
 /**
  * The stderr line that best says why a CLI failed: the last line starting with `error` (clap's

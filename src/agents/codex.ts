@@ -26,7 +26,14 @@
  */
 import { z } from "zod";
 import type { ExecResult } from "../contracts/types.js";
-import { chooseExecutable, fallbackSummary, jsonLines, noResultError, oneLine, type CliAgentOptions } from "./cli-output.js";
+import {
+  chooseExecutable,
+  fallbackSummary,
+  jsonLines,
+  noResultError,
+  oneLine,
+  type CliAgentOptions,
+} from "./cli-output.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
 /**
@@ -57,7 +64,14 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
     credentials: CREDENTIALS,
     endpoints: ["api.openai.com"],
     buildInvocation(request: AgentRequest, credentials): AgentInvocation {
-      const argv = [executable, "exec", "--json", "--skip-git-repo-check", "--ephemeral", "--dangerously-bypass-approvals-and-sandbox"];
+      const argv = [
+        executable,
+        "exec",
+        "--json",
+        "--skip-git-repo-check",
+        "--ephemeral",
+        "--dangerously-bypass-approvals-and-sandbox",
+      ];
       if (request.model !== undefined) argv.push("--model", request.model);
       argv.push("-");
       const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);
@@ -68,7 +82,11 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
         const parsed = Event.safeParse(value);
         return parsed.success ? [parsed.data] : [];
       });
-      const messages = events.flatMap((event) => (event.type === "item.completed" && event.item.type === "agent_message" && event.item.text !== undefined ? [event.item.text] : []));
+      const messages = events.flatMap((event) =>
+        event.type === "item.completed" && event.item.type === "agent_message" && event.item.text !== undefined
+          ? [event.item.text]
+          : [],
+      );
       const summary = messages.at(-1) ?? "";
       // Codex's "turn" is one prompt (so `exec` reports 1), not a model round trip. Counted
       // only over a complete stream: a truncated tail has lost the first events.
@@ -76,15 +94,31 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       const counts = turns !== undefined && turns > 0 ? { turns } : {};
 
       const failed = events.findLast((event) => event.type === "turn.failed");
-      if (failed) return { success: false, summary: summary || failed.error.message, error: oneLine(failed.error.message), ...counts };
+      if (failed)
+        return {
+          success: false,
+          summary: summary || failed.error.message,
+          error: oneLine(failed.error.message),
+          ...counts,
+        };
       if (events.some((event) => event.type === "turn.completed")) return { success: true, summary, ...counts };
 
       // No terminal event: a usage error, a crash, or a kill while it was still reconnecting.
       const lastError = events.findLast((event) => event.type === "error");
       if (lastError && result.exitCode !== 0) {
-        return { success: false, summary: summary || fallbackSummary(result), error: `codex exited with ${String(result.exitCode)}: ${oneLine(lastError.message)}`, ...counts };
+        return {
+          success: false,
+          summary: summary || fallbackSummary(result),
+          error: `codex exited with ${String(result.exitCode)}: ${oneLine(lastError.message)}`,
+          ...counts,
+        };
       }
-      return { success: false, summary: summary || fallbackSummary(result), error: noResultError(program, result, "turn.completed event", "last"), ...counts };
+      return {
+        success: false,
+        summary: summary || fallbackSummary(result),
+        error: noResultError(program, result, "turn.completed event", "last"),
+        ...counts,
+      };
     },
   };
 }

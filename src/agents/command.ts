@@ -16,7 +16,7 @@ export interface CommandAgentOptions {
  */
 export function commandAgent(options: CommandAgentOptions): AgentDriver {
   if (options.argv.length === 0 || options.argv[0] === "") {
-    throw new InvalidInputError("The command agent needs a command to run (--agent-command \"<program> <args…>\")");
+    throw new InvalidInputError('The command agent needs a command to run (--agent-command "<program> <args…>")');
   }
   const program = options.argv[0] ?? "";
   return {
@@ -34,7 +34,11 @@ export function commandAgent(options: CommandAgentOptions): AgentDriver {
       const summary = lastLines(result.stdout, 20) || lastLines(result.stderr, 20);
       return result.exitCode === 0
         ? { success: true, summary }
-        : { success: false, summary, error: `${program} exited with ${String(result.exitCode)}${lastLines(result.stderr, 1) ? `: ${lastLines(result.stderr, 1)}` : ""}` };
+        : {
+            success: false,
+            summary,
+            error: `${program} exited with ${String(result.exitCode)}${lastLines(result.stderr, 1) ? `: ${lastLines(result.stderr, 1)}` : ""}`,
+          };
     },
   };
 }

@@ -23,7 +23,15 @@
  */
 import { z } from "zod";
 import type { ExecResult } from "../contracts/types.js";
-import { chooseExecutable, declaredCredentials, fallbackSummary, jsonLines, noResultError, oneLine, type CliAgentOptions } from "./cli-output.js";
+import {
+  chooseExecutable,
+  declaredCredentials,
+  fallbackSummary,
+  jsonLines,
+  noResultError,
+  oneLine,
+  type CliAgentOptions,
+} from "./cli-output.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
 /**
@@ -100,7 +108,8 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
         const event = Event.safeParse(value);
         if (!event.success) continue;
         if (event.data.type === "turn_end") turns++;
-        else if (event.data.type === "auto_retry_end") retriesGivenUp = event.data.success ? undefined : event.data.attempt;
+        else if (event.data.type === "auto_retry_end")
+          retriesGivenUp = event.data.success ? undefined : event.data.attempt;
         else {
           const message = AssistantMessage.safeParse(event.data.message);
           if (message.success) assistants.push(message.data);
@@ -115,11 +124,19 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
         : {
             ...(turns > 0 ? { turns } : {}),
             // Summing floats leaves noise such as 0.0012000000000000001.
-            ...(costs.length > 0 ? { costUsd: Math.round(costs.reduce((sum, cost) => sum + cost, 0) * 1e8) / 1e8 } : {}),
+            ...(costs.length > 0
+              ? { costUsd: Math.round(costs.reduce((sum, cost) => sum + cost, 0) * 1e8) / 1e8 }
+              : {}),
           };
 
       const last = assistants.at(-1);
-      if (!last) return { success: false, summary: fallbackSummary(result), error: noResultError(program, result, "assistant message", "first"), ...counts };
+      if (!last)
+        return {
+          success: false,
+          summary: fallbackSummary(result),
+          error: noResultError(program, result, "assistant message", "first"),
+          ...counts,
+        };
       const summary = assistants.map(textOf).findLast((text) => text !== "") ?? last.errorMessage ?? "";
       // After auto-retries pi emits a fresh attempt per retry; the last message is the outcome.
       if (last.stopReason === "stop" || last.stopReason === "length") return { success: true, summary, ...counts };

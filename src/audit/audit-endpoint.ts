@@ -19,7 +19,11 @@ export const DEFAULT_EXPORT_LIMIT = 1_000;
 export const MAX_EXPORT_LIMIT = 10_000;
 export const NEXT_HEADER = "x-harness-audit-next";
 
-const TEXT = { "content-type": "text/plain; charset=utf-8", "cache-control": "no-store", "x-content-type-options": "nosniff" } as const;
+const TEXT = {
+  "content-type": "text/plain; charset=utf-8",
+  "cache-control": "no-store",
+  "x-content-type-options": "nosniff",
+} as const;
 
 /**
  * `GET /audit.jsonl?after=<seq>&limit=<n>`: the audit trail as JSON lines (one AuditRecord per
@@ -30,7 +34,10 @@ const TEXT = { "content-type": "text/plain; charset=utf-8", "cache-control": "no
  * Returns true when it answered the request, false when the request is not for it, so the
  * server can chain it before its other routes.
  */
-export function auditEndpoint(audit: Pick<AuditLog, "after">, options: AuditEndpointOptions): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function auditEndpoint(
+  audit: Pick<AuditLog, "after">,
+  options: AuditEndpointOptions,
+): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   const path = options.path ?? "/audit.jsonl";
   const pageSize = Math.max(1, Math.floor(options.pageSize ?? 500));
   // Compared as digests: equal lengths for timingSafeEqual, and nothing learnt from a token's length.
@@ -41,7 +48,9 @@ export function auditEndpoint(audit: Pick<AuditLog, "after">, options: AuditEndp
     const pathname = url.split("?", 1)[0];
     if (pathname !== path) return false;
     if (!expected) {
-      res.writeHead(404, TEXT).end("The audit export is off: set HARNESS_AUDIT_TOKEN to a long random value to turn it on.\n");
+      res
+        .writeHead(404, TEXT)
+        .end("The audit export is off: set HARNESS_AUDIT_TOKEN to a long random value to turn it on.\n");
       return true;
     }
     if (req.method !== "GET" && req.method !== "HEAD") {
@@ -49,7 +58,9 @@ export function auditEndpoint(audit: Pick<AuditLog, "after">, options: AuditEndp
       return true;
     }
     if (!authorized(req.headers.authorization, expected)) {
-      res.writeHead(401, { ...TEXT, "www-authenticate": "Bearer" }).end("Send the audit token: Authorization: Bearer <HARNESS_AUDIT_TOKEN>\n");
+      res
+        .writeHead(401, { ...TEXT, "www-authenticate": "Bearer" })
+        .end("Send the audit token: Authorization: Bearer <HARNESS_AUDIT_TOKEN>\n");
       return true;
     }
     const query = parseQuery(new URL(url, "http://localhost").searchParams);
@@ -76,10 +87,17 @@ export function auditEndpoint(audit: Pick<AuditLog, "after">, options: AuditEndp
       }
     } catch (error) {
       options.log?.warn({ err: describeError(error) }, "audit export failed");
-      res.writeHead(503, { ...TEXT, "retry-after": "30" }).end("The audit trail could not be read just now; try again shortly (the server log says why).\n");
+      res
+        .writeHead(503, { ...TEXT, "retry-after": "30" })
+        .end("The audit trail could not be read just now; try again shortly (the server log says why).\n");
       return true;
     }
-    res.writeHead(200, { "content-type": "application/x-ndjson", "cache-control": "no-store", "x-content-type-options": "nosniff", [NEXT_HEADER]: String(next) });
+    res.writeHead(200, {
+      "content-type": "application/x-ndjson",
+      "cache-control": "no-store",
+      "x-content-type-options": "nosniff",
+      [NEXT_HEADER]: String(next),
+    });
     if (req.method === "HEAD") {
       res.end();
       return true;
@@ -90,7 +108,8 @@ export function auditEndpoint(audit: Pick<AuditLog, "after">, options: AuditEndp
       let page = firstPage;
       while (page.length > 0 && !res.destroyed) {
         const lines = page.filter((record) => record.seq <= next);
-        if (lines.length > 0 && !res.write(lines.map((record) => `${JSON.stringify(record)}\n`).join(""))) await drained(res);
+        if (lines.length > 0 && !res.write(lines.map((record) => `${JSON.stringify(record)}\n`).join("")))
+          await drained(res);
         cursor = page.at(-1)?.seq ?? cursor;
         if (cursor >= next) break;
         page = await audit.after(cursor, pageSize);
@@ -111,8 +130,12 @@ type Query = { after: number; limit: number } | { problem: string };
 function parseQuery(params: URLSearchParams): Query {
   const afterText = params.get("after") ?? "0";
   const limitText = params.get("limit") ?? String(DEFAULT_EXPORT_LIMIT);
-  if (!/^\d{1,15}$/.test(afterText)) return { problem: "after must be a seq: a whole number from 0 (the x-harness-audit-next header of the previous page)" };
-  if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > MAX_EXPORT_LIMIT) return { problem: `limit must be a whole number from 1 to ${String(MAX_EXPORT_LIMIT)}` };
+  if (!/^\d{1,15}$/.test(afterText))
+    return {
+      problem: "after must be a seq: a whole number from 0 (the x-harness-audit-next header of the previous page)",
+    };
+  if (!/^\d{1,6}$/.test(limitText) || Number(limitText) < 1 || Number(limitText) > MAX_EXPORT_LIMIT)
+    return { problem: `limit must be a whole number from 1 to ${String(MAX_EXPORT_LIMIT)}` };
   return { after: Number(afterText), limit: Number(limitText) };
 }
 

@@ -41,7 +41,18 @@ export type AuditAction =
   /** `details.state`, `details.errorKind`. */
   | "run.finished";
 
-export const AUDIT_ACTIONS: readonly AuditAction[] = ["run.requested", "request.refused", "request.pending", "request.approved", "run.cancelled", "token.minted", "branch.pushed", "pull_request.opened", "pull_request.updated", "run.finished"];
+export const AUDIT_ACTIONS: readonly AuditAction[] = [
+  "run.requested",
+  "request.refused",
+  "request.pending",
+  "request.approved",
+  "run.cancelled",
+  "token.minted",
+  "branch.pushed",
+  "pull_request.opened",
+  "pull_request.updated",
+  "run.finished",
+];
 
 export type AuditDetailValue = string | number | boolean | string[];
 
@@ -114,7 +125,12 @@ const ELLIPSIS = "…";
 const LONGEST_BOUNDED_TOKEN = 300;
 
 /** Turns what a caller handed over into what may be stored: bounded, redacted, stamped. */
-export function boundEntry(entry: Omit<AuditEntry, "at"> & { at?: string }, limits: AuditLimits, redactor: Redactor, now: () => Date): AuditEntry {
+export function boundEntry(
+  entry: Omit<AuditEntry, "at"> & { at?: string },
+  limits: AuditLimits,
+  redactor: Redactor,
+  now: () => Date,
+): AuditEntry {
   const text = (value: string): string => boundText(value, limits.maxValueChars, redactor);
   const installationId = wholeNumber(entry.installationId);
   const issue = wholeNumber(entry.issue);
@@ -157,7 +173,8 @@ export function auditRedactor(redactor: Redactor | undefined): Redactor {
 export function auditLimits(overrides: Partial<AuditLimits> | undefined): AuditLimits {
   const limits = { ...DEFAULT_AUDIT_LIMITS, ...overrides };
   for (const [name, value] of Object.entries(limits)) {
-    if (!Number.isInteger(value) || value < 1) throw new RangeError(`audit limit ${name} must be a positive whole number, got ${String(value)}`);
+    if (!Number.isInteger(value) || value < 1)
+      throw new RangeError(`audit limit ${name} must be a positive whole number, got ${String(value)}`);
   }
   return limits;
 }
@@ -168,7 +185,11 @@ export function pageLimit(limit: number | undefined, fallback: number): number {
   return Math.max(0, Math.min(Math.floor(limit), Number.MAX_SAFE_INTEGER));
 }
 
-function boundDetails(details: Record<string, unknown>, limits: AuditLimits, redactor: Redactor): Record<string, AuditDetailValue> {
+function boundDetails(
+  details: Record<string, unknown>,
+  limits: AuditLimits,
+  redactor: Redactor,
+): Record<string, AuditDetailValue> {
   const out: Record<string, AuditDetailValue> = {};
   let budget = limits.maxDetailChars;
   let kept = 0;
@@ -181,7 +202,8 @@ function boundDetails(details: Record<string, unknown>, limits: AuditLimits, red
     const key = boundText(rawKey, MAX_KEY_CHARS, redactor);
     const value = boundValue(rawValue, limits, redactor);
     if (value === undefined || key === DETAILS_TRUNCATED_KEY) continue;
-    const size = key.length + (Array.isArray(value) ? value.reduce((sum, item) => sum + item.length, 0) : String(value).length);
+    const size =
+      key.length + (Array.isArray(value) ? value.reduce((sum, item) => sum + item.length, 0) : String(value).length);
     if (size > budget) {
       dropped = true;
       break;
@@ -200,7 +222,8 @@ function boundValue(value: unknown, limits: AuditLimits, redactor: Redactor): Au
   if (typeof value === "boolean") return value;
   // JSON has no NaN or Infinity; as text they still say what the caller meant.
   if (typeof value === "number") return Number.isFinite(value) ? value : String(value);
-  if (Array.isArray(value)) return value.slice(0, limits.maxArrayItems).map((item) => boundText(String(item), limits.maxValueChars, redactor));
+  if (Array.isArray(value))
+    return value.slice(0, limits.maxArrayItems).map((item) => boundText(String(item), limits.maxValueChars, redactor));
   return undefined;
 }
 

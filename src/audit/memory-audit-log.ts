@@ -1,5 +1,18 @@
 import type { Redactor } from "../util/redact.js";
-import { auditLimits, auditRedactor, boundEntry, DEFAULT_FOR_RUN_LIMIT, pageLimit, settled, withSeq, type AuditEntry, type AuditLimits, type AuditLog, type AuditLogOptions, type AuditRecord } from "./audit-log.js";
+import {
+  auditLimits,
+  auditRedactor,
+  boundEntry,
+  DEFAULT_FOR_RUN_LIMIT,
+  pageLimit,
+  settled,
+  withSeq,
+  type AuditEntry,
+  type AuditLimits,
+  type AuditLog,
+  type AuditLogOptions,
+  type AuditRecord,
+} from "./audit-log.js";
 
 /**
  * The audit trail in this process's memory: for a single process with the in-memory queue, and
@@ -82,5 +95,12 @@ export class MemoryAuditLog implements AuditLog {
 
 /** Readers get their own copy: the store's records must not change under it. */
 function copy(record: AuditRecord): AuditRecord {
-  return record.details ? { ...record, details: Object.fromEntries(Object.entries(record.details).map(([key, value]) => [key, Array.isArray(value) ? [...value] : value])) } : { ...record };
+  return record.details
+    ? {
+        ...record,
+        details: Object.fromEntries(
+          Object.entries(record.details).map(([key, value]) => [key, Array.isArray(value) ? [...value] : value]),
+        ),
+      }
+    : { ...record };
 }

@@ -1,6 +1,18 @@
 import { Redis } from "ioredis";
 import type { Redactor } from "../util/redact.js";
-import { auditLimits, auditRedactor, boundEntry, DEFAULT_FOR_RUN_LIMIT, pageLimit, withSeq, type AuditEntry, type AuditLimits, type AuditLog, type AuditLogOptions, type AuditRecord } from "./audit-log.js";
+import {
+  auditLimits,
+  auditRedactor,
+  boundEntry,
+  DEFAULT_FOR_RUN_LIMIT,
+  pageLimit,
+  withSeq,
+  type AuditEntry,
+  type AuditLimits,
+  type AuditLog,
+  type AuditLogOptions,
+  type AuditRecord,
+} from "./audit-log.js";
 
 export interface RedisAuditLogOptions extends AuditLogOptions {
   /** A Redis URL (the trail opens and closes its own connection) or a connection to share. */
@@ -109,7 +121,14 @@ export class RedisAuditLog implements AuditLog {
   async record(entry: Omit<AuditEntry, "at"> & { at?: string }): Promise<void> {
     const bounded = boundEntry(entry, this.limits, this.redactor, this.now);
     const keys = bounded.runId === undefined ? [this.prefix] : [this.prefix, this.runIndexKey(bounded.runId)];
-    await this.redis.auditRecord(keys.length, ...keys, JSON.stringify(bounded), this.limits.maxEntries, this.runIndexTtlSeconds, RUN_INDEX_CAP);
+    await this.redis.auditRecord(
+      keys.length,
+      ...keys,
+      JSON.stringify(bounded),
+      this.limits.maxEntries,
+      this.runIndexTtlSeconds,
+      RUN_INDEX_CAP,
+    );
   }
 
   async forRun(runId: string, limit?: number): Promise<AuditRecord[]> {
@@ -121,7 +140,14 @@ export class RedisAuditLog implements AuditLog {
   async after(afterSeq: number, limit: number): Promise<AuditRecord[]> {
     const count = pageLimit(limit, 0);
     if (count === 0) return [];
-    return toRecords(await this.redis.auditAfter(this.prefix, this.limits.maxEntries, Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0, count));
+    return toRecords(
+      await this.redis.auditAfter(
+        this.prefix,
+        this.limits.maxEntries,
+        Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0,
+        count,
+      ),
+    );
   }
 
   async close(): Promise<void> {

@@ -1,7 +1,20 @@
 import type Database from "better-sqlite3";
 import { openSqliteFile } from "../store/sqlite-file.js";
 import type { Redactor } from "../util/redact.js";
-import { auditLimits, auditRedactor, boundEntry, DEFAULT_FOR_RUN_LIMIT, pageLimit, settled, withSeq, type AuditEntry, type AuditLimits, type AuditLog, type AuditLogOptions, type AuditRecord } from "./audit-log.js";
+import {
+  auditLimits,
+  auditRedactor,
+  boundEntry,
+  DEFAULT_FOR_RUN_LIMIT,
+  pageLimit,
+  settled,
+  withSeq,
+  type AuditEntry,
+  type AuditLimits,
+  type AuditLog,
+  type AuditLogOptions,
+  type AuditRecord,
+} from "./audit-log.js";
 
 export interface SqliteAuditLogOptions extends AuditLogOptions {
   /** The database file (`HARNESS_DB`, shared with the queue and the journal); `:memory:` for tests. */
@@ -47,7 +60,9 @@ export class SqliteAuditLog implements AuditLog {
     this.now = options.now ?? (() => new Date());
     this.db = openSqliteFile(options.path, SCHEMA, "audit trail");
     this.statements = {
-      insert: this.db.prepare("INSERT INTO audit_log (at, action, repo, run_id, actor, body) VALUES (@at, @action, @repo, @run_id, @actor, @body)"),
+      insert: this.db.prepare(
+        "INSERT INTO audit_log (at, action, repo, run_id, actor, body) VALUES (@at, @action, @repo, @run_id, @actor, @body)",
+      ),
       // Seqs are consecutive (AUTOINCREMENT, every insert committed or rolled back whole), so
       // "older than the newest maxEntries" is a range on the primary key: no count, no scan.
       trim: this.db.prepare("DELETE FROM audit_log WHERE seq <= ?"),
@@ -59,23 +74,27 @@ export class SqliteAuditLog implements AuditLog {
   record(entry: Omit<AuditEntry, "at"> & { at?: string }): Promise<void> {
     return settled(() => {
       const bounded = boundEntry(entry, this.limits, this.redactor, this.now);
-      this.db.transaction(() => {
-        const { lastInsertRowid } = this.statements.insert.run({
-          at: bounded.at,
-          action: bounded.action,
-          repo: bounded.repo,
-          run_id: bounded.runId ?? null,
-          actor: bounded.actor ?? null,
-          body: JSON.stringify(bounded),
-        });
-        const oldestDropped = Number(lastInsertRowid) - this.limits.maxEntries;
-        if (oldestDropped > 0) this.statements.trim.run(oldestDropped);
-      }).immediate();
+      this.db
+        .transaction(() => {
+          const { lastInsertRowid } = this.statements.insert.run({
+            at: bounded.at,
+            action: bounded.action,
+            repo: bounded.repo,
+            run_id: bounded.runId ?? null,
+            actor: bounded.actor ?? null,
+            body: JSON.stringify(bounded),
+          });
+          const oldestDropped = Number(lastInsertRowid) - this.limits.maxEntries;
+          if (oldestDropped > 0) this.statements.trim.run(oldestDropped);
+        })
+        .immediate();
     });
   }
 
   forRun(runId: string, limit?: number): Promise<AuditRecord[]> {
-    return settled(() => (this.statements.forRun.all(runId, pageLimit(limit, DEFAULT_FOR_RUN_LIMIT)) as Row[]).map(toRecord));
+    return settled(() =>
+      (this.statements.forRun.all(runId, pageLimit(limit, DEFAULT_FOR_RUN_LIMIT)) as Row[]).map(toRecord),
+    );
   }
 
   after(afterSeq: number, limit: number): Promise<AuditRecord[]> {

@@ -66,10 +66,15 @@ class UsageError extends HarnessError {
   }
 }
 
-export async function main(argv: readonly string[], io: CliIo = { env: process.env, stdout: process.stdout, stderr: process.stderr }): Promise<number> {
+export async function main(
+  argv: readonly string[],
+  io: CliIo = { env: process.env, stdout: process.stdout, stderr: process.stderr },
+): Promise<number> {
   const redact = createRedactor(secretsFromEnv(io.env));
   let exitCode = EXIT_OK;
-  const program = buildProgram(io, (code) => { exitCode = code; });
+  const program = buildProgram(io, (code) => {
+    exitCode = code;
+  });
   try {
     await program.parseAsync([...argv], { from: "user" });
     return exitCode;
@@ -79,13 +84,20 @@ export async function main(argv: readonly string[], io: CliIo = { env: process.e
       return error.exitCode === 0 ? EXIT_OK : EXIT_USAGE;
     }
     io.stderr.write(`harness: ${redact(describeError(error))}\n`);
-    return error instanceof UsageError || error instanceof BlueprintError || (error instanceof HarnessError && error.code === "invalid_input") || (error instanceof HarnessError && (error.code === "invalid_repo" || error.code === "settings")) ? EXIT_USAGE : EXIT_RUN_FAILED;
+    return error instanceof UsageError ||
+      error instanceof BlueprintError ||
+      (error instanceof HarnessError && error.code === "invalid_input") ||
+      (error instanceof HarnessError && (error.code === "invalid_repo" || error.code === "settings"))
+      ? EXIT_USAGE
+      : EXIT_RUN_FAILED;
   }
 }
 
 function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
   const program = new Command("harness")
-    .description("Turn an intent into a pull request: run a blueprint in an isolated sandbox, push a branch, open a PR.")
+    .description(
+      "Turn an intent into a pull request: run a blueprint in an isolated sandbox, push a branch, open a PR.",
+    )
     .version(packageVersion())
     .configureOutput({
       writeOut: (text) => io.stdout.write(text),
@@ -99,20 +111,35 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .description("Run a blueprint against a repository and, with --push, open a pull request")
     .requiredOption("--repo <repo>", "local path, owner/name, or https/SSH URL of the repository")
     .requiredOption("--intent <text>", "what should change, in plain words")
-    .option("--blueprint <name|file>", `built-in blueprint (${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}) or a YAML file`, "default")
+    .option(
+      "--blueprint <name|file>",
+      `built-in blueprint (${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}) or a YAML file`,
+      "default",
+    )
     .option("--agent <name>", `coding agent: ${Object.keys(AGENTS).join(", ")}`, "claude-code")
     .option("--agent-command <command>", "the program the `command` agent runs")
-    .option("--setup <command>", "default blueprint: command to run before the agent (e.g. \"npm ci\")")
-    .option("--verify <command>", "default blueprint: command that proves the change (e.g. \"npm test\")")
+    .option("--setup <command>", 'default blueprint: command to run before the agent (e.g. "npm ci")')
+    .option("--verify <command>", 'default blueprint: command that proves the change (e.g. "npm test")')
     .option("--command <command>", "command blueprint: the one command to run")
-    .option("--max-fix-rounds <n>", "default blueprint: fix-agent rounds after a failed verify", positiveInteger(true), DEFAULT_MAX_FIX_ROUNDS)
+    .option(
+      "--max-fix-rounds <n>",
+      "default blueprint: fix-agent rounds after a failed verify",
+      positiveInteger(true),
+      DEFAULT_MAX_FIX_ROUNDS,
+    )
     .option("--max-turns <n>", "cap on the agent's conversation turns", positiveInteger(false))
     .option("--model <name>", "model for the agent, when it supports choosing")
     .addOption(
-      new Option("--sandbox <kind>", "where to run: daytona; local (a clone, isolated with bubblewrap); worktree (a worktree of a local repository, NOT isolated). Default: daytona when DAYTONA_API_KEY is set, else worktree for a local path and local for a GitHub repository").choices(["local", "worktree", "daytona"]),
+      new Option(
+        "--sandbox <kind>",
+        "where to run: daytona; local (a clone, isolated with bubblewrap); worktree (a worktree of a local repository, NOT isolated). Default: daytona when DAYTONA_API_KEY is set, else worktree for a local path and local for a GitHub repository",
+      ).choices(["local", "worktree", "daytona"]),
     )
     .option("--push", "push the branch and open a pull request (needs GITHUB_TOKEN)")
-    .option("--github-repo <owner/name>", "the GitHub repository for the PR, when --repo is a local path whose origin is not GitHub")
+    .option(
+      "--github-repo <owner/name>",
+      "the GitHub repository for the PR, when --repo is a local path whose origin is not GitHub",
+    )
     .option("--branch <name>", "branch to commit to (default: harness/<intent>-<run id>)")
     .option("--report <file>", "append every event to this file as JSON lines")
     .option("--timeout <minutes>", "run budget in minutes", positiveNumber, 60)
@@ -129,7 +156,9 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
         io.stdout.write(`${name}\n  ${description}\n`);
         const sample = builtinBlueprint(name, { setup: ["<setup>"], verify: ["<verify>"], command: ["<command>"] });
         for (const node of sample.nodes) {
-          io.stdout.write(`    - ${node.id} (${node.kind}${node.runs === "on-failure" ? ", on failure" : ""}): ${node.title}\n`);
+          io.stdout.write(
+            `    - ${node.id} (${node.kind}${node.runs === "on-failure" ? ", on failure" : ""}): ${node.title}\n`,
+          );
         }
       }
       io.stdout.write("\nA blueprint can also be a YAML file: harness run --blueprint ./my-blueprint.yml …\n");
@@ -139,22 +168,38 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .command("sandboxes")
     .description("List or delete sandboxes this app left behind (local temp dirs, or Daytona by label)")
     .argument("<action>", "list or reap")
-    .addOption(new Option("--sandbox <kind>", "which sandboxes (default: daytona when DAYTONA_API_KEY is set, else local)").choices(["local", "daytona"]))
-    .option("--min-age <minutes>", "reap only sandboxes older than this (a sandbox being created has no run yet)", positiveNumber, 10)
+    .addOption(
+      new Option(
+        "--sandbox <kind>",
+        "which sandboxes (default: daytona when DAYTONA_API_KEY is set, else local)",
+      ).choices(["local", "daytona"]),
+    )
+    .option(
+      "--min-age <minutes>",
+      "reap only sandboxes older than this (a sandbox being created has no run yet)",
+      positiveNumber,
+      10,
+    )
     .action(async (action: string, flags: { sandbox?: "local" | "daytona"; minAge: number }) => {
       if (action !== "list" && action !== "reap") throw new UsageError(`Unknown action "${action}": use list or reap`);
       const kind = flags.sandbox ?? (io.env["DAYTONA_API_KEY"] ? "daytona" : "local");
-      const inventory = kind === "daytona" ? daytonaInventory(daytonaOptionsFromEnv(io.env)) : localInventory(io.env["TMPDIR"] || undefined);
+      const inventory =
+        kind === "daytona"
+          ? daytonaInventory(daytonaOptionsFromEnv(io.env))
+          : localInventory(io.env["TMPDIR"] || undefined);
       try {
         const active = activeRunIds(io.env["HARNESS_DB"] || "./data/harness.db");
         if (action === "list") {
           for (const record of await inventory.list()) {
-            io.stdout.write(`${record.kind}\t${record.id}\t${record.runId ?? "-"}\t${record.repo ?? "-"}\t${record.createdAt ?? "-"}\t${record.runId && active.has(record.runId) ? "active" : "orphan"}\n`);
+            io.stdout.write(
+              `${record.kind}\t${record.id}\t${record.runId ?? "-"}\t${record.repo ?? "-"}\t${record.createdAt ?? "-"}\t${record.runId && active.has(record.runId) ? "active" : "orphan"}\n`,
+            );
           }
           return;
         }
         const reaped = await reapOrphans(inventory, (runId) => active.has(runId), { minAgeMs: flags.minAge * 60_000 });
-        for (const record of reaped) io.stdout.write(`reaped ${record.kind} ${record.id}${record.runId ? ` (run ${record.runId})` : ""}\n`);
+        for (const record of reaped)
+          io.stdout.write(`reaped ${record.kind} ${record.id}${record.runId ? ` (run ${record.runId})` : ""}\n`);
         io.stderr.write(`${String(reaped.length)} sandbox${reaped.length === 1 ? "" : "es"} reaped\n`);
       } finally {
         await inventory.close?.();
@@ -172,7 +217,11 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       const daytona = daytonaOptionsFromEnv(io.env);
       if (!daytona.apiKey) throw new UsageError("Set DAYTONA_API_KEY to build a snapshot in Daytona");
       io.stderr.write(`Building snapshot '${flags.name}' in Daytona…\n`);
-      const snapshot = await createRecommendedSnapshot({ name: flags.name, daytona, onProgress: (line) => io.stderr.write(`  ${line}\n`) });
+      const snapshot = await createRecommendedSnapshot({
+        name: flags.name,
+        daytona,
+        onProgress: (line) => io.stderr.write(`  ${line}\n`),
+      });
       io.stdout.write(`${snapshot.name} (${snapshot.state})\n`);
       io.stderr.write(`Use it with DAYTONA_SNAPSHOT=${snapshot.name}\n`);
     });
@@ -184,15 +233,25 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   const env = io.env;
   const blueprint = await chooseBlueprint(flags);
   const needsAgent = blueprint.nodes.some((node) => node.kind === "agent");
-  if (flags.agent === "command" && needsAgent && !flags.agentCommand) throw new UsageError("--agent command needs --agent-command \"<program> <args…>\"");
-  const agent = needsAgent ? createAgent(flags.agent, flags.agentCommand ? { command: parseCommandLine(flags.agentCommand, "--agent-command") } : {}) : undefined;
+  if (flags.agent === "command" && needsAgent && !flags.agentCommand)
+    throw new UsageError('--agent command needs --agent-command "<program> <args…>"');
+  const agent = needsAgent
+    ? createAgent(
+        flags.agent,
+        flags.agentCommand ? { command: parseCommandLine(flags.agentCommand, "--agent-command") } : {},
+      )
+    : undefined;
 
   const serverUrl = env["GITHUB_SERVER_URL"] || undefined;
   classifyRepoRef(flags.repo, serverUrl ? { serverUrl } : {});
   const githubRepo = flags.githubRepo ? parseGitHubRepo(flags.githubRepo, serverUrl ? { serverUrl } : {}) : undefined;
-  const sandboxKind = flags.sandbox ?? (env["DAYTONA_API_KEY"] ? "daytona" : isLocalPath(flags.repo) ? "worktree" : "local");
+  const sandboxKind =
+    flags.sandbox ?? (env["DAYTONA_API_KEY"] ? "daytona" : isLocalPath(flags.repo) ? "worktree" : "local");
   const localIsolation = sandboxKind === "local" ? await cliIsolation(env, agent) : undefined;
-  if (sandboxKind === "worktree") io.stderr.write("harness: worktree mode — the agent runs on this machine without isolation, in a worktree of your repository\n");
+  if (sandboxKind === "worktree")
+    io.stderr.write(
+      "harness: worktree mode — the agent runs on this machine without isolation, in a worktree of your repository\n",
+    );
   const token = env["GITHUB_TOKEN"] || undefined;
   const runId = newRunId();
   const branch = flags.branch ?? defaultBranchName(flags.intent, runId);
@@ -254,34 +313,45 @@ async function chooseBlueprint(flags: RunFlags): Promise<Blueprint> {
       maxFixRounds: flags.maxFixRounds,
     });
   }
-  if (/\.(ya?ml|json)$/i.test(flags.blueprint) || flags.blueprint.includes("/")) return loadBlueprintFile(flags.blueprint);
+  if (/\.(ya?ml|json)$/i.test(flags.blueprint) || flags.blueprint.includes("/"))
+    return loadBlueprintFile(flags.blueprint);
   return builtinBlueprint(flags.blueprint);
 }
 
 /** `harness/<slug of the intent>-<run id>`: readable in the PR list, unique per run. */
 export function defaultBranchName(intent: string, runId: string): string {
-  const slug = intent.toLowerCase().normalize("NFKD").replace(/[^a-z0-9]+/g, "-").replace(/^-+|-+$/g, "").slice(0, 40).replace(/-+$/, "");
+  const slug = intent
+    .toLowerCase()
+    .normalize("NFKD")
+    .replace(/[^a-z0-9]+/g, "-")
+    .replace(/^-+|-+$/g, "")
+    .slice(0, 40)
+    .replace(/-+$/, "");
   return `harness/${slug || "change"}-${runId}`;
 }
 
 function positiveInteger(allowZero: boolean) {
   return (value: string): number => {
     const parsed = Number(value);
-    if (!Number.isInteger(parsed) || parsed < (allowZero ? 0 : 1)) throw new InvalidArgumentError(`expected a whole number${allowZero ? "" : " above 0"}, got "${value}"`);
+    if (!Number.isInteger(parsed) || parsed < (allowZero ? 0 : 1))
+      throw new InvalidArgumentError(`expected a whole number${allowZero ? "" : " above 0"}, got "${value}"`);
     return parsed;
   };
 }
 
 function positiveNumber(value: string): number {
   const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed <= 0) throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
+  if (!Number.isFinite(parsed) || parsed <= 0)
+    throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
   return parsed;
 }
 
 /** The package version, read from package.json (two levels up from both src/cli and dist/cli). */
 function packageVersion(): string {
   const raw: unknown = JSON.parse(readFileSync(new URL("../../package.json", import.meta.url), "utf8"));
-  return typeof raw === "object" && raw !== null && "version" in raw && typeof raw.version === "string" ? raw.version : "unknown";
+  return typeof raw === "object" && raw !== null && "version" in raw && typeof raw.version === "string"
+    ? raw.version
+    : "unknown";
 }
 
 /**
@@ -293,10 +363,19 @@ async function cliIsolation(env: NodeJS.ProcessEnv, agent: AgentDriver | undefin
   const bwrapPath = env["HARNESS_BWRAP"] || undefined;
   const probe = await probeIsolation(bwrapPath ? { bwrapPath } : {});
   if (!probe.available) {
-    throw new UsageError(`The local sandbox cannot isolate the agent on this machine: ${probe.reason}. Fix: ${probe.fix}; or use --sandbox daytona, or --sandbox worktree on a local clone (not isolated)`);
+    throw new UsageError(
+      `The local sandbox cannot isolate the agent on this machine: ${probe.reason}. Fix: ${probe.fix}; or use --sandbox daytona, or --sandbox worktree on a local clone (not isolated)`,
+    );
   }
-  const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "").split(",").map((item) => item.trim()).filter((item) => item.startsWith("/"));
+  const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter((item) => item.startsWith("/"));
   const program = agent?.name === "command" ? agent.program : undefined;
   if (program?.startsWith("/")) readOnlyPaths.push(program);
-  return { mode: "namespaces", ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}), ...(bwrapPath ? { bwrapPath } : {}) };
+  return {
+    mode: "namespaces",
+    ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}),
+    ...(bwrapPath ? { bwrapPath } : {}),
+  };
 }

@@ -59,15 +59,25 @@ export function parseBoundedYaml(text: string, limits: Readonly<YamlLimits> = CO
   let documentTokens = 0;
   const compose = (token: Parameters<Composer["next"]>[0]): void => {
     // Stray tokens come one by one; handing thousands to the composer costs an Error object each.
-    if (token.type === "error") throw new BoundedYamlError(`is not valid YAML${at(token.offset)}: ${brief(token.message, MAX_REPORTED_MESSAGE_CHARS)}`);
-    if (token.type === "document" && ++documentTokens > 1) throw new BoundedYamlError(`holds more than one YAML document (a second \`---\`${at(token.offset)}); Harness reads one`);
+    if (token.type === "error")
+      throw new BoundedYamlError(
+        `is not valid YAML${at(token.offset)}: ${brief(token.message, MAX_REPORTED_MESSAGE_CHARS)}`,
+      );
+    if (token.type === "document" && ++documentTokens > 1)
+      throw new BoundedYamlError(
+        `holds more than one YAML document (a second \`---\`${at(token.offset)}); Harness reads one`,
+      );
     for (const document of composer.next(token)) documents.push(document);
   };
   for (const lexeme of new Lexer().lex(text)) {
-    if (++tokens > limits.maxTokens) throw new BoundedYamlError(`is too complex: more than ${numbers.format(limits.maxTokens)} YAML tokens (keys, values, punctuation, comments, line breaks) by line ${String(lines.linePos(offset).line)}`);
+    if (++tokens > limits.maxTokens)
+      throw new BoundedYamlError(
+        `is too complex: more than ${numbers.format(limits.maxTokens)} YAML tokens (keys, values, punctuation, comments, line breaks) by line ${String(lines.linePos(offset).line)}`,
+      );
     for (const token of parser.next(lexeme)) compose(token);
     // The parser's stack holds the document, each open collection and at most one scalar.
-    if (parser.stack.length > limits.maxDepth + 2) throw new BoundedYamlError(`nests collections more than ${String(limits.maxDepth)} levels deep${at(offset)}`);
+    if (parser.stack.length > limits.maxDepth + 2)
+      throw new BoundedYamlError(`nests collections more than ${String(limits.maxDepth)} levels deep${at(offset)}`);
     offset += lexeme.length;
   }
   for (const token of parser.end()) compose(token);
@@ -76,14 +86,19 @@ export function parseBoundedYaml(text: string, limits: Readonly<YamlLimits> = CO
   const [document] = documents;
   if (!document) return null;
   const [error] = document.errors;
-  if (error) throw new BoundedYamlError(`is not valid YAML${at(error.pos[0])}: ${brief(error.message, MAX_REPORTED_MESSAGE_CHARS)}`);
+  if (error)
+    throw new BoundedYamlError(
+      `is not valid YAML${at(error.pos[0])}: ${brief(error.message, MAX_REPORTED_MESSAGE_CHARS)}`,
+    );
   checkShape(document.contents, limits.maxDepth, at);
   try {
     return document.toJS({ maxAliasCount: limits.maxAliasCount });
   } catch (error) {
     // The yaml package throws a ReferenceError for excessive or unresolvable aliases.
     if (error instanceof ReferenceError) {
-      const detail = /Excessive alias count/.test(error.message) ? `uses aliases (\`*name\`) beyond the ${String(limits.maxAliasCount)} Harness allows` : `is not valid YAML: ${brief(error.message, MAX_REPORTED_MESSAGE_CHARS)}`;
+      const detail = /Excessive alias count/.test(error.message)
+        ? `uses aliases (\`*name\`) beyond the ${String(limits.maxAliasCount)} Harness allows`
+        : `is not valid YAML: ${brief(error.message, MAX_REPORTED_MESSAGE_CHARS)}`;
       throw new BoundedYamlError(detail);
     }
     throw error;
@@ -110,20 +125,32 @@ function checkShape(root: Node | null, maxDepth: number, at: (offset: number) =>
       anchors.set(node.anchor, ranges);
     }
     if (isMap(node)) {
-      if (depth > maxDepth) throw new BoundedYamlError(`nests collections more than ${String(maxDepth)} levels deep${at(node.range?.[0] ?? 0)}`);
+      if (depth > maxDepth)
+        throw new BoundedYamlError(
+          `nests collections more than ${String(maxDepth)} levels deep${at(node.range?.[0] ?? 0)}`,
+        );
       const seen = new Set<string>();
       for (const pair of node.items) {
         const key = pair.key as Node | null;
-        if (key !== null && !isScalar(key)) throw new BoundedYamlError(`has a key that is ${isAlias(key) ? "an alias" : "a list or map"}${at(key.range?.[0] ?? 0)}; keys must be plain values`);
+        if (key !== null && !isScalar(key))
+          throw new BoundedYamlError(
+            `has a key that is ${isAlias(key) ? "an alias" : "a list or map"}${at(key.range?.[0] ?? 0)}; keys must be plain values`,
+          );
         // The same spelling the conversion to an object uses, so `1` and `"1"` collide as they would there.
         const name = keyName(key?.value);
-        if (seen.has(name)) throw new BoundedYamlError(`repeats the key \`${brief(name, MAX_REPORTED_KEY_CHARS)}\`${at(key?.range?.[0] ?? 0)}; each key may appear once in a map`);
+        if (seen.has(name))
+          throw new BoundedYamlError(
+            `repeats the key \`${brief(name, MAX_REPORTED_KEY_CHARS)}\`${at(key?.range?.[0] ?? 0)}; each key may appear once in a map`,
+          );
         seen.add(name);
         if (key?.anchor) pending.push({ node: key, depth: depth + 1 });
         if (pair.value) pending.push({ node: pair.value as Node, depth: depth + 1 });
       }
     } else if (isSeq(node)) {
-      if (depth > maxDepth) throw new BoundedYamlError(`nests collections more than ${String(maxDepth)} levels deep${at(node.range?.[0] ?? 0)}`);
+      if (depth > maxDepth)
+        throw new BoundedYamlError(
+          `nests collections more than ${String(maxDepth)} levels deep${at(node.range?.[0] ?? 0)}`,
+        );
       for (const item of node.items) if (item) pending.push({ node: item as Node, depth: depth + 1 });
     }
   }
@@ -139,7 +166,10 @@ function checkShape(root: Node | null, maxDepth: number, at: (offset: number) =>
       else high = middle;
     }
     const anchor = ranges[low - 1];
-    if (anchor && alias.offset < anchor.end) throw new BoundedYamlError(`has an alias (\`*${brief(alias.name, MAX_REPORTED_KEY_CHARS)}\`${at(alias.offset)}) inside the node it refers to`);
+    if (anchor && alias.offset < anchor.end)
+      throw new BoundedYamlError(
+        `has an alias (\`*${brief(alias.name, MAX_REPORTED_KEY_CHARS)}\`${at(alias.offset)}) inside the node it refers to`,
+      );
   }
 }
 

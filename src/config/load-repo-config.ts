@@ -25,7 +25,11 @@ export interface ConfigCapableOctokit {
 }
 
 /** A file from the contents API: its text only when it exists and fits. */
-type RepoFile = { kind: "missing" } | { kind: "not-a-file"; type: string } | { kind: "too-large"; bytes: number | undefined } | { kind: "text"; text: string };
+type RepoFile =
+  | { kind: "missing" }
+  | { kind: "not-a-file"; type: string }
+  | { kind: "too-large"; bytes: number | undefined }
+  | { kind: "text"; text: string };
 
 const numbers = new Intl.NumberFormat("en-US");
 
@@ -44,13 +48,24 @@ export async function loadRepoConfig(octokit: ConfigCapableOctokit, owner: strin
   const org = configData(orgFile);
   const own = configData(repoFile);
   // Both files' problems at once, so a maintainer fixing one is not surprised by the other.
-  const problems = [...("problem" in org ? [inOrgFile(orgRepo, org.problem)] : []), ...("problem" in own ? [own.problem] : [])];
+  const problems = [
+    ...("problem" in org ? [inOrgFile(orgRepo, org.problem)] : []),
+    ...("problem" in own ? [own.problem] : []),
+  ];
   if (problems.length > 0) throw new RepoConfigError(problems);
-  return resolveRepoConfig({ org: "data" in org ? org.data : undefined, repo: "data" in own ? own.data : undefined }, orgRepo);
+  return resolveRepoConfig(
+    { org: "data" in org ? org.data : undefined, repo: "data" in own ? own.data : undefined },
+    orgRepo,
+  );
 }
 
 /** The blueprint a repository asks for: a built-in by name, or a YAML file on its default branch. */
-export async function resolveBlueprint(octokit: ConfigCapableOctokit, owner: string, repo: string, config: RepoConfig): Promise<Blueprint> {
+export async function resolveBlueprint(
+  octokit: ConfigCapableOctokit,
+  owner: string,
+  repo: string,
+  config: RepoConfig,
+): Promise<Blueprint> {
   if (config.blueprint in BUILTIN_BLUEPRINTS) {
     return builtinBlueprint(config.blueprint, {
       ...(config.setup ? { setup: commandArgv(config.setup, "setup") ?? [] } : {}),
@@ -61,12 +76,18 @@ export async function resolveBlueprint(octokit: ConfigCapableOctokit, owner: str
     });
   }
   const path = config.blueprint.replace(/^\.?\//, "");
-  if (path.length > MAX_BLUEPRINT_PATH_CHARS) throw new BlueprintError(`blueprint (from ${CONFIG_PATH}): a path of ${numbers.format(path.length)} characters; use default, command, or the path of a YAML file`);
+  if (path.length > MAX_BLUEPRINT_PATH_CHARS)
+    throw new BlueprintError(
+      `blueprint (from ${CONFIG_PATH}): a path of ${numbers.format(path.length)} characters; use default, command, or the path of a YAML file`,
+    );
   const file = await readRepoFile(octokit, owner, repo, path, MAX_BLUEPRINT_BYTES);
   if (file.kind === "missing" || file.kind === "not-a-file") {
-    throw new BlueprintError(`blueprint ${path} (from ${CONFIG_PATH}): no such file on the default branch; use default, command, or the path of a YAML file`);
+    throw new BlueprintError(
+      `blueprint ${path} (from ${CONFIG_PATH}): no such file on the default branch; use default, command, or the path of a YAML file`,
+    );
   }
-  if (file.kind === "too-large") throw new BlueprintError(`blueprint ${path} ${tooLarge(file.bytes, MAX_BLUEPRINT_BYTES)}`);
+  if (file.kind === "too-large")
+    throw new BlueprintError(`blueprint ${path} ${tooLarge(file.bytes, MAX_BLUEPRINT_BYTES)}`);
   let data: unknown;
   try {
     data = parseBoundedYaml(file.text, BLUEPRINT_YAML_LIMITS);
@@ -94,7 +115,13 @@ function configData(file: RepoFile | undefined): { data: unknown } | { problem: 
  * One file from the default branch through the contents API, refused by its reported `size`
  * before any decoding. GitHub sends no content for files over 1 MB (`encoding: "none"`).
  */
-async function readRepoFile(octokit: ConfigCapableOctokit, owner: string, repo: string, path: string, maxBytes: number): Promise<RepoFile> {
+async function readRepoFile(
+  octokit: ConfigCapableOctokit,
+  owner: string,
+  repo: string,
+  path: string,
+  maxBytes: number,
+): Promise<RepoFile> {
   let data: unknown;
   try {
     ({ data } = await octokit.request("GET /repos/{owner}/{repo}/contents/{path}", { owner, repo, path }));
@@ -103,13 +130,22 @@ async function readRepoFile(octokit: ConfigCapableOctokit, owner: string, repo: 
     throw error;
   }
   if (Array.isArray(data)) return { kind: "not-a-file", type: "directory" };
-  const file = (typeof data === "object" && data !== null ? data : {}) as { type?: unknown; size?: unknown; encoding?: unknown; content?: unknown };
-  if (file.type !== "file") return { kind: "not-a-file", type: typeof file.type === "string" ? file.type.slice(0, 20) : "thing" };
-  const size = typeof file.size === "number" && Number.isSafeInteger(file.size) && file.size >= 0 ? file.size : undefined;
+  const file = (typeof data === "object" && data !== null ? data : {}) as {
+    type?: unknown;
+    size?: unknown;
+    encoding?: unknown;
+    content?: unknown;
+  };
+  if (file.type !== "file")
+    return { kind: "not-a-file", type: typeof file.type === "string" ? file.type.slice(0, 20) : "thing" };
+  const size =
+    typeof file.size === "number" && Number.isSafeInteger(file.size) && file.size >= 0 ? file.size : undefined;
   if (size !== undefined && size > maxBytes) return { kind: "too-large", bytes: size };
   if (file.encoding === "none") return { kind: "too-large", bytes: size };
   if (file.encoding !== "base64" || typeof file.content !== "string") {
-    throw new Error(`GitHub answered for ${path} in ${owner}/${repo} without base64 content (encoding ${typeof file.encoding === "string" ? file.encoding.slice(0, 20) : "missing"})`);
+    throw new Error(
+      `GitHub answered for ${path} in ${owner}/${repo} without base64 content (encoding ${typeof file.encoding === "string" ? file.encoding.slice(0, 20) : "missing"})`,
+    );
   }
   const bytes = Buffer.from(file.content, "base64");
   // Should `size` be missing or wrong, the decoded length still holds the cap.
@@ -118,9 +154,13 @@ async function readRepoFile(octokit: ConfigCapableOctokit, owner: string, repo: 
 }
 
 function tooLarge(bytes: number | undefined, maxBytes: number): string {
-  return bytes === undefined ? `is over GitHub's 1 MB contents limit; Harness reads at most ${numbers.format(maxBytes)} bytes` : `is ${numbers.format(bytes)} bytes; Harness reads at most ${numbers.format(maxBytes)}`;
+  return bytes === undefined
+    ? `is over GitHub's 1 MB contents limit; Harness reads at most ${numbers.format(maxBytes)} bytes`
+    : `is ${numbers.format(bytes)} bytes; Harness reads at most ${numbers.format(maxBytes)}`;
 }
 
 function httpStatus(error: unknown): number | undefined {
-  return typeof error === "object" && error !== null && "status" in error && typeof error.status === "number" ? error.status : undefined;
+  return typeof error === "object" && error !== null && "status" in error && typeof error.status === "number"
+    ? error.status
+    : undefined;
 }

@@ -65,7 +65,12 @@ export function mergeRawConfigs(org: RawConfig, repo: RawConfig): RawConfig {
   const merged = mergeLevel(org, repo, MERGED_PER_KEY);
   const sandbox = merged["sandbox"];
   const repoSandbox = repo["sandbox"];
-  if (isRawConfig(sandbox) && Object.hasOwn(sandbox, "allow") && sandbox["network"] !== "allowlist" && !(isRawConfig(repoSandbox) && Object.hasOwn(repoSandbox, "allow"))) {
+  if (
+    isRawConfig(sandbox) &&
+    Object.hasOwn(sandbox, "allow") &&
+    sandbox["network"] !== "allowlist" &&
+    !(isRawConfig(repoSandbox) && Object.hasOwn(repoSandbox, "allow"))
+  ) {
     return { ...merged, sandbox: Object.fromEntries(Object.entries(sandbox).filter(([key]) => key !== "allow")) };
   }
   return merged;
@@ -81,23 +86,32 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
   const problems: string[] = [];
 
   if (sets("permission") && permissionRank(effective.permission) < permissionRank(org.permission)) {
-    problems.push(`\`permission: ${effective.permission}\` is below ${theirs("permission", org.permission)}; a repository may raise the bar, not lower it`);
+    problems.push(
+      `\`permission: ${effective.permission}\` is below ${theirs("permission", org.permission)}; a repository may raise the bar, not lower it`,
+    );
   }
   if (sets("allowed_bots")) {
     const allowed = new Set(org.allowed_bots.map((login) => login.toLowerCase()));
     const extra = effective.allowed_bots.filter((login) => !allowed.has(login.toLowerCase()));
-    if (extra.length > 0) problems.push(`\`allowed_bots\` adds ${listed(extra)}, which ${theirs("allowed_bots", org.allowed_bots)} does not allow`);
+    if (extra.length > 0)
+      problems.push(
+        `\`allowed_bots\` adds ${listed(extra)}, which ${theirs("allowed_bots", org.allowed_bots)} does not allow`,
+      );
   }
   for (const key of ["provider", "snapshot"] as const) {
     if (sets("sandbox", key) && effective.sandbox[key] !== org.sandbox[key]) {
-      problems.push(`\`sandbox.${key}: ${show(effective.sandbox[key])}\` differs from ${theirs(`sandbox.${key}`, org.sandbox[key])}; only the organisation may change it`);
+      problems.push(
+        `\`sandbox.${key}: ${show(effective.sandbox[key])}\` differs from ${theirs(`sandbox.${key}`, org.sandbox[key])}; only the organisation may change it`,
+      );
     }
   }
   for (const key of ["cpu", "memory", "disk"] as const) {
     const limit = org.sandbox.resources?.[key];
     const asked = effective.sandbox.resources?.[key];
     if (sets("sandbox", "resources", key) && limit !== undefined && asked !== undefined && asked > limit) {
-      problems.push(`\`sandbox.resources.${key}: ${show(asked)}\` exceeds ${theirs(`sandbox.resources.${key}`, limit)}, a ceiling`);
+      problems.push(
+        `\`sandbox.resources.${key}: ${show(asked)}\` exceeds ${theirs(`sandbox.resources.${key}`, limit)}, a ceiling`,
+      );
     }
   }
   for (const key of ["timeout_minutes", "fix_attempts", "max_turns"] as const) {
@@ -109,13 +123,30 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
   }
   const orgNetwork = org.sandbox.network;
   const network = effective.sandbox.network;
-  if (sets("sandbox", "network") && orgNetwork && network && NETWORK_STRICTNESS[network] < NETWORK_STRICTNESS[orgNetwork]) {
-    problems.push(`\`sandbox.network: ${network}\` is more open than ${theirs("sandbox.network", orgNetwork)}; a repository may only be as strict or stricter (none > allowlist > open)`);
+  if (
+    sets("sandbox", "network") &&
+    orgNetwork &&
+    network &&
+    NETWORK_STRICTNESS[network] < NETWORK_STRICTNESS[orgNetwork]
+  ) {
+    problems.push(
+      `\`sandbox.network: ${network}\` is more open than ${theirs("sandbox.network", orgNetwork)}; a repository may only be as strict or stricter (none > allowlist > open)`,
+    );
   }
-  if (sets("sandbox", "network") && sets("sandbox", "allow") && orgNetwork === "allowlist" && network === "allowlist" && org.sandbox.allow && org.sandbox.allow.length > 0) {
+  if (
+    sets("sandbox", "network") &&
+    sets("sandbox", "allow") &&
+    orgNetwork === "allowlist" &&
+    network === "allowlist" &&
+    org.sandbox.allow &&
+    org.sandbox.allow.length > 0
+  ) {
     const listedByOrg = new Set(org.sandbox.allow.map((entry) => entry.toLowerCase()));
     const extra = (effective.sandbox.allow ?? []).filter((entry) => !listedByOrg.has(entry.toLowerCase()));
-    if (extra.length > 0) problems.push(`\`sandbox.allow\` adds ${listed(extra)}, which ${theirs("sandbox.allow", org.sandbox.allow)} does not list`);
+    if (extra.length > 0)
+      problems.push(
+        `\`sandbox.allow\` adds ${listed(extra)}, which ${theirs("sandbox.allow", org.sandbox.allow)} does not list`,
+      );
   }
   if (sets("allow_workflow_changes") && !org.allow_workflow_changes && effective.allow_workflow_changes) {
     problems.push(`\`allow_workflow_changes: true\` is not allowed: ${theirs("allow_workflow_changes", false)}`);
@@ -126,7 +157,8 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
 /** The file as a key map, or a problem sentence when it is not one. */
 function rawConfig(value: unknown, orgRepo: string): RawConfig | string {
   if (value === undefined || value === null) return {};
-  if (!isRawConfig(value)) return `\`(top level)\` must be a map of keys (e.g. \`permission: write\`), not ${Array.isArray(value) ? "a list" : `a ${typeof value}`}`;
+  if (!isRawConfig(value))
+    return `\`(top level)\` must be a map of keys (e.g. \`permission: write\`), not ${Array.isArray(value) ? "a list" : `a ${typeof value}`}`;
   if (Object.hasOwn(value, "_extends")) {
     return `\`_extends\` is not supported: Harness merges the organisation's defaults from \`.github/harness.yml\` in ${orgRepo} by itself; remove \`_extends\``;
   }
@@ -177,5 +209,7 @@ function show(value: unknown): string {
 /** A few entries, backticked; the count of the rest, so a long list cannot flood an issue comment. */
 function listed(entries: string[]): string {
   const shown = entries.slice(0, MAX_LISTED).map((entry) => `\`${show(entry)}\``);
-  return entries.length > MAX_LISTED ? `${shown.join(", ")} and ${String(entries.length - MAX_LISTED)} more` : shown.join(", ");
+  return entries.length > MAX_LISTED
+    ? `${shown.join(", ")} and ${String(entries.length - MAX_LISTED)} more`
+    : shown.join(", ");
 }

@@ -18,7 +18,10 @@ const commandSchema = z.union([z.string().trim().min(1), z.array(z.string()).min
 export const repoConfigSchema = z
   .object({
     /** The comment command that triggers a run. */
-    command: z.string().regex(/^\/[A-Za-z0-9_-]{1,30}$/, "must be a slash followed by letters, digits, '-' or '_' (e.g. /harness)").default("/harness"),
+    command: z
+      .string()
+      .regex(/^\/[A-Za-z0-9_-]{1,30}$/, "must be a slash followed by letters, digits, '-' or '_' (e.g. /harness)")
+      .default("/harness"),
     /** The label that triggers a run on an issue (intent = title + body). */
     label: z.string().trim().min(1).max(50).default("harness"),
     /** The least repository permission a requester needs. */
@@ -36,7 +39,12 @@ export const repoConfigSchema = z
      * private registry). Each must be declared for this repository by the operator; agents never
      * receive them.
      */
-    setup_secrets: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,63}$/, "must be environment variable names in capitals (e.g. NPM_TOKEN)")).max(20).default([]),
+    setup_secrets: z
+      .array(
+        z.string().regex(/^[A-Z_][A-Z0-9_]{0,63}$/, "must be environment variable names in capitals (e.g. NPM_TOKEN)"),
+      )
+      .max(20)
+      .default([]),
     verify: commandSchema.optional(),
     /** For `blueprint: command`: the one command to run. */
     run: commandSchema.optional(),
@@ -54,7 +62,14 @@ export const repoConfigSchema = z
         network: z.enum(["open", "allowlist", "none"]).optional(),
         /** Domains (`registry.npmjs.org`, `*.pythonhosted.org`) and CIDRs reachable in `allowlist` mode. */
         allow: z.array(z.string().trim().min(1).max(253)).max(256).optional(),
-        resources: z.object({ cpu: z.number().positive().optional(), memory: z.number().positive().optional(), disk: z.number().positive().optional() }).strict().optional(),
+        resources: z
+          .object({
+            cpu: z.number().positive().optional(),
+            memory: z.number().positive().optional(),
+            disk: z.number().positive().optional(),
+          })
+          .strict()
+          .optional(),
       })
       .strict()
       .default({}),
@@ -76,13 +91,21 @@ export const repoConfigSchema = z
       ctx.addIssue({ code: "custom", path: ["agent_command"], message: "is required when agent is command" });
     }
     if (config.sandbox.allow && config.sandbox.network !== "allowlist") {
-      ctx.addIssue({ code: "custom", path: ["sandbox", "allow"], message: "only applies with `sandbox.network: allowlist`" });
+      ctx.addIssue({
+        code: "custom",
+        path: ["sandbox", "allow"],
+        message: "only applies with `sandbox.network: allowlist`",
+      });
     }
     if (config.sandbox.allow) {
       try {
         parseAllowlist(config.sandbox.allow);
       } catch (error) {
-        ctx.addIssue({ code: "custom", path: ["sandbox", "allow"], message: error instanceof Error ? error.message : String(error) });
+        ctx.addIssue({
+          code: "custom",
+          path: ["sandbox", "allow"],
+          message: error instanceof Error ? error.message : String(error),
+        });
       }
     }
     if (config.setup_secrets.length > 0 && !config.setup) {
@@ -103,7 +126,10 @@ export class RepoConfigError extends HarnessError {
   readonly problems: string[];
 
   constructor(problems: string[]) {
-    const listed = problems.length > MAX_PROBLEMS ? [...problems.slice(0, MAX_PROBLEMS), `and ${String(problems.length - MAX_PROBLEMS)} more problems`] : problems;
+    const listed =
+      problems.length > MAX_PROBLEMS
+        ? [...problems.slice(0, MAX_PROBLEMS), `and ${String(problems.length - MAX_PROBLEMS)} more problems`]
+        : problems;
     super("invalid_config", `.github/harness.yml is invalid: ${listed.join("; ")}`);
     this.problems = listed;
   }
@@ -116,7 +142,10 @@ export function parseRepoConfig(raw: unknown): RepoConfig {
   throw new RepoConfigError(
     parsed.error.issues.map((issue) => {
       const key = issue.path.map(String).join(".") || "(top level)";
-      const message = issue.code === "unrecognized_keys" ? `unknown key${issue.keys.length > 1 ? "s" : ""} ${unknownKeys(issue.keys)}` : issue.message;
+      const message =
+        issue.code === "unrecognized_keys"
+          ? `unknown key${issue.keys.length > 1 ? "s" : ""} ${unknownKeys(issue.keys)}`
+          : issue.message;
       return `\`${key}\` ${message}`;
     }),
   );

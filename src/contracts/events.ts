@@ -15,9 +15,26 @@ export interface PlannedNode {
  * Times are ISO-8601 UTC strings.
  */
 export type HarnessEvent =
-  | { type: "run.started"; runId: string; repo: string; branch: string; intent: string; blueprint: string; nodes: PlannedNode[]; at: string }
+  | {
+      type: "run.started";
+      runId: string;
+      repo: string;
+      branch: string;
+      intent: string;
+      blueprint: string;
+      nodes: PlannedNode[];
+      at: string;
+    }
   | { type: "sandbox.ready"; runId: string; workDir: string; at: string }
-  | { type: "node.started"; runId: string; nodeId: string; title: string; kind: "exec" | "agent"; attempt: number; at: string }
+  | {
+      type: "node.started";
+      runId: string;
+      nodeId: string;
+      title: string;
+      kind: "exec" | "agent";
+      attempt: number;
+      at: string;
+    }
   /** The latest tail of a running node's output (stdout and stderr interleaved), throttled. */
   | { type: "node.output"; runId: string; nodeId: string; attempt: number; tail: string; at: string }
   /**

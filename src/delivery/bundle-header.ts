@@ -34,7 +34,8 @@ export function parseBundleHeader(bytes: Uint8Array): BundleHeader {
   for (const line of lines) {
     if (version === 3 && line.startsWith("@")) {
       // Only SHA-1 repositories are supported; any other capability changes how the pack reads.
-      if (line !== "@object-format=sha1") throw new BundleFormatError(`unsupported bundle capability ${JSON.stringify(line.slice(0, 60))}`);
+      if (line !== "@object-format=sha1")
+        throw new BundleFormatError(`unsupported bundle capability ${JSON.stringify(line.slice(0, 60))}`);
       continue;
     }
     if (line.startsWith("-")) {

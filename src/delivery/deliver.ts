@@ -6,7 +6,15 @@ import { classifyPushError } from "../github/push-errors.js";
 import type { Sandbox } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
 import { BundleFormatError, parseBundleHeader } from "./bundle-header.js";
-import { hostGit, hostGitOrThrow, SANDBOX_GIT_SAFETY, tokenHeaderConfig, transportOf, type GitTransport, type HostGitOptions } from "./safe-git.js";
+import {
+  hostGit,
+  hostGitOrThrow,
+  SANDBOX_GIT_SAFETY,
+  tokenHeaderConfig,
+  transportOf,
+  type GitTransport,
+  type HostGitOptions,
+} from "./safe-git.js";
 import { maskSecrets, scanForSecrets, type KnownSecret, type SecretFinding } from "./secret-scan.js";
 
 /** Largest result a run may hand out of its sandbox, in bytes (a bundle of its new commits). */
@@ -46,7 +54,16 @@ export interface DeliveryRequest {
 
 export type DeliveryOutcome =
   | { delivered: true; commitSha: string; diffstat: string }
-  | { delivered: false; kind: PushErrorKind; error: string; remedy: string; diffstat?: string; patch?: string; findings?: SecretFinding[]; commitSha?: string };
+  | {
+      delivered: false;
+      kind: PushErrorKind;
+      error: string;
+      remedy: string;
+      diffstat?: string;
+      patch?: string;
+      findings?: SecretFinding[];
+      commitSha?: string;
+    };
 
 /**
  * The write path. The sandbox hands its result out as data (a git bundle of the new commits);
@@ -70,19 +87,35 @@ export async function deliverRun(request: DeliveryRequest): Promise<DeliveryOutc
 
 async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest): Promise<DeliveryOutcome> {
   const transport = transportOf(request.pushUrl);
-  if (!transport) return refused("unknown", `the push address is not one Harness pushes to (${request.redact(request.pushUrl)})`, "Use an https address for the repository");
-  const withToken = (transports: readonly GitTransport[]) => ({ transports, config: tokenHeaderConfig(request.token), ...(request.signal ? { signal: request.signal } : {}) });
+  if (!transport)
+    return refused(
+      "unknown",
+      `the push address is not one Harness pushes to (${request.redact(request.pushUrl)})`,
+      "Use an https address for the repository",
+    );
+  const withToken = (transports: readonly GitTransport[]) => ({
+    transports,
+    config: tokenHeaderConfig(request.token),
+    ...(request.signal ? { signal: request.signal } : {}),
+  });
 
   let bundle: Buffer;
   try {
     bundle = await exportBundle(request);
   } catch (error) {
-    return refused("unverified", `the run's result could not be taken out of the sandbox: ${request.redact(describeError(error))}`, REMEDY_UNVERIFIED);
+    return refused(
+      "unverified",
+      `the run's result could not be taken out of the sandbox: ${request.redact(describeError(error))}`,
+      REMEDY_UNVERIFIED,
+    );
   }
   const headerProblem = checkHeader(bundle, request);
-  if (headerProblem) return refused("unverified", `the run's result failed verification: ${headerProblem}`, REMEDY_UNVERIFIED);
+  if (headerProblem)
+    return refused("unverified", `the run's result failed verification: ${headerProblem}`, REMEDY_UNVERIFIED);
 
-  await hostGitOrThrow(dir, "Creating the delivery repository", ["init", "--quiet", "--bare", gitDir], { timeout: 30_000 });
+  await hostGitOrThrow(dir, "Creating the delivery repository", ["init", "--quiet", "--bare", gitDir], {
+    timeout: 30_000,
+  });
   const bundlePath = join(dir, "result.bundle");
   await writeFile(bundlePath, bundle);
 
@@ -90,49 +123,100 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   // clone), only those the bundle's deltas or the diff need, so a large repository's whole
   // tree is not downloaded for a one-file change. The remote's address is in our own repo's
   // config; its credential stays in the environment of the processes that use it.
-  await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["remote", "add", "origin", request.pushUrl], { timeout: 30_000, redact: request.redact });
-  for (const [key, value] of [["remote.origin.promisor", "true"], ["remote.origin.partialclonefilter", "blob:none"], ["extensions.partialClone", "origin"]] as const) {
+  await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["remote", "add", "origin", request.pushUrl], {
+    timeout: 30_000,
+    redact: request.redact,
+  });
+  for (const [key, value] of [
+    ["remote.origin.promisor", "true"],
+    ["remote.origin.partialclonefilter", "blob:none"],
+    ["extensions.partialClone", "origin"],
+  ] as const) {
     await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["config", key, value], { timeout: 30_000 });
   }
-  const base = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", "--depth=1", "--filter=blob:none", "origin", request.baseSha], withToken([transport]));
+  const base = await hostGit(
+    gitDir,
+    ["fetch", "--quiet", "--no-tags", "--depth=1", "--filter=blob:none", "origin", request.baseSha],
+    withToken([transport]),
+  );
   if (base.exitCode !== 0) {
     const classified = classifyPushError(`${base.stderr}\n${base.stdout}`, [request.token]);
-    return refused(classified.kind, `could not fetch the run's base commit from the repository: ${classified.summary}`, classified.remedy);
+    return refused(
+      classified.kind,
+      `could not fetch the run's base commit from the repository: ${classified.summary}`,
+      classified.remedy,
+    );
   }
 
   // Missing delta bases are fetched from the promisor remote while the pack is indexed.
-  const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], { ...withToken([transport, "file"]), timeout: 300_000 });
+  const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], {
+    ...withToken([transport, "file"]),
+    timeout: 300_000,
+  });
   if (imported.exitCode !== 0) {
-    return refused("unverified", `the run's result failed verification: its objects did not check out (${request.redact(lastLine(imported.stderr))})`, REMEDY_UNVERIFIED);
+    return refused(
+      "unverified",
+      `the run's result failed verification: its objects did not check out (${request.redact(lastLine(imported.stderr))})`,
+      REMEDY_UNVERIFIED,
+    );
   }
   const ancestry = await checkAncestry(gitDir, request);
   if (ancestry) return refused("unverified", `the run's result failed verification: ${ancestry}`, REMEDY_UNVERIFIED);
 
   const commitSha = await writeCommit(gitDir, request);
   const [diff, stat] = await Promise.all([
-    hostGit(gitDir, ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--text", "-U0", request.baseSha, commitSha], { ...withToken([transport]), maxOutput: MAX_SCANNED_DIFF_BYTES }),
+    hostGit(
+      gitDir,
+      ["diff", "--no-color", "--no-ext-diff", "--no-textconv", "--text", "-U0", request.baseSha, commitSha],
+      { ...withToken([transport]), maxOutput: MAX_SCANNED_DIFF_BYTES },
+    ),
     hostGit(gitDir, ["diff", "--no-color", "--stat", request.baseSha, commitSha], withToken([transport])),
   ]);
   const diffstat = request.redact(stat.stdout.trim());
   if (diff.exitCode !== 0 || diff.truncated) {
-    return refused("unverified", `the change is too large to check for secrets (over ${formatBytes(MAX_SCANNED_DIFF_BYTES)} of diff)`, "Make the change smaller (large binaries belong in Git LFS), then ask again", { diffstat });
+    return refused(
+      "unverified",
+      `the change is too large to check for secrets (over ${formatBytes(MAX_SCANNED_DIFF_BYTES)} of diff)`,
+      "Make the change smaller (large binaries belong in Git LFS), then ask again",
+      { diffstat },
+    );
   }
   const findings = scanForSecrets({ patch: diff.stdout, messages: [request.commit.message], secrets: request.secrets });
   if (findings.length > 0) {
-    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])), request.secrets);
-    return refused("secret_in_change", `the change contains ${describeFindings(findings)}, so Harness did not push it`, "Remove the secret from the change (and rotate it if it is real), then ask again; the change is kept below with the secret masked", { diffstat, patch: request.redact(patch), findings });
+    const patch = maskSecrets(
+      await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])),
+      request.secrets,
+    );
+    return refused(
+      "secret_in_change",
+      `the change contains ${describeFindings(findings)}, so Harness did not push it`,
+      "Remove the secret from the change (and rotate it if it is real), then ask again; the change is kept below with the secret masked",
+      { diffstat, patch: request.redact(patch), findings },
+    );
   }
 
-  const pushed = await hostGit(gitDir, ["push", "--porcelain", "--no-verify", request.pushUrl, `${commitSha}:refs/heads/${request.branch}`], withToken([transport]));
+  const pushed = await hostGit(
+    gitDir,
+    ["push", "--porcelain", "--no-verify", request.pushUrl, `${commitSha}:refs/heads/${request.branch}`],
+    withToken([transport]),
+  );
   if (pushed.exitCode !== 0) {
     const classified = classifyPushError(`${pushed.stderr}\n${pushed.stdout}`, [request.token]);
-    const patch = maskSecrets(await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])), request.secrets);
-    return refused(classified.kind, `git push failed: ${classified.summary}`, classified.remedy, { diffstat, patch: request.redact(patch), commitSha });
+    const patch = maskSecrets(
+      await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])),
+      request.secrets,
+    );
+    return refused(classified.kind, `git push failed: ${classified.summary}`, classified.remedy, {
+      diffstat,
+      patch: request.redact(patch),
+      commitSha,
+    });
   }
   return { delivered: true, commitSha, diffstat };
 }
 
-const REMEDY_UNVERIFIED = "Nothing was pushed. The run's output is kept in the run log; ask again, and if it repeats, tell the operator (the sandbox's result did not match what the run committed)";
+const REMEDY_UNVERIFIED =
+  "Nothing was pushed. The run's output is kept in the run log; ask again, and if it repeats, tell the operator (the sandbox's result did not match what the run committed)";
 
 /** Where the sandbox writes its bundle: beside the checkout's files, never committed (the commit is made). */
 export function resultBundlePath(runId: string): string {
@@ -152,7 +236,8 @@ async function exportBundle(request: DeliveryRequest): Promise<Buffer> {
     timeout: 300_000,
     ...(request.signal ? { signal: request.signal } : {}),
   });
-  if (result.exitCode !== 0) throw new Error(`git bundle exited with ${String(result.exitCode)}: ${lastLine(result.stderr || result.stdout)}`);
+  if (result.exitCode !== 0)
+    throw new Error(`git bundle exited with ${String(result.exitCode)}: ${lastLine(result.stderr || result.stdout)}`);
   return request.sandbox.downloadBytes(path, request.maxResultBytes ?? MAX_RESULT_BYTES);
 }
 
@@ -161,14 +246,20 @@ function checkHeader(bundle: Buffer, request: DeliveryRequest): string | undefin
   try {
     header = parseBundleHeader(bundle);
   } catch (error) {
-    return error instanceof BundleFormatError ? `it is not a readable git bundle (${error.message})` : describeError(error);
+    return error instanceof BundleFormatError
+      ? `it is not a readable git bundle (${error.message})`
+      : describeError(error);
   }
   if (header.refs.length !== 1 || header.refs[0]?.name !== "HEAD") {
-    return `it carries ${String(header.refs.length)} refs (${header.refs.slice(0, 3).map((ref) => JSON.stringify(ref.name.slice(0, 80))).join(", ")}), where the run's one result was expected`;
+    return `it carries ${String(header.refs.length)} refs (${header.refs
+      .slice(0, 3)
+      .map((ref) => JSON.stringify(ref.name.slice(0, 80)))
+      .join(", ")}), where the run's one result was expected`;
   }
   if (header.refs[0].sha !== request.commitSha) return "it holds a different commit from the one the run committed";
   const foreign = header.prerequisites.filter((sha) => sha !== request.baseSha);
-  if (foreign.length > 0) return `it builds on ${String(foreign.length)} commit(s) other than the run's base ${request.baseSha.slice(0, 12)}`;
+  if (foreign.length > 0)
+    return `it builds on ${String(foreign.length)} commit(s) other than the run's base ${request.baseSha.slice(0, 12)}`;
   return undefined;
 }
 
@@ -179,10 +270,13 @@ async function checkAncestry(gitDir: string, request: DeliveryRequest): Promise<
     hostGit(gitDir, ["rev-list", "--count", "--ancestry-path", range]),
   ]);
   const count = Number(all.stdout.trim());
-  if (all.exitCode !== 0 || descendants.exitCode !== 0 || !Number.isInteger(count)) return "its history could not be read";
+  if (all.exitCode !== 0 || descendants.exitCode !== 0 || !Number.isInteger(count))
+    return "its history could not be read";
   if (count === 0) return "it adds no commit on top of the base";
-  if (count > MAX_RESULT_COMMITS) return `it adds ${String(count)} commits; at most ${String(MAX_RESULT_COMMITS)} are accepted`;
-  if (Number(descendants.stdout.trim()) !== count) return `it carries commits that do not descend from the run's base ${request.baseSha.slice(0, 12)}`;
+  if (count > MAX_RESULT_COMMITS)
+    return `it adds ${String(count)} commits; at most ${String(MAX_RESULT_COMMITS)} are accepted`;
+  if (Number(descendants.stdout.trim()) !== count)
+    return `it carries commits that do not descend from the run's base ${request.baseSha.slice(0, 12)}`;
   return undefined;
 }
 
@@ -190,14 +284,35 @@ async function checkAncestry(gitDir: string, request: DeliveryRequest): Promise<
 async function writeCommit(gitDir: string, request: DeliveryRequest): Promise<string> {
   const { name, email } = request.commit.identity;
   const date = `${String(Math.floor((request.commit.now ?? new Date()).getTime() / 1000))} +0000`;
-  const identity = { GIT_AUTHOR_NAME: name, GIT_AUTHOR_EMAIL: email, GIT_AUTHOR_DATE: date, GIT_COMMITTER_NAME: name, GIT_COMMITTER_EMAIL: email, GIT_COMMITTER_DATE: date };
-  const sha = await hostGitOrThrow(gitDir, "Writing the run's commit", ["commit-tree", "refs/harness/result^{tree}", "-p", request.baseSha, "-F", "-"], { env: identity, stdin: request.commit.message, timeout: 60_000 });
+  const identity = {
+    GIT_AUTHOR_NAME: name,
+    GIT_AUTHOR_EMAIL: email,
+    GIT_AUTHOR_DATE: date,
+    GIT_COMMITTER_NAME: name,
+    GIT_COMMITTER_EMAIL: email,
+    GIT_COMMITTER_DATE: date,
+  };
+  const sha = await hostGitOrThrow(
+    gitDir,
+    "Writing the run's commit",
+    ["commit-tree", "refs/harness/result^{tree}", "-p", request.baseSha, "-F", "-"],
+    { env: identity, stdin: request.commit.message, timeout: 60_000 },
+  );
   return sha.trim();
 }
 
 /** `options` carries the credential: the base's blobs of changed files are fetched on demand. */
-async function formatPatch(gitDir: string, baseSha: string, commitSha: string, options: HostGitOptions): Promise<string> {
-  const result = await hostGit(gitDir, ["format-patch", "--stdout", "--no-color", "--no-ext-diff", "--no-textconv", `${baseSha}..${commitSha}`], { ...options, maxOutput: MAX_SCANNED_DIFF_BYTES });
+async function formatPatch(
+  gitDir: string,
+  baseSha: string,
+  commitSha: string,
+  options: HostGitOptions,
+): Promise<string> {
+  const result = await hostGit(
+    gitDir,
+    ["format-patch", "--stdout", "--no-color", "--no-ext-diff", "--no-textconv", `${baseSha}..${commitSha}`],
+    { ...options, maxOutput: MAX_SCANNED_DIFF_BYTES },
+  );
   if (result.exitCode !== 0) return "";
   if (result.truncated) return `[patch not kept: larger than ${formatBytes(MAX_SCANNED_DIFF_BYTES)}]\n`;
   return headOfPatch(result.stdout, MAX_PATCH_BYTES);
@@ -215,14 +330,22 @@ export function headOfPatch(text: string, maxBytes: number): string {
 /** "a GitHub token in config/ci.env (line 3) and ANTHROPIC_API_KEY (base64-encoded) in the commit message" */
 function describeFindings(findings: readonly SecretFinding[]): string {
   const shown = findings.slice(0, 3).map((finding) => {
-    const where = finding.where === "commit message" ? "the commit message" : `${finding.file ?? "a file"}${finding.line !== undefined ? ` (line ${String(finding.line)})` : ""}`;
+    const where =
+      finding.where === "commit message"
+        ? "the commit message"
+        : `${finding.file ?? "a file"}${finding.line !== undefined ? ` (line ${String(finding.line)})` : ""}`;
     return `${finding.kind} in ${where}`;
   });
   const more = findings.length > shown.length ? ` and ${String(findings.length - shown.length)} more` : "";
   return `${shown.join(", ")}${more}`;
 }
 
-function refused(kind: PushErrorKind, error: string, remedy: string, extra: { diffstat?: string; patch?: string; findings?: SecretFinding[]; commitSha?: string } = {}): DeliveryOutcome {
+function refused(
+  kind: PushErrorKind,
+  error: string,
+  remedy: string,
+  extra: { diffstat?: string; patch?: string; findings?: SecretFinding[]; commitSha?: string } = {},
+): DeliveryOutcome {
   return { delivered: false, kind, error, remedy, ...extra };
 }
 

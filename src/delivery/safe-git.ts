@@ -34,13 +34,20 @@ const SAFE_CONFIG: ReadonlyArray<readonly [string, string]> = [
  * that is no new power — and nothing these commands produce is trusted: the host verifies it.
  */
 export const SANDBOX_GIT_SAFETY: readonly string[] = [
-  "-c", "core.hooksPath=/dev/null",
-  "-c", "core.fsmonitor=false",
-  "-c", "core.untrackedCache=false",
-  "-c", "credential.helper=",
-  "-c", "commit.gpgsign=false",
-  "-c", "gc.auto=0",
-  "-c", "maintenance.auto=false",
+  "-c",
+  "core.hooksPath=/dev/null",
+  "-c",
+  "core.fsmonitor=false",
+  "-c",
+  "core.untrackedCache=false",
+  "-c",
+  "credential.helper=",
+  "-c",
+  "commit.gpgsign=false",
+  "-c",
+  "gc.auto=0",
+  "-c",
+  "maintenance.auto=false",
 ];
 
 /** Variables a host git process starts from; nothing else of the harness's environment passes. */
@@ -64,7 +71,10 @@ export interface HostGitOptions {
 const DEFAULT_TIMEOUT_MS = 300_000;
 
 /** The environment of a host git process: the safe config above carried in `GIT_CONFIG_*`. */
-export function hostGitEnv(options: Pick<HostGitOptions, "transports" | "config" | "env"> = {}, source: NodeJS.ProcessEnv = process.env): Record<string, string> {
+export function hostGitEnv(
+  options: Pick<HostGitOptions, "transports" | "config" | "env"> = {},
+  source: NodeJS.ProcessEnv = process.env,
+): Record<string, string> {
   const env: Record<string, string> = {};
   for (const name of PASS_THROUGH) {
     const value = source[name];
@@ -85,7 +95,11 @@ export function hostGitEnv(options: Pick<HostGitOptions, "transports" | "config"
     // Errors are classified from git's own words; a translated git would defeat that.
     LC_ALL: "C",
   });
-  const config = [...SAFE_CONFIG, ...(options.transports ?? []).map((transport) => [`protocol.${transport}.allow`, "always"] as const), ...(options.config ?? [])];
+  const config = [
+    ...SAFE_CONFIG,
+    ...(options.transports ?? []).map((transport) => [`protocol.${transport}.allow`, "always"] as const),
+    ...(options.config ?? []),
+  ];
   env["GIT_CONFIG_COUNT"] = String(config.length);
   config.forEach(([key, value], index) => {
     env[`GIT_CONFIG_KEY_${String(index)}`] = key;
@@ -122,11 +136,18 @@ export function hostGit(gitDir: string, args: readonly string[], options: HostGi
 }
 
 /** `hostGit`, throwing a `SandboxError` with git's last lines (passed through `redact`) on failure. */
-export async function hostGitOrThrow(gitDir: string, what: string, args: readonly string[], options: HostGitOptions & { redact?: (text: string) => string } = {}): Promise<string> {
+export async function hostGitOrThrow(
+  gitDir: string,
+  what: string,
+  args: readonly string[],
+  options: HostGitOptions & { redact?: (text: string) => string } = {},
+): Promise<string> {
   const result = await hostGit(gitDir, args, options);
   if (result.exitCode !== 0) {
     const detail = (result.stderr || result.stdout).trim().split("\n").slice(-3).join(" ");
-    throw new SandboxError(`${what} failed${result.timedOut ? " (timed out)" : ""}: ${(options.redact ?? ((text: string) => text))(detail)}`);
+    throw new SandboxError(
+      `${what} failed${result.timedOut ? " (timed out)" : ""}: ${(options.redact ?? ((text: string) => text))(detail)}`,
+    );
   }
   return result.stdout;
 }

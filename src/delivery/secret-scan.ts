@@ -104,7 +104,10 @@ function needlesFor(secrets: readonly KnownSecret[]): Needle[] {
 /** `[label, form]` pairs, the plain value first so a form equal to it keeps the plain label. */
 function encodingsOf(value: string): Array<[string, string]> {
   // As a JSON or shell string a multi-line value (a PEM key) has `\n` for its line breaks.
-  const forms: Array<[string, string]> = [["", value], ["", JSON.stringify(value).slice(1, -1)]];
+  const forms: Array<[string, string]> = [
+    ["", value],
+    ["", JSON.stringify(value).slice(1, -1)],
+  ];
   for (const form of urlEncodings(value)) forms.push(["URL-encoded", form]);
   const bytes = Buffer.from(value, "utf8");
   const hex = bytes.toString("hex");
@@ -150,7 +153,13 @@ interface Shape {
 }
 
 const SHAPES: readonly Shape[] = [
-  { kind: "private key", pattern: /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----/g, group: 0, minClasses: 0, pem: true },
+  {
+    kind: "private key",
+    pattern: /-----BEGIN [A-Z0-9 ]{0,40}PRIVATE KEY(?: BLOCK)?-----/g,
+    group: 0,
+    minClasses: 0,
+    pem: true,
+  },
   { kind: "GitHub token", pattern: /\bgh[pousr]_([A-Za-z0-9]{20,255})/g, group: 1, minClasses: 2 },
   { kind: "GitHub token", pattern: /\bgithub_pat_([A-Za-z0-9_]{22,255})/g, group: 1, minClasses: 2 },
   { kind: "Anthropic API key", pattern: /\bsk-ant-([A-Za-z0-9_-]{20,255})/g, group: 1, minClasses: 2 },
@@ -160,7 +169,8 @@ const SHAPES: readonly Shape[] = [
   { kind: "AWS access key id", pattern: /\b(?:AKIA|ASIA)([A-Z0-9]{16})\b/g, group: 1, minClasses: 1 },
   {
     kind: "AWS secret access key",
-    pattern: /secret[_-]?access[_-]?key["']?[ \t]{0,5}(?::=|=>|[:=])[ \t]{0,5}["']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])/gi,
+    pattern:
+      /secret[_-]?access[_-]?key["']?[ \t]{0,5}(?::=|=>|[:=])[ \t]{0,5}["']?([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])/gi,
     group: 1,
     minClasses: 2,
     valueOnly: true,
@@ -668,8 +678,15 @@ function findShapes(corpus: Corpus, detector: Detector, sink: Sink): void {
  * A shape hit that is a registered value, found on the same line, is already reported under the
  * value's name. Only there: written in a way the value search misses, the shape must still count.
  */
-function isKnownHere(sink: Extract<Sink, { masking: false }>, detector: Detector, piece: number, evidence: string): boolean {
-  return sink.knownAt.has(piece) && detector.values.some((value) => value.includes(evidence) || evidence.includes(value));
+function isKnownHere(
+  sink: Extract<Sink, { masking: false }>,
+  detector: Detector,
+  piece: number,
+  evidence: string,
+): boolean {
+  return (
+    sink.knownAt.has(piece) && detector.values.some((value) => value.includes(evidence) || evidence.includes(value))
+  );
 }
 
 function findPem(corpus: Corpus, detector: Detector, source: number, shape: Shape, sink: Sink): void {
@@ -705,7 +722,11 @@ function findPem(corpus: Corpus, detector: Detector, source: number, shape: Shap
     const headerEnd = match.index + match[0].length;
 
     let body = bodyIn(piece, headerEnd, true);
-    for (let next = piece + 1; body === undefined && next <= piece + PEM_BODY_LOOKAHEAD_LINES && next < corpus.pieces; next++) {
+    for (
+      let next = piece + 1;
+      body === undefined && next <= piece + PEM_BODY_LOOKAHEAD_LINES && next < corpus.pieces;
+      next++
+    ) {
       if (num(corpus.pieceUnit, next) !== unit) break;
       if (!bodies.has(next)) bodies.set(next, bodyIn(next, num(corpus.pieceStart, next), false));
       body = bodies.get(next);
@@ -753,12 +774,18 @@ export function scanForSecrets(input: SecretScanInput): SecretFinding[] {
   const corpus = new Corpus([input.patch, ...input.messages]);
   addPatch(corpus, 0);
   input.messages.forEach((_, index) => {
-    addText(corpus, index + 1, { where: "commit message", file: undefined, message: index, key: `message\0${String(index)}` }, false);
+    addText(
+      corpus,
+      index + 1,
+      { where: "commit message", file: undefined, message: index, key: `message\0${String(index)}` },
+      false,
+    );
   });
   corpus.join();
 
   const kept = new Map<string, Hit>();
-  const keyOf = (piece: number, kind: string): string => `${corpus.units[num(corpus.pieceUnit, piece)]?.key ?? ""}\0${kind}`;
+  const keyOf = (piece: number, kind: string): string =>
+    `${corpus.units[num(corpus.pieceUnit, piece)]?.key ?? ""}\0${kind}`;
   const sink: Sink = {
     masking: false,
     wants: (piece, kind) => {

@@ -12,7 +12,10 @@ export interface BotIdentity extends CommitIdentity {
  * The app's bot identity for commits: `<slug>[bot]` with the noreply address GitHub attributes
  * to the bot *user* (whose id is neither the app id nor the installation id). Looked up once.
  */
-export async function fetchBotIdentity(appOctokit: OctokitLike, installationOctokit: OctokitLike): Promise<BotIdentity> {
+export async function fetchBotIdentity(
+  appOctokit: OctokitLike,
+  installationOctokit: OctokitLike,
+): Promise<BotIdentity> {
   const app = await appOctokit.request("GET /app");
   const slug = app.data?.slug ?? "harness";
   const login = `${slug}[bot]`;

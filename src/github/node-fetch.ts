@@ -27,7 +27,8 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
         return;
       }
       const headers = new Headers(init.headers);
-      if (body !== undefined && body !== null && !headers.has("content-length")) headers.set("content-length", String(Buffer.byteLength(body)));
+      if (body !== undefined && body !== null && !headers.has("content-length"))
+        headers.set("content-length", String(Buffer.byteLength(body)));
       const request = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, {
         method,
         agent: agents[url.protocol],
@@ -52,7 +53,13 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
           response.resume();
           const next = new URL(location, url);
           const keepBody = status === 307 || status === 308;
-          resolve(send(next, { ...init, ...(keepBody ? {} : { method: method === "HEAD" ? "HEAD" : "GET", body: null }) }, redirectsLeft - 1));
+          resolve(
+            send(
+              next,
+              { ...init, ...(keepBody ? {} : { method: method === "HEAD" ? "HEAD" : "GET", body: null }) },
+              redirectsLeft - 1,
+            ),
+          );
           return;
         }
         const chunks: Buffer[] = [];
@@ -65,7 +72,13 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
             else if (value !== undefined) responseHeaders.set(name, value);
           }
           const noBody = method === "HEAD" || status === 204 || status === 205 || status === 304 || status < 200;
-          resolve(new Response(noBody ? null : Buffer.concat(chunks), { status: status < 200 ? 200 : status, statusText: response.statusMessage ?? "", headers: responseHeaders }));
+          resolve(
+            new Response(noBody ? null : Buffer.concat(chunks), {
+              status: status < 200 ? 200 : status,
+              statusText: response.statusMessage ?? "",
+              headers: responseHeaders,
+            }),
+          );
         });
       });
       request.end(body ?? undefined);

@@ -49,11 +49,21 @@ export function createOctokitClient(octokit: OctokitLike): GitHubClient {
     },
 
     async addLabels(repo: GitHubRepo, number: number, labels: readonly string[]): Promise<void> {
-      await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/labels", { owner: repo.owner, repo: repo.name, issue_number: number, labels: [...labels] });
+      await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/labels", {
+        owner: repo.owner,
+        repo: repo.name,
+        issue_number: number,
+        labels: [...labels],
+      });
     },
 
     async requestReviewers(repo: GitHubRepo, number: number, reviewers: readonly string[]): Promise<void> {
-      await octokit.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", { owner: repo.owner, repo: repo.name, pull_number: number, reviewers: [...reviewers] });
+      await octokit.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", {
+        owner: repo.owner,
+        repo: repo.name,
+        pull_number: number,
+        reviewers: [...reviewers],
+      });
     },
 
     async canWriteWorkflows(): Promise<boolean | undefined> {
@@ -62,8 +72,10 @@ export function createOctokitClient(octokit: OctokitLike): GitHubClient {
       const response = await octokit.request("GET /rate_limit");
       const scopes = response.headers["x-oauth-scopes"];
       if (typeof scopes !== "string") return undefined;
-      return scopes.split(",").map((scope) => scope.trim()).includes("workflow");
+      return scopes
+        .split(",")
+        .map((scope) => scope.trim())
+        .includes("workflow");
     },
   };
 }
-

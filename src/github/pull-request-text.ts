@@ -33,10 +33,19 @@ export function pullRequestBody(input: PullRequestBodyInput): string {
   const parts: string[] = [];
   parts.push(quote(neutraliseClosingKeywords(neutralText(input.intent.trim()))));
   if (input.issueNumber !== undefined) parts.push(`Fixes #${String(input.issueNumber)}`);
-  if (input.requester) parts.push(`Requested by @${input.requester}${input.issueNumber !== undefined ? ` in #${String(input.issueNumber)}` : ""}.`);
-  if (input.summary?.trim()) parts.push(`### What the agent did\n\n${neutraliseClosingKeywords(neutralText(input.summary.trim().slice(0, 4000)))}`);
+  if (input.requester)
+    parts.push(
+      `Requested by @${input.requester}${input.issueNumber !== undefined ? ` in #${String(input.issueNumber)}` : ""}.`,
+    );
+  if (input.summary?.trim())
+    parts.push(
+      `### What the agent did\n\n${neutraliseClosingKeywords(neutralText(input.summary.trim().slice(0, 4000)))}`,
+    );
   if (input.nodes && input.nodes.length > 0) {
-    const lines = input.nodes.map((node) => `- [${node.status === "succeeded" ? "x" : " "}] ${node.title}${node.attempt > 1 ? ` (attempt ${String(node.attempt)})` : ""} — ${node.status}`);
+    const lines = input.nodes.map(
+      (node) =>
+        `- [${node.status === "succeeded" ? "x" : " "}] ${node.title}${node.attempt > 1 ? ` (attempt ${String(node.attempt)})` : ""} — ${node.status}`,
+    );
     parts.push(`### Steps\n\n${lines.join("\n")}`);
   }
   const footer = [`Blueprint: ${input.blueprint}`, `Branch: ${input.branch}`, `Run: ${input.runId}`];
@@ -46,7 +55,10 @@ export function pullRequestBody(input: PullRequestBodyInput): string {
 }
 
 function quote(text: string): string {
-  return text.split("\n").map((line) => `> ${line}`).join("\n");
+  return text
+    .split("\n")
+    .map((line) => `> ${line}`)
+    .join("\n");
 }
 
 /**

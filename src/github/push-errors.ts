@@ -23,7 +23,8 @@ const MAX_FACT_LENGTH = 200;
 const REMEDY = {
   auth: "The token expired or is invalid: re-run to get a fresh installation token, or set a valid GITHUB_TOKEN",
   saml: "Authorize the token for the organization's SAML single sign-on, or use the app's installation token",
-  appWorkflows: "Grant the app the Workflows: write permission, or ask for a change that does not touch .github/workflows/",
+  appWorkflows:
+    "Grant the app the Workflows: write permission, or ask for a change that does not touch .github/workflows/",
   tokenWorkflows: "Use a token with the `workflow` scope, or ask for a change that does not touch .github/workflows/",
   protectedBranch:
     "Push to a branch that is not protected (Harness opens a pull request from it), or ask a repository admin to let the app bypass the protection",
@@ -31,12 +32,12 @@ const REMEDY = {
   secrets:
     "Remove the secret from the change so no commit contains it (and rotate it if it is real); allow it through GitHub's push-protection link only if it is a false positive",
   emailPrivacy:
-    "Commit with a GitHub noreply email address, or turn off \"Block command line pushes that expose my email\" in the account's email settings",
+    'Commit with a GitHub noreply email address, or turn off "Block command line pushes that expose my email" in the account\'s email settings',
   nonFastForward: "The branch moved on the remote: re-run /harness so it starts from the latest commit",
   fileTooLarge: "Remove the large file from the commits (or track it with Git LFS), then re-run /harness",
   pushTooLarge: "Make the change smaller (large binaries belong in Git LFS), then re-run /harness",
   notFound:
-    "Check the repository name, and that the GitHub App is installed on it: GitHub answers \"not found\" for private repositories the token cannot see",
+    'Check the repository name, and that the GitHub App is installed on it: GitHub answers "not found" for private repositories the token cannot see',
   archived: "Unarchive the repository in its settings, or run Harness on a repository that is not archived",
   network: "Could not reach GitHub: check connectivity (DNS, proxy, firewall) and retry",
   unknown: "Read the git output in the run log; if the failure looks transient, re-run /harness",
@@ -100,7 +101,10 @@ interface ParsedOutput {
 function parse(text: string): ParsedOutput {
   // git pads non-empty sideband lines with ESC[K on a tty and with 8 spaces otherwise; progress
   // lines end in \r. Neither is part of the message.
-  const lines = text.replaceAll("\u001b[K", "").split(/\r\n|\r|\n/).map((line) => line.trimEnd());
+  const lines = text
+    .replaceAll("\u001b[K", "")
+    .split(/\r\n|\r|\n/)
+    .map((line) => line.trimEnd());
   const server: string[] = [];
   const refs: RefStatus[] = [];
   for (const line of lines) {
@@ -152,9 +156,13 @@ const RULES: readonly Rule[] = [
 
 function workflows(output: ParsedOutput): ClassifiedPushError | undefined {
   for (const ref of output.refs) {
-    const match = /refusing to allow (an? (.+?)) to create or update workflow `([^`]*)` without `(workflows?)` (permission|scope)/.exec(ref.reason);
+    const match =
+      /refusing to allow (an? (.+?)) to create or update workflow `([^`]*)` without `(workflows?)` (permission|scope)/.exec(
+        ref.reason,
+      );
     if (!match) continue;
-    const [, who = "the token", actor = "", file = "a workflow file", needs = "workflows", grant = "permission"] = match;
+    const [, who = "the token", actor = "", file = "a workflow file", needs = "workflows", grant = "permission"] =
+      match;
     return {
       kind: "workflows",
       summary: `GitHub rejected the push to ${ref.branch}: it creates or updates ${clip(file)}, and ${who} needs the \`${needs}\` ${grant} for that`,
@@ -179,7 +187,11 @@ function fileTooLarge(output: ParsedOutput): ClassifiedPushError | undefined {
     };
   }
   if (output.server.some((line) => /\bGH001\b/.test(line))) {
-    return { kind: "file_too_large", summary: "GitHub rejected the push: a file exceeds GitHub's file size limit (GH001)", remedy: REMEDY.fileTooLarge };
+    return {
+      kind: "file_too_large",
+      summary: "GitHub rejected the push: a file exceeds GitHub's file size limit (GH001)",
+      remedy: REMEDY.fileTooLarge,
+    };
   }
   return undefined;
 }
@@ -192,7 +204,10 @@ function secretScanning(output: ParsedOutput): ClassifiedPushError | undefined {
   for (const [index, line] of output.server.entries()) {
     const type = /^\s*—+\s+([^—]+?)\s+—+$/.exec(line);
     if (!type?.[1] || index < protection) continue;
-    const path = output.server.slice(index + 1, index + 6).map((next) => /^\s*path:\s*(\S+)/.exec(next)?.[1]).find(Boolean);
+    const path = output.server
+      .slice(index + 1, index + 6)
+      .map((next) => /^\s*path:\s*(\S+)/.exec(next)?.[1])
+      .find(Boolean);
     findings.push(path ? `${type[1]} at ${path}` : type[1]);
   }
   const detail = findings.length > 0 ? ` (${clip(findings.join("; "))})` : "";
@@ -255,7 +270,11 @@ function nonFastForward(output: ParsedOutput): ClassifiedPushError | undefined {
 
 function archived(output: ParsedOutput): ClassifiedPushError | undefined {
   if (!output.server.some((line) => line.includes("archived so it is read-only"))) return undefined;
-  return { kind: "archived", summary: `GitHub rejected the push: ${repoOf(output) ?? "the repository"} is archived, so it is read-only`, remedy: REMEDY.archived };
+  return {
+    kind: "archived",
+    summary: `GitHub rejected the push: ${repoOf(output) ?? "the repository"} is archived, so it is read-only`,
+    remedy: REMEDY.archived,
+  };
 }
 
 function notFound(output: ParsedOutput): ClassifiedPushError | undefined {
@@ -284,7 +303,13 @@ function auth(output: ParsedOutput): ClassifiedPushError | undefined {
   const publicKey = output.lines.find((line) => /Permission denied \(publickey/.test(line));
   if (!body && !prompt && !failed && !status && !publicKey) return undefined;
   const where = repoOf(output) ?? hostOf(prompt) ?? "GitHub";
-  const detail = body ? ` (${clip(body.trim())})` : prompt ? " (the token was missing or rejected)" : publicKey ? " (SSH key rejected)" : "";
+  const detail = body
+    ? ` (${clip(body.trim())})`
+    : prompt
+      ? " (the token was missing or rejected)"
+      : publicKey
+        ? " (SSH key rejected)"
+        : "";
   return { kind: "auth", summary: `GitHub rejected the credentials for ${where}${detail}`, remedy: REMEDY.auth };
 }
 
@@ -301,14 +326,22 @@ function permission(output: ParsedOutput): ClassifiedPushError | undefined {
     }
     if (/Write access to repository not granted/i.test(line)) {
       const repo = repoOf(output) ?? "the repository";
-      return { kind: "permission", summary: `GitHub rejected the push: the token has no write access to ${repo}`, remedy: permissionRemedy(undefined, repo) };
+      return {
+        kind: "permission",
+        summary: `GitHub rejected the push: the token has no write access to ${repo}`,
+        remedy: permissionRemedy(undefined, repo),
+      };
     }
   }
   if (!output.lines.some((line) => /returned error: 403\b|RPC failed; HTTP 403\b/.test(line))) return undefined;
   const repo = repoOf(output) ?? "the repository";
   const body = output.server.find((line) => line.trim() !== "");
   const detail = body ? ` (${clip(body.trim())})` : "";
-  return { kind: "permission", summary: `GitHub refused access to ${repo} (HTTP 403)${detail}`, remedy: permissionRemedy(undefined, repo) };
+  return {
+    kind: "permission",
+    summary: `GitHub refused access to ${repo} (HTTP 403)${detail}`,
+    remedy: permissionRemedy(undefined, repo),
+  };
 }
 
 function permissionRemedy(who: string | undefined, repo: string): string {
@@ -325,7 +358,11 @@ function permissionRemedy(who: string | undefined, repo: string): string {
 function rpcHttpStatus(output: ParsedOutput): ClassifiedPushError | undefined {
   const line = output.lines.find((candidate) => /RPC failed; HTTP 413\b/.test(candidate));
   if (!line) return undefined;
-  return { kind: "file_too_large", summary: "GitHub rejected the push: the pack is too large to upload (HTTP 413)", remedy: REMEDY.pushTooLarge };
+  return {
+    kind: "file_too_large",
+    summary: "GitHub rejected the push: the pack is too large to upload (HTTP 413)",
+    remedy: REMEDY.pushTooLarge,
+  };
 }
 
 const NETWORK_PATTERNS: readonly RegExp[] = [
@@ -361,9 +398,16 @@ function network(output: ParsedOutput): ClassifiedPushError | undefined {
 function otherRemoteRejection(output: ParsedOutput): ClassifiedPushError | undefined {
   const ref = output.refs.find((candidate) => candidate.status === "remote rejected");
   if (!ref) return undefined;
-  const message = output.server.find((line) => /^error: /.test(line.trim()))?.trim().replace(/^error: /, "");
+  const message = output.server
+    .find((line) => /^error: /.test(line.trim()))
+    ?.trim()
+    .replace(/^error: /, "");
   const detail = message ? `: ${clip(message)}` : "";
-  return { kind: "unknown", summary: `GitHub rejected the push to ${ref.branch} (${clip(ref.reason)})${detail}`, remedy: REMEDY.unknown };
+  return {
+    kind: "unknown",
+    summary: `GitHub rejected the push to ${ref.branch} (${clip(ref.reason)})${detail}`,
+    remedy: REMEDY.unknown,
+  };
 }
 
 /** Lines that say nothing about the failure: progress, hints, and git's own framing. */
@@ -421,7 +465,8 @@ function branchOf(output: ParsedOutput): string {
 function repoOf(output: ParsedOutput): string | undefined {
   for (const line of output.lines) {
     if (!/^(?:fatal:|To |error: failed to push)/.test(line)) continue;
-    const match = /(?:[a-z]+:\/\/[^/\s']+\/|[\w.-]+@[\w.-]+:|^To [\w.-]+:)([\w.-]+\/[\w.-]+?)(?:\.git)?\/?(?:'|\s|$)/.exec(line);
+    const match =
+      /(?:[a-z]+:\/\/[^/\s']+\/|[\w.-]+@[\w.-]+:|^To [\w.-]+:)([\w.-]+\/[\w.-]+?)(?:\.git)?\/?(?:'|\s|$)/.exec(line);
     if (match?.[1]) return match[1];
   }
   return undefined;

@@ -3,7 +3,8 @@ import { neutralText } from "./neutral-text.js";
 import { formatDuration } from "../util/duration.js";
 
 /** Where a run is, as the status comment shows it. */
-export type RunPhase = "queued" | "waiting" | "running" | "succeeded" | "no_changes" | "failed" | "timed_out" | "cancelled" | "interrupted";
+export type RunPhase =
+  "queued" | "waiting" | "running" | "succeeded" | "no_changes" | "failed" | "timed_out" | "cancelled" | "interrupted";
 
 export type StepState = "pending" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "skipped";
 
@@ -88,7 +89,9 @@ export function renderStatusComment(view: StatusView): string {
   if (view.phase === "succeeded" && view.prUrl) {
     const facts = [
       view.prReused ? `Updated ${view.prUrl}` : `**${view.prUrl}**`,
-      view.changedFiles !== undefined ? `${String(view.changedFiles)} file${view.changedFiles === 1 ? "" : "s"} changed` : undefined,
+      view.changedFiles !== undefined
+        ? `${String(view.changedFiles)} file${view.changedFiles === 1 ? "" : "s"} changed`
+        : undefined,
       view.durationMs !== undefined ? formatDuration(view.durationMs) : undefined,
       view.turns !== undefined ? `${String(view.turns)} agent turn${view.turns === 1 ? "" : "s"}` : undefined,
       view.costUsd !== undefined ? `$${view.costUsd.toFixed(2)}` : undefined,
@@ -100,7 +103,12 @@ export function renderStatusComment(view: StatusView): string {
   if (steps.length > 0) {
     for (const step of steps) {
       const attempt = step.attempt > 1 ? ` (attempt ${String(step.attempt)})` : "";
-      const time = step.durationMs !== undefined ? ` — ${formatDuration(step.durationMs)}` : step.state === "running" ? " — running" : "";
+      const time =
+        step.durationMs !== undefined
+          ? ` — ${formatDuration(step.durationMs)}`
+          : step.state === "running"
+            ? " — running"
+            : "";
       lines.push(`- ${STEP_MARK[step.state]} ${neutralText(step.title)}${attempt}${time}`);
     }
     lines.push("");
@@ -112,10 +120,24 @@ export function renderStatusComment(view: StatusView): string {
     lines.push("");
   }
   if (view.diffstat) {
-    lines.push("<details><summary>The change is kept here (diffstat)</summary>", "", fence(view.diffstat.slice(0, 4000)), "", "</details>", "");
+    lines.push(
+      "<details><summary>The change is kept here (diffstat)</summary>",
+      "",
+      fence(view.diffstat.slice(0, 4000)),
+      "",
+      "</details>",
+      "",
+    );
   }
   if (view.patch && view.patch.length <= MAX_INLINE_PATCH_CHARS) {
-    lines.push("<details><summary>Patch (apply with <code>git am</code>)</summary>", "", fence(view.patch, "diff"), "", "</details>", "");
+    lines.push(
+      "<details><summary>Patch (apply with <code>git am</code>)</summary>",
+      "",
+      fence(view.patch, "diff"),
+      "",
+      "</details>",
+      "",
+    );
   }
 
   const footer = [
@@ -127,7 +149,9 @@ export function renderStatusComment(view: StatusView): string {
   lines.push(`<sub>${footer.join(" · ")}</sub>`);
 
   const body = redact(lines.join("\n"));
-  return body.length <= MAX_COMMENT_CHARS ? body : `${body.slice(0, MAX_COMMENT_CHARS)}\n\n… (cut to fit a GitHub comment)`;
+  return body.length <= MAX_COMMENT_CHARS
+    ? body
+    : `${body.slice(0, MAX_COMMENT_CHARS)}\n\n… (cut to fit a GitHub comment)`;
 }
 
 function oneLine(text: string, max: number): string {

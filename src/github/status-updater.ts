@@ -34,7 +34,10 @@ export class StatusUpdater {
   private readonly backoffMs: number;
   private readonly now: () => number;
 
-  constructor(private readonly writer: CommentWriter, private readonly options: StatusUpdaterOptions = {}) {
+  constructor(
+    private readonly writer: CommentWriter,
+    private readonly options: StatusUpdaterOptions = {},
+  ) {
     this.minIntervalMs = options.minIntervalMs ?? 5_000;
     this.maxAttempts = options.maxAttempts ?? 4;
     this.backoffMs = options.backoffMs ?? 1_000;
@@ -97,9 +100,17 @@ export class StatusUpdater {
 function retryDelay(error: unknown, fallbackMs: number): number | undefined {
   if (error === null || typeof error !== "object") return fallbackMs;
   const status = "status" in error && typeof error.status === "number" ? error.status : undefined;
-  const headers = "response" in error && error.response && typeof error.response === "object" && "headers" in error.response ? (error.response.headers as Record<string, string | undefined>) : {};
+  const headers =
+    "response" in error && error.response && typeof error.response === "object" && "headers" in error.response
+      ? (error.response.headers as Record<string, string | undefined>)
+      : {};
   const retryAfter = Number(headers["retry-after"]);
-  if (status === undefined || status >= 500 || status === 429 || (status === 403 && /rate limit/i.test(messageOf(error)))) {
+  if (
+    status === undefined ||
+    status >= 500 ||
+    status === 429 ||
+    (status === 403 && /rate limit/i.test(messageOf(error)))
+  ) {
     return Number.isFinite(retryAfter) && retryAfter > 0 ? Math.min(retryAfter * 1000, 60_000) : fallbackMs;
   }
   return undefined;
@@ -114,7 +125,10 @@ function messageOf(error: object): string {
  * state and duration while the run goes, and the outcome at the end.
  */
 export class StatusCommentReporter implements Reporter {
-  constructor(readonly view: StatusView, private readonly updater: StatusUpdater) {}
+  constructor(
+    readonly view: StatusView,
+    private readonly updater: StatusUpdater,
+  ) {}
 
   emit(event: HarnessEvent): void {
     const view = this.view;
@@ -122,7 +136,13 @@ export class StatusCommentReporter implements Reporter {
       case "run.started":
         view.phase = "running";
         view.blueprint = event.blueprint;
-        view.steps = event.nodes.map((node) => ({ id: node.id, title: node.title, state: "pending", attempt: 1, onFailureOnly: node.onFailureOnly }));
+        view.steps = event.nodes.map((node) => ({
+          id: node.id,
+          title: node.title,
+          state: "pending",
+          attempt: 1,
+          onFailureOnly: node.onFailureOnly,
+        }));
         view.steps.push({ id: "__push", title: "Push and open the pull request", state: "pending", attempt: 1 });
         break;
       case "node.started": {

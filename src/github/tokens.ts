@@ -36,7 +36,11 @@ export function createTokenMinter(appOctokit: OctokitLike, apiBaseUrl: string): 
         repository_ids: [repositoryId],
         permissions,
       });
-      return { token: response.data.token, expiresAt: response.data.expires_at, permissions: { ...(response.data.permissions as Record<string, string>) } };
+      return {
+        token: response.data.token,
+        expiresAt: response.data.expires_at,
+        permissions: { ...(response.data.permissions as Record<string, string>) },
+      };
     },
     async revoke(token) {
       const plain = new Octokit({ baseUrl: apiBaseUrl, userAgent: "harness" });

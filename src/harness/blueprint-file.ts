@@ -18,7 +18,9 @@ export class BlueprintError extends HarnessError {
 export function validateBlueprint(input: unknown, source: string): Blueprint {
   const parsed = blueprintSchema.safeParse(input);
   if (parsed.success) return parsed.data;
-  const lines = parsed.error.issues.map((issue) => `${source}: ${describeLocation(input, issue.path)}${describeIssue(issue)}`);
+  const lines = parsed.error.issues.map(
+    (issue) => `${source}: ${describeLocation(input, issue.path)}${describeIssue(issue)}`,
+  );
   throw new BlueprintError(lines.join("\n"));
 }
 
@@ -29,14 +31,18 @@ export async function loadBlueprintFile(path: string): Promise<Blueprint> {
     text = await readFile(path, "utf8");
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    throw new BlueprintError(`blueprint ${path}: cannot read the file${code === "ENOENT" ? " (it does not exist)" : code ? ` (${code})` : ""}`);
+    throw new BlueprintError(
+      `blueprint ${path}: cannot read the file${code === "ENOENT" ? " (it does not exist)" : code ? ` (${code})` : ""}`,
+    );
   }
   let data: unknown;
   try {
     data = parseYaml(text, { prettyErrors: true });
   } catch (error) {
     if (error instanceof YAMLParseError) {
-      const where = error.linePos?.[0] ? ` at line ${String(error.linePos[0].line)}, column ${String(error.linePos[0].col)}` : "";
+      const where = error.linePos?.[0]
+        ? ` at line ${String(error.linePos[0].line)}, column ${String(error.linePos[0].col)}`
+        : "";
       throw new BlueprintError(`blueprint ${path}: not valid YAML${where}: ${error.message.split("\n")[0] ?? ""}`);
     }
     throw error;
@@ -51,7 +57,8 @@ function describeLocation(input: unknown, path: readonly PropertyKey[]): string 
   const index = path[1];
   const nodes = (input as { nodes?: unknown } | null)?.nodes;
   const node: unknown = Array.isArray(nodes) ? nodes[index] : undefined;
-  const id = typeof node === "object" && node !== null && "id" in node && typeof node.id === "string" ? node.id : undefined;
+  const id =
+    typeof node === "object" && node !== null && "id" in node && typeof node.id === "string" ? node.id : undefined;
   const field = path.slice(2).map(String).join(".");
   return `node ${id ? `"${id}" ` : ""}(nodes[${String(index)}])${field ? `, field ${field}` : ""}: `;
 }
@@ -60,7 +67,8 @@ function describeIssue(issue: z.core.$ZodIssue): string {
   if (issue.code === "invalid_union" || issue.code === "invalid_value") {
     if (issue.path.at(-1) === "kind") return `kind must be "exec" or "agent"`;
   }
-  if (issue.code === "unrecognized_keys") return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}`;
+  if (issue.code === "unrecognized_keys")
+    return `unknown field${issue.keys.length > 1 ? "s" : ""} ${issue.keys.join(", ")}`;
   if (issue.code === "invalid_type" && issue.input === undefined) return "is required";
   return issue.message;
 }

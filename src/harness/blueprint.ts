@@ -6,7 +6,10 @@ export const MAX_ATTEMPTS_LIMIT = 20;
 
 const nodeId = z
   .string()
-  .regex(/^[a-z][a-z0-9_-]{0,39}$/, "must be lowercase letters, digits, '-' or '_', starting with a letter (at most 40)");
+  .regex(
+    /^[a-z][a-z0-9_-]{0,39}$/,
+    "must be lowercase letters, digits, '-' or '_', starting with a letter (at most 40)",
+  );
 
 const onFailure = z
   .object({
@@ -22,7 +25,11 @@ const common = {
   /** Short human title: the line users see in the checklist. */
   title: z.string().trim().min(1).max(80),
   /** Per-node wall-clock limit in minutes (fractions allowed); the run budget still applies. */
-  timeoutMinutes: z.number().positive().max(24 * 60).optional(),
+  timeoutMinutes: z
+    .number()
+    .positive()
+    .max(24 * 60)
+    .optional(),
   /** `on-failure` nodes are skipped in order and run only as another node's retry target. */
   runs: z.enum(["always", "on-failure"]).default("always"),
   onFailure: onFailure.optional(),
@@ -40,7 +47,14 @@ const execNode = z
      * environment variables. Only deterministic steps may ask: agent steps never receive one.
      * The operator decides which repositories may have which (HARNESS_SETUP_SECRETS).
      */
-    secrets: z.array(z.string().regex(/^[A-Z_][A-Z0-9_]{0,63}$/, "must be an environment variable name in capitals (e.g. NPM_TOKEN)")).max(20).optional(),
+    secrets: z
+      .array(
+        z
+          .string()
+          .regex(/^[A-Z_][A-Z0-9_]{0,63}$/, "must be an environment variable name in capitals (e.g. NPM_TOKEN)"),
+      )
+      .max(20)
+      .optional(),
     ...common,
   })
   .strict();
@@ -68,12 +82,19 @@ export const blueprintSchema = z
     const ids = new Map<string, number>();
     blueprint.nodes.forEach((node, index) => {
       if (ids.has(node.id)) {
-        ctx.addIssue({ code: "custom", path: ["nodes", index, "id"], message: `duplicates the id of nodes[${String(ids.get(node.id))}]` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["nodes", index, "id"],
+          message: `duplicates the id of nodes[${String(ids.get(node.id))}]`,
+        });
       }
       ids.set(node.id, index);
     });
     blueprint.nodes.forEach((node, index) => {
-      const templated = node.kind === "agent" ? [["prompt", node.prompt] as const] : node.argv.map((arg, i) => [`argv.${String(i)}`, arg] as const);
+      const templated =
+        node.kind === "agent"
+          ? [["prompt", node.prompt] as const]
+          : node.argv.map((arg, i) => [`argv.${String(i)}`, arg] as const);
       for (const [field, text] of templated) {
         for (const name of templateVariablesIn(text)) {
           if (!(TEMPLATE_VARIABLES as readonly string[]).includes(name)) {
@@ -89,7 +110,11 @@ export const blueprintSchema = z
       if (retry === undefined) return;
       const targetIndex = ids.get(retry);
       if (targetIndex === undefined) {
-        ctx.addIssue({ code: "custom", path: ["nodes", index, "onFailure", "retry"], message: `points to "${retry}", which is not a node of this blueprint` });
+        ctx.addIssue({
+          code: "custom",
+          path: ["nodes", index, "onFailure", "retry"],
+          message: `points to "${retry}", which is not a node of this blueprint`,
+        });
         return;
       }
       const target = blueprint.nodes[targetIndex];
@@ -102,8 +127,15 @@ export const blueprintSchema = z
       }
     });
     blueprint.nodes.forEach((node, index) => {
-      if (node.runs === "on-failure" && !blueprint.nodes.some((other) => other.onFailure?.retry === node.id && other.id !== node.id)) {
-        ctx.addIssue({ code: "custom", path: ["nodes", index, "runs"], message: "is 'on-failure' but no other node retries through it, so it would never run" });
+      if (
+        node.runs === "on-failure" &&
+        !blueprint.nodes.some((other) => other.onFailure?.retry === node.id && other.id !== node.id)
+      ) {
+        ctx.addIssue({
+          code: "custom",
+          path: ["nodes", index, "runs"],
+          message: "is 'on-failure' but no other node retries through it, so it would never run",
+        });
       }
     });
   });

@@ -39,7 +39,8 @@ The original request was:
 
 /** Descriptions shown by `harness blueprints`, before any options are applied. */
 export const BUILTIN_BLUEPRINTS: Record<string, string> = {
-  default: "optional setup command → implement (agent) → optional verify command, with fix-agent rounds until it passes → commit",
+  default:
+    "optional setup command → implement (agent) → optional verify command, with fix-agent rounds until it passes → commit",
   command: "run one command (--command) → commit what it changed",
 };
 
@@ -47,7 +48,9 @@ export const BUILTIN_BLUEPRINTS: Record<string, string> = {
 export function builtinBlueprint(name: string, options: BuiltinBlueprintOptions = {}): Blueprint {
   const input = builders[name]?.(options);
   if (!input) {
-    throw new BlueprintError(`Unknown blueprint "${name}": use one of ${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}, or the path of a YAML blueprint file`);
+    throw new BlueprintError(
+      `Unknown blueprint "${name}": use one of ${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}, or the path of a YAML blueprint file`,
+    );
   }
   return validateBlueprint(input, `blueprint ${name}`);
 }
@@ -56,7 +59,14 @@ const builders: Record<string, (options: BuiltinBlueprintOptions) => BlueprintIn
   default(options) {
     const maxFixRounds = options.maxFixRounds ?? DEFAULT_MAX_FIX_ROUNDS;
     const nodes: BlueprintInput["nodes"] = [];
-    if (options.setup) nodes.push({ id: "setup", kind: "exec", title: "Set up the project", argv: options.setup, ...(options.setupSecrets?.length ? { secrets: options.setupSecrets } : {}) });
+    if (options.setup)
+      nodes.push({
+        id: "setup",
+        kind: "exec",
+        title: "Set up the project",
+        argv: options.setup,
+        ...(options.setupSecrets?.length ? { secrets: options.setupSecrets } : {}),
+      });
     nodes.push({ id: "implement", kind: "agent", title: "Implement the change", prompt: IMPLEMENT_PROMPT });
     if (options.verify) {
       nodes.push({
@@ -66,7 +76,14 @@ const builders: Record<string, (options: BuiltinBlueprintOptions) => BlueprintIn
         argv: options.verify,
         ...(maxFixRounds > 0 ? { onFailure: { retry: "fix", maxAttempts: maxFixRounds + 1 } } : {}),
       });
-      if (maxFixRounds > 0) nodes.push({ id: "fix", kind: "agent", title: "Fix what verification found", prompt: FIX_PROMPT, runs: "on-failure" });
+      if (maxFixRounds > 0)
+        nodes.push({
+          id: "fix",
+          kind: "agent",
+          title: "Fix what verification found",
+          prompt: FIX_PROMPT,
+          runs: "on-failure",
+        });
     }
     return { name: "default", description: BUILTIN_BLUEPRINTS["default"], nodes };
   },
@@ -77,7 +94,9 @@ const builders: Record<string, (options: BuiltinBlueprintOptions) => BlueprintIn
     return {
       name: "command",
       description: BUILTIN_BLUEPRINTS["command"],
-      nodes: [{ id: "command", kind: "exec", title: `Run ${options.command.join(" ").slice(0, 60)}`, argv: options.command }],
+      nodes: [
+        { id: "command", kind: "exec", title: `Run ${options.command.join(" ").slice(0, 60)}`, argv: options.command },
+      ],
     };
   },
 };

@@ -83,7 +83,11 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
   const stopped = (): BlueprintOutcome | undefined => {
     const reason = run.stopReason();
     if (!reason) return undefined;
-    return { status: reason === "budget" ? "timed_out" : "cancelled", nodes: reports, error: reason === "budget" ? "The run exceeded its time budget" : "The run was cancelled" };
+    return {
+      status: reason === "budget" ? "timed_out" : "cancelled",
+      nodes: reports,
+      error: reason === "budget" ? "The run exceeded its time budget" : "The run was cancelled",
+    };
   };
 
   for (const node of run.blueprint.nodes) {
@@ -92,12 +96,23 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
     if (early) return early;
 
     let execution = await execute(node);
-    while (execution.report.status === "failed" && node.onFailure && (attempts.get(node.id) ?? 0) < node.onFailure.maxAttempts && !stopped()) {
+    while (
+      execution.report.status === "failed" &&
+      node.onFailure &&
+      (attempts.get(node.id) ?? 0) < node.onFailure.maxAttempts &&
+      !stopped()
+    ) {
       const target = byId.get(node.onFailure.retry);
       if (target && target.id !== node.id) {
         const repair = await execute(target, execution.failureOutput);
         if (repair.report.status !== "succeeded" && !target.allowFailure) {
-          return stopped() ?? { status: "failed", nodes: reports, error: `${target.title} failed: ${repair.report.error ?? repair.report.status}` };
+          return (
+            stopped() ?? {
+              status: "failed",
+              nodes: reports,
+              error: `${target.title} failed: ${repair.report.error ?? repair.report.status}`,
+            }
+          );
         }
       }
       if (stopped()) break;
@@ -110,22 +125,54 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
     if (report.status !== "succeeded" && !node.allowFailure) {
       const tries = attempts.get(node.id) ?? 1;
       const suffix = tries > 1 ? ` after ${String(tries)} attempts` : "";
-      return { status: "failed", nodes: reports, error: `${node.title} failed${suffix}: ${report.error ?? report.status}` };
+      return {
+        status: "failed",
+        nodes: reports,
+        error: `${node.title} failed${suffix}: ${report.error ?? report.status}`,
+      };
     }
   }
   return { status: "succeeded", nodes: reports };
 }
 
-async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: number, nonce: string, failureOutput?: string): Promise<Execution> {
+async function executeNode(
+  run: BlueprintRun,
+  node: BlueprintNode,
+  attempt: number,
+  nonce: string,
+  failureOutput?: string,
+): Promise<Execution> {
   const started = run.now();
-  run.reporter.emit({ type: "node.started", runId: run.runId, nodeId: node.id, title: node.title, kind: node.kind, attempt, at: started.toISOString() });
+  run.reporter.emit({
+    type: "node.started",
+    runId: run.runId,
+    nodeId: node.id,
+    title: node.title,
+    kind: node.kind,
+    attempt,
+    at: started.toISOString(),
+  });
 
   const tail = new TailBuffer(OUTPUT_TAIL_BYTES);
   const failureTail = new TailBuffer(FAILURE_OUTPUT_BYTES);
   const throttle = outputThrottle(run, node.id, attempt, () => readableTail(tail, run.redactor));
-  const log = run.outputLogMs !== undefined
-    ? new OutputLog({ intervalMs: run.outputLogMs, redactor: run.redactor, emit: (text) => { run.reporter.emit({ type: "node.log", runId: run.runId, nodeId: node.id, attempt, text, at: run.now().toISOString() }); } })
-    : undefined;
+  const log =
+    run.outputLogMs !== undefined
+      ? new OutputLog({
+          intervalMs: run.outputLogMs,
+          redactor: run.redactor,
+          emit: (text) => {
+            run.reporter.emit({
+              type: "node.log",
+              runId: run.runId,
+              nodeId: node.id,
+              attempt,
+              text,
+              at: run.now().toISOString(),
+            });
+          },
+        })
+      : undefined;
   const onOutput = (stream: "stdout" | "stderr", chunk: string): void => {
     const bytes = Buffer.from(chunk, "utf8");
     tail.push(bytes);
@@ -135,7 +182,12 @@ async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: numb
   };
 
   const remaining = Math.max(1, run.deadline - Date.now());
-  const nodeTimeout = node.timeoutMinutes !== undefined ? node.timeoutMinutes * 60_000 : node.kind === "exec" ? DEFAULT_OPERATION_TIMEOUT : remaining;
+  const nodeTimeout =
+    node.timeoutMinutes !== undefined
+      ? node.timeoutMinutes * 60_000
+      : node.kind === "exec"
+        ? DEFAULT_OPERATION_TIMEOUT
+        : remaining;
   const timeout = Math.max(1, Math.min(nodeTimeout, remaining));
 
   let status: NodeStatus;
@@ -146,7 +198,15 @@ async function executeNode(run: BlueprintRun, node: BlueprintNode, attempt: numb
     if (node.kind === "exec") {
       result = await runExecNode(run, node, timeout, onOutput);
     } else {
-      ({ result, outcome: agentOutcome } = await runAgentNode(run, node, attempt, nonce, timeout, onOutput, failureOutput));
+      ({ result, outcome: agentOutcome } = await runAgentNode(
+        run,
+        node,
+        attempt,
+        nonce,
+        timeout,
+        onOutput,
+        failureOutput,
+      ));
     }
     ({ status, error } = judge(run, node, result, agentOutcome));
   } catch (caught) {
@@ -185,11 +245,22 @@ function templateValues(run: BlueprintRun): Record<string, string> {
     intent: inputs.intent,
     repo: inputs.repo,
     branch: inputs.branch,
-    ...(inputs.issue ? { "issue.title": inputs.issue.title, "issue.body": inputs.issue.body, "issue.number": String(inputs.issue.number) } : {}),
+    ...(inputs.issue
+      ? {
+          "issue.title": inputs.issue.title,
+          "issue.body": inputs.issue.body,
+          "issue.number": String(inputs.issue.number),
+        }
+      : {}),
   };
 }
 
-async function runExecNode(run: BlueprintRun, node: ExecNode, timeout: number, onOutput: (stream: "stdout" | "stderr", chunk: string) => void): Promise<ExecResult> {
+async function runExecNode(
+  run: BlueprintRun,
+  node: ExecNode,
+  timeout: number,
+  onOutput: (stream: "stdout" | "stderr", chunk: string) => void,
+): Promise<ExecResult> {
   const values = templateValues(run);
   const secrets = secretEnv(run, node);
   return run.sandbox.exec({
@@ -208,7 +279,10 @@ function secretEnv(run: BlueprintRun, node: ExecNode): Record<string, string> | 
   const env: Record<string, string> = {};
   for (const name of node.secrets) {
     const value = run.setupSecrets?.[name];
-    if (value === undefined) throw new Error(`Step "${node.title}" asks for the setup secret ${name}, which this run was not given: an operator declares it for the repository (HARNESS_SETUP_SECRETS) and sets its value in Harness's environment`);
+    if (value === undefined)
+      throw new Error(
+        `Step "${node.title}" asks for the setup secret ${name}, which this run was not given: an operator declares it for the repository (HARNESS_SETUP_SECRETS) and sets its value in Harness's environment`,
+      );
     env[name] = value;
   }
   return env;
@@ -226,7 +300,11 @@ async function runAgentNode(
   const agent = run.agent;
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
   // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
-  const prompt = renderAgentPrompt(node.prompt, { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) }, `${nonce}${randomBytes(4).toString("hex")}`);
+  const prompt = renderAgentPrompt(
+    node.prompt,
+    { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) },
+    `${nonce}${randomBytes(4).toString("hex")}`,
+  );
   // Outside the checkout: a script the run executes there could otherwise read the nonce, and
   // the prompt (which may quote the issue) could end up in the commit.
   const promptName = `prompt-${node.id}-${String(attempt)}.md`;
@@ -261,23 +339,36 @@ async function runAgentNode(
     await run.sandbox.removeScratchFile(promptName).catch(() => undefined);
     // The checkout's own scratch folder is kept out of commits anyway; clearing it after each agent
     // step keeps whatever an agent left there from reaching the next step's commands.
-    await run.sandbox.exec({ argv: ["rm", "-rf", "--", scratchDirName(run.runId)], cwd: run.sandbox.workDir, timeout: 30_000 }).catch(() => undefined);
+    await run.sandbox
+      .exec({ argv: ["rm", "-rf", "--", scratchDirName(run.runId)], cwd: run.sandbox.workDir, timeout: 30_000 })
+      .catch(() => undefined);
   }
 }
 
-function judge(run: BlueprintRun, node: BlueprintNode, result: ExecResult, outcome: AgentOutcome | undefined): { status: NodeStatus; error?: string } {
+function judge(
+  run: BlueprintRun,
+  node: BlueprintNode,
+  result: ExecResult,
+  outcome: AgentOutcome | undefined,
+): { status: NodeStatus; error?: string } {
   if (result.cancelled) {
-    return run.stopReason() === "budget" ? { status: "timed_out", error: "stopped: the run's time budget ran out" } : { status: "cancelled", error: "cancelled" };
+    return run.stopReason() === "budget"
+      ? { status: "timed_out", error: "stopped: the run's time budget ran out" }
+      : { status: "cancelled", error: "cancelled" };
   }
   if (result.timedOut) return { status: "timed_out", error: `timed out after ${formatMs(result.durationMs)}` };
   if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
     const program = node.kind === "agent" ? run.agent?.program : (node.argv[0] ?? "");
-    const hint = node.kind === "agent" && run.agent ? `${run.agent.program} is not installed in the sandbox: install it (${run.agent.installHint}) or choose another agent with --agent` : `${program ?? "the program"} is not installed in the sandbox`;
+    const hint =
+      node.kind === "agent" && run.agent
+        ? `${run.agent.program} is not installed in the sandbox: install it (${run.agent.installHint}) or choose another agent with --agent`
+        : `${program ?? "the program"} is not installed in the sandbox`;
     return { status: "failed", error: hint };
   }
   if (node.kind === "agent") {
     if (!outcome) return { status: "failed", error: `the agent exited with ${String(result.exitCode)}` };
-    if (!outcome.success || result.exitCode !== 0) return { status: "failed", error: outcome.error ?? `the agent exited with ${String(result.exitCode)}` };
+    if (!outcome.success || result.exitCode !== 0)
+      return { status: "failed", error: outcome.error ?? `the agent exited with ${String(result.exitCode)}` };
     return { status: "succeeded" };
   }
   if (result.exitCode !== 0) {
@@ -300,7 +391,14 @@ function outputThrottle(run: BlueprintRun, nodeId: string, attempt: number, rend
     if (!dirty) return;
     dirty = false;
     lastEmit = Date.now();
-    run.reporter.emit({ type: "node.output", runId: run.runId, nodeId, attempt, tail: render(), at: run.now().toISOString() });
+    run.reporter.emit({
+      type: "node.output",
+      runId: run.runId,
+      nodeId,
+      attempt,
+      tail: render(),
+      at: run.now().toISOString(),
+    });
   };
   return {
     poke(): void {
@@ -344,7 +442,9 @@ function summaryTail(summary: string): string {
   if (Buffer.byteLength(summary) <= SUMMARY_BYTES) return summary;
   const tail = Buffer.from(summary).subarray(-SUMMARY_BYTES).toString("utf8");
   const boundary = tail.indexOf("\n") >= 0 ? tail.indexOf("\n") : tail.search(/\s/);
-  return boundary >= 0 ? `[… the start of the summary is not shown]\n${tail.slice(boundary + 1)}` : "[… the summary was one unbroken line, not shown]";
+  return boundary >= 0
+    ? `[… the start of the summary is not shown]\n${tail.slice(boundary + 1)}`
+    : "[… the summary was one unbroken line, not shown]";
 }
 
 function formatMs(ms: number): string {

@@ -39,7 +39,10 @@ export interface CommitOutcome {
  * problem, not the user's change, so they throw.
  */
 export function gitRunner(sandbox: Sandbox, signal?: AbortSignal) {
-  return async (args: string[], options: { allowFailure?: boolean; env?: Record<string, string>; stdin?: string } = {}): Promise<ExecResult> => {
+  return async (
+    args: string[],
+    options: { allowFailure?: boolean; env?: Record<string, string>; stdin?: string } = {},
+  ): Promise<ExecResult> => {
     const result = await sandbox.exec({
       argv: ["git", ...SANDBOX_GIT_SAFETY, ...args],
       cwd: sandbox.workDir,
@@ -49,7 +52,9 @@ export function gitRunner(sandbox: Sandbox, signal?: AbortSignal) {
       ...(signal ? { signal } : {}),
     });
     if (result.exitCode !== 0 && !options.allowFailure) {
-      throw new SandboxError(`git ${args[0] ?? ""} failed in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`);
+      throw new SandboxError(
+        `git ${args[0] ?? ""} failed in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`,
+      );
     }
     return result;
   };
@@ -77,11 +82,19 @@ export async function commitRunChanges(sandbox: Sandbox, request: CommitRequest)
   const changedFiles = staged.stdout.split("\0").filter((file) => file !== "");
   if (changedFiles.length === 0) return { changedFiles };
 
-  await git([
-    "-c", `user.name=${request.identity.name}`,
-    "-c", `user.email=${request.identity.email}`,
-    "commit", "--quiet", "--no-verify", "--file=-",
-  ], { stdin: commitMessage(request) });
+  await git(
+    [
+      "-c",
+      `user.name=${request.identity.name}`,
+      "-c",
+      `user.email=${request.identity.email}`,
+      "commit",
+      "--quiet",
+      "--no-verify",
+      "--file=-",
+    ],
+    { stdin: commitMessage(request) },
+  );
   return { sha: await headSha(sandbox, request.signal), changedFiles };
 }
 
@@ -94,12 +107,29 @@ export function commitMessage(request: Pick<CommitRequest, "title" | "body" | "r
 }
 
 /** `git diff --stat` and a size-bounded `git format-patch` of base..sha, to keep a failed push's work. */
-export async function describeChange(sandbox: Sandbox, baseSha: string, sha: string): Promise<{ diffstat: string; patch: string }> {
+export async function describeChange(
+  sandbox: Sandbox,
+  baseSha: string,
+  sha: string,
+): Promise<{ diffstat: string; patch: string }> {
   const git = gitRunner(sandbox);
   const [stat, patch] = await Promise.all([
     git(["diff", "--stat", baseSha, sha], { allowFailure: true }),
     // The sandbox keeps an output's tail; read enough to know whether the head is complete.
-    sandbox.exec({ argv: ["git", ...SANDBOX_GIT_SAFETY, "format-patch", "--stdout", "--no-ext-diff", "--no-textconv", `${baseSha}..${sha}`], cwd: sandbox.workDir, timeout: GIT_TIMEOUT_MS, maxOutput: PATCH_READ_LIMIT }),
+    sandbox.exec({
+      argv: [
+        "git",
+        ...SANDBOX_GIT_SAFETY,
+        "format-patch",
+        "--stdout",
+        "--no-ext-diff",
+        "--no-textconv",
+        `${baseSha}..${sha}`,
+      ],
+      cwd: sandbox.workDir,
+      timeout: GIT_TIMEOUT_MS,
+      maxOutput: PATCH_READ_LIMIT,
+    }),
   ]);
   const patchText = patch.truncated
     ? `[patch not kept: larger than ${String(PATCH_READ_LIMIT)} bytes; the commit ${sha} holds the change]\n`

@@ -56,7 +56,9 @@ export class OutputLog {
       this.partial[stream] = "";
     }
     if (this.pending.length > 0 && !this.timer) {
-      this.timer = setTimeout(() => { this.flush(); }, this.options.intervalMs);
+      this.timer = setTimeout(() => {
+        this.flush();
+      }, this.options.intervalMs);
     }
   }
 
@@ -93,7 +95,10 @@ export class OutputLog {
     if (this.timer) clearTimeout(this.timer);
     this.timer = undefined;
     if (this.pending.length === 0 && this.skippedBytes === 0) return;
-    const note = this.skippedBytes > 0 ? `[… ${this.skippedBytes.toLocaleString("en")} bytes of output skipped: it came faster than it can be shown …]\n` : "";
+    const note =
+      this.skippedBytes > 0
+        ? `[… ${this.skippedBytes.toLocaleString("en")} bytes of output skipped: it came faster than it can be shown …]\n`
+        : "";
     const text = this.withoutPrivateKeys(this.pending.join(""));
     this.pending = [];
     this.pendingChars = 0;

@@ -37,7 +37,11 @@ export function defuseMarkers(text: string): string {
   return text.replace(/<(\/?)(?=untrusted-)/gi, "<\u200B$1");
 }
 
-export function renderAgentPrompt(template: string, inputs: PromptInputs, nonce: string = randomBytes(6).toString("hex")): string {
+export function renderAgentPrompt(
+  template: string,
+  inputs: PromptInputs,
+  nonce: string = randomBytes(6).toString("hex"),
+): string {
   const fence = (label: string, text: string): string => {
     const tag = `untrusted-${label}-${nonce}`;
     return `<${tag}>\n${defuseMarkers(text)}\n</${tag}>`;

@@ -49,7 +49,13 @@ const WORKFLOWS_DIR = ".github/workflows/";
 export async function pushAndOpenPullRequest(request: PushRequest): Promise<PushResult> {
   const base: PushResult = { pushed: false, commitSha: request.commitSha };
   if (!request.token) {
-    return { ...base, ...(await keepChange(request)), errorKind: "missing_token", error: "GITHUB_TOKEN required for push", remedy: "Set GITHUB_TOKEN to a token that can push to the repository" };
+    return {
+      ...base,
+      ...(await keepChange(request)),
+      errorKind: "missing_token",
+      error: "GITHUB_TOKEN required for push",
+      remedy: "Set GITHUB_TOKEN to a token that can push to the repository",
+    };
   }
 
   const workflowFiles = request.changedFiles.filter((file) => file.startsWith(WORKFLOWS_DIR));
@@ -57,12 +63,24 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
     const allowed = request.canWriteWorkflows ?? (await request.github?.canWriteWorkflows?.().catch(() => undefined));
     if (allowed === false) {
       const classified = workflowPermissionError(workflowFiles);
-      return { ...base, ...(await keepChange(request)), errorKind: classified.kind, error: `git push failed: ${classified.summary}`, remedy: classified.remedy };
+      return {
+        ...base,
+        ...(await keepChange(request)),
+        errorKind: classified.kind,
+        error: `git push failed: ${classified.summary}`,
+        remedy: classified.remedy,
+      };
     }
   }
 
   if (!request.pushUrl) {
-    return { ...base, ...(await keepChange(request)), errorKind: "not_found", error: "git push failed: Harness could not tell where to push (the repository has no GitHub address)", remedy: "Run on a repository whose origin is on GitHub, or pass the repository as owner/name" };
+    return {
+      ...base,
+      ...(await keepChange(request)),
+      errorKind: "not_found",
+      error: "git push failed: Harness could not tell where to push (the repository has no GitHub address)",
+      remedy: "Run on a repository whose origin is on GitHub, or pass the repository as owner/name",
+    };
   }
 
   const delivered = await deliverRun({
@@ -79,8 +97,21 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
     ...(request.signal ? { signal: request.signal } : {}),
   });
   if (!delivered.delivered) {
-    const kept = delivered.patch !== undefined || delivered.diffstat !== undefined ? { ...(delivered.diffstat !== undefined ? { diffstat: delivered.diffstat } : {}), ...(delivered.patch !== undefined ? { patch: delivered.patch } : {}) } : await keepChange(request);
-    return { ...base, ...(delivered.commitSha ? { commitSha: delivered.commitSha } : {}), ...kept, errorKind: delivered.kind, error: delivered.error, remedy: delivered.remedy };
+    const kept =
+      delivered.patch !== undefined || delivered.diffstat !== undefined
+        ? {
+            ...(delivered.diffstat !== undefined ? { diffstat: delivered.diffstat } : {}),
+            ...(delivered.patch !== undefined ? { patch: delivered.patch } : {}),
+          }
+        : await keepChange(request);
+    return {
+      ...base,
+      ...(delivered.commitSha ? { commitSha: delivered.commitSha } : {}),
+      ...kept,
+      errorKind: delivered.kind,
+      error: delivered.error,
+      remedy: delivered.remedy,
+    };
   }
   const commitSha = delivered.commitSha;
 
@@ -103,17 +134,31 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
  * a new one). Also used by a retried run whose earlier attempt pushed the branch and died before
  * opening the PR. Throws what GitHub answered.
  */
-export async function openPullRequest(github: GitHubClient, repo: GitHubRepo, request: Pick<PushRequest, "branch" | "title" | "body" | "draft" | "labels" | "reviewers">): Promise<{ url: string; number: number; reused: boolean }> {
+export async function openPullRequest(
+  github: GitHubClient,
+  repo: GitHubRepo,
+  request: Pick<PushRequest, "branch" | "title" | "body" | "draft" | "labels" | "reviewers">,
+): Promise<{ url: string; number: number; reused: boolean }> {
   const existing = await github.findOpenPullRequest(repo, request.branch);
   if (existing) return { url: existing.url, number: existing.number, reused: true };
   const base = await github.getDefaultBranch(repo);
-  const pr = await createOrFindPullRequest(github, repo, { title: request.title, body: request.body, head: request.branch, base, ...(request.draft ? { draft: true } : {}) });
+  const pr = await createOrFindPullRequest(github, repo, {
+    title: request.title,
+    body: request.body,
+    head: request.branch,
+    base,
+    ...(request.draft ? { draft: true } : {}),
+  });
   if (!pr.reused) await decorate(github, repo, pr.number, request);
   return pr;
 }
 
 /** Creating can race with another run (or a redelivery): GitHub then answers 422, and the open PR is the answer. */
-async function createOrFindPullRequest(github: GitHubClient, repo: GitHubRepo, pr: NewPullRequest): Promise<{ url: string; number: number; reused: boolean }> {
+async function createOrFindPullRequest(
+  github: GitHubClient,
+  repo: GitHubRepo,
+  pr: NewPullRequest,
+): Promise<{ url: string; number: number; reused: boolean }> {
   try {
     const created = await github.createPullRequest(repo, pr);
     return { url: created.url, number: created.number, reused: false };
@@ -127,7 +172,12 @@ async function createOrFindPullRequest(github: GitHubClient, repo: GitHubRepo, p
 }
 
 /** Labels and reviewers are courtesy: failing to add them must not fail a run whose PR is open. */
-async function decorate(github: GitHubClient, repo: GitHubRepo, number: number, request: Pick<PushRequest, "labels" | "reviewers">): Promise<void> {
+async function decorate(
+  github: GitHubClient,
+  repo: GitHubRepo,
+  number: number,
+  request: Pick<PushRequest, "labels" | "reviewers">,
+): Promise<void> {
   await Promise.allSettled([
     request.labels?.length ? github.addLabels?.(repo, number, request.labels) : undefined,
     request.reviewers?.length ? github.requestReviewers?.(repo, number, request.reviewers) : undefined,
@@ -138,7 +188,10 @@ async function decorate(github: GitHubClient, repo: GitHubRepo, number: number, 
 async function keepChange(request: PushRequest): Promise<{ diffstat?: string; patch?: string }> {
   try {
     const change = await describeChange(request.sandbox, request.baseSha, request.commitSha);
-    return { diffstat: request.redact(change.diffstat), patch: request.redact(maskSecrets(change.patch, request.secrets)) };
+    return {
+      diffstat: request.redact(change.diffstat),
+      patch: request.redact(maskSecrets(change.patch, request.secrets)),
+    };
   } catch {
     return {};
   }

@@ -93,7 +93,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   const startedAt = now();
   const agentCredentials = pickCredentials(options.agent, options.agentCredentials);
   // Only values that are secrets: the candidates may be a whole environment (PATH, URLs…).
-  const secretValues = [options.githubToken, ...Object.values(agentCredentials), ...(options.secrets ?? []), ...Object.values(options.setupSecrets ?? {})];
+  const secretValues = [
+    options.githubToken,
+    ...Object.values(agentCredentials),
+    ...(options.secrets ?? []),
+    ...Object.values(options.setupSecrets ?? {}),
+  ];
   const redactor = createRedactor(secretValues);
   const knownSecrets = knownSecretsOf(options, agentCredentials);
   const reporter = redactingReporter(options.reporter ?? fanOut(), redactor);
@@ -105,12 +110,16 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     stopReason ??= reason;
     controller.abort();
   };
-  const onCancel = (): void => { stop("cancelled"); };
+  const onCancel = (): void => {
+    stop("cancelled");
+  };
   if (options.signal?.aborted) stop("cancelled");
   options.signal?.addEventListener("abort", onCancel, { once: true });
   const budgetMs = options.budgetMs ?? DEFAULT_RUN_TIMEOUT;
   const deadline = startedAt.getTime() + budgetMs;
-  const budgetTimer = setTimeout(() => { stop("budget"); }, budgetMs);
+  const budgetTimer = setTimeout(() => {
+    stop("budget");
+  }, budgetMs);
 
   reporter.emit({
     type: "run.started",
@@ -119,7 +128,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     branch: options.branch,
     intent: options.intent,
     blueprint: options.blueprint.name,
-    nodes: options.blueprint.nodes.map((node) => ({ id: node.id, title: node.title, kind: node.kind, onFailureOnly: node.runs === "on-failure" })),
+    nodes: options.blueprint.nodes.map((node) => ({
+      id: node.id,
+      title: node.title,
+      kind: node.kind,
+      onFailureOnly: node.runs === "on-failure",
+    })),
     at: at(),
   });
 
@@ -154,7 +168,13 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       stopReason: () => stopReason,
       deadline,
       now,
-      promptInputs: { intent: options.intent, intentTrusted: options.intentTrusted ?? true, repo: options.repo, branch: options.branch, ...(options.issue ? { issue: options.issue } : {}) },
+      promptInputs: {
+        intent: options.intent,
+        intentTrusted: options.intentTrusted ?? true,
+        repo: options.repo,
+        branch: options.branch,
+        ...(options.issue ? { issue: options.issue } : {}),
+      },
       ...(options.agent ? { agent: options.agent } : {}),
       agentCredentials,
       ...(options.setupSecrets ? { setupSecrets: options.setupSecrets } : {}),
@@ -180,7 +200,13 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         signal: controller.signal,
       });
       commitSha = commit.sha;
-      reporter.emit({ type: "commit.finished", runId: options.runId, ...(commit.sha ? { commitSha: commit.sha } : {}), changedFiles: commit.changedFiles.length, at: at() });
+      reporter.emit({
+        type: "commit.finished",
+        runId: options.runId,
+        ...(commit.sha ? { commitSha: commit.sha } : {}),
+        changedFiles: commit.changedFiles.length,
+        at: at(),
+      });
       if (!commit.sha) {
         status = "no_changes";
         error = "The run finished without changing any file, so there is nothing to push";
@@ -188,7 +214,21 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         status = "succeeded";
         if (options.push && target) {
           const message = commitMessage({ title: commitTitle, body: commitBody, runId: options.runId });
-          pushResult = redactPushResult(await pushStage(options, { sandbox, baseSha, commitSha: commit.sha, changedFiles: commit.changedFiles, nodes, target, message, knownSecrets, redactor, signal: controller.signal }), redactor);
+          pushResult = redactPushResult(
+            await pushStage(options, {
+              sandbox,
+              baseSha,
+              commitSha: commit.sha,
+              changedFiles: commit.changedFiles,
+              nodes,
+              target,
+              message,
+              knownSecrets,
+              redactor,
+              signal: controller.signal,
+            }),
+            redactor,
+          );
           if (pushResult.commitSha) commitSha = pushResult.commitSha;
           reporter.emit({ type: "push.finished", runId: options.runId, result: pushResult, at: at() });
         }
@@ -237,13 +277,18 @@ export function newRunId(now: Date = new Date()): string {
 }
 
 function validateOptions(options: HarnessOptions): void {
-  if (options.intent.trim() === "") throw new InvalidInputError("The intent is empty: say what should change (e.g. --intent \"fix the typo in README\")");
+  if (options.intent.trim() === "")
+    throw new InvalidInputError('The intent is empty: say what should change (e.g. --intent "fix the typo in README")');
   const size = Buffer.byteLength(options.intent, "utf8");
   if (size > MAX_INTENT_BYTES) {
-    throw new InvalidInputError(`The intent is ${size.toLocaleString("en")} bytes; the limit is ${MAX_INTENT_BYTES.toLocaleString("en")}. Put long context in the issue body and keep the intent to what should change`);
+    throw new InvalidInputError(
+      `The intent is ${size.toLocaleString("en")} bytes; the limit is ${MAX_INTENT_BYTES.toLocaleString("en")}. Put long context in the issue body and keep the intent to what should change`,
+    );
   }
   if (options.blueprint.nodes.some((node) => node.kind === "agent") && !options.agent) {
-    throw new InvalidInputError(`Blueprint "${options.blueprint.name}" has agent steps but no agent was chosen (--agent claude-code|codex|pi|command)`);
+    throw new InvalidInputError(
+      `Blueprint "${options.blueprint.name}" has agent steps but no agent was chosen (--agent claude-code|codex|pi|command)`,
+    );
   }
   if (options.budgetMs !== undefined && (!Number.isFinite(options.budgetMs) || options.budgetMs <= 0)) {
     throw new InvalidInputError("The run budget must be a positive number of minutes");
@@ -251,7 +296,10 @@ function validateOptions(options: HarnessOptions): void {
 }
 
 /** Only the credentials the agent declares, and never anything that looks like a GitHub credential. */
-function pickCredentials(agent: AgentDriver | undefined, candidates: Readonly<Record<string, string | undefined>> | undefined): Record<string, string> {
+function pickCredentials(
+  agent: AgentDriver | undefined,
+  candidates: Readonly<Record<string, string | undefined>> | undefined,
+): Record<string, string> {
   const picked: Record<string, string> = {};
   for (const name of agent?.credentials ?? []) {
     if (/^(GITHUB|GH)_|^GIT_/i.test(name)) continue;
@@ -284,13 +332,19 @@ async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Pro
       return { githubRepo: describeError(error), pushUrl: undefined };
     }
   }
-  const origin = (await gitRunner(sandbox)(["remote", "get-url", "--push", "origin"], { allowFailure: true })).stdout.trim();
+  const origin = (
+    await gitRunner(sandbox)(["remote", "get-url", "--push", "origin"], { allowFailure: true })
+  ).stdout.trim();
   const pushUrl = origin !== "" ? origin : undefined;
   if (options.githubRepo) return { githubRepo: options.githubRepo, pushUrl };
   try {
     return { githubRepo: parse(origin), pushUrl };
   } catch {
-    return { githubRepo: "cannot tell which GitHub repository to open the pull request in: the repository's origin is not on GitHub (pass --github-repo owner/name)", pushUrl };
+    return {
+      githubRepo:
+        "cannot tell which GitHub repository to open the pull request in: the repository's origin is not on GitHub (pass --github-repo owner/name)",
+      pushUrl,
+    };
   }
 }
 
@@ -331,13 +385,22 @@ interface PushStageInput {
 
 /** Push + PR with the push credential minted for this step only, and released right after. */
 async function pushStage(options: HarnessOptions, input: PushStageInput): Promise<PushResult> {
-  let credential: { token: string | undefined; release: () => Promise<void> } = { token: options.githubToken, release: () => Promise.resolve() };
+  let credential: { token: string | undefined; release: () => Promise<void> } = {
+    token: options.githubToken,
+    release: () => Promise.resolve(),
+  };
   if (options.pushToken) {
     try {
       credential = await options.pushToken();
     } catch (error) {
       // A credential that cannot be minted is a push failure with its reason, not a crash.
-      return { pushed: false, commitSha: input.commitSha, errorKind: "auth", error: `git push failed: could not get a push token: ${describeGitHubError(error)}`, remedy: "Check that the app is still installed on this repository with Contents: write" };
+      return {
+        pushed: false,
+        commitSha: input.commitSha,
+        errorKind: "auth",
+        error: `git push failed: could not get a push token: ${describeGitHubError(error)}`,
+        remedy: "Check that the app is still installed on this repository with Contents: write",
+      };
     }
   }
   try {
@@ -351,7 +414,11 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
       branch: options.branch,
       baseSha: input.baseSha,
       commitSha: input.commitSha,
-      commit: { message: input.message, identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY, ...(options.now ? { now: options.now() } : {}) },
+      commit: {
+        message: input.message,
+        identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
+        ...(options.now ? { now: options.now() } : {}),
+      },
       changedFiles: input.changedFiles,
       token,
       pushUrl: input.target.pushUrl,

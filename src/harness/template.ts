@@ -1,5 +1,13 @@
 /** The variables a blueprint template may use, as `{{name}}`. */
-export const TEMPLATE_VARIABLES = ["intent", "issue.title", "issue.body", "issue.number", "repo", "branch", "failure.output"] as const;
+export const TEMPLATE_VARIABLES = [
+  "intent",
+  "issue.title",
+  "issue.body",
+  "issue.number",
+  "repo",
+  "branch",
+  "failure.output",
+] as const;
 export type TemplateVariable = (typeof TEMPLATE_VARIABLES)[number];
 
 const PLACEHOLDER = /\{\{\s*([A-Za-z][A-Za-z0-9_.]*)\s*\}\}/g;

@@ -3,7 +3,14 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 /** How a run ended, as the issue's status comment shows it. */
 export type RunOutcome = "succeeded" | "failed" | "timed_out" | "cancelled" | "no_changes" | "interrupted";
 
-export const RUN_OUTCOMES: readonly RunOutcome[] = ["succeeded", "failed", "timed_out", "cancelled", "no_changes", "interrupted"];
+export const RUN_OUTCOMES: readonly RunOutcome[] = [
+  "succeeded",
+  "failed",
+  "timed_out",
+  "cancelled",
+  "no_changes",
+  "interrupted",
+];
 
 /** Runs waiting and running across the whole queue (every process), from the run store. */
 export interface QueueDepth {
@@ -71,7 +78,11 @@ export class HarnessMetrics {
       labelNames: ["state"],
       registers,
     });
-    this.runsInFlight = new Gauge({ name: "harness_runs_in_flight", help: "Runs executing in this process now.", registers });
+    this.runsInFlight = new Gauge({
+      name: "harness_runs_in_flight",
+      help: "Runs executing in this process now.",
+      registers,
+    });
     this.runDuration = new Histogram({
       name: "harness_run_duration_seconds",
       help: "Wall-clock time of a run from its sandbox request to its report, by how it ended.",
@@ -86,7 +97,11 @@ export class HarnessMetrics {
       buckets: STEP_DURATION_BUCKETS,
       registers,
     });
-    this.liveSandboxes = new Gauge({ name: "harness_live_sandboxes", help: "Sandboxes this process has provisioned and not yet torn down.", registers });
+    this.liveSandboxes = new Gauge({
+      name: "harness_live_sandboxes",
+      help: "Sandboxes this process has provisioned and not yet torn down.",
+      registers,
+    });
     this.webhookDuration = new Histogram({
       name: "harness_webhook_duration_seconds",
       help: "Time from a webhook request's arrival to its response, by GitHub event and status class.",
@@ -122,23 +137,24 @@ export class HarnessMetrics {
 
     const windows = this.rateLimits;
     const clock = this.now;
-    const lowest = (pick: (window: RateLimitWindow) => number | undefined) => function (this: Gauge<"resource">): void {
-      this.reset();
-      const nowSeconds = clock() / 1_000;
-      for (const [resource, byReset] of windows) {
-        let min: number | undefined;
-        for (const [reset, window] of byReset) {
-          // A window whose reset time has passed is full again: it no longer says anything.
-          if (reset > 0 && reset < nowSeconds) {
-            byReset.delete(reset);
-            continue;
+    const lowest = (pick: (window: RateLimitWindow) => number | undefined) =>
+      function (this: Gauge<"resource">): void {
+        this.reset();
+        const nowSeconds = clock() / 1_000;
+        for (const [resource, byReset] of windows) {
+          let min: number | undefined;
+          for (const [reset, window] of byReset) {
+            // A window whose reset time has passed is full again: it no longer says anything.
+            if (reset > 0 && reset < nowSeconds) {
+              byReset.delete(reset);
+              continue;
+            }
+            const value = pick(window);
+            if (value !== undefined && (min === undefined || value < min)) min = value;
           }
-          const value = pick(window);
-          if (value !== undefined && (min === undefined || value < min)) min = value;
+          if (min !== undefined) this.set({ resource }, min);
         }
-        if (min !== undefined) this.set({ resource }, min);
-      }
-    };
+      };
     new Gauge({
       name: "harness_github_rate_limit_remaining",
       help: "GitHub API requests left, by resource: the lowest among the rate-limit windows (installations, app) seen and not yet reset.",
@@ -157,7 +173,8 @@ export class HarnessMetrics {
     // Zero-valued series from the start, so `rate()` and `increase()` see the first run.
     for (const state of RUN_OUTCOMES) this.runs.inc({ state }, 0);
 
-    if (options.defaultMetrics !== false) collectDefaultMetrics({ register: this.registry, prefix: options.defaultMetrics?.prefix ?? "harness_" });
+    if (options.defaultMetrics !== false)
+      collectDefaultMetrics({ register: this.registry, prefix: options.defaultMetrics?.prefix ?? "harness_" });
   }
 
   /** Where the queue depth is read from, once the queue exists (it is built after the metrics). */
@@ -173,14 +190,17 @@ export class HarnessMetrics {
         this.queueDepthErrors.inc();
         return undefined;
       })
-      .finally(() => { this.queueDepthRead = undefined; });
+      .finally(() => {
+        this.queueDepthRead = undefined;
+      });
     return this.queueDepthRead;
   }
 
   /** A run left this process's hands in a terminal state. */
   runEnded(state: RunOutcome, durationSeconds?: number): void {
     this.runs.inc({ state });
-    if (durationSeconds !== undefined && Number.isFinite(durationSeconds) && durationSeconds >= 0) this.runDuration.observe({ state }, durationSeconds);
+    if (durationSeconds !== undefined && Number.isFinite(durationSeconds) && durationSeconds >= 0)
+      this.runDuration.observe({ state }, durationSeconds);
   }
 
   /**
@@ -216,8 +236,12 @@ export class HarnessMetrics {
 function withTimeout<T>(work: Promise<T>, ms: number): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   const timeout = new Promise<never>((_resolve, reject) => {
-    timer = setTimeout(() => { reject(new Error(`timed out after ${String(ms)} ms`)); }, ms);
+    timer = setTimeout(() => {
+      reject(new Error(`timed out after ${String(ms)} ms`));
+    }, ms);
     timer.unref();
   });
-  return Promise.race([work, timeout]).finally(() => { clearTimeout(timer); });
+  return Promise.race([work, timeout]).finally(() => {
+    clearTimeout(timer);
+  });
 }

@@ -14,7 +14,10 @@ export interface MetricsEndpointOptions {
  * `GET /metrics` in Prometheus text format. Returns true when it answered the request, false
  * when the request is not for it, so the server can chain it before its other routes.
  */
-export function metricsEndpoint(metrics: HarnessMetrics, options: MetricsEndpointOptions = {}): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function metricsEndpoint(
+  metrics: HarnessMetrics,
+  options: MetricsEndpointOptions = {},
+): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   const path = options.path ?? "/metrics";
   return async (req, res) => {
     const url = req.url ?? "/";

@@ -8,7 +8,10 @@ const RESOURCE = /^[a-z_]{1,40}$/;
  * `harness_github_rate_limit_remaining{resource}`. Responses without them (GitHub Enterprise
  * Server with rate limiting off, other hosts) change nothing. Bodies are not touched.
  */
-export function withRateLimitObserver(fetch: typeof globalThis.fetch, metrics: HarnessMetrics): typeof globalThis.fetch {
+export function withRateLimitObserver(
+  fetch: typeof globalThis.fetch,
+  metrics: HarnessMetrics,
+): typeof globalThis.fetch {
   const observed = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const response = await fetch(input, init);
     const remaining = numberHeader(response.headers, "x-ratelimit-remaining");

@@ -36,7 +36,10 @@ export class RunMetricsReporter implements Reporter {
         return;
       }
       case "node.finished":
-        this.metrics.stepDuration.observe({ kind: event.report.kind, status: event.report.status }, event.report.durationMs / 1_000);
+        this.metrics.stepDuration.observe(
+          { kind: event.report.kind, status: event.report.status },
+          event.report.durationMs / 1_000,
+        );
         return;
       case "run.finished":
         this.release(event.runId);

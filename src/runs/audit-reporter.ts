@@ -15,13 +15,25 @@ type Entry = Omit<AuditEntry, "at" | "repo" | "issue" | "runId" | "installationI
 export class RunAudit {
   private readonly pending = new Set<Promise<void>>();
 
-  constructor(private readonly audit: AuditLog, private readonly request: RunRequest, private readonly log: Log) {}
+  constructor(
+    private readonly audit: AuditLog,
+    private readonly request: RunRequest,
+    private readonly log: Log,
+  ) {}
 
   record(entry: Entry): void {
     const { request } = this;
     const write = this.audit
-      .record({ ...entry, repo: `${request.repo.owner}/${request.repo.name}`, issue: request.issue.number, runId: request.runId, installationId: request.installationId })
-      .catch((error: unknown) => { this.log.warn({ err: describeError(error), action: entry.action }, "could not record an audit entry"); })
+      .record({
+        ...entry,
+        repo: `${request.repo.owner}/${request.repo.name}`,
+        issue: request.issue.number,
+        runId: request.runId,
+        installationId: request.installationId,
+      })
+      .catch((error: unknown) => {
+        this.log.warn({ err: describeError(error), action: entry.action }, "could not record an audit entry");
+      })
       .finally(() => this.pending.delete(write));
     this.pending.add(write);
   }
@@ -35,7 +47,9 @@ export class RunAudit {
           action: "token.minted",
           details: {
             // What GitHub granted, which may be less than was asked.
-            permissions: Object.entries(minted.permissions).map(([name, level]) => `${name}:${level}`).sort(),
+            permissions: Object.entries(minted.permissions)
+              .map(([name, level]) => `${name}:${level}`)
+              .sort(),
             repositories: [`${this.request.repo.owner}/${this.request.repo.name}`],
             ...(minted.expiresAt ? { expiresAt: minted.expiresAt } : {}),
           },
@@ -51,10 +65,20 @@ export class RunAudit {
     return {
       emit: (event: HarnessEvent) => {
         if (event.type === "push.finished" && event.result.pushed) {
-          this.record({ action: "branch.pushed", details: { branch, ...(event.result.commitSha ? { commit: event.result.commitSha } : {}) } });
+          this.record({
+            action: "branch.pushed",
+            details: { branch, ...(event.result.commitSha ? { commit: event.result.commitSha } : {}) },
+          });
           if (event.result.prUrl) this.pullRequest(event.result.prUrl, event.result.prReused === true);
         }
-        if (event.type === "run.finished") this.record({ action: "run.finished", details: { state: event.report.status, ...(event.report.pushResult?.errorKind ? { errorKind: event.report.pushResult.errorKind } : {}) } });
+        if (event.type === "run.finished")
+          this.record({
+            action: "run.finished",
+            details: {
+              state: event.report.status,
+              ...(event.report.pushResult?.errorKind ? { errorKind: event.report.pushResult.errorKind } : {}),
+            },
+          });
       },
       close: () => this.settled(),
     };
@@ -62,7 +86,10 @@ export class RunAudit {
 
   pullRequest(url: string, reused: boolean): void {
     const number = Number(/\/pull\/(\d+)/.exec(url)?.[1] ?? "0");
-    this.record({ action: reused ? "pull_request.updated" : "pull_request.opened", details: { url, ...(number > 0 ? { number } : {}) } });
+    this.record({
+      action: reused ? "pull_request.updated" : "pull_request.opened",
+      details: { url, ...(number > 0 ? { number } : {}) },
+    });
   }
 
   async settled(): Promise<void> {

@@ -3,7 +3,15 @@ import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { queueLimits } from "./quota.js";
 import { issueKey, type RunRequest } from "./request.js";
-import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueRefusal, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import type {
+  DurableQueueOptions,
+  EnqueueOutcome,
+  QueueLimits,
+  QueueRefusal,
+  QueueStats,
+  RunProcessor,
+  RunQueue,
+} from "./queue.js";
 import { drainActive, type ActiveRun } from "./drain.js";
 import { openRedis } from "../store/redis-connection.js";
 import { RedisScript } from "../store/redis-script.js";
@@ -202,7 +210,10 @@ export class BullmqRunQueue implements RunQueue {
   private readonly ready: Promise<void>;
   private closed = false;
 
-  constructor(private readonly processor: RunProcessor, private readonly options: BullmqQueueOptions) {
+  constructor(
+    private readonly processor: RunProcessor,
+    private readonly options: BullmqQueueOptions,
+  ) {
     this.prefix = options.prefix ?? "harness";
     this.workerId = options.workerId ?? `${String(process.pid)}-${randomBytes(4).toString("hex")}`;
     this.concurrency = options.concurrency ?? 2;
@@ -211,7 +222,9 @@ export class BullmqRunQueue implements RunQueue {
     this.waitPollMs = options.waitPollMs ?? 5_000;
     this.retention = options.retentionSeconds ?? THIRTY_DAYS_S;
     this.limits = queueLimits(options.limits);
-    const onError = (error: Error): void => { options.onConnectionError?.(error); };
+    const onError = (error: Error): void => {
+      options.onConnectionError?.(error);
+    };
     this.redis = openRedis(options.redisUrl);
     this.redis.on("error", onError);
     this.queue = new Queue<JobData>(QUEUE_NAME, { connection: this.redis, prefix: this.prefix });
@@ -234,8 +247,15 @@ export class BullmqRunQueue implements RunQueue {
       });
       // The cap is a setting of the shared queue: every worker applies the one it was given.
       const cap = options.maxInFlight ?? 0;
-      this.ready = (cap > 0 ? this.queue.setGlobalConcurrency(cap) : this.queue.removeGlobalConcurrency()).then(() => undefined);
-      this.reconciler = setInterval(() => { void this.reconcile(); }, Math.max(1_000, this.leaseMs));
+      this.ready = (cap > 0 ? this.queue.setGlobalConcurrency(cap) : this.queue.removeGlobalConcurrency()).then(
+        () => undefined,
+      );
+      this.reconciler = setInterval(
+        () => {
+          void this.reconcile();
+        },
+        Math.max(1_000, this.leaseMs),
+      );
       this.reconciler.unref();
     } else {
       this.ready = Promise.resolve();
@@ -250,7 +270,11 @@ export class BullmqRunQueue implements RunQueue {
     if (outcome.status === "queued" || outcome.status === "waiting") {
       // The job id comes from the request key too, so even a repeated add cannot make two jobs.
       // Its priority is its fair rank: BullMQ starts lower numbers first, FIFO within one.
-      await this.queue.add("run", { runId: request.runId, issue: issueKey(request) }, { jobId, priority: priorityOf(reply), ...JOB_RETENTION });
+      await this.queue.add(
+        "run",
+        { runId: request.runId, issue: issueKey(request) },
+        { jobId, priority: priorityOf(reply), ...JOB_RETENTION },
+      );
     }
     return outcome;
   }
@@ -276,7 +300,20 @@ export class BullmqRunQueue implements RunQueue {
         this.k("order"),
         this.k("seq"),
       ],
-      [request.runId, JSON.stringify(request), Date.now(), request.trigger.kind === "comment" ? "1" : "0", this.retention, issueKey(request), jobId, dryRun ? "1" : "0", this.limits.maxQueuedPerRepository, this.limits.maxQueuedPerInstallation, repository, installation],
+      [
+        request.runId,
+        JSON.stringify(request),
+        Date.now(),
+        request.trigger.kind === "comment" ? "1" : "0",
+        this.retention,
+        issueKey(request),
+        jobId,
+        dryRun ? "1" : "0",
+        this.limits.maxQueuedPerRepository,
+        this.limits.maxQueuedPerInstallation,
+        repository,
+        installation,
+      ],
     );
   }
 
@@ -309,7 +346,10 @@ export class BullmqRunQueue implements RunQueue {
 
   async stats(): Promise<QueueStats> {
     const counts = await this.queue.getJobCounts("waiting", "delayed", "prioritized", "active");
-    return { queued: (counts["waiting"] ?? 0) + (counts["delayed"] ?? 0) + (counts["prioritized"] ?? 0), running: counts["active"] ?? 0 };
+    return {
+      queued: (counts["waiting"] ?? 0) + (counts["delayed"] ?? 0) + (counts["prioritized"] ?? 0),
+      running: counts["active"] ?? 0,
+    };
   }
 
   async activeRunIds(): Promise<Set<string>> {
@@ -350,7 +390,18 @@ export class BullmqRunQueue implements RunQueue {
 
   private async process(job: Job<JobData>, token: string | undefined): Promise<void> {
     const { runId, issue } = job.data;
-    const [outcome = "", detail = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(this.redis, [this.k("run", runId), this.k("issue", issue), this.k("order")], [runId, this.workerId, Date.now(), this.keyBase, this.limits.maxRunningPerRepository, this.limits.maxRunningPerInstallation]);
+    const [outcome = "", detail = "0", cancelFlag = "0", requestText = ""] = await CLAIM.run(
+      this.redis,
+      [this.k("run", runId), this.k("issue", issue), this.k("order")],
+      [
+        runId,
+        this.workerId,
+        Date.now(),
+        this.keyBase,
+        this.limits.maxRunningPerRepository,
+        this.limits.maxRunningPerInstallation,
+      ],
+    );
     if (outcome === "missing" || outcome === "terminal") return;
     if (outcome === "capped") {
       // Its repository or installation runs as many as it may: step aside until one of them
@@ -367,7 +418,10 @@ export class BullmqRunQueue implements RunQueue {
     const request = JSON.parse(requestText) as RunRequest;
     const attempts = Number(detail);
     if (attempts > this.maxAttempts || (attempts > 1 && cancelFlag === "1")) {
-      const reason = cancelFlag === "1" ? "cancelled while its worker was down" : `its worker stopped ${String(attempts - 1)} time${attempts === 2 ? "" : "s"}`;
+      const reason =
+        cancelFlag === "1"
+          ? "cancelled while its worker was down"
+          : `its worker stopped ${String(attempts - 1)} time${attempts === 2 ? "" : "s"}`;
       const [ended] = await this.finish(runId, issue, "interrupted", reason);
       if (ended === "ok") await this.options.onInterrupted?.(request, reason).catch(() => undefined);
       return;
@@ -375,14 +429,22 @@ export class BullmqRunQueue implements RunQueue {
     const controller = new AbortController();
     if (cancelFlag === "1") controller.abort();
     // The heartbeat carries cancellations made by other processes.
-    const heartbeat = setInterval(() => {
-      void this.redis.hget(this.k("run", runId), "cancel").then((flag) => {
-        if (flag === "1") controller.abort();
-      }, () => undefined);
-    }, Math.max(100, Math.min(1_000, Math.floor(this.leaseMs / 3))));
+    const heartbeat = setInterval(
+      () => {
+        void this.redis.hget(this.k("run", runId), "cancel").then(
+          (flag) => {
+            if (flag === "1") controller.abort();
+          },
+          () => undefined,
+        );
+      },
+      Math.max(100, Math.min(1_000, Math.floor(this.leaseMs / 3))),
+    );
     heartbeat.unref();
     let release = (): void => undefined;
-    const done = new Promise<void>((resolve) => { release = resolve; });
+    const done = new Promise<void>((resolve) => {
+      release = resolve;
+    });
     this.active.set(runId, { controller, done });
     try {
       try {
@@ -406,8 +468,26 @@ export class BullmqRunQueue implements RunQueue {
   }
 
   /** Records the run's end (first one wins) and wakes the next run on the same issue. */
-  private async finish(runId: string, issue: string, state: "done" | "cancelled" | "interrupted", error = ""): Promise<string[]> {
-    const result = await FINISH.run(this.redis, [this.k("run", runId), this.k("issue", issue), this.k("active"), this.k("order")], [runId, state, Date.now(), error, state === "interrupted" ? "" : this.workerId, this.retention, `${this.prefix}:h:run:`, this.keyBase]);
+  private async finish(
+    runId: string,
+    issue: string,
+    state: "done" | "cancelled" | "interrupted",
+    error = "",
+  ): Promise<string[]> {
+    const result = await FINISH.run(
+      this.redis,
+      [this.k("run", runId), this.k("issue", issue), this.k("active"), this.k("order")],
+      [
+        runId,
+        state,
+        Date.now(),
+        error,
+        state === "interrupted" ? "" : this.workerId,
+        this.retention,
+        `${this.prefix}:h:run:`,
+        this.keyBase,
+      ],
+    );
     const [outcome, , nextJob, installation] = result;
     if (nextJob) await this.promote(nextJob);
     if (outcome === "ok" && installation) await this.wakeCapped(installation);
@@ -417,7 +497,9 @@ export class BullmqRunQueue implements RunQueue {
   /** Runs of an installation that stepped aside for a cap: one place is free, they try again. */
   private async wakeCapped(installation: string): Promise<void> {
     const key = this.k("inst", `${installation}:capped`);
-    const [[, jobIds]] = ((await this.redis.multi().smembers(key).del(key).exec()) ?? [[null, []]]) as [[unknown, string[]]];
+    const [[, jobIds]] = ((await this.redis.multi().smembers(key).del(key).exec()) ?? [[null, []]]) as [
+      [unknown, string[]],
+    ];
     for (const jobId of jobIds) await this.promote(jobId);
   }
 
@@ -475,7 +557,13 @@ function outcomeOf(reply: readonly string[]): EnqueueOutcome {
   const [status = "", first = "", second = "", third = ""] = reply;
   if (status === "duplicate") return { status: "duplicate", runId: first };
   if (status === "waiting") return { status: "waiting", behind: first };
-  if (status === "refused") return { status: "refused", reason: first as QueueRefusal["reason"], limit: Number(second), ...(third ? { active: third } : {}) };
+  if (status === "refused")
+    return {
+      status: "refused",
+      reason: first as QueueRefusal["reason"],
+      limit: Number(second),
+      ...(third ? { active: third } : {}),
+    };
   return { status: "queued", ahead: Number(first) };
 }
 

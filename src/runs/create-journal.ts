@@ -5,7 +5,10 @@ import { RedisRunJournal } from "./redis-journal.js";
 import { SqliteRunJournal } from "./sqlite-journal.js";
 
 /** The journal where the settings keep runs (`createJournal(settings.queue)`). */
-export function createJournal(settings: StoreSettings | undefined, options: { limits?: Partial<JournalLimits> } = {}): RunJournal {
+export function createJournal(
+  settings: StoreSettings | undefined,
+  options: { limits?: Partial<JournalLimits> } = {},
+): RunJournal {
   const limits = options.limits ? { limits: options.limits } : {};
   switch (settings?.kind) {
     case undefined:

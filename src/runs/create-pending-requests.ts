@@ -1,5 +1,9 @@
 import type { StoreSettings } from "../store/settings.js";
-import { MemoryPendingRequestStore, type PendingRequestStore, type PendingRequestStoreOptions } from "./pending-requests.js";
+import {
+  MemoryPendingRequestStore,
+  type PendingRequestStore,
+  type PendingRequestStoreOptions,
+} from "./pending-requests.js";
 import { RedisPendingRequestStore } from "./redis-pending-requests.js";
 import { SqlitePendingRequestStore } from "./sqlite-pending-requests.js";
 
@@ -8,7 +12,10 @@ import { SqlitePendingRequestStore } from "./sqlite-pending-requests.js";
  * (one process, lost on restart), in the HARNESS_DB file beside the SQLite queue, and in the same
  * Redis (same key prefix) as BullMQ, so every web process sees every request.
  */
-export function createPendingRequestStore(settings: StoreSettings | undefined, options: PendingRequestStoreOptions = {}): PendingRequestStore {
+export function createPendingRequestStore(
+  settings: StoreSettings | undefined,
+  options: PendingRequestStoreOptions = {},
+): PendingRequestStore {
   switch (settings?.kind) {
     case undefined:
     case "memory":

@@ -9,7 +9,11 @@ export interface ActiveRun {
  * aborted and named to `handBack`, so the queue returns them for another worker (or this one
  * after a restart) to run again rather than ending them.
  */
-export async function drainActive(active: ReadonlyMap<string, ActiveRun>, graceMs: number, handBack: (runId: string) => void): Promise<void> {
+export async function drainActive(
+  active: ReadonlyMap<string, ActiveRun>,
+  graceMs: number,
+  handBack: (runId: string) => void,
+): Promise<void> {
   const running = [...active.values()].map((entry) => entry.done);
   const timer = setTimeout(() => {
     for (const [runId, entry] of active) {

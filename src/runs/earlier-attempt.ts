@@ -44,9 +44,17 @@ export async function findStatusComment(octokit: OctokitLike, request: RunReques
  * the caller knows the branch is the run's own (named with its run id), not someone's PR branch.
  * A lookup GitHub refuses counts as not pushed: the run then starts over, as it would anyway.
  */
-export async function branchPushed(octokit: OctokitLike, repo: { owner: string; name: string }, branch: string): Promise<boolean> {
+export async function branchPushed(
+  octokit: OctokitLike,
+  repo: { owner: string; name: string },
+  branch: string,
+): Promise<boolean> {
   try {
-    await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", { owner: repo.owner, repo: repo.name, branch });
+    await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", {
+      owner: repo.owner,
+      repo: repo.name,
+      branch,
+    });
     return true;
   } catch {
     return false;

@@ -34,7 +34,10 @@ export class InProcessRunQueue implements RunQueue {
   private accepted = 0;
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly processor: RunProcessor, private readonly options: InProcessQueueOptions = {}) {
+  constructor(
+    private readonly processor: RunProcessor,
+    private readonly options: InProcessQueueOptions = {},
+  ) {
     this.concurrency = Math.max(1, options.concurrency ?? 2);
     this.limits = queueLimits(options.limits);
   }
@@ -45,7 +48,12 @@ export class InProcessRunQueue implements RunQueue {
     if (outcome.status === "queued" || outcome.status === "waiting") {
       this.keys.set(request.key, request.runId);
       this.accepted += 1;
-      this.pending.push({ request, controller: new AbortController(), rank: this.rankFor(request), seq: this.accepted });
+      this.pending.push({
+        request,
+        controller: new AbortController(),
+        rank: this.rankFor(request),
+        seq: this.accepted,
+      });
       this.pump();
     }
     return Promise.resolve(outcome);
@@ -114,11 +122,15 @@ export class InProcessRunQueue implements RunQueue {
     const key = issueKey(request);
     const live = [...this.running.values(), ...this.pending];
     const issueRuns = live.filter((entry) => issueKey(entry.request) === key).map((entry) => entry.request.runId);
-    const refusal = refusalFor({
-      issueRuns,
-      repositoryQueued: this.pending.filter((entry) => entry.request.repo.id === request.repo.id).length,
-      installationQueued: this.pending.filter((entry) => entry.request.installationId === request.installationId).length,
-    }, this.limits);
+    const refusal = refusalFor(
+      {
+        issueRuns,
+        repositoryQueued: this.pending.filter((entry) => entry.request.repo.id === request.repo.id).length,
+        installationQueued: this.pending.filter((entry) => entry.request.installationId === request.installationId)
+          .length,
+      },
+      this.limits,
+    );
     if (refusal) return refusal;
     const behind = issueRuns[0];
     if (behind) return { status: "waiting", behind };
@@ -128,7 +140,11 @@ export class InProcessRunQueue implements RunQueue {
 
   /** 1 + the installation's live runs: its first run goes before anyone's second. */
   private rankFor(request: RunRequest): number {
-    return [...this.running.values(), ...this.pending].filter((entry) => entry.request.installationId === request.installationId).length + 1;
+    return (
+      [...this.running.values(), ...this.pending].filter(
+        (entry) => entry.request.installationId === request.installationId,
+      ).length + 1
+    );
   }
 
   private busyWith(key: string): string | undefined {
@@ -151,8 +167,17 @@ export class InProcessRunQueue implements RunQueue {
   private mayStart(request: RunRequest): boolean {
     if (this.isIssueRunning(issueKey(request))) return false;
     const running = [...this.running.values()];
-    if (atCap(running.filter((entry) => entry.request.repo.id === request.repo.id).length, this.limits.maxRunningPerRepository)) return false;
-    return !atCap(running.filter((entry) => entry.request.installationId === request.installationId).length, this.limits.maxRunningPerInstallation);
+    if (
+      atCap(
+        running.filter((entry) => entry.request.repo.id === request.repo.id).length,
+        this.limits.maxRunningPerRepository,
+      )
+    )
+      return false;
+    return !atCap(
+      running.filter((entry) => entry.request.installationId === request.installationId).length,
+      this.limits.maxRunningPerInstallation,
+    );
   }
 
   private isIssueRunning(key: string): boolean {

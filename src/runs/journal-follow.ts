@@ -20,7 +20,12 @@ const BATCH = 500;
  * run's final entry has been yielded (or the run has ended with nothing left to read), the run
  * is unknown, or `signal` aborts. Shared by every adapter so they end streams alike.
  */
-export async function* followJournal(source: FollowSource, runId: string, afterSeq: number, signal: AbortSignal): AsyncGenerator<JournalEntry> {
+export async function* followJournal(
+  source: FollowSource,
+  runId: string,
+  afterSeq: number,
+  signal: AbortSignal,
+): AsyncGenerator<JournalEntry> {
   let cursor = afterSeq;
   while (!signal.aborted) {
     const entries = await source.events(runId, cursor, BATCH);
@@ -93,7 +98,9 @@ export class AppendWakeups {
       const timer = setTimeout(done, timeoutMs);
       this.emitter.on(name, done);
       signal.addEventListener("abort", done, { once: true });
-      check?.().then((more) => { if (more) done(); }, done);
+      check?.().then((more) => {
+        if (more) done();
+      }, done);
     });
   }
 }

@@ -29,7 +29,10 @@ export class JournalReporter implements Reporter {
   private readonly log: Log;
   private readonly maxPending: number;
 
-  constructor(private readonly journal: RunJournal, options: JournalReporterOptions = {}) {
+  constructor(
+    private readonly journal: RunJournal,
+    options: JournalReporterOptions = {},
+  ) {
     this.log = options.log ?? silentLog;
     this.maxPending = options.maxPending ?? 1_000;
   }
@@ -51,7 +54,12 @@ export class JournalReporter implements Reporter {
     current.pending += 1;
     current.tail = current.tail
       .then(() => this.journal.append(runId, event))
-      .catch((error: unknown) => { this.log.warn({ runId, event: event.type, err: describeError(error) }, "could not record a run event in the journal"); })
+      .catch((error: unknown) => {
+        this.log.warn(
+          { runId, event: event.type, err: describeError(error) },
+          "could not record a run event in the journal",
+        );
+      })
       .finally(() => {
         current.pending -= 1;
         if (current.pending === 0 && this.chains.get(runId) === current) this.chains.delete(runId);

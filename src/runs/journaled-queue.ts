@@ -6,7 +6,10 @@ import type { RunProcessor, RunQueue } from "./queue.js";
 import type { RunRequest } from "./request.js";
 
 /** How the app builds its queue around the worker (`HarnessAppOptions["createQueue"]`). */
-export type QueueFactory = (processor: RunProcessor, hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> }) => RunQueue;
+export type QueueFactory = (
+  processor: RunProcessor,
+  hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> },
+) => RunQueue;
 
 /**
  * Wraps a queue factory so the journal hears of every run whichever queue is used:
@@ -17,7 +20,12 @@ export type QueueFactory = (processor: RunProcessor, hooks: { interrupted: (requ
  * - a run the durable queue gives up on is closed as interrupted.
  * The journal is a record, never a dependency: its failures are logged and the run goes on.
  */
-export function journaledQueue(inner: QueueFactory, journal: RunJournal, reporter: JournalReporter, log: Log = silentLog): QueueFactory {
+export function journaledQueue(
+  inner: QueueFactory,
+  journal: RunJournal,
+  reporter: JournalReporter,
+  log: Log = silentLog,
+): QueueFactory {
   const record = async (what: string, runId: string, work: () => Promise<void>): Promise<void> => {
     try {
       await work();
@@ -40,7 +48,9 @@ export function journaledQueue(inner: QueueFactory, journal: RunJournal, reporte
             type: "run.ended",
             runId: request.runId,
             state: signal.aborted ? "cancelled" : "failed",
-            error: signal.aborted ? "The run was cancelled before its steps started" : "The run ended before its steps could start: the status comment on the issue says why",
+            error: signal.aborted
+              ? "The run was cancelled before its steps started"
+              : "The run ended before its steps could start: the status comment on the issue says why",
             at: new Date().toISOString(),
           });
         });
@@ -49,7 +59,13 @@ export function journaledQueue(inner: QueueFactory, journal: RunJournal, reporte
     const interrupted = async (request: RunRequest, reason: string): Promise<void> => {
       await record("an interrupted run", request.runId, async () => {
         await journal.accepted(request);
-        await journal.append(request.runId, { type: "run.ended", runId: request.runId, state: "interrupted", error: `The run was interrupted: ${reason}`, at: new Date().toISOString() });
+        await journal.append(request.runId, {
+          type: "run.ended",
+          runId: request.runId,
+          state: "interrupted",
+          error: `The run was interrupted: ${reason}`,
+          at: new Date().toISOString(),
+        });
       });
       await hooks.interrupted(request, reason);
     };

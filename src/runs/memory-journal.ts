@@ -1,5 +1,15 @@
 import { AppendWakeups, followJournal } from "./journal-follow.js";
-import { DEFAULT_JOURNAL_LIMITS, isFinal, isOutput, isTerminal, type JournalEntry, type JournalEvent, type JournalLimits, type RunJournal, type RunSummary } from "./journal.js";
+import {
+  DEFAULT_JOURNAL_LIMITS,
+  isFinal,
+  isOutput,
+  isTerminal,
+  type JournalEntry,
+  type JournalEvent,
+  type JournalLimits,
+  type RunJournal,
+  type RunSummary,
+} from "./journal.js";
 import type { RunRequest } from "./request.js";
 import { patched, patchFor, reopens, summaryOf } from "./run-summary.js";
 
@@ -31,7 +41,13 @@ export class MemoryRunJournal implements RunJournal {
   accepted(request: RunRequest): Promise<void> {
     if (!this.runs.has(request.runId)) {
       const now = this.now();
-      this.runs.set(request.runId, { summary: summaryOf(request, now.toISOString()), createdMs: now.getTime(), events: [], output: [], outputKept: 0 });
+      this.runs.set(request.runId, {
+        summary: summaryOf(request, now.toISOString()),
+        createdMs: now.getTime(),
+        events: [],
+        output: [],
+        outputKept: 0,
+      });
       // Maps iterate in insertion order: the first keys are the oldest runs.
       for (const runId of this.runs.keys()) {
         if (this.runs.size <= this.limits.maxRuns) break;
@@ -66,9 +82,19 @@ export class MemoryRunJournal implements RunJournal {
   }
 
   list(query: { limit: number; before?: string }): Promise<RunSummary[]> {
-    const all = [...this.runs.values()].sort((a, b) => b.createdMs - a.createdMs || compareDesc(a.summary.runId, b.summary.runId));
+    const all = [...this.runs.values()].sort(
+      (a, b) => b.createdMs - a.createdMs || compareDesc(a.summary.runId, b.summary.runId),
+    );
     const cursor = query.before === undefined ? undefined : this.runs.get(query.before);
-    const older = cursor ? all.filter((run) => run.createdMs < cursor.createdMs || (run.createdMs === cursor.createdMs && run.summary.runId < cursor.summary.runId)) : query.before === undefined ? all : [];
+    const older = cursor
+      ? all.filter(
+          (run) =>
+            run.createdMs < cursor.createdMs ||
+            (run.createdMs === cursor.createdMs && run.summary.runId < cursor.summary.runId),
+        )
+      : query.before === undefined
+        ? all
+        : [];
     return Promise.resolve(older.slice(0, Math.max(0, query.limit)).map((run) => ({ ...run.summary })));
   }
 
@@ -80,7 +106,11 @@ export class MemoryRunJournal implements RunJournal {
   events(runId: string, afterSeq: number, limit = Number.POSITIVE_INFINITY): Promise<JournalEntry[]> {
     const run = this.runs.get(runId);
     if (!run) return Promise.resolve([]);
-    const merged = mergeBySeq(run.events.filter((entry) => entry.seq > afterSeq), run.output.filter((entry) => entry.seq > afterSeq), limit);
+    const merged = mergeBySeq(
+      run.events.filter((entry) => entry.seq > afterSeq),
+      run.output.filter((entry) => entry.seq > afterSeq),
+      limit,
+    );
     return Promise.resolve(merged.map(({ seq, event }) => ({ seq, event })));
   }
 

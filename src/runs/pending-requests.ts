@@ -30,7 +30,11 @@ export interface PendingRequestLimits {
   maxPerPerson: number;
 }
 
-export const DEFAULT_PENDING_LIMITS: PendingRequestLimits = { ttlMs: 7 * 24 * 3600_000, maxPerIssue: 10, maxPerPerson: 5 };
+export const DEFAULT_PENDING_LIMITS: PendingRequestLimits = {
+  ttlMs: 7 * 24 * 3600_000,
+  maxPerIssue: 10,
+  maxPerPerson: 5,
+};
 
 /** The longest intent kept (UTF-8 bytes); callers check first and tell the person, `put` throws. */
 export const MAX_PENDING_INTENT_BYTES = 64 * 1024;
@@ -46,7 +50,10 @@ export type PutOutcome =
   | { status: "stored"; request: PendingRequest; replaced?: PendingRequest }
   | { status: "refused"; reason: "issue_full" | "person_full"; limit: number };
 
-export type TakeOnlyOutcome = { status: "taken"; request: PendingRequest } | { status: "none" } | { status: "ambiguous"; pending: PendingRequest[] };
+export type TakeOnlyOutcome =
+  | { status: "taken"; request: PendingRequest }
+  | { status: "none" }
+  | { status: "ambiguous"; pending: PendingRequest[] };
 
 /**
  * Requests waiting for approval, and the "you may not ask" replies already sent. Adapters: in
@@ -88,10 +95,15 @@ export function randomPendingId(): string {
 export const MAX_ID_ATTEMPTS = 20;
 
 /** The limits and injected collaborators every adapter starts from. */
-export function resolveStoreOptions(options: PendingRequestStoreOptions): { limits: PendingRequestLimits; now: () => number; newId: () => string } {
+export function resolveStoreOptions(options: PendingRequestStoreOptions): {
+  limits: PendingRequestLimits;
+  now: () => number;
+  newId: () => string;
+} {
   const limits = { ...DEFAULT_PENDING_LIMITS, ...options.limits };
   for (const [name, value] of Object.entries(limits)) {
-    if (!Number.isSafeInteger(value) || value < 1) throw new Error(`The pending request limit ${name} must be a positive whole number, not ${String(value)}`);
+    if (!Number.isSafeInteger(value) || value < 1)
+      throw new Error(`The pending request limit ${name} must be a positive whole number, not ${String(value)}`);
   }
   return { limits, now: options.now ?? Date.now, newId: options.newId ?? randomPendingId };
 }
@@ -99,33 +111,46 @@ export function resolveStoreOptions(options: PendingRequestStoreOptions): { limi
 /** Rejects what a store must never hold; the caller should have checked and answered the person already. */
 export function checkPendingInput(input: PendingRequestInput): void {
   const bytes = Buffer.byteLength(input.intent, "utf8");
-  if (bytes > MAX_PENDING_INTENT_BYTES) throw new Error(`A pending request's intent is ${String(bytes)} bytes, over the ${String(MAX_PENDING_INTENT_BYTES)}-byte limit: check the length before storing it`);
+  if (bytes > MAX_PENDING_INTENT_BYTES)
+    throw new Error(
+      `A pending request's intent is ${String(bytes)} bytes, over the ${String(MAX_PENDING_INTENT_BYTES)}-byte limit: check the length before storing it`,
+    );
   checkLogin(input.requester.login);
   checkKey("issue key", input.issueKey);
-  if (!Number.isSafeInteger(input.requester.id)) throw new Error(`A pending request's requester id must be a whole number, not ${String(input.requester.id)}`);
+  if (!Number.isSafeInteger(input.requester.id))
+    throw new Error(`A pending request's requester id must be a whole number, not ${String(input.requester.id)}`);
   checkCommentId(input.commentId);
 }
 
 export function checkCommentId(commentId: number): void {
-  if (!Number.isSafeInteger(commentId)) throw new Error(`A comment id must be a whole number, not ${String(commentId)}`);
+  if (!Number.isSafeInteger(commentId))
+    throw new Error(`A comment id must be a whole number, not ${String(commentId)}`);
 }
 
 export function checkLogin(login: string): void {
-  if (login.length === 0 || login.length > MAX_LOGIN_LENGTH) throw new Error(`A GitHub login has 1 to ${String(MAX_LOGIN_LENGTH)} characters, not ${String(login.length)}`);
+  if (login.length === 0 || login.length > MAX_LOGIN_LENGTH)
+    throw new Error(`A GitHub login has 1 to ${String(MAX_LOGIN_LENGTH)} characters, not ${String(login.length)}`);
 }
 
 export function checkKey(what: string, key: string): void {
-  if (key.length === 0 || key.length > MAX_PENDING_KEY_LENGTH) throw new Error(`A pending request ${what} has 1 to ${String(MAX_PENDING_KEY_LENGTH)} characters, not ${String(key.length)}`);
+  if (key.length === 0 || key.length > MAX_PENDING_KEY_LENGTH)
+    throw new Error(
+      `A pending request ${what} has 1 to ${String(MAX_PENDING_KEY_LENGTH)} characters, not ${String(key.length)}`,
+    );
 }
 
 export function checkWindow(windowMs: number): void {
-  if (!Number.isSafeInteger(windowMs) || windowMs < 1) throw new Error(`A reply window must be a positive whole number of ms, not ${String(windowMs)}`);
+  if (!Number.isSafeInteger(windowMs) || windowMs < 1)
+    throw new Error(`A reply window must be a positive whole number of ms, not ${String(windowMs)}`);
 }
 
 /** A fresh id from the generator, refused unless it is one people can type back. */
 export function generatedId(newId: () => string): string {
   const id = newId();
-  if (id.length === 0 || id.length > MAX_PENDING_ID_LENGTH || !ID_PATTERN.test(id)) throw new Error(`A pending request id must be 1 to ${String(MAX_PENDING_ID_LENGTH)} lower-case letters and digits, not ${JSON.stringify(id.slice(0, 64))}`);
+  if (id.length === 0 || id.length > MAX_PENDING_ID_LENGTH || !ID_PATTERN.test(id))
+    throw new Error(
+      `A pending request id must be 1 to ${String(MAX_PENDING_ID_LENGTH)} lower-case letters and digits, not ${JSON.stringify(id.slice(0, 64))}`,
+    );
   return id;
 }
 
@@ -136,7 +161,9 @@ export function normalizeRequestId(typed: string): string | undefined {
 }
 
 export function idClashError(issueKey: string): Error {
-  return new Error(`No free pending request id on ${issueKey} after ${String(MAX_ID_ATTEMPTS)} tries: the id generator keeps repeating itself`);
+  return new Error(
+    `No free pending request id on ${issueKey} after ${String(MAX_ID_ATTEMPTS)} tries: the id generator keeps repeating itself`,
+  );
 }
 
 /** Oldest first; ties (same ms) by id, so every adapter lists in the same order. */
@@ -191,7 +218,9 @@ export class MemoryPendingRequestStore implements PendingRequestStore {
     return settled(() => {
       checkCommentId(replyCommentId);
       const wanted = normalizeRequestId(id);
-      const request = this.byIssue.get(issueKey)?.find((pending) => pending.id === wanted && pending.expiresAt > this.now());
+      const request = this.byIssue
+        .get(issueKey)
+        ?.find((pending) => pending.id === wanted && pending.expiresAt > this.now());
       if (request) request.replyCommentId = replyCommentId;
       return request !== undefined;
     });
@@ -212,11 +241,21 @@ export class MemoryPendingRequestStore implements PendingRequestStore {
     const onIssue = this.byIssue.get(input.issueKey) ?? [];
     const earlier = onIssue.find((request) => request.requester.id === input.requester.id);
     if (!earlier) {
-      if (onIssue.length >= this.limits.maxPerIssue) return { status: "refused", reason: "issue_full", limit: this.limits.maxPerIssue };
-      if (this.countFor(input.requester.id) >= this.limits.maxPerPerson) return { status: "refused", reason: "person_full", limit: this.limits.maxPerPerson };
+      if (onIssue.length >= this.limits.maxPerIssue)
+        return { status: "refused", reason: "issue_full", limit: this.limits.maxPerIssue };
+      if (this.countFor(input.requester.id) >= this.limits.maxPerPerson)
+        return { status: "refused", reason: "person_full", limit: this.limits.maxPerPerson };
     }
     const id = this.freeId(input.issueKey, onIssue);
-    const request: PendingRequest = { id, issueKey: input.issueKey, intent: input.intent, requester: { login: input.requester.login, id: input.requester.id }, commentId: input.commentId, createdAt: now, expiresAt: now + this.limits.ttlMs };
+    const request: PendingRequest = {
+      id,
+      issueKey: input.issueKey,
+      intent: input.intent,
+      requester: { login: input.requester.login, id: input.requester.id },
+      commentId: input.commentId,
+      createdAt: now,
+      expiresAt: now + this.limits.ttlMs,
+    };
     this.byIssue.set(input.issueKey, [...onIssue.filter((pending) => pending !== earlier), request]);
     return { status: "stored", request: copyOf(request), ...(earlier ? { replaced: copyOf(earlier) } : {}) };
   }
@@ -265,7 +304,8 @@ export class MemoryPendingRequestStore implements PendingRequestStore {
 
   private countFor(requesterId: number): number {
     let count = 0;
-    for (const onIssue of this.byIssue.values()) count += onIssue.filter((request) => request.requester.id === requesterId).length;
+    for (const onIssue of this.byIssue.values())
+      count += onIssue.filter((request) => request.requester.id === requesterId).length;
     return count;
   }
 

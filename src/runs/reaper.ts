@@ -32,7 +32,11 @@ export interface SandboxInventory {
  * Sandboxes that belong to no active run, older than `minAgeMs` (a sandbox being created has
  * no active run yet for a moment), are deleted. Returns what was reaped.
  */
-export async function reapOrphans(inventory: SandboxInventory, isActive: (runId: string) => boolean, options: { minAgeMs?: number; now?: () => number } = {}): Promise<SandboxRecord[]> {
+export async function reapOrphans(
+  inventory: SandboxInventory,
+  isActive: (runId: string) => boolean,
+  options: { minAgeMs?: number; now?: () => number } = {},
+): Promise<SandboxRecord[]> {
   const now = options.now ?? Date.now;
   const minAge = options.minAgeMs ?? 10 * 60_000;
   const orphans = (await inventory.list()).filter((record) => {
@@ -72,7 +76,11 @@ export function localInventory(root: string = tmpdir()): SandboxInventory {
           ...(pid !== undefined && pid !== process.pid && processAlive(pid) ? { ownerAlive: true } : {}),
           ...(typeof data["runId"] === "string" ? { runId: data["runId"] } : {}),
           ...(typeof data["repo"] === "string" ? { repo: data["repo"] } : {}),
-          ...(typeof data["createdAt"] === "string" ? { createdAt: data["createdAt"] } : info ? { createdAt: info.mtime.toISOString() } : {}),
+          ...(typeof data["createdAt"] === "string"
+            ? { createdAt: data["createdAt"] }
+            : info
+              ? { createdAt: info.mtime.toISOString() }
+              : {}),
         });
       }
       return records;
@@ -85,7 +93,12 @@ export function localInventory(root: string = tmpdir()): SandboxInventory {
 
 /** Daytona sandboxes carrying this app's label. */
 export function daytonaInventory(options: DaytonaOptions): SandboxInventory & { close(): Promise<void> } {
-  const daytona = new Daytona({ apiKey: options.apiKey ?? "", apiUrl: (options.apiUrl ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, ""), target: options.target ?? "us", useDeprecatedPolling: true });
+  const daytona = new Daytona({
+    apiKey: options.apiKey ?? "",
+    apiUrl: (options.apiUrl ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, ""),
+    target: options.target ?? "us",
+    useDeprecatedPolling: true,
+  });
   return {
     async list() {
       const records: SandboxRecord[] = [];

@@ -17,11 +17,17 @@ interface RecentRun {
 export class RecentEntries {
   private readonly runs = new Map<string, RecentRun>();
 
-  constructor(private readonly maxCharsPerRun: number, private readonly maxRuns = 16) {}
+  constructor(
+    private readonly maxCharsPerRun: number,
+    private readonly maxRuns = 16,
+  ) {}
 
   add(runId: string, entry: JournalEntry, size: number): void {
     const existing = this.runs.get(runId);
-    const run = existing && entry.seq === existing.last + 1 ? existing : { from: entry.seq, last: entry.seq - 1, entries: [], size: 0 };
+    const run =
+      existing && entry.seq === existing.last + 1
+        ? existing
+        : { from: entry.seq, last: entry.seq - 1, entries: [], size: 0 };
     // Re-inserting keeps the Map in least-recently-appended order.
     this.runs.delete(runId);
     this.runs.set(runId, run);

@@ -1,6 +1,16 @@
 import { Redis } from "ioredis";
 import { AppendWakeups, followJournal, pause, type FollowSource } from "./journal-follow.js";
-import { DEFAULT_JOURNAL_LIMITS, isFinal, isOutput, type JournalEntry, type JournalEvent, type JournalLimits, type RunJournal, type RunState, type RunSummary } from "./journal.js";
+import {
+  DEFAULT_JOURNAL_LIMITS,
+  isFinal,
+  isOutput,
+  type JournalEntry,
+  type JournalEvent,
+  type JournalLimits,
+  type RunJournal,
+  type RunState,
+  type RunSummary,
+} from "./journal.js";
 import type { RunRequest } from "./request.js";
 import { patchFor, reopens, summaryOf } from "./run-summary.js";
 import { SharedReads } from "./shared-reads.js";
@@ -89,7 +99,13 @@ interface Watcher {
 declare module "ioredis" {
   interface RedisCommander {
     journalAccept(key: string, ...args: Array<string | number>): Promise<number>;
-    journalAppend(run: string, events: string, output: string, ticks: string, ...args: Array<string | number>): Promise<number>;
+    journalAppend(
+      run: string,
+      events: string,
+      output: string,
+      ticks: string,
+      ...args: Array<string | number>
+    ): Promise<number>;
   }
 }
 
@@ -142,7 +158,11 @@ export class RedisRunJournal implements RunJournal {
       createdMs: now.getTime(),
       lastSeq: 0,
     };
-    const created = await this.redis.journalAccept(this.key(request.runId, "run"), this.ttlSeconds, ...Object.entries(fields).flat());
+    const created = await this.redis.journalAccept(
+      this.key(request.runId, "run"),
+      this.ttlSeconds,
+      ...Object.entries(fields).flat(),
+    );
     if (created !== 1) return;
     await this.redis.zadd(this.indexKey, now.getTime(), request.runId);
     await this.forgetOldRuns();
@@ -202,9 +222,12 @@ export class RedisRunJournal implements RunJournal {
   async events(runId: string, afterSeq: number, limit?: number): Promise<JournalEntry[]> {
     const count = limit !== undefined && Number.isFinite(limit) ? Math.max(1, Math.floor(limit)) : undefined;
     const start = `(${String(afterSeq)}-0`;
-    const read = (key: string) => (count === undefined ? ["xrange", key, start, "+"] : ["xrange", key, start, "+", "COUNT", String(count)]);
+    const read = (key: string) =>
+      count === undefined ? ["xrange", key, start, "+"] : ["xrange", key, start, "+", "COUNT", String(count)];
     // One transaction, so an append cannot land between the two reads and be skipped.
-    const [eventsReply, outputReply] = ((await this.redis.multi([read(this.key(runId, "events")), read(this.key(runId, "output"))]).exec()) ?? []).map(([error, reply]) => {
+    const [eventsReply, outputReply] = (
+      (await this.redis.multi([read(this.key(runId, "events")), read(this.key(runId, "output"))]).exec()) ?? []
+    ).map(([error, reply]) => {
       if (error) throw error;
       return reply as StreamEntry[];
     });
@@ -229,7 +252,12 @@ export class RedisRunJournal implements RunJournal {
       const watcher = this.watch(runId, afterSeq);
       watcher.waiting += 1;
       try {
-        await this.wakeups.wait(runId, signal, this.blockMs * 2, async () => Number(await this.redis.hget(this.key(runId, "run"), "lastSeq")) > afterSeq);
+        await this.wakeups.wait(
+          runId,
+          signal,
+          this.blockMs * 2,
+          async () => Number(await this.redis.hget(this.key(runId, "run"), "lastSeq")) > afterSeq,
+        );
       } finally {
         watcher.waiting -= 1;
       }
@@ -262,7 +290,15 @@ export class RedisRunJournal implements RunJournal {
         const cursor = `${String(watcher.cursor)}-0`;
         let reply: Array<[string, StreamEntry[]]> | null;
         try {
-          reply = await watcher.connection.xread("COUNT", 1, "BLOCK", this.blockMs, "STREAMS", this.key(runId, "ticks"), cursor);
+          reply = await watcher.connection.xread(
+            "COUNT",
+            1,
+            "BLOCK",
+            this.blockMs,
+            "STREAMS",
+            this.key(runId, "ticks"),
+            cursor,
+          );
         } catch {
           if (this.closed) return;
           // Redis hiccuped: try again after a breath, so an outage is not a busy loop.
@@ -270,7 +306,8 @@ export class RedisRunJournal implements RunJournal {
           continue;
         }
         if (reply) {
-          for (const [, entries] of reply) for (const [id] of entries) watcher.cursor = Math.max(watcher.cursor, Number(id.split("-")[0]));
+          for (const [, entries] of reply)
+            for (const [id] of entries) watcher.cursor = Math.max(watcher.cursor, Number(id.split("-")[0]));
           this.wakeups.notify(runId);
         } else if (watcher.waiting === 0) {
           return;
@@ -286,7 +323,15 @@ export class RedisRunJournal implements RunJournal {
   private async olderThan(score: number, before: string, limit: number): Promise<string[]> {
     const ids: string[] = [];
     for (let offset = 0; ids.length < limit; offset += limit + 16) {
-      const page = await this.redis.zrevrangebyscore(this.indexKey, score, "-inf", "WITHSCORES", "LIMIT", offset, limit + 16);
+      const page = await this.redis.zrevrangebyscore(
+        this.indexKey,
+        score,
+        "-inf",
+        "WITHSCORES",
+        "LIMIT",
+        offset,
+        limit + 16,
+      );
       if (page.length === 0) break;
       for (let i = 0; i < page.length && ids.length < limit; i += 2) {
         const id = page[i] ?? "";
@@ -301,7 +346,14 @@ export class RedisRunJournal implements RunJournal {
     if (count <= this.limits.maxRuns) return;
     const oldest = await this.redis.zrange(this.indexKey, 0, count - this.limits.maxRuns - 1);
     if (oldest.length === 0) return;
-    await this.redis.del(...oldest.flatMap((id) => [this.key(id, "run"), this.key(id, "events"), this.key(id, "output"), this.key(id, "ticks")]));
+    await this.redis.del(
+      ...oldest.flatMap((id) => [
+        this.key(id, "run"),
+        this.key(id, "events"),
+        this.key(id, "output"),
+        this.key(id, "ticks"),
+      ]),
+    );
     await this.redis.zrem(this.indexKey, ...oldest);
   }
 
@@ -316,9 +368,16 @@ export class RedisRunJournal implements RunJournal {
 }
 
 /** Both streams' entries in seq order. With a count, only up to where both reads are complete. */
-function mergeStreams(events: readonly StreamEntry[], output: readonly StreamEntry[], count: number | undefined): JournalEntry[] {
+function mergeStreams(
+  events: readonly StreamEntry[],
+  output: readonly StreamEntry[],
+  count: number | undefined,
+): JournalEntry[] {
   const parse = (entries: readonly StreamEntry[]): JournalEntry[] =>
-    entries.map(([id, fields]) => ({ seq: Number(id.split("-")[0]), event: JSON.parse(fields[fields.indexOf("e") + 1] ?? "null") as JournalEvent }));
+    entries.map(([id, fields]) => ({
+      seq: Number(id.split("-")[0]),
+      event: JSON.parse(fields[fields.indexOf("e") + 1] ?? "null") as JournalEvent,
+    }));
   const a = parse(events);
   const b = parse(output);
   // A read that hit its count may have more after its last entry: nothing past that is certain.
@@ -329,12 +388,28 @@ function mergeStreams(events: readonly StreamEntry[], output: readonly StreamEnt
   return count === undefined ? merged : merged.slice(0, count);
 }
 
-const STATES: ReadonlySet<string> = new Set<RunState>(["queued", "running", "succeeded", "failed", "cancelled", "interrupted"]);
+const STATES: ReadonlySet<string> = new Set<RunState>([
+  "queued",
+  "running",
+  "succeeded",
+  "failed",
+  "cancelled",
+  "interrupted",
+]);
 
 function toSummary(hash: Record<string, string>): RunSummary | undefined {
   const { runId, owner, name, state, createdAt } = hash;
-  if (runId === undefined || owner === undefined || name === undefined || state === undefined || createdAt === undefined || !STATES.has(state)) return undefined;
-  const optional = (field: string): string | undefined => (hash[field] === undefined || hash[field] === "" ? undefined : hash[field]);
+  if (
+    runId === undefined ||
+    owner === undefined ||
+    name === undefined ||
+    state === undefined ||
+    createdAt === undefined ||
+    !STATES.has(state)
+  )
+    return undefined;
+  const optional = (field: string): string | undefined =>
+    hash[field] === undefined || hash[field] === "" ? undefined : hash[field];
   const startedAt = optional("startedAt");
   const finishedAt = optional("finishedAt");
   const prUrl = optional("prUrl");

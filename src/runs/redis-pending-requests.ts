@@ -1,5 +1,24 @@
 import { Redis } from "ioredis";
-import { checkCommentId, checkKey, checkLogin, checkPendingInput, checkWindow, generatedId, idClashError, MAX_ID_ATTEMPTS, normalizeRequestId, oldestFirst, resolveStoreOptions, type PendingRequest, type PendingRequestInput, type PendingRequestLimits, type PendingRequestStore, type PendingRequestStoreOptions, type PutOutcome, type TakeOnlyOutcome } from "./pending-requests.js";
+import {
+  checkCommentId,
+  checkKey,
+  checkLogin,
+  checkPendingInput,
+  checkWindow,
+  generatedId,
+  idClashError,
+  MAX_ID_ATTEMPTS,
+  normalizeRequestId,
+  oldestFirst,
+  resolveStoreOptions,
+  type PendingRequest,
+  type PendingRequestInput,
+  type PendingRequestLimits,
+  type PendingRequestStore,
+  type PendingRequestStoreOptions,
+  type PutOutcome,
+  type TakeOnlyOutcome,
+} from "./pending-requests.js";
 import { RedisScript } from "../store/redis-script.js";
 
 export interface RedisPendingRequestOptions extends PendingRequestStoreOptions {
@@ -160,14 +179,38 @@ export class RedisPendingRequestStore implements PendingRequestStore {
     const requesterId = String(input.requester.id);
     for (let attempt = 0; attempt < MAX_ID_ATTEMPTS; attempt++) {
       const id = generatedId(this.newId);
-      const request: PendingRequest = { id, issueKey: input.issueKey, intent: input.intent, requester: { login: input.requester.login, id: input.requester.id }, commentId: input.commentId, createdAt: now, expiresAt: now + this.limits.ttlMs };
+      const request: PendingRequest = {
+        id,
+        issueKey: input.issueKey,
+        intent: input.intent,
+        requester: { login: input.requester.login, id: input.requester.id },
+        commentId: input.commentId,
+        createdAt: now,
+        expiresAt: now + this.limits.ttlMs,
+      };
       const [status = "", ...rest] = await PUT.run(
         this.redis,
         [this.issueKey(input.issueKey), this.personKey(requesterId)],
-        [now, id, stored(request), requesterId, this.limits.maxPerIssue, this.limits.maxPerPerson, this.limits.ttlMs + TTL_SLACK_MS, `${id}@${input.issueKey}`, request.expiresAt, input.issueKey],
+        [
+          now,
+          id,
+          stored(request),
+          requesterId,
+          this.limits.maxPerIssue,
+          this.limits.maxPerPerson,
+          this.limits.ttlMs + TTL_SLACK_MS,
+          `${id}@${input.issueKey}`,
+          request.expiresAt,
+          input.issueKey,
+        ],
       );
       if (status === "clash") continue;
-      if (status === "refused") return { status: "refused", reason: rest[0] === "issue_full" ? "issue_full" : "person_full", limit: Number(rest[1]) };
+      if (status === "refused")
+        return {
+          status: "refused",
+          reason: rest[0] === "issue_full" ? "issue_full" : "person_full",
+          limit: Number(rest[1]),
+        };
       const replaced = rest[0] ? parseRequest(rest[0]) : undefined;
       return { status: "stored", request, ...(replaced ? { replaced } : {}) };
     }
@@ -177,12 +220,20 @@ export class RedisPendingRequestStore implements PendingRequestStore {
   async take(issueKey: string, id: string): Promise<PendingRequest | undefined> {
     const wanted = normalizeRequestId(id);
     if (wanted === undefined) return undefined;
-    const [found] = await TAKE.run(this.redis, [this.issueKey(issueKey)], [wanted, this.now(), this.personKey(""), issueKey]);
+    const [found] = await TAKE.run(
+      this.redis,
+      [this.issueKey(issueKey)],
+      [wanted, this.now(), this.personKey(""), issueKey],
+    );
     return found ? parseRequest(found) : undefined;
   }
 
   async takeOnly(issueKey: string): Promise<TakeOnlyOutcome> {
-    const [status, ...found] = await TAKE_ONLY.run(this.redis, [this.issueKey(issueKey)], [this.now(), this.personKey(""), issueKey]);
+    const [status, ...found] = await TAKE_ONLY.run(
+      this.redis,
+      [this.issueKey(issueKey)],
+      [this.now(), this.personKey(""), issueKey],
+    );
     const requests = found.map(parseRequest);
     const only = requests[0];
     if (status === "taken" && only) return { status: "taken", request: only };
@@ -192,14 +243,21 @@ export class RedisPendingRequestStore implements PendingRequestStore {
   async list(issueKey: string): Promise<PendingRequest[]> {
     const now = this.now();
     const requests = await this.redis.hvals(this.issueKey(issueKey));
-    return requests.map(parseRequest).filter((request) => request.expiresAt > now).sort(oldestFirst);
+    return requests
+      .map(parseRequest)
+      .filter((request) => request.expiresAt > now)
+      .sort(oldestFirst);
   }
 
   async attachReply(issueKey: string, id: string, replyCommentId: number): Promise<boolean> {
     checkCommentId(replyCommentId);
     const wanted = normalizeRequestId(id);
     if (wanted === undefined) return false;
-    const [attached] = await ATTACH_REPLY.run(this.redis, [this.issueKey(issueKey)], [wanted, this.now(), replyCommentId]);
+    const [attached] = await ATTACH_REPLY.run(
+      this.redis,
+      [this.issueKey(issueKey)],
+      [wanted, this.now(), replyCommentId],
+    );
     return attached === "1";
   }
 
@@ -208,7 +266,11 @@ export class RedisPendingRequestStore implements PendingRequestStore {
     checkLogin(login);
     checkWindow(windowMs);
     const now = this.now();
-    const [claimed] = await CLAIM_REPLY.run(this.redis, [`${this.prefix}:reply:${encodeURIComponent(login.toLowerCase())}:${scope}`], [now, now + windowMs, windowMs]);
+    const [claimed] = await CLAIM_REPLY.run(
+      this.redis,
+      [`${this.prefix}:reply:${encodeURIComponent(login.toLowerCase())}:${scope}`],
+      [now, now + windowMs, windowMs],
+    );
     return claimed === "1";
   }
 

@@ -36,7 +36,12 @@ export function patchFor(event: JournalEvent): SummaryPatch {
     case "run.finished":
       return { ...outcomeOf(event.report), finishedAt: event.at };
     case "run.ended":
-      return { state: event.state, finishedAt: event.at, ...(event.error ? { error: event.error } : {}), ...(event.state === "interrupted" ? { errorKind: "interrupted" } : {}) };
+      return {
+        state: event.state,
+        finishedAt: event.at,
+        ...(event.error ? { error: event.error } : {}),
+        ...(event.state === "interrupted" ? { errorKind: "interrupted" } : {}),
+      };
     default:
       return {};
   }
@@ -49,7 +54,11 @@ export function reopens(event: JournalEvent): boolean {
 
 /** A summary with a patch applied. */
 export function patched(summary: RunSummary, patch: SummaryPatch): RunSummary {
-  const cleared = new Set(Object.entries(patch).filter(([, value]) => value === null).map(([field]) => field));
+  const cleared = new Set(
+    Object.entries(patch)
+      .filter(([, value]) => value === null)
+      .map(([field]) => field),
+  );
   const set = Object.fromEntries(Object.entries(patch).filter(([, value]) => value !== null));
   const kept = Object.fromEntries(Object.entries(summary).filter(([field]) => !cleared.has(field)));
   return { ...kept, ...set } as unknown as RunSummary;

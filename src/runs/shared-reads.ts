@@ -48,12 +48,16 @@ export class SharedReads {
     }
     const target = window;
     const result = this.read(runId, afterSeq, limit);
-    const reading: Promise<void> = result.then(
-      (entries) => { this.merge(target, afterSeq, entries); },
-      () => undefined,
-    ).finally(() => {
-      if (target.reading === reading) delete target.reading;
-    });
+    const reading: Promise<void> = result
+      .then(
+        (entries) => {
+          this.merge(target, afterSeq, entries);
+        },
+        () => undefined,
+      )
+      .finally(() => {
+        if (target.reading === reading) delete target.reading;
+      });
     target.reading = reading;
     return result;
   }

@@ -1,6 +1,17 @@
 import Database from "better-sqlite3";
 import { AppendWakeups, followJournal, type FollowSource } from "./journal-follow.js";
-import { DEFAULT_JOURNAL_LIMITS, isFinal, isOutput, TERMINAL_STATES, type JournalEntry, type JournalEvent, type JournalLimits, type RunJournal, type RunState, type RunSummary } from "./journal.js";
+import {
+  DEFAULT_JOURNAL_LIMITS,
+  isFinal,
+  isOutput,
+  TERMINAL_STATES,
+  type JournalEntry,
+  type JournalEvent,
+  type JournalLimits,
+  type RunJournal,
+  type RunState,
+  type RunSummary,
+} from "./journal.js";
 import { RecentEntries } from "./recent-entries.js";
 import { SharedReads } from "./shared-reads.js";
 import type { RunRequest } from "./request.js";
@@ -84,7 +95,15 @@ interface RunRow {
  */
 const RECENT_CHARS = 256 * 1024;
 
-const PATCH_COLUMNS = { state: "state", startedAt: "started_at", finishedAt: "finished_at", prUrl: "pr_url", error: "error", errorKind: "error_kind", remedy: "remedy" } as const;
+const PATCH_COLUMNS = {
+  state: "state",
+  startedAt: "started_at",
+  finishedAt: "finished_at",
+  prUrl: "pr_url",
+  error: "error",
+  errorKind: "error_kind",
+  remedy: "remedy",
+} as const;
 
 /**
  * The journal in the SQLite file the queue uses (its own tables, its own connection, WAL), so a
@@ -110,7 +129,8 @@ export class SqliteRunJournal implements RunJournal {
     this.recent = new RecentEntries(Math.min(RECENT_CHARS, this.limits.maxOutputBytes));
     const db = this.db;
     this.statements = {
-      insertRun: db.prepare(`INSERT OR IGNORE INTO journal_runs (run_id, owner, name, issue_number, issue_url, intent, requester, state, created_ms, created_at)
+      insertRun:
+        db.prepare(`INSERT OR IGNORE INTO journal_runs (run_id, owner, name, issue_number, issue_url, intent, requester, state, created_ms, created_at)
         VALUES (@run_id, @owner, @name, @issue_number, @issue_url, @intent, @requester, 'queued', @created_ms, @created_at)`),
       countRuns: db.prepare("SELECT COUNT(*) AS n FROM journal_runs"),
       oldestRuns: db.prepare("SELECT run_id FROM journal_runs ORDER BY created_ms, run_id LIMIT ?"),
@@ -119,84 +139,96 @@ export class SqliteRunJournal implements RunJournal {
       run: db.prepare("SELECT * FROM journal_runs WHERE run_id = ?"),
       lastSeq: db.prepare("SELECT last_seq FROM journal_runs WHERE run_id = ?"),
       insertEvent: db.prepare("INSERT INTO journal_events (run_id, seq, output, bytes, body) VALUES (?, ?, ?, ?, ?)"),
-      oldestOutput: db.prepare("SELECT seq, bytes FROM journal_events WHERE run_id = ? AND output = 1 ORDER BY seq LIMIT 64"),
+      oldestOutput: db.prepare(
+        "SELECT seq, bytes FROM journal_events WHERE run_id = ? AND output = 1 ORDER BY seq LIMIT 64",
+      ),
       deleteEvent: db.prepare("DELETE FROM journal_events WHERE run_id = ? AND seq = ?"),
       events: db.prepare("SELECT seq, body FROM journal_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"),
       recent: db.prepare("SELECT * FROM journal_runs ORDER BY created_ms DESC, run_id DESC LIMIT ?"),
-      older: db.prepare(`SELECT * FROM journal_runs WHERE created_ms < @ms OR (created_ms = @ms AND run_id < @id) ORDER BY created_ms DESC, run_id DESC LIMIT @limit`),
+      older: db.prepare(
+        `SELECT * FROM journal_runs WHERE created_ms < @ms OR (created_ms = @ms AND run_id < @id) ORDER BY created_ms DESC, run_id DESC LIMIT @limit`,
+      ),
     };
   }
 
   accepted(request: RunRequest): Promise<void> {
     const now = this.now();
     const summary = summaryOf(request, now.toISOString());
-    this.db.transaction(() => {
-      const inserted = this.statements.insertRun.run({
-        run_id: summary.runId,
-        owner: summary.repo.owner,
-        name: summary.repo.name,
-        issue_number: summary.issue.number,
-        issue_url: summary.issue.url,
-        intent: summary.intent,
-        requester: summary.requester,
-        created_ms: now.getTime(),
-        created_at: summary.createdAt,
-      });
-      if (inserted.changes === 0) return;
-      const { n } = this.statements.countRuns.get() as { n: number };
-      if (n <= this.limits.maxRuns) return;
-      for (const { run_id } of this.statements.oldestRuns.all(n - this.limits.maxRuns) as Array<{ run_id: string }>) {
-        this.statements.deleteEvents.run(run_id);
-        this.statements.deleteRun.run(run_id);
-      }
-    }).immediate();
+    this.db
+      .transaction(() => {
+        const inserted = this.statements.insertRun.run({
+          run_id: summary.runId,
+          owner: summary.repo.owner,
+          name: summary.repo.name,
+          issue_number: summary.issue.number,
+          issue_url: summary.issue.url,
+          intent: summary.intent,
+          requester: summary.requester,
+          created_ms: now.getTime(),
+          created_at: summary.createdAt,
+        });
+        if (inserted.changes === 0) return;
+        const { n } = this.statements.countRuns.get() as { n: number };
+        if (n <= this.limits.maxRuns) return;
+        for (const { run_id } of this.statements.oldestRuns.all(n - this.limits.maxRuns) as Array<{ run_id: string }>) {
+          this.statements.deleteEvents.run(run_id);
+          this.statements.deleteRun.run(run_id);
+        }
+      })
+      .immediate();
     return Promise.resolve();
   }
 
   append(runId: string, event: JournalEvent): Promise<void> {
     // IMMEDIATE: this reads, then writes; a deferred transaction whose snapshot another process
     // has moved past fails at once (SQLITE_BUSY_SNAPSHOT) instead of waiting for its turn.
-    const appended = this.db.transaction((): { seq: number; size: number; droppedSeqs?: Set<number> } | undefined => {
-      const row = this.statements.run.get(runId) as RunRow | undefined;
-      if (!row || (TERMINAL_STATES.has(row.state) && !reopens(event))) return undefined;
-      const seq = row.last_seq + 1;
-      const body = JSON.stringify(event);
-      const sets: string[] = ["last_seq = @seq"];
-      const values: Record<string, string | number | null> = { seq, run_id: runId };
-      let droppedSeqs: Set<number> | undefined;
-      if (isOutput(event)) {
-        const bytes = Buffer.byteLength(event.text);
-        this.statements.insertEvent.run(runId, seq, 1, bytes, body);
-        let kept = row.output_kept + bytes;
-        let dropped = 0;
-        droppedSeqs = new Set<number>();
-        while (kept > this.limits.maxOutputBytes) {
-          const oldest = this.statements.oldestOutput.all(runId) as Array<{ seq: number; bytes: number }>;
-          if (oldest.length === 0) break;
-          for (const entry of oldest) {
-            if (kept <= this.limits.maxOutputBytes) break;
-            this.statements.deleteEvent.run(runId, entry.seq);
-            droppedSeqs.add(entry.seq);
-            kept -= entry.bytes;
-            dropped += entry.bytes;
+    const appended = this.db
+      .transaction((): { seq: number; size: number; droppedSeqs?: Set<number> } | undefined => {
+        const row = this.statements.run.get(runId) as RunRow | undefined;
+        if (!row || (TERMINAL_STATES.has(row.state) && !reopens(event))) return undefined;
+        const seq = row.last_seq + 1;
+        const body = JSON.stringify(event);
+        const sets: string[] = ["last_seq = @seq"];
+        const values: Record<string, string | number | null> = { seq, run_id: runId };
+        let droppedSeqs: Set<number> | undefined;
+        if (isOutput(event)) {
+          const bytes = Buffer.byteLength(event.text);
+          this.statements.insertEvent.run(runId, seq, 1, bytes, body);
+          let kept = row.output_kept + bytes;
+          let dropped = 0;
+          droppedSeqs = new Set<number>();
+          while (kept > this.limits.maxOutputBytes) {
+            const oldest = this.statements.oldestOutput.all(runId) as Array<{ seq: number; bytes: number }>;
+            if (oldest.length === 0) break;
+            for (const entry of oldest) {
+              if (kept <= this.limits.maxOutputBytes) break;
+              this.statements.deleteEvent.run(runId, entry.seq);
+              droppedSeqs.add(entry.seq);
+              kept -= entry.bytes;
+              dropped += entry.bytes;
+            }
           }
+          sets.push(
+            "output_bytes = output_bytes + @bytes",
+            "output_kept = @kept",
+            "output_dropped = output_dropped + @dropped",
+          );
+          Object.assign(values, { bytes, kept, dropped });
+        } else if (row.events_kept < this.limits.maxEvents || isFinal(event)) {
+          this.statements.insertEvent.run(runId, seq, 0, body.length, body);
+          sets.push("events_kept = events_kept + 1");
+        } else {
+          return undefined;
         }
-        sets.push("output_bytes = output_bytes + @bytes", "output_kept = @kept", "output_dropped = output_dropped + @dropped");
-        Object.assign(values, { bytes, kept, dropped });
-      } else if (row.events_kept < this.limits.maxEvents || isFinal(event)) {
-        this.statements.insertEvent.run(runId, seq, 0, body.length, body);
-        sets.push("events_kept = events_kept + 1");
-      } else {
-        return undefined;
-      }
-      for (const [key, value] of Object.entries(patchFor(event))) {
-        const column = PATCH_COLUMNS[key as keyof typeof PATCH_COLUMNS];
-        sets.push(`${column} = @${column}`);
-        values[column] = value;
-      }
-      this.update(sets).run(values);
-      return { seq, size: body.length, ...(droppedSeqs ? { droppedSeqs } : {}) };
-    }).immediate();
+        for (const [key, value] of Object.entries(patchFor(event))) {
+          const column = PATCH_COLUMNS[key as keyof typeof PATCH_COLUMNS];
+          sets.push(`${column} = @${column}`);
+          values[column] = value;
+        }
+        this.update(sets).run(values);
+        return { seq, size: body.length, ...(droppedSeqs ? { droppedSeqs } : {}) };
+      })
+      .immediate();
     if (appended) {
       if (appended.droppedSeqs) this.recent.drop(runId, appended.droppedSeqs);
       this.recent.add(runId, { seq: appended.seq, event }, appended.size);
@@ -207,10 +239,13 @@ export class SqliteRunJournal implements RunJournal {
 
   list(query: { limit: number; before?: string }): Promise<RunSummary[]> {
     const limit = Math.max(0, Math.floor(query.limit));
-    if (query.before === undefined) return Promise.resolve((this.statements.recent.all(limit) as RunRow[]).map(toSummary));
+    if (query.before === undefined)
+      return Promise.resolve((this.statements.recent.all(limit) as RunRow[]).map(toSummary));
     const cursor = this.statements.run.get(query.before) as RunRow | undefined;
     if (!cursor) return Promise.resolve([]);
-    return Promise.resolve((this.statements.older.all({ ms: cursor.created_ms, id: cursor.run_id, limit }) as RunRow[]).map(toSummary));
+    return Promise.resolve(
+      (this.statements.older.all({ ms: cursor.created_ms, id: cursor.run_id, limit }) as RunRow[]).map(toSummary),
+    );
   }
 
   get(runId: string): Promise<RunSummary | undefined> {
@@ -222,7 +257,10 @@ export class SqliteRunJournal implements RunJournal {
     const recent = this.recent.after(runId, afterSeq, limit > 0 ? limit : Number.POSITIVE_INFINITY);
     if (recent) return Promise.resolve(recent);
     // SQLite reads LIMIT -1 as "no limit".
-    const rows = this.statements.events.all(runId, afterSeq, Number.isFinite(limit) ? limit : -1) as Array<{ seq: number; body: string }>;
+    const rows = this.statements.events.all(runId, afterSeq, Number.isFinite(limit) ? limit : -1) as Array<{
+      seq: number;
+      body: string;
+    }>;
     return Promise.resolve(rows.map((row) => ({ seq: row.seq, event: JSON.parse(row.body) as JournalEvent })));
   }
 
@@ -278,4 +316,3 @@ function toSummary(row: RunRow): RunSummary {
     outputDroppedBytes: row.output_dropped,
   };
 }
-

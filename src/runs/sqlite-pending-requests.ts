@@ -1,5 +1,24 @@
 import type Database from "better-sqlite3";
-import { checkCommentId, checkKey, checkLogin, checkPendingInput, checkWindow, generatedId, idClashError, MAX_ID_ATTEMPTS, normalizeRequestId, resolveStoreOptions, settled, type PendingRequest, type PendingRequestInput, type PendingRequestLimits, type PendingRequestStore, type PendingRequestStoreOptions, type PutOutcome, type TakeOnlyOutcome } from "./pending-requests.js";
+import {
+  checkCommentId,
+  checkKey,
+  checkLogin,
+  checkPendingInput,
+  checkWindow,
+  generatedId,
+  idClashError,
+  MAX_ID_ATTEMPTS,
+  normalizeRequestId,
+  resolveStoreOptions,
+  settled,
+  type PendingRequest,
+  type PendingRequestInput,
+  type PendingRequestLimits,
+  type PendingRequestStore,
+  type PendingRequestStoreOptions,
+  type PutOutcome,
+  type TakeOnlyOutcome,
+} from "./pending-requests.js";
 import { openSqliteFile } from "../store/sqlite-file.js";
 
 export interface SqlitePendingRequestOptions extends PendingRequestStoreOptions {
@@ -47,7 +66,16 @@ interface Row {
 }
 
 function toRequest(row: Row): PendingRequest {
-  return { id: row.id, issueKey: row.issue_key, intent: row.intent, requester: { login: row.requester_login, id: row.requester_id }, commentId: row.comment_id, createdAt: row.created_at, expiresAt: row.expires_at, ...(row.reply_comment_id !== null ? { replyCommentId: row.reply_comment_id } : {}) };
+  return {
+    id: row.id,
+    issueKey: row.issue_key,
+    intent: row.intent,
+    requester: { login: row.requester_login, id: row.requester_id },
+    commentId: row.comment_id,
+    createdAt: row.created_at,
+    expiresAt: row.expires_at,
+    ...(row.reply_comment_id !== null ? { replyCommentId: row.reply_comment_id } : {}),
+  };
 }
 
 /**
@@ -76,10 +104,13 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
       countPerson: db.prepare("SELECT COUNT(*) AS n FROM pending_requests WHERE requester_id = ?"),
       idInUse: db.prepare("SELECT 1 FROM pending_requests WHERE issue_key = ? AND id = ?"),
       delete: db.prepare("DELETE FROM pending_requests WHERE issue_key = ? AND id = ?"),
-      insert: db.prepare(`INSERT INTO pending_requests (issue_key, id, intent, requester_login, requester_id, comment_id, created_at, expires_at)
+      insert:
+        db.prepare(`INSERT INTO pending_requests (issue_key, id, intent, requester_login, requester_id, comment_id, created_at, expires_at)
         VALUES (@issue_key, @id, @intent, @requester_login, @requester_id, @comment_id, @created_at, @expires_at)`),
       take: db.prepare("DELETE FROM pending_requests WHERE issue_key = ? AND id = ? AND expires_at > ? RETURNING *"),
-      attachReply: db.prepare("UPDATE pending_requests SET reply_comment_id = ? WHERE issue_key = ? AND id = ? AND expires_at > ?"),
+      attachReply: db.prepare(
+        "UPDATE pending_requests SET reply_comment_id = ? WHERE issue_key = ? AND id = ? AND expires_at > ?",
+      ),
       live: db.prepare("SELECT * FROM pending_requests WHERE issue_key = ? AND expires_at > ? ORDER BY created_at, id"),
       purgeReplies: db.prepare("DELETE FROM pending_replies WHERE until <= ?"),
       // Inserts, or moves the window on only when the old one has passed: one statement, so of two
@@ -92,16 +123,35 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
       const earlier = this.statements.byPerson.get(input.issueKey, input.requester.id) as Row | undefined;
       if (!earlier) {
         const onIssue = (this.statements.countIssue.get(input.issueKey) as { n: number }).n;
-        if (onIssue >= this.limits.maxPerIssue) return { status: "refused", reason: "issue_full", limit: this.limits.maxPerIssue };
+        if (onIssue >= this.limits.maxPerIssue)
+          return { status: "refused", reason: "issue_full", limit: this.limits.maxPerIssue };
         const mine = (this.statements.countPerson.get(input.requester.id) as { n: number }).n;
-        if (mine >= this.limits.maxPerPerson) return { status: "refused", reason: "person_full", limit: this.limits.maxPerPerson };
+        if (mine >= this.limits.maxPerPerson)
+          return { status: "refused", reason: "person_full", limit: this.limits.maxPerPerson };
       }
       // Chosen while the earlier request is still there, so a replacement never reuses its id:
       // a maintainer approving the old id must not get the new text.
       const id = this.freeId(input.issueKey);
       if (earlier) this.statements.delete.run(earlier.issue_key, earlier.id);
-      const request: PendingRequest = { id, issueKey: input.issueKey, intent: input.intent, requester: { login: input.requester.login, id: input.requester.id }, commentId: input.commentId, createdAt: now, expiresAt: now + this.limits.ttlMs };
-      this.statements.insert.run({ issue_key: request.issueKey, id, intent: request.intent, requester_login: request.requester.login, requester_id: request.requester.id, comment_id: request.commentId, created_at: request.createdAt, expires_at: request.expiresAt });
+      const request: PendingRequest = {
+        id,
+        issueKey: input.issueKey,
+        intent: input.intent,
+        requester: { login: input.requester.login, id: input.requester.id },
+        commentId: input.commentId,
+        createdAt: now,
+        expiresAt: now + this.limits.ttlMs,
+      };
+      this.statements.insert.run({
+        issue_key: request.issueKey,
+        id,
+        intent: request.intent,
+        requester_login: request.requester.login,
+        requester_id: request.requester.id,
+        comment_id: request.commentId,
+        created_at: request.createdAt,
+        expires_at: request.expiresAt,
+      });
       return { status: "stored", request, ...(earlier ? { replaced: toRequest(earlier) } : {}) };
     });
     this.takeOnlyTransaction = db.transaction((issueKey: string, now: number): TakeOnlyOutcome => {
@@ -123,7 +173,8 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
   take(issueKey: string, id: string): Promise<PendingRequest | undefined> {
     return settled(() => {
       const wanted = normalizeRequestId(id);
-      const row = wanted === undefined ? undefined : (this.statements.take.get(issueKey, wanted, this.now()) as Row | undefined);
+      const row =
+        wanted === undefined ? undefined : (this.statements.take.get(issueKey, wanted, this.now()) as Row | undefined);
       return row ? toRequest(row) : undefined;
     });
   }
@@ -140,7 +191,10 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
     return settled(() => {
       checkCommentId(replyCommentId);
       const wanted = normalizeRequestId(id);
-      return wanted !== undefined && this.statements.attachReply.run(replyCommentId, issueKey, wanted, this.now()).changes === 1;
+      return (
+        wanted !== undefined &&
+        this.statements.attachReply.run(replyCommentId, issueKey, wanted, this.now()).changes === 1
+      );
     });
   }
 
@@ -151,7 +205,9 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
       checkWindow(windowMs);
       const now = this.now();
       this.statements.purgeReplies.run(now);
-      return this.statements.claimReply.run({ scope, login: login.toLowerCase(), until: now + windowMs, now }).changes === 1;
+      return (
+        this.statements.claimReply.run({ scope, login: login.toLowerCase(), until: now + windowMs, now }).changes === 1
+      );
     });
   }
 

@@ -85,8 +85,13 @@ CREATE INDEX IF NOT EXISTS runs_installation ON runs (installation_id, state);
 `;
 
 function migrate(db: Database.Database): void {
-  const columns = new Set((db.prepare("PRAGMA table_info(runs)").all() as Array<{ name: string }>).map((column) => column.name));
-  if (!columns.has("rank")) db.transaction(() => { db.exec(QUOTA_COLUMNS); }).immediate();
+  const columns = new Set(
+    (db.prepare("PRAGMA table_info(runs)").all() as Array<{ name: string }>).map((column) => column.name),
+  );
+  if (!columns.has("rank"))
+    db.transaction(() => {
+      db.exec(QUOTA_COLUMNS);
+    }).immediate();
   db.exec(QUOTA_INDEXES);
 }
 
@@ -113,7 +118,10 @@ export class SqliteRunQueue implements RunQueue {
   private readonly handedBack = new Set<string>();
   private idleWaiters: Array<() => void> = [];
 
-  constructor(private readonly processor: RunProcessor, private readonly options: SqliteQueueOptions) {
+  constructor(
+    private readonly processor: RunProcessor,
+    private readonly options: SqliteQueueOptions,
+  ) {
     this.workerId = options.workerId ?? `${String(process.pid)}-${randomBytes(4).toString("hex")}`;
     this.concurrency = options.concurrency ?? 2;
     this.leaseMs = options.leaseMs ?? 60_000;
@@ -135,9 +143,13 @@ export class SqliteRunQueue implements RunQueue {
     }, 1_000);
     this.checkpointer.unref();
     if (this.concurrency > 0) {
-      this.poller = setInterval(() => { this.pump(); }, options.pollMs ?? 500);
+      this.poller = setInterval(() => {
+        this.pump();
+      }, options.pollMs ?? 500);
       this.poller.unref();
-      queueMicrotask(() => { this.pump(); });
+      queueMicrotask(() => {
+        this.pump();
+      });
     }
   }
 
@@ -145,17 +157,37 @@ export class SqliteRunQueue implements RunQueue {
     if (this.closed) return Promise.reject(new Error("The run queue is shutting down"));
     // IMMEDIATE takes the write lock before reading: a deferred read-then-write fails at once
     // with SQLITE_BUSY_SNAPSHOT when another process wrote in between (busy_timeout cannot help).
-    const outcome = this.db.transaction((): EnqueueOutcome => {
-      const decided = this.decide(request);
-      if (decided.outcome.status !== "queued" && decided.outcome.status !== "waiting") return decided.outcome;
-      const now = this.now();
-      this.db
-        .prepare("INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, created_at, repo_id, installation_id, rank) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)")
-        .run(request.runId, request.key, request.deliveryId, issueKey(request), JSON.stringify(request), now, now, request.repo.id, request.installationId, decided.rank);
-      this.db.prepare("INSERT OR IGNORE INTO deliveries (delivery_id, run_id, received_at) VALUES (?, ?, ?)").run(request.deliveryId, request.runId, now);
-      return decided.outcome;
-    }).immediate();
-    if (outcome.status === "queued" || outcome.status === "waiting") queueMicrotask(() => { this.pump(); });
+    const outcome = this.db
+      .transaction((): EnqueueOutcome => {
+        const decided = this.decide(request);
+        if (decided.outcome.status !== "queued" && decided.outcome.status !== "waiting") return decided.outcome;
+        const now = this.now();
+        this.db
+          .prepare(
+            "INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, created_at, repo_id, installation_id, rank) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+          )
+          .run(
+            request.runId,
+            request.key,
+            request.deliveryId,
+            issueKey(request),
+            JSON.stringify(request),
+            now,
+            now,
+            request.repo.id,
+            request.installationId,
+            decided.rank,
+          );
+        this.db
+          .prepare("INSERT OR IGNORE INTO deliveries (delivery_id, run_id, received_at) VALUES (?, ?, ?)")
+          .run(request.deliveryId, request.runId, now);
+        return decided.outcome;
+      })
+      .immediate();
+    if (outcome.status === "queued" || outcome.status === "waiting")
+      queueMicrotask(() => {
+        this.pump();
+      });
     return Promise.resolve(outcome);
   }
 
@@ -176,7 +208,11 @@ export class SqliteRunQueue implements RunQueue {
    * running one is flagged, and whichever worker holds it aborts it at its next heartbeat.
    */
   cancel(key: string): Promise<boolean> {
-    const row = this.db.prepare(`SELECT run_id, state FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`).get(key) as { run_id: string; state: RunState } | undefined;
+    const row = this.db
+      .prepare(
+        `SELECT run_id, state FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`,
+      )
+      .get(key) as { run_id: string; state: RunState } | undefined;
     if (!row) return Promise.resolve(false);
     this.db.prepare("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?").run(row.run_id);
     this.active.get(row.run_id)?.controller.abort();
@@ -185,12 +221,19 @@ export class SqliteRunQueue implements RunQueue {
   }
 
   stats(): Promise<QueueStats> {
-    const rows = this.db.prepare("SELECT state, COUNT(*) AS n FROM runs WHERE state IN ('queued', 'running') GROUP BY state").all() as Array<{ state: RunState; n: number }>;
-    return Promise.resolve({ queued: rows.find((row) => row.state === "queued")?.n ?? 0, running: rows.find((row) => row.state === "running")?.n ?? 0 });
+    const rows = this.db
+      .prepare("SELECT state, COUNT(*) AS n FROM runs WHERE state IN ('queued', 'running') GROUP BY state")
+      .all() as Array<{ state: RunState; n: number }>;
+    return Promise.resolve({
+      queued: rows.find((row) => row.state === "queued")?.n ?? 0,
+      running: rows.find((row) => row.state === "running")?.n ?? 0,
+    });
   }
 
   activeRunIds(): Promise<Set<string>> {
-    const rows = this.db.prepare("SELECT run_id FROM runs WHERE state IN ('queued', 'running')").all() as Array<{ run_id: string }>;
+    const rows = this.db.prepare("SELECT run_id FROM runs WHERE state IN ('queued', 'running')").all() as Array<{
+      run_id: string;
+    }>;
     return Promise.resolve(new Set(rows.map((row) => row.run_id)));
   }
 
@@ -211,19 +254,39 @@ export class SqliteRunQueue implements RunQueue {
 
   /** Duplicate, refused, or accepted with its fair rank — read in the caller's transaction. */
   private decide(request: RunRequest): { outcome: EnqueueOutcome; rank: number } {
-    const byDelivery = this.db.prepare("SELECT run_id FROM deliveries WHERE delivery_id = ?").get(request.deliveryId) as { run_id: string } | undefined;
-    const existing = this.db.prepare("SELECT run_id FROM runs WHERE key = ?").get(request.key) as { run_id: string } | undefined;
+    const byDelivery = this.db
+      .prepare("SELECT run_id FROM deliveries WHERE delivery_id = ?")
+      .get(request.deliveryId) as { run_id: string } | undefined;
+    const existing = this.db.prepare("SELECT run_id FROM runs WHERE key = ?").get(request.key) as
+      { run_id: string } | undefined;
     const duplicate = existing ?? (byDelivery && request.trigger.kind === "comment" ? byDelivery : undefined);
     if (duplicate) return { outcome: { status: "duplicate", runId: duplicate.run_id }, rank: 0 };
-    const issueRuns = (this.db.prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER}`).all(issueKey(request)) as Array<{ run_id: string }>).map((row) => row.run_id);
+    const issueRuns = (
+      this.db
+        .prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER}`)
+        .all(issueKey(request)) as Array<{ run_id: string }>
+    ).map((row) => row.run_id);
     const count = (sql: string, id: number): number => (this.db.prepare(sql).get(id) as { n: number }).n;
-    const refusal = refusalFor({
-      issueRuns,
-      repositoryQueued: count("SELECT COUNT(*) AS n FROM runs WHERE repo_id = ? AND state = 'queued'", request.repo.id),
-      installationQueued: count("SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state = 'queued'", request.installationId),
-    }, this.limits);
+    const refusal = refusalFor(
+      {
+        issueRuns,
+        repositoryQueued: count(
+          "SELECT COUNT(*) AS n FROM runs WHERE repo_id = ? AND state = 'queued'",
+          request.repo.id,
+        ),
+        installationQueued: count(
+          "SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state = 'queued'",
+          request.installationId,
+        ),
+      },
+      this.limits,
+    );
     if (refusal) return { outcome: refusal, rank: 0 };
-    const rank = count("SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state IN ('queued', 'running')", request.installationId) + 1;
+    const rank =
+      count(
+        "SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state IN ('queued', 'running')",
+        request.installationId,
+      ) + 1;
     const behind = issueRuns[0];
     if (behind) return { outcome: { status: "waiting", behind }, rank };
     const ahead = count("SELECT COUNT(*) AS n FROM runs WHERE state = 'queued' AND rank <= ?", rank);
@@ -231,12 +294,18 @@ export class SqliteRunQueue implements RunQueue {
   }
 
   private activeOn(key: string): string | undefined {
-    const row = this.db.prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`).get(key) as { run_id: string } | undefined;
+    const row = this.db
+      .prepare(`SELECT run_id FROM runs WHERE issue_key = ? AND state IN ('queued', 'running') ${ISSUE_ORDER} LIMIT 1`)
+      .get(key) as { run_id: string } | undefined;
     return row?.run_id;
   }
 
   private hasClaimable(): boolean {
-    return this.db.prepare("SELECT 1 FROM runs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?)").get(this.now()) !== undefined;
+    return (
+      this.db
+        .prepare("SELECT 1 FROM runs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?)")
+        .get(this.now()) !== undefined
+    );
   }
 
   /** Claims runs while there is room, in order, never two on one issue. */
@@ -258,25 +327,39 @@ export class SqliteRunQueue implements RunQueue {
   }
 
   private claim(): RunRow | undefined {
-    return this.db.transaction((): RunRow | undefined => {
-      const now = this.now();
-      const cap = this.options.maxInFlight ?? 0;
-      if (cap > 0 && (this.db.prepare("SELECT COUNT(*) AS n FROM runs WHERE state = 'running'").get() as { n: number }).n >= cap) return undefined;
-      // Fair order: each installation's first live run before anyone's second, then by age.
-      const row = this.db
-        .prepare(
-          `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= @now
+    return this.db
+      .transaction((): RunRow | undefined => {
+        const now = this.now();
+        const cap = this.options.maxInFlight ?? 0;
+        if (
+          cap > 0 &&
+          (this.db.prepare("SELECT COUNT(*) AS n FROM runs WHERE state = 'running'").get() as { n: number }).n >= cap
+        )
+          return undefined;
+        // Fair order: each installation's first live run before anyone's second, then by age.
+        const row = this.db
+          .prepare(
+            `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= @now
              AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.issue_key = r.issue_key AND o.state = 'running')
              AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.rowid < r.rowid)))
              AND (@repoCap = 0 OR (SELECT COUNT(*) FROM runs x WHERE x.repo_id = r.repo_id AND x.state = 'running') < @repoCap)
              AND (@installationCap = 0 OR (SELECT COUNT(*) FROM runs y WHERE y.installation_id = r.installation_id AND y.state = 'running') < @installationCap)
            ORDER BY r.rank, r.created_at, r.rowid LIMIT 1`,
-        )
-        .get({ now, repoCap: this.limits.maxRunningPerRepository, installationCap: this.limits.maxRunningPerInstallation }) as RunRow | undefined;
-      if (!row) return undefined;
-      this.db.prepare("UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, started_at = COALESCE(started_at, ?) WHERE run_id = ?").run(this.workerId, now + this.leaseMs, now, row.run_id);
-      return { ...row, state: "running", attempts: row.attempts + 1 };
-    }).immediate();
+          )
+          .get({
+            now,
+            repoCap: this.limits.maxRunningPerRepository,
+            installationCap: this.limits.maxRunningPerInstallation,
+          }) as RunRow | undefined;
+        if (!row) return undefined;
+        this.db
+          .prepare(
+            "UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, started_at = COALESCE(started_at, ?) WHERE run_id = ?",
+          )
+          .run(this.workerId, now + this.leaseMs, now, row.run_id);
+        return { ...row, state: "running", attempts: row.attempts + 1 };
+      })
+      .immediate();
   }
 
   private start(row: RunRow): void {
@@ -284,11 +367,17 @@ export class SqliteRunQueue implements RunQueue {
     const controller = new AbortController();
     if (row.cancel_requested) controller.abort();
     // The heartbeat renews the lease and carries cancellations made by other processes.
-    const heartbeat = setInterval(() => {
-      const current = this.db.prepare("SELECT cancel_requested FROM runs WHERE run_id = ?").get(row.run_id) as { cancel_requested: number } | undefined;
-      if (current?.cancel_requested) controller.abort();
-      this.db.prepare("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?").run(this.now() + this.leaseMs, row.run_id, this.workerId);
-    }, Math.max(50, Math.floor(this.leaseMs / 3)));
+    const heartbeat = setInterval(
+      () => {
+        const current = this.db.prepare("SELECT cancel_requested FROM runs WHERE run_id = ?").get(row.run_id) as
+          { cancel_requested: number } | undefined;
+        if (current?.cancel_requested) controller.abort();
+        this.db
+          .prepare("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?")
+          .run(this.now() + this.leaseMs, row.run_id, this.workerId);
+      },
+      Math.max(50, Math.floor(this.leaseMs / 3)),
+    );
     heartbeat.unref();
     const done = this.processor(request, controller.signal)
       .then(
@@ -311,26 +400,46 @@ export class SqliteRunQueue implements RunQueue {
 
   /** A run aborted by our own shutdown (not by a user) goes back to the queue for the next worker. */
   private handBack(runId: string): void {
-    this.db.prepare("UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?").run(runId, this.workerId);
+    this.db
+      .prepare(
+        "UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?",
+      )
+      .run(runId, this.workerId);
   }
 
   private finish(runId: string, state: RunState, error?: string): void {
-    this.db.prepare("UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, last_error = ? WHERE run_id = ? AND lease_owner = ?").run(state, this.now(), error ?? null, runId, this.workerId);
+    this.db
+      .prepare(
+        "UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, last_error = ? WHERE run_id = ? AND lease_owner = ?",
+      )
+      .run(state, this.now(), error ?? null, runId, this.workerId);
   }
 
   /** Runs whose worker stopped heartbeating: retried with backoff, or given up as interrupted. */
   private async recoverExpired(): Promise<void> {
     const now = this.now();
-    const expired = this.db.prepare("SELECT * FROM runs WHERE state = 'running' AND lease_until < ?").all(now) as RunRow[];
+    const expired = this.db
+      .prepare("SELECT * FROM runs WHERE state = 'running' AND lease_until < ?")
+      .all(now) as RunRow[];
     for (const row of expired) {
       if (this.active.has(row.run_id)) continue;
       if (row.attempts < this.maxAttempts && !row.cancel_requested) {
-        this.db.prepare("UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, available_at = ? WHERE run_id = ? AND state = 'running' AND lease_until < ?").run(now + this.backoffMs * 2 ** (row.attempts - 1), row.run_id, now);
+        this.db
+          .prepare(
+            "UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, available_at = ? WHERE run_id = ? AND state = 'running' AND lease_until < ?",
+          )
+          .run(now + this.backoffMs * 2 ** (row.attempts - 1), row.run_id, now);
         continue;
       }
-      const changed = this.db.prepare("UPDATE runs SET state = 'interrupted', finished_at = ?, lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND state = 'running' AND lease_until < ?").run(now, row.run_id, now);
+      const changed = this.db
+        .prepare(
+          "UPDATE runs SET state = 'interrupted', finished_at = ?, lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND state = 'running' AND lease_until < ?",
+        )
+        .run(now, row.run_id, now);
       if (changed.changes === 1) {
-        const reason = row.cancel_requested ? "cancelled while its worker was down" : `its worker stopped ${String(row.attempts)} time${row.attempts === 1 ? "" : "s"}`;
+        const reason = row.cancel_requested
+          ? "cancelled while its worker was down"
+          : `its worker stopped ${String(row.attempts)} time${row.attempts === 1 ? "" : "s"}`;
         await this.options.onInterrupted?.(JSON.parse(row.request) as RunRequest, reason).catch(() => undefined);
       }
     }
@@ -346,10 +455,15 @@ export function activeRunIds(path: string): Set<string> {
   let db: Database.Database | undefined;
   try {
     db = new Database(path, { readonly: true, fileMustExist: true });
-    const rows = db.prepare("SELECT run_id FROM runs WHERE state IN ('queued', 'running')").all() as Array<{ run_id: string }>;
+    const rows = db.prepare("SELECT run_id FROM runs WHERE state IN ('queued', 'running')").all() as Array<{
+      run_id: string;
+    }>;
     return new Set(rows.map((row) => row.run_id));
   } catch (error) {
-    throw new RunStoreError(`Cannot read the run store at ${path} (HARNESS_DB) to tell live sandboxes from orphans: ${error instanceof Error ? error.message : String(error)}`, { cause: error });
+    throw new RunStoreError(
+      `Cannot read the run store at ${path} (HARNESS_DB) to tell live sandboxes from orphans: ${error instanceof Error ? error.message : String(error)}`,
+      { cause: error },
+    );
   } finally {
     db?.close();
   }

@@ -23,7 +23,6 @@ import { type SetupSecretGrant } from "../config/setup-secrets.js";
 import { describeGitHubError } from "../github/errors.js";
 import type { SandboxKind } from "../sandbox/types.js";
 
-
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {
   /** An installation client (issues, pull requests, contents, config). */
@@ -64,10 +63,21 @@ export interface WorkerDeps {
  * sandbox, blueprint, push, PR. Never throws; every failure ends as a ❌ comment with a reason.
  */
 export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
-  const log = bindLog(deps.log, { runId: request.runId, repo: `${request.repo.owner}/${request.repo.name}`, issue: request.issue.number });
+  const log = bindLog(deps.log, {
+    runId: request.runId,
+    repo: `${request.repo.owner}/${request.repo.name}`,
+    issue: request.issue.number,
+  });
   const redact = createRedactor(secretsFromEnv(deps.environment));
   const runUrl = deps.publicUrl ? `${deps.publicUrl.replace(/\/+$/, "")}/runs/${request.runId}` : undefined;
-  const view: StatusView = { runId: request.runId, phase: "running", requester: request.requester.login, intent: request.intent, steps: [], ...(runUrl ? { runUrl } : {}) };
+  const view: StatusView = {
+    runId: request.runId,
+    phase: "running",
+    requester: request.requester.login,
+    intent: request.intent,
+    steps: [],
+    ...(runUrl ? { runUrl } : {}),
+  };
   let octokit: (OctokitLike & ConfigCapableOctokit) | undefined;
   let updater: StatusUpdater | undefined;
   const audit = deps.audit ? new RunAudit(deps.audit, request, log) : undefined;
@@ -92,14 +102,29 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
           // unless an earlier attempt of this run already did.
           commentId ??= await findStatusComment(client, request);
           if (commentId === undefined) {
-            const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: request.repo.owner, repo: request.repo.name, issue_number: request.issue.number, body });
+            const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+              owner: request.repo.owner,
+              repo: request.repo.name,
+              issue_number: request.issue.number,
+              body,
+            });
             commentId = (created.data as { id: number }).id;
             return;
           }
-          await client.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner: request.repo.owner, repo: request.repo.name, comment_id: commentId, body });
+          await client.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+            owner: request.repo.owner,
+            repo: request.repo.name,
+            comment_id: commentId,
+            body,
+          });
         },
       },
-      { minIntervalMs: deps.statusIntervalMs ?? 5_000, onGiveUp: (error) => { log.warn({ err: describeError(error) }, "status comment update failed"); } },
+      {
+        minIntervalMs: deps.statusIntervalMs ?? 5_000,
+        onGiveUp: (error) => {
+          log.warn({ err: describeError(error) }, "status comment update failed");
+        },
+      },
     );
     if (signal.aborted) {
       await finish("cancelled", "Cancelled before it started");
@@ -129,28 +154,52 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));
     const sandboxKind = chooseSandbox(config, deps);
     const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
-    const agent = blueprint.nodes.some((node) => node.kind === "agent") ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {}) : undefined;
+    const agent = blueprint.nodes.some((node) => node.kind === "agent")
+      ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {})
+      : undefined;
     const network = resolveNetworkPolicy(
-      { ...(config.sandbox.network ? { mode: config.sandbox.network } : {}), ...(config.sandbox.allow ? { allow: config.sandbox.allow } : {}) },
+      {
+        ...(config.sandbox.network ? { mode: config.sandbox.network } : {}),
+        ...(config.sandbox.allow ? { allow: config.sandbox.allow } : {}),
+      },
       {
         ceiling: deps.network?.ceiling ?? "open",
         operatorAllow: deps.network?.allow ?? [],
-        sandbox: sandboxKind === "daytona" ? "daytona" : localIsolation.mode === "namespaces" ? "local-isolated" : "local-unisolated",
+        sandbox:
+          sandboxKind === "daytona"
+            ? "daytona"
+            : localIsolation.mode === "namespaces"
+              ? "local-isolated"
+              : "local-unisolated",
         agentEndpoints: agent?.endpoints ?? [],
       },
     );
     if ("error" in network) {
-      await finish("failed", `.github/harness.yml: ${network.error}`, "Change `sandbox.network` in .github/harness.yml on the default branch (or ask the operator), then ask again");
+      await finish(
+        "failed",
+        `.github/harness.yml: ${network.error}`,
+        "Change `sandbox.network` in .github/harness.yml on the default branch (or ask the operator), then ask again",
+      );
       return;
     }
-    if (sandboxKind === "local" && localIsolation.mode === "none") log.warn({ sandbox: "local", isolation: "none" }, deps.unisolatedWarning ?? "the local sandbox runs this agent without isolation");
-    Object.assign(view, { agent: agent?.name ?? "none", sandbox: sandboxKind, blueprint: blueprint.name, phase: "running" });
+    if (sandboxKind === "local" && localIsolation.mode === "none")
+      log.warn(
+        { sandbox: "local", isolation: "none" },
+        deps.unisolatedWarning ?? "the local sandbox runs this agent without isolation",
+      );
+    Object.assign(view, {
+      agent: agent?.name ?? "none",
+      sandbox: sandboxKind,
+      blueprint: blueprint.name,
+      phase: "running",
+    });
     updater.set(renderStatusComment(view));
 
     const identity: BotIdentity = await fetchBotIdentity(await deps.appOctokit(), client);
     const repository = { owner: request.repo.owner, name: request.repo.name };
     const serverUrl = new URL(request.repo.htmlUrl).origin;
-    const branch = request.issue.pullRequest?.headRef ?? `harness/issue-${String(request.issue.number)}-${request.runId}`;
+    const branch =
+      request.issue.pullRequest?.headRef ?? `harness/issue-${String(request.issue.number)}-${request.runId}`;
 
     // The run's own branch already on GitHub means an earlier attempt pushed its work and died
     // before it could finish. That work is kept: its PR is found or opened, and the run ends
@@ -159,7 +208,14 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       const pr = await openPullRequest(createOctokitClient(client), repository, {
         branch,
         title: pullRequestTitle(request.intent),
-        body: pullRequestBody({ intent: request.intent, blueprint: blueprint.name, branch, runId: request.runId, issueNumber: request.issue.number, requester: request.requester.login }),
+        body: pullRequestBody({
+          intent: request.intent,
+          blueprint: blueprint.name,
+          branch,
+          runId: request.runId,
+          issueNumber: request.issue.number,
+          requester: request.requester.login,
+        }),
         draft: config.pr.draft,
         labels: config.pr.labels,
         reviewers: config.pr.reviewers,
@@ -172,17 +228,31 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     }
 
     // Clone with a read-only token for this one repository, revoked as soon as the clone is done.
-    const clone = await tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions: { contents: "read" } });
+    const clone = await tokens.mint({
+      installationId: request.installationId,
+      repositoryId: request.repo.id,
+      permissions: { contents: "read" },
+    });
     let cloneRevoked = false;
     const revokeClone = async (): Promise<void> => {
       if (cloneRevoked) return;
       cloneRevoked = true;
-      await deps.tokens.revoke(clone.token).catch((error: unknown) => { log.warn({ err: describeGitHubError(error) }, "could not revoke the clone token"); });
+      await deps.tokens.revoke(clone.token).catch((error: unknown) => {
+        log.warn({ err: describeGitHubError(error) }, "could not revoke the clone token");
+      });
     };
-    const revokeOnReady: Reporter = { emit: (event: HarnessEvent) => { if (event.type === "sandbox.ready") void revokeClone(); } };
+    const revokeOnReady: Reporter = {
+      emit: (event: HarnessEvent) => {
+        if (event.type === "sandbox.ready") void revokeClone();
+      },
+    };
 
     const statusReporter = new StatusCommentReporter(view, updater);
-    const logReporter: Reporter = { emit: (event) => { logEvent(log, event); } };
+    const logReporter: Reporter = {
+      emit: (event) => {
+        logEvent(log, event);
+      },
+    };
     try {
       const report = await runHarness({
         runId: request.runId,
@@ -190,7 +260,12 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         branch,
         intent: request.intent,
         intentTrusted: request.intentTrusted,
-        issue: { number: request.issue.number, title: request.issue.title, body: request.issue.body, url: request.issue.htmlUrl },
+        issue: {
+          number: request.issue.number,
+          title: request.issue.title,
+          body: request.issue.body,
+          url: request.issue.htmlUrl,
+        },
         blueprint,
         ...(agent ? { agent } : {}),
         agentCredentials: deps.environment,
@@ -200,17 +275,29 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         createSandbox: deps.sandboxes[sandboxKind],
         sandboxOptions: {
           githubServerUrl: serverUrl,
-          labels: { "harness-issue": String(request.issue.number), "harness-installation": String(request.installationId) },
+          labels: {
+            "harness-issue": String(request.issue.number),
+            "harness-installation": String(request.installationId),
+          },
           // A durable queue retries a run whose worker died: that attempt's sandbox goes first.
           replaceEarlierAttempts: true,
           ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
           ...(sandboxKind === "local" ? { localIsolation } : {}),
           network: network.policy,
-          ...(sandboxKind === "daytona" ? { daytona: { ...deps.daytona, ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}), ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}) } } : {}),
+          ...(sandboxKind === "daytona"
+            ? {
+                daytona: {
+                  ...deps.daytona,
+                  ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}),
+                  ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}),
+                },
+              }
+            : {}),
         },
         githubToken: clone.token,
         pushToken: async () => {
-          const mint = (permissions: Record<string, "read" | "write">) => tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions });
+          const mint = (permissions: Record<string, "read" | "write">) =>
+            tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions });
           // Workflow changes need the Workflows permission, which GitHub refuses to mint (422)
           // if the installation lacks it: then push without it and let GitHub's refusal explain.
           const minted = config.allow_workflow_changes
@@ -223,8 +310,19 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         githubRepo: repository,
         ...(config.allow_workflow_changes ? {} : { canWriteWorkflows: false }),
         commitIdentity: { name: identity.name, email: identity.email },
-        pullRequest: { draft: config.pr.draft, labels: config.pr.labels, reviewers: config.pr.reviewers, requester: request.requester.login },
-        reporter: fanOut(revokeOnReady, statusReporter, logReporter, ...(audit ? [audit.reporter(branch)] : []), ...(deps.reporters ?? [])),
+        pullRequest: {
+          draft: config.pr.draft,
+          labels: config.pr.labels,
+          reviewers: config.pr.reviewers,
+          requester: request.requester.login,
+        },
+        reporter: fanOut(
+          revokeOnReady,
+          statusReporter,
+          logReporter,
+          ...(audit ? [audit.reporter(branch)] : []),
+          ...(deps.reporters ?? []),
+        ),
         signal,
         budgetMs: config.timeout_minutes * 60_000,
         secrets: [...secretsFromEnv(deps.environment), clone.token],
@@ -233,13 +331,20 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       });
       await statusReporter.close();
       await audit?.settled();
-      log.info({ status: report.status, prUrl: report.pushResult?.prUrl, durationMs: report.durationMs }, "run finished");
+      log.info(
+        { status: report.status, prUrl: report.pushResult?.prUrl, durationMs: report.durationMs },
+        "run finished",
+      );
     } finally {
       await revokeClone();
     }
   } catch (error) {
     log.error({ err: redact(describeError(error)) }, "run failed before it could finish");
-    await finish(signal.aborted ? "cancelled" : "failed", `Harness failed before the run could finish: ${describeGitHubError(error)}`, "Ask again; if it keeps failing, an operator can find the run id in the logs").catch(() => undefined);
+    await finish(
+      signal.aborted ? "cancelled" : "failed",
+      `Harness failed before the run could finish: ${describeGitHubError(error)}`,
+      "Ask again; if it keeps failing, an operator can find the run id in the logs",
+    ).catch(() => undefined);
   }
 }
 
@@ -267,10 +372,21 @@ function logEvent(log: Log, event: HarnessEvent): void {
       log.info({ node: event.nodeId, attempt: event.attempt }, "step started");
       break;
     case "node.finished":
-      log.info({ node: event.report.nodeId, attempt: event.report.attempt, status: event.report.status, durationMs: event.report.durationMs }, "step finished");
+      log.info(
+        {
+          node: event.report.nodeId,
+          attempt: event.report.attempt,
+          status: event.report.status,
+          durationMs: event.report.durationMs,
+        },
+        "step finished",
+      );
       break;
     case "push.finished":
-      log.info({ pushed: event.result.pushed, prUrl: event.result.prUrl, errorKind: event.result.errorKind }, "push finished");
+      log.info(
+        { pushed: event.result.pushed, prUrl: event.result.prUrl, errorKind: event.result.errorKind },
+        "push finished",
+      );
       break;
     default:
       break;
@@ -281,7 +397,11 @@ function logEvent(log: Log, event: HarnessEvent): void {
  * Tells the issue that a run was given up after its worker stopped too often (crashes, lost
  * leases): the status comment ends ❌ "interrupted" with how to try again, never a spinner.
  */
-export async function reportInterrupted(request: RunRequest, reason: string, deps: Pick<WorkerDeps, "installationOctokit" | "log">): Promise<void> {
+export async function reportInterrupted(
+  request: RunRequest,
+  reason: string,
+  deps: Pick<WorkerDeps, "installationOctokit" | "log">,
+): Promise<void> {
   const octokit = await deps.installationOctokit(request.installationId);
   const body = renderStatusComment({
     runId: request.runId,
@@ -294,9 +414,17 @@ export async function reportInterrupted(request: RunRequest, reason: string, dep
   });
   const target = { owner: request.repo.owner, repo: request.repo.name };
   if (request.statusCommentId !== undefined) {
-    await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { ...target, comment_id: request.statusCommentId, body });
+    await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+      ...target,
+      comment_id: request.statusCommentId,
+      body,
+    });
   } else {
-    await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { ...target, issue_number: request.issue.number, body });
+    await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+      ...target,
+      issue_number: request.issue.number,
+      body,
+    });
   }
   deps.log.warn({ runId: request.runId, reason }, "run interrupted");
 }

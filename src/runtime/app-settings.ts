@@ -93,26 +93,50 @@ export type QueueSettings =
  * webhook secret it refuses to start: Probot would otherwise accept payloads signed with
  * the public default secret "development".
  */
-export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string) => string = (path) => readFileSync(path, "utf8")): AppSettings {
+export function settingsFromEnv(
+  env: NodeJS.ProcessEnv,
+  readFile: (path: string) => string = (path) => readFileSync(path, "utf8"),
+): AppSettings {
   const port = integer(env["PORT"], 3000, "PORT");
   const host = env["HOST"] || "0.0.0.0";
   const appIdText = env["APP_ID"];
   const privateKey = privateKeyFrom(env, readFile);
   if (!appIdText && !privateKey) {
-    return { mode: "setup", port, host: env["HOST"] || "127.0.0.1", githubHost: env["GHE_HOST"] || "github.com", ...(env["GH_ORG"] ? { org: env["GH_ORG"] } : {}), ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}), envFile: ".env" };
+    return {
+      mode: "setup",
+      port,
+      host: env["HOST"] || "127.0.0.1",
+      githubHost: env["GHE_HOST"] || "github.com",
+      ...(env["GH_ORG"] ? { org: env["GH_ORG"] } : {}),
+      ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
+      envFile: ".env",
+    };
   }
-  if (!appIdText) throw new SettingsError("PRIVATE_KEY is set but APP_ID is not: set both (the app's settings page shows its App ID)");
-  if (!privateKey) throw new SettingsError("APP_ID is set but no private key was found: set PRIVATE_KEY (the PEM text) or PRIVATE_KEY_PATH");
+  if (!appIdText)
+    throw new SettingsError(
+      "PRIVATE_KEY is set but APP_ID is not: set both (the app's settings page shows its App ID)",
+    );
+  if (!privateKey)
+    throw new SettingsError(
+      "APP_ID is set but no private key was found: set PRIVATE_KEY (the PEM text) or PRIVATE_KEY_PATH",
+    );
   const webhookSecret = env["WEBHOOK_SECRET"];
   if (!webhookSecret) {
-    throw new SettingsError("WEBHOOK_SECRET is not set: refusing to start, because webhooks could then be forged. Set it to the secret configured in the GitHub App's settings");
+    throw new SettingsError(
+      "WEBHOOK_SECRET is not set: refusing to start, because webhooks could then be forged. Set it to the secret configured in the GitHub App's settings",
+    );
   }
   const appId = integer(appIdText, 0, "APP_ID");
   const gheHost = env["GHE_HOST"] || undefined;
   const gheProtocol = env["GHE_PROTOCOL"] || "https";
   const warnings: string[] = [];
-  const sandbox = sandboxKind(env["HARNESS_SANDBOX"], "HARNESS_SANDBOX") ?? (env["DAYTONA_API_KEY"] ? "daytona" : "local");
-  const allowed = (env["HARNESS_SANDBOXES"] ?? "").split(",").map((item) => item.trim()).filter(Boolean).map((item) => sandboxKind(item, "HARNESS_SANDBOXES") ?? sandbox);
+  const sandbox =
+    sandboxKind(env["HARNESS_SANDBOX"], "HARNESS_SANDBOX") ?? (env["DAYTONA_API_KEY"] ? "daytona" : "local");
+  const allowed = (env["HARNESS_SANDBOXES"] ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean)
+    .map((item) => sandboxKind(item, "HARNESS_SANDBOXES") ?? sandbox);
   const localSandbox = localSandboxFrom(env);
   if (!env["HARNESS_SANDBOX"] && sandbox === "local") {
     warnings.push("HARNESS_SANDBOX is not set and DAYTONA_API_KEY is missing: runs use the local sandbox on this host");
@@ -146,10 +170,26 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
     maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
     leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
     queueLimits: {
-      maxQueuedPerRepository: integer(env["HARNESS_MAX_QUEUED_PER_REPO"], DEFAULT_QUEUE_LIMITS.maxQueuedPerRepository, "HARNESS_MAX_QUEUED_PER_REPO"),
-      maxQueuedPerInstallation: integer(env["HARNESS_MAX_QUEUED_PER_INSTALLATION"], DEFAULT_QUEUE_LIMITS.maxQueuedPerInstallation, "HARNESS_MAX_QUEUED_PER_INSTALLATION"),
-      maxRunningPerRepository: integer(env["HARNESS_MAX_RUNNING_PER_REPO"], DEFAULT_QUEUE_LIMITS.maxRunningPerRepository, "HARNESS_MAX_RUNNING_PER_REPO"),
-      maxRunningPerInstallation: integer(env["HARNESS_MAX_RUNNING_PER_INSTALLATION"], DEFAULT_QUEUE_LIMITS.maxRunningPerInstallation, "HARNESS_MAX_RUNNING_PER_INSTALLATION"),
+      maxQueuedPerRepository: integer(
+        env["HARNESS_MAX_QUEUED_PER_REPO"],
+        DEFAULT_QUEUE_LIMITS.maxQueuedPerRepository,
+        "HARNESS_MAX_QUEUED_PER_REPO",
+      ),
+      maxQueuedPerInstallation: integer(
+        env["HARNESS_MAX_QUEUED_PER_INSTALLATION"],
+        DEFAULT_QUEUE_LIMITS.maxQueuedPerInstallation,
+        "HARNESS_MAX_QUEUED_PER_INSTALLATION",
+      ),
+      maxRunningPerRepository: integer(
+        env["HARNESS_MAX_RUNNING_PER_REPO"],
+        DEFAULT_QUEUE_LIMITS.maxRunningPerRepository,
+        "HARNESS_MAX_RUNNING_PER_REPO",
+      ),
+      maxRunningPerInstallation: integer(
+        env["HARNESS_MAX_RUNNING_PER_INSTALLATION"],
+        DEFAULT_QUEUE_LIMITS.maxRunningPerInstallation,
+        "HARNESS_MAX_RUNNING_PER_INSTALLATION",
+      ),
     },
     approvals: {
       ttlMs: positive(env["HARNESS_APPROVAL_TTL_HOURS"], 7 * 24, "HARNESS_APPROVAL_TTL_HOURS") * 3_600_000,
@@ -167,7 +207,10 @@ export function settingsFromEnv(env: NodeJS.ProcessEnv, readFile: (path: string)
 function auditFrom(env: NodeJS.ProcessEnv): { auditToken?: string } {
   const token = env["HARNESS_AUDIT_TOKEN"];
   if (!token) return {};
-  if (token.length < 32) throw new SettingsError(`HARNESS_AUDIT_TOKEN is too short (${String(token.length)} characters): use at least 32, e.g. the output of \`openssl rand -hex 32\``);
+  if (token.length < 32)
+    throw new SettingsError(
+      `HARNESS_AUDIT_TOKEN is too short (${String(token.length)} characters): use at least 32, e.g. the output of \`openssl rand -hex 32\``,
+    );
   return { auditToken: token };
 }
 
@@ -180,20 +223,33 @@ function localSandboxFrom(env: NodeJS.ProcessEnv): LocalIsolation {
   if (unisolated !== undefined && unisolated !== "" && !["0", "1", "true", "false"].includes(unisolated)) {
     throw new SettingsError(`HARNESS_UNISOLATED_LOCAL must be 1 or 0, got "${unisolated}"`);
   }
-  const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
+  const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean);
   for (const path of readOnlyPaths) {
-    if (!path.startsWith("/")) throw new SettingsError(`HARNESS_SANDBOX_READONLY_PATHS takes absolute paths separated by commas, got "${path}"`);
+    if (!path.startsWith("/"))
+      throw new SettingsError(`HARNESS_SANDBOX_READONLY_PATHS takes absolute paths separated by commas, got "${path}"`);
   }
   const bwrapPath = env["HARNESS_BWRAP"] || undefined;
-  if (bwrapPath !== undefined && !bwrapPath.startsWith("/")) throw new SettingsError(`HARNESS_BWRAP must be an absolute path to bwrap, got "${bwrapPath}"`);
-  return { mode: unisolated === "1" || unisolated === "true" ? "none" : "namespaces", ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}), ...(bwrapPath ? { bwrapPath } : {}) };
+  if (bwrapPath !== undefined && !bwrapPath.startsWith("/"))
+    throw new SettingsError(`HARNESS_BWRAP must be an absolute path to bwrap, got "${bwrapPath}"`);
+  return {
+    mode: unisolated === "1" || unisolated === "true" ? "none" : "namespaces",
+    ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}),
+    ...(bwrapPath ? { bwrapPath } : {}),
+  };
 }
 
 /** HARNESS_NETWORK (the ceiling: open, allowlist or none) and HARNESS_NETWORK_ALLOW (comma-separated). */
 function networkFrom(env: NodeJS.ProcessEnv): { ceiling: NetworkMode; allow: string[] } {
   const ceiling = env["HARNESS_NETWORK"] || "open";
-  if (!(NETWORK_MODES as readonly string[]).includes(ceiling)) throw new SettingsError(`HARNESS_NETWORK must be open, allowlist or none, got "${ceiling}"`);
-  const allow = (env["HARNESS_NETWORK_ALLOW"] ?? "").split(",").map((item) => item.trim()).filter(Boolean);
+  if (!(NETWORK_MODES as readonly string[]).includes(ceiling))
+    throw new SettingsError(`HARNESS_NETWORK must be open, allowlist or none, got "${ceiling}"`);
+  const allow = (env["HARNESS_NETWORK_ALLOW"] ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean);
   try {
     parseAllowlist(allow);
   } catch (error) {
@@ -205,10 +261,19 @@ function networkFrom(env: NodeJS.ProcessEnv): { ceiling: NetworkMode; allow: str
 /** `HARNESS_SETUP_SECRETS=acme/widgets:NPM_TOKEN,acme/*:PIP_TOKEN`: each value must be set too. */
 function setupSecretsFrom(env: NodeJS.ProcessEnv): SetupSecretGrant[] {
   const grants: SetupSecretGrant[] = [];
-  for (const item of (env["HARNESS_SETUP_SECRETS"] ?? "").split(",").map((entry) => entry.trim()).filter(Boolean)) {
+  for (const item of (env["HARNESS_SETUP_SECRETS"] ?? "")
+    .split(",")
+    .map((entry) => entry.trim())
+    .filter(Boolean)) {
     const match = /^([A-Za-z0-9_.-]+\/(?:[A-Za-z0-9_.-]+|\*)):([A-Z_][A-Z0-9_]{0,63})$/.exec(item);
-    if (!match?.[1] || !match[2]) throw new SettingsError(`HARNESS_SETUP_SECRETS takes owner/repo:NAME (or owner/*:NAME) entries separated by commas, got "${item}"`);
-    if (!env[match[2]]) throw new SettingsError(`HARNESS_SETUP_SECRETS declares ${match[2]} for ${match[1]}, but ${match[2]} is not set in the environment`);
+    if (!match?.[1] || !match[2])
+      throw new SettingsError(
+        `HARNESS_SETUP_SECRETS takes owner/repo:NAME (or owner/*:NAME) entries separated by commas, got "${item}"`,
+      );
+    if (!env[match[2]])
+      throw new SettingsError(
+        `HARNESS_SETUP_SECRETS declares ${match[2]} for ${match[1]}, but ${match[2]} is not set in the environment`,
+      );
     grants.push({ repo: match[1].toLowerCase(), name: match[2] });
   }
   return grants;
@@ -260,9 +325,13 @@ export function daytonaOptionsFromEnv(env: NodeJS.ProcessEnv): DaytonaOptions {
 function daytonaSecrets(text: string | undefined): { secrets: Record<string, string> } | undefined {
   if (!text) return undefined;
   const secrets: Record<string, string> = {};
-  for (const pair of text.split(",").map((item) => item.trim()).filter(Boolean)) {
+  for (const pair of text
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean)) {
     const [name, secret] = pair.split("=");
-    if (!name || !secret) throw new SettingsError(`DAYTONA_SECRETS must look like ENV_NAME=secret-name[,…], got "${pair}"`);
+    if (!name || !secret)
+      throw new SettingsError(`DAYTONA_SECRETS must look like ENV_NAME=secret-name[,…], got "${pair}"`);
     secrets[name] = secret;
   }
   return { secrets };
@@ -275,9 +344,13 @@ function queueFrom(env: NodeJS.ProcessEnv): QueueSettings {
   if (kind === "bullmq") {
     const redisUrl = env["REDIS_URL"];
     if (!redisUrl) throw new SettingsError("HARNESS_QUEUE=bullmq needs REDIS_URL (for example redis://127.0.0.1:6379)");
-    if (!/^rediss?:\/\//.test(redisUrl)) throw new SettingsError(`REDIS_URL must start with redis:// or rediss://, got "${redisUrl.replace(/\/\/[^@/]*@/, "//***@")}"`);
+    if (!/^rediss?:\/\//.test(redisUrl))
+      throw new SettingsError(
+        `REDIS_URL must start with redis:// or rediss://, got "${redisUrl.replace(/\/\/[^@/]*@/, "//***@")}"`,
+      );
     const prefix = env["HARNESS_REDIS_PREFIX"] || "harness";
-    if (!/^[A-Za-z0-9_.-]+$/.test(prefix)) throw new SettingsError(`HARNESS_REDIS_PREFIX may hold letters, digits, "_", "." and "-" only, got "${prefix}"`);
+    if (!/^[A-Za-z0-9_.-]+$/.test(prefix))
+      throw new SettingsError(`HARNESS_REDIS_PREFIX may hold letters, digits, "_", "." and "-" only, got "${prefix}"`);
     return { kind: "bullmq", redisUrl, prefix };
   }
   throw new SettingsError(`HARNESS_QUEUE must be "sqlite", "bullmq" or "memory", got "${kind}"`);
@@ -293,7 +366,9 @@ function roleFrom(env: NodeJS.ProcessEnv): "all" | "web" | "worker" {
   const role = env["HARNESS_ROLE"] || "all";
   if (role === "all" || role === "web" || role === "worker") {
     if (role !== "all" && env["HARNESS_QUEUE"] === "memory") {
-      throw new SettingsError(`HARNESS_ROLE=${role} needs a queue shared between processes: use HARNESS_QUEUE=sqlite (one machine) or bullmq (many), not memory`);
+      throw new SettingsError(
+        `HARNESS_ROLE=${role} needs a queue shared between processes: use HARNESS_QUEUE=sqlite (one machine) or bullmq (many), not memory`,
+      );
     }
     return role;
   }
@@ -305,6 +380,9 @@ function webFrom(env: NodeJS.ProcessEnv, apiBaseUrl: string, warnings: string[])
   const setup = webAuthSetupFromEnv(env, apiBaseUrl);
   if (setup.enabled) return { web: setup.settings };
   // The manifest flow writes the OAuth client by itself: say why the pages are still off.
-  if (env["GITHUB_CLIENT_ID"]) warnings.push(`The run pages are off: ${setup.reason}. Set HARNESS_PUBLIC_URL and HARNESS_SESSION_SECRET to serve them`);
+  if (env["GITHUB_CLIENT_ID"])
+    warnings.push(
+      `The run pages are off: ${setup.reason}. Set HARNESS_PUBLIC_URL and HARNESS_SESSION_SECRET to serve them`,
+    );
   return {};
 }

@@ -27,7 +27,7 @@ export function boundedCommand(command: SyncCommand): string {
   const stdin = shellQuote([command.stdinPath ?? "/dev/null"]);
   return [
     `cd ${shellQuote([command.cwd])} || exit 126`,
-    'o=$(mktemp) && e=$(mktemp) || exit 125',
+    "o=$(mktemp) && e=$(mktemp) || exit 125",
     `${shellQuote(command.argv)} <${stdin} >"$o" 2>"$e"`,
     "c=$?",
     'printf "%s %s %s\\n" "$(wc -c <"$o" | tr -d " ")" "$(wc -c <"$e" | tr -d " ")" "$c"',
@@ -39,7 +39,9 @@ export function boundedCommand(command: SyncCommand): string {
 }
 
 /** Splits a bounded command's stdout into the header's sizes and the real stdout tail. */
-export function parseBoundedOutput(stdout: string): { stdout: string; stdoutBytes: number; stderrBytes: number } | undefined {
+export function parseBoundedOutput(
+  stdout: string,
+): { stdout: string; stdoutBytes: number; stderrBytes: number } | undefined {
   const header = HEADER.exec(stdout);
   if (!header) return undefined;
   return { stdout: stdout.slice(header[0].length), stdoutBytes: Number(header[1]), stderrBytes: Number(header[2]) };

@@ -28,7 +28,9 @@ export interface CreateSnapshotRequest {
 }
 
 /** Builds the recommended snapshot in Daytona, streaming the build log to `onProgress`. */
-export async function createRecommendedSnapshot(request: CreateSnapshotRequest): Promise<{ name: string; state: string }> {
+export async function createRecommendedSnapshot(
+  request: CreateSnapshotRequest,
+): Promise<{ name: string; state: string }> {
   const apiKey = request.daytona.apiKey;
   if (!apiKey) throw new SandboxError("Daytona API key required (set DAYTONA_API_KEY)");
   const apiUrl = (request.daytona.apiUrl ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, "");
@@ -36,11 +38,19 @@ export async function createRecommendedSnapshot(request: CreateSnapshotRequest):
   try {
     const snapshot = await daytona.snapshot.create(
       { name: request.name, image: recommendedImage(), resources: { cpu: 2, memory: 4, disk: 10 } },
-      { onLogs: (chunk) => { for (const line of chunk.split("\n")) if (line.trim() !== "") request.onProgress(line); } },
+      {
+        onLogs: (chunk) => {
+          for (const line of chunk.split("\n")) if (line.trim() !== "") request.onProgress(line);
+        },
+      },
     );
     return { name: snapshot.name, state: snapshot.state };
   } catch (error) {
-    throw translateError(error, { apiUrl, redact: (text) => text.replaceAll(apiKey, "[REDACTED]"), during: `building snapshot '${request.name}'` });
+    throw translateError(error, {
+      apiUrl,
+      redact: (text) => text.replaceAll(apiKey, "[REDACTED]"),
+      during: `building snapshot '${request.name}'`,
+    });
   } finally {
     await daytona[Symbol.asyncDispose]().catch(() => undefined);
   }

@@ -50,7 +50,8 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
   const config = opts.daytona ?? {};
   const apiKey = config.apiKey ?? process.env["DAYTONA_API_KEY"];
   if (!apiKey) throw new SandboxError("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
-  if (isLocalPath(opts.repo)) throw new SandboxError("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
+  if (isLocalPath(opts.repo))
+    throw new SandboxError("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
   const serverUrl = opts.githubServerUrl;
   const repo = parseGitHubRepo(opts.repo, serverUrl ? { serverUrl } : {});
   const apiUrl = (config.apiUrl ?? process.env["DAYTONA_API_URL"] ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, "");
@@ -58,18 +59,28 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
   const startTimeout = config.startTimeoutSeconds ?? 60;
   const redactToken = createRedactor([opts.githubToken, apiKey]);
   if (opts.network?.mode === "allowlist") {
-    throw new SandboxError("Daytona cannot enforce a network allowlist by name (it filters by IP range only): use network none or open on Daytona");
+    throw new SandboxError(
+      "Daytona cannot enforce a network allowlist by name (it filters by IP range only): use network none or open on Daytona",
+    );
   }
 
   // Polling instead of the socket.io event stream: a sandbox is usually started when `create`
   // returns, and no socket is left open to keep the process alive.
-  const daytona = new Daytona({ apiKey, apiUrl, target: config.target ?? process.env["DAYTONA_TARGET"] ?? "us", useDeprecatedPolling: true });
+  const daytona = new Daytona({
+    apiKey,
+    apiUrl,
+    target: config.target ?? process.env["DAYTONA_TARGET"] ?? "us",
+    useDeprecatedPolling: true,
+  });
   const dispose = async (): Promise<void> => {
     await daytona[Symbol.asyncDispose]().catch(() => undefined);
   };
 
   // Looked up while the new sandbox is created, so a retry costs no extra round trip.
-  const earlier = opts.replaceEarlierAttempts && opts.runId ? earlierAttempts(daytona, opts.runId) : Promise.resolve<DaytonaSdkSandbox[]>([]);
+  const earlier =
+    opts.replaceEarlierAttempts && opts.runId
+      ? earlierAttempts(daytona, opts.runId)
+      : Promise.resolve<DaytonaSdkSandbox[]>([]);
   let remote: DaytonaSdkSandbox;
   try {
     remote = await daytona.create(
@@ -94,21 +105,24 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
   const sessions = new SessionPool(remote);
   const cleared = earlier.then((found) => deleteAll(found, remote.id));
   try {
-    const base = (await Promise.all([
-      remote.getWorkDir(),
-      remote.git.clone(
-        githubCloneUrl(repo, serverUrl),
-        posix.join(WORKSPACE, repo.name),
-        opts.checkoutExisting ? opts.branch : undefined,
-        undefined,
-        opts.githubToken ? "x-access-token" : undefined,
-        opts.githubToken,
-        undefined,
-        config.cloneDepth,
-      ),
-      sessions.prepare(),
-      cleared,
-    ]))[0] ?? "/home/daytona";
+    const base =
+      (
+        await Promise.all([
+          remote.getWorkDir(),
+          remote.git.clone(
+            githubCloneUrl(repo, serverUrl),
+            posix.join(WORKSPACE, repo.name),
+            opts.checkoutExisting ? opts.branch : undefined,
+            undefined,
+            opts.githubToken ? "x-access-token" : undefined,
+            opts.githubToken,
+            undefined,
+            config.cloneDepth,
+          ),
+          sessions.prepare(),
+          cleared,
+        ])
+      )[0] ?? "/home/daytona";
     const workDir = posix.join(base, WORKSPACE, repo.name);
     const scratchDir = posix.join(base, SCRATCH);
     // createBranch also checks the branch out: no second round trip.
@@ -122,7 +136,13 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
     await remote.delete().catch(() => undefined);
     await cleared;
     await dispose();
-    throw translateError(error, { snapshot, apiUrl, startTimeout, redact: redactToken, during: `preparing ${repo.owner}/${repo.name}` });
+    throw translateError(error, {
+      snapshot,
+      apiUrl,
+      startTimeout,
+      redact: redactToken,
+      during: `preparing ${repo.owner}/${repo.name}`,
+    });
   }
 }
 
@@ -151,7 +171,8 @@ class DaytonaSandbox implements Sandbox {
     const stdinPath = execOpts.stdin !== undefined ? await this.uploadScratch("stdin", execOpts.stdin) : undefined;
     const env = this.sandboxEnv(execOpts.env);
 
-    if (this.opts.daytona?.simpleExec ?? process.env["DAYTONA_SIMPLE_EXEC"] === "1") return this.simpleExec(execOpts, cwd, env, started, maxOutput);
+    if (this.opts.daytona?.simpleExec ?? process.env["DAYTONA_SIMPLE_EXEC"] === "1")
+      return this.simpleExec(execOpts, cwd, env, started, maxOutput);
 
     const session = Object.keys(env).length > 0 ? await this.sessions.withEnv(env) : await this.sessions.take();
     try {
@@ -166,11 +187,18 @@ class DaytonaSandbox implements Sandbox {
   }
 
   async uploadFiles(files: Array<{ path: string; content: string }>): Promise<void> {
-    const targets = files.map((file) => ({ destination: assertPathConfined(file.path, this.workDir), content: file.content }));
-    const folders = [...new Set(targets.map((target) => dirname(target.destination)))].filter((folder) => folder !== this.workDir);
+    const targets = files.map((file) => ({
+      destination: assertPathConfined(file.path, this.workDir),
+      content: file.content,
+    }));
+    const folders = [...new Set(targets.map((target) => dirname(target.destination)))].filter(
+      (folder) => folder !== this.workDir,
+    );
     try {
       await Promise.all(folders.map((folder) => this.remote.fs.createFolder(folder, "755")));
-      await this.remote.fs.uploadFiles(targets.map((target) => ({ source: Buffer.from(target.content, "utf8"), destination: target.destination })));
+      await this.remote.fs.uploadFiles(
+        targets.map((target) => ({ source: Buffer.from(target.content, "utf8"), destination: target.destination })),
+      );
     } catch (error) {
       throw translateError(error, { redact: this.redact, during: "uploading files" });
     }
@@ -192,9 +220,13 @@ class DaytonaSandbox implements Sandbox {
       // checked again after, since the sandbox may still be writing.
       const details = await this.remote.fs.getFileDetails(target);
       if (details.isDir) throw new SandboxError(`${path} in the sandbox is not a regular file`);
-      if (details.size > maxBytes) throw new SandboxError(`${path} in the sandbox is ${String(details.size)} bytes, over the ${String(maxBytes)}-byte limit`);
+      if (details.size > maxBytes)
+        throw new SandboxError(
+          `${path} in the sandbox is ${String(details.size)} bytes, over the ${String(maxBytes)}-byte limit`,
+        );
       const content = await this.remote.fs.downloadFile(target);
-      if (content.length > maxBytes) throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
+      if (content.length > maxBytes)
+        throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
       return content;
     } catch (error) {
       throw translateError(error, { redact: this.redact, during: `reading ${path}` });
@@ -259,11 +291,29 @@ class DaytonaSandbox implements Sandbox {
     return path;
   }
 
-  private async boundedExec(session: string, execOpts: ExecOptions, cwd: string, stdinPath: string | undefined, maxOutput: number, started: number): Promise<ExecResult> {
+  private async boundedExec(
+    session: string,
+    execOpts: ExecOptions,
+    cwd: string,
+    stdinPath: string | undefined,
+    maxOutput: number,
+    started: number,
+  ): Promise<ExecResult> {
     const command = boundedCommand({ argv: execOpts.argv, cwd, maxOutput, ...(stdinPath ? { stdinPath } : {}) });
-    const request = this.remote.process.executeSessionCommand(session, { command }, Math.ceil(execOpts.timeout / 1000) + 30);
+    const request = this.remote.process.executeSessionCommand(
+      session,
+      { command },
+      Math.ceil(execOpts.timeout / 1000) + 30,
+    );
     const stop = await this.raceDeadline(request, session, execOpts);
-    if (stop) return { exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED, stdout: "", stderr: "", durationMs: performance.now() - started, ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }) };
+    if (stop)
+      return {
+        exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED,
+        stdout: "",
+        stderr: "",
+        durationMs: performance.now() - started,
+        ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }),
+      };
     let response;
     try {
       response = await request;
@@ -274,15 +324,33 @@ class DaytonaSandbox implements Sandbox {
     const exitCode = response.exitCode ?? 1;
     if (!parsed) {
       // The wrapper itself could not run (cd failed, no mktemp): report what the shell said.
-      return { exitCode, stdout: response.stdout ?? "", stderr: response.stderr ?? "", durationMs: performance.now() - started };
+      return {
+        exitCode,
+        stdout: response.stdout ?? "",
+        stderr: response.stderr ?? "",
+        durationMs: performance.now() - started,
+      };
     }
     const stdout = truncateBytes(Buffer.from(parsed.stdout, "utf8"), maxOutput, parsed.stdoutBytes);
     const stderr = truncateBytes(Buffer.from(response.stderr ?? "", "utf8"), maxOutput, parsed.stderrBytes);
     const truncated = parsed.stdoutBytes > maxOutput || parsed.stderrBytes > maxOutput;
-    return { exitCode, stdout, stderr, durationMs: performance.now() - started, ...(truncated ? { truncated: true } : {}) };
+    return {
+      exitCode,
+      stdout,
+      stderr,
+      durationMs: performance.now() - started,
+      ...(truncated ? { truncated: true } : {}),
+    };
   }
 
-  private async streamingExec(session: string, execOpts: ExecOptions, cwd: string, stdinPath: string | undefined, maxOutput: number, started: number): Promise<ExecResult> {
+  private async streamingExec(
+    session: string,
+    execOpts: ExecOptions,
+    cwd: string,
+    stdinPath: string | undefined,
+    maxOutput: number,
+    started: number,
+  ): Promise<ExecResult> {
     const stdout = new TailBuffer(maxOutput);
     const stderr = new TailBuffer(maxOutput);
     const onOutput = execOpts.onOutput;
@@ -293,26 +361,52 @@ class DaytonaSandbox implements Sandbox {
     } catch (error) {
       throw translateError(error, { redact: this.redact, during: `starting ${execOpts.argv[0] ?? ""}` });
     }
-    const keepAlive = setInterval(() => { void this.remote.refreshActivity().catch(() => undefined); }, ACTIVITY_REFRESH_MS);
+    const keepAlive = setInterval(() => {
+      void this.remote.refreshActivity().catch(() => undefined);
+    }, ACTIVITY_REFRESH_MS);
     keepAlive.unref();
     try {
       const logs = this.remote.process
         .getSessionCommandLogs(
           session,
           cmdId,
-          (chunk) => { stdout.push(Buffer.from(chunk, "utf8")); onOutput?.("stdout", chunk); },
-          (chunk) => { stderr.push(Buffer.from(chunk, "utf8")); onOutput?.("stderr", chunk); },
+          (chunk) => {
+            stdout.push(Buffer.from(chunk, "utf8"));
+            onOutput?.("stdout", chunk);
+          },
+          (chunk) => {
+            stderr.push(Buffer.from(chunk, "utf8"));
+            onOutput?.("stderr", chunk);
+          },
         )
         .catch((error: unknown) => {
           // A refused log stream rejects with a bare ErrorEvent, not an Error.
-          throw new SandboxError(`Could not follow the output of ${execOpts.argv[0] ?? "the command"}: ${describeStreamError(error)}`);
+          throw new SandboxError(
+            `Could not follow the output of ${execOpts.argv[0] ?? "the command"}: ${describeStreamError(error)}`,
+          );
         });
       const stop = await this.raceDeadline(logs, session, execOpts);
-      const base = { stdout: stdout.text(), stderr: stderr.text(), ...(stdout.truncated || stderr.truncated ? { truncated: true } : {}) };
-      if (stop) return { ...base, exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED, durationMs: performance.now() - started, ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }) };
+      const base = {
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        ...(stdout.truncated || stderr.truncated ? { truncated: true } : {}),
+      };
+      if (stop)
+        return {
+          ...base,
+          exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED,
+          durationMs: performance.now() - started,
+          ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }),
+        };
       await logs;
       const exitCode = await this.exitCodeOf(session, cmdId);
-      return { ...base, stdout: stdout.text(), stderr: stderr.text(), exitCode, durationMs: performance.now() - started };
+      return {
+        ...base,
+        stdout: stdout.text(),
+        stderr: stderr.text(),
+        exitCode,
+        durationMs: performance.now() - started,
+      };
     } finally {
       clearInterval(keepAlive);
     }
@@ -332,17 +426,31 @@ class DaytonaSandbox implements Sandbox {
    * Waits for `work` unless the deadline or the abort signal comes first; then kills the
    * command by deleting its session (Daytona's own timeouts only cut the HTTP request).
    */
-  private async raceDeadline(work: Promise<unknown>, session: string, execOpts: ExecOptions): Promise<"timeout" | "cancelled" | undefined> {
+  private async raceDeadline(
+    work: Promise<unknown>,
+    session: string,
+    execOpts: ExecOptions,
+  ): Promise<"timeout" | "cancelled" | undefined> {
     let timer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
     const stopped = new Promise<"timeout" | "cancelled">((resolve) => {
-      timer = setTimeout(() => { resolve("timeout"); }, execOpts.timeout);
+      timer = setTimeout(() => {
+        resolve("timeout");
+      }, execOpts.timeout);
       if (execOpts.signal?.aborted) resolve("cancelled");
-      onAbort = () => { resolve("cancelled"); };
+      onAbort = () => {
+        resolve("cancelled");
+      };
       execOpts.signal?.addEventListener("abort", onAbort, { once: true });
     });
     try {
-      const winner = await Promise.race([work.then(() => undefined, () => undefined), stopped]);
+      const winner = await Promise.race([
+        work.then(
+          () => undefined,
+          () => undefined,
+        ),
+        stopped,
+      ]);
       if (winner) {
         work.catch(() => undefined);
         await this.remote.process.deleteSession(session).catch(() => undefined);
@@ -355,13 +463,36 @@ class DaytonaSandbox implements Sandbox {
   }
 
   /** The debugging path (`DAYTONA_SIMPLE_EXEC=1`): one call, stdout and stderr merged. */
-  private async simpleExec(execOpts: ExecOptions, cwd: string, env: Record<string, string>, started: number, maxOutput: number): Promise<ExecResult> {
+  private async simpleExec(
+    execOpts: ExecOptions,
+    cwd: string,
+    env: Record<string, string>,
+    started: number,
+    maxOutput: number,
+  ): Promise<ExecResult> {
     try {
-      const response = await this.remote.process.executeCommand(shellQuote(execOpts.argv), cwd, env, Math.ceil(execOpts.timeout / 1000));
+      const response = await this.remote.process.executeCommand(
+        shellQuote(execOpts.argv),
+        cwd,
+        env,
+        Math.ceil(execOpts.timeout / 1000),
+      );
       const output = truncateBytes(Buffer.from(response.result, "utf8"), maxOutput);
-      return { exitCode: response.exitCode, stdout: output, stderr: response.exitCode === 0 ? "" : output, durationMs: performance.now() - started };
+      return {
+        exitCode: response.exitCode,
+        stdout: output,
+        stderr: response.exitCode === 0 ? "" : output,
+        durationMs: performance.now() - started,
+      };
     } catch (error) {
-      if (error instanceof DaytonaTimeoutError) return { exitCode: EXIT_TIMED_OUT, stdout: "", stderr: "", durationMs: performance.now() - started, timedOut: true };
+      if (error instanceof DaytonaTimeoutError)
+        return {
+          exitCode: EXIT_TIMED_OUT,
+          stdout: "",
+          stderr: "",
+          durationMs: performance.now() - started,
+          timedOut: true,
+        };
       throw translateError(error, { redact: this.redact, during: `running ${execOpts.argv[0] ?? ""}` });
     }
   }
@@ -445,7 +576,10 @@ class SessionPool {
 async function earlierAttempts(daytona: Daytona, runId: string): Promise<DaytonaSdkSandbox[]> {
   const found: DaytonaSdkSandbox[] = [];
   try {
-    for await (const sandbox of daytona.list({ labels: { [HARNESS_APP_LABEL.key]: HARNESS_APP_LABEL.value, "harness-run": runId } })) found.push(sandbox);
+    for await (const sandbox of daytona.list({
+      labels: { [HARNESS_APP_LABEL.key]: HARNESS_APP_LABEL.value, "harness-run": runId },
+    }))
+      found.push(sandbox);
   } catch {
     // Keep what was listed before the failure.
   }
@@ -454,7 +588,9 @@ async function earlierAttempts(daytona: Daytona, runId: string): Promise<Daytona
 
 /** Deletes `sandboxes` except the one just created (the lookup may have seen it); gone already is fine. */
 async function deleteAll(sandboxes: DaytonaSdkSandbox[], keep: string | undefined): Promise<void> {
-  await Promise.all(sandboxes.filter((sandbox) => sandbox.id !== keep).map((sandbox) => sandbox.delete().catch(() => undefined)));
+  await Promise.all(
+    sandboxes.filter((sandbox) => sandbox.id !== keep).map((sandbox) => sandbox.delete().catch(() => undefined)),
+  );
 }
 
 function sandboxLabels(opts: SandboxOptions, repo: string): Record<string, string> {
@@ -468,7 +604,8 @@ function sandboxLabels(opts: SandboxOptions, repo: string): Record<string, strin
 
 function describeStreamError(error: unknown): string {
   if (error instanceof Error) return error.message;
-  if (error !== null && typeof error === "object" && "message" in error && typeof error.message === "string") return error.message;
+  if (error !== null && typeof error === "object" && "message" in error && typeof error.message === "string")
+    return error.message;
   return "the log stream was refused";
 }
 
@@ -488,14 +625,25 @@ export function translateError(error: unknown, context: ErrorContext): SandboxEr
   if (error instanceof DaytonaAuthenticationError && !context.during) {
     return new SandboxError("Daytona rejected the API key (check DAYTONA_API_KEY)", { cause: error });
   }
-  if (context.snapshot && error instanceof DaytonaError && /snapshot/i.test(detail) && /not found|does not exist|unknown/i.test(detail)) {
-    return new SandboxError(`snapshot '${context.snapshot}' does not exist in Daytona (create it with \`harness daytona snapshot create\` or choose another)`, { cause: error });
+  if (
+    context.snapshot &&
+    error instanceof DaytonaError &&
+    /snapshot/i.test(detail) &&
+    /not found|does not exist|unknown/i.test(detail)
+  ) {
+    return new SandboxError(
+      `snapshot '${context.snapshot}' does not exist in Daytona (create it with \`harness daytona snapshot create\` or choose another)`,
+      { cause: error },
+    );
   }
   if (error instanceof DaytonaTimeoutError && context.startTimeout !== undefined && !context.during) {
     return new SandboxError(`sandbox failed to start within ${String(context.startTimeout)} s`, { cause: error });
   }
   if (error instanceof DaytonaConnectionError) {
-    return new SandboxError(`could not reach Daytona${context.apiUrl ? ` at ${context.apiUrl}` : ""}${during}: ${detail}`, { cause: error });
+    return new SandboxError(
+      `could not reach Daytona${context.apiUrl ? ` at ${context.apiUrl}` : ""}${during}: ${detail}`,
+      { cause: error },
+    );
   }
   if (error instanceof DaytonaError && typeof error.statusCode === "number") {
     return new SandboxError(`Daytona answered ${String(error.statusCode)}${during}: ${detail}`, { cause: error });

@@ -29,8 +29,7 @@ export interface IsolationSpec {
 }
 
 export type IsolationProbe =
-  | { available: true; bwrapPath: string; version: string }
-  | { available: false; reason: string; fix: string };
+  { available: true; bwrapPath: string; version: string } | { available: false; reason: string; fix: string };
 
 /**
  * The uid and gid the command sees. bwrap (not setuid) can only map one id: the caller's own,
@@ -100,18 +99,28 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
   const readOnlyPaths = (spec.readOnlyPaths ?? []).map((path) => checkedPath("readOnlyPaths entry", path));
   const scratchDir = spec.scratchDir !== undefined ? checkedPath("scratchDir", spec.scratchDir) : undefined;
   if (scratchDir !== undefined) {
-    for (const [name, writable] of [["workDir", workDir], ["homeDir", homeDir]] as const) {
+    for (const [name, writable] of [
+      ["workDir", workDir],
+      ["homeDir", homeDir],
+    ] as const) {
       if (isWithinOrEqual(writable, scratchDir) || isWithinOrEqual(scratchDir, writable)) {
         // Inside the checkout it would be what it exists to avoid; around it, it would expose siblings.
-        throw new InvalidInputError(`scratchDir ${scratchDir} overlaps the ${name} ${writable}; it must be a separate directory`);
+        throw new InvalidInputError(
+          `scratchDir ${scratchDir} overlaps the ${name} ${writable}; it must be a separate directory`,
+        );
       }
     }
   }
   for (const path of readOnlyPaths) {
-    for (const [name, writable] of [["workDir", workDir], ["homeDir", homeDir]] as const) {
+    for (const [name, writable] of [
+      ["workDir", workDir],
+      ["homeDir", homeDir],
+    ] as const) {
       if (isWithinOrEqual(writable, path)) {
         // Binding an ancestor of the checkout would also expose its siblings: other runs.
-        throw new InvalidInputError(`readOnlyPaths entry ${path} contains the ${name} ${writable}; list a narrower directory`);
+        throw new InvalidInputError(
+          `readOnlyPaths entry ${path} contains the ${name} ${writable}; list a narrower directory`,
+        );
       }
     }
   }
@@ -124,8 +133,10 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
     "--unshare-all",
     "--unshare-user",
     ...(spec.network === "open" ? ["--share-net"] : []),
-    "--uid", String(SANDBOX_UID),
-    "--gid", String(SANDBOX_GID),
+    "--uid",
+    String(SANDBOX_UID),
+    "--gid",
+    String(SANDBOX_GID),
     // Nested user namespaces would hand the command a full capability set again (inside them),
     // which is what most kernel privilege escalations start from.
     "--disable-userns",
@@ -135,14 +146,21 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
     "--die-with-parent",
     // A new session has no controlling terminal, so TIOCSTI cannot type into the caller's.
     "--new-session",
-    "--cap-drop", "ALL",
-    "--hostname", "harness-sandbox",
-    "--ro-bind", "/usr", "/usr",
+    "--cap-drop",
+    "ALL",
+    "--hostname",
+    "harness-sandbox",
+    "--ro-bind",
+    "/usr",
+    "/usr",
     ...systemDirArgs(),
     ...ETC_ENTRIES.flatMap((entry) => ["--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`]),
-    "--proc", "/proc",
-    "--dev", "/dev",
-    "--tmpfs", "/tmp",
+    "--proc",
+    "/proc",
+    "--dev",
+    "/dev",
+    "--tmpfs",
+    "/tmp",
     ...readOnlyPaths.flatMap((path) => bindArgs("--ro-bind", path)),
     ...(scratchDir !== undefined ? bindArgs("--ro-bind", scratchDir) : []),
     // After the read-only paths, so a writable directory is never shadowed by one of them.
@@ -150,7 +168,8 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
     ...bindArgs("--bind", homeDir),
     // The root is bwrap's own tmpfs: read-only, so /tmp, workDir and homeDir are the only
     // places a command can write, and nothing it leaves elsewhere can surprise the next step.
-    "--remount-ro", "/",
+    "--remount-ro",
+    "/",
     "--",
     ...argv,
   ];
@@ -181,20 +200,33 @@ async function runProbe(bwrapPath: string): Promise<IsolationProbe> {
   } catch (error) {
     // A probe that throws would be cached as a rejection: report it as an answer instead.
     const message = error instanceof Error ? error.message : String(error);
-    return { available: false, reason: `could not probe bwrap: ${message}`, fix: `check that ${tmpdir()} is writable and run \`${bwrapPath} --version\`` };
+    return {
+      available: false,
+      reason: `could not probe bwrap: ${message}`,
+      fix: `check that ${tmpdir()} is writable and run \`${bwrapPath} --version\``,
+    };
   }
 }
 
 async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
   if (!isAbsolute(bwrapPath)) {
-    return { available: false, reason: `the bwrap path "${bwrapPath}" is not absolute`, fix: "configure the absolute path of bwrap, e.g. /usr/bin/bwrap" };
+    return {
+      available: false,
+      reason: `the bwrap path "${bwrapPath}" is not absolute`,
+      fix: "configure the absolute path of bwrap, e.g. /usr/bin/bwrap",
+    };
   }
   try {
     await access(bwrapPath, fsConstants.X_OK);
   } catch (error) {
     const code = (error as NodeJS.ErrnoException).code;
-    if (code === "ENOENT" || code === "ENOTDIR") return { available: false, reason: `bwrap not found at ${bwrapPath}`, fix: INSTALL_FIX };
-    return { available: false, reason: `bwrap at ${bwrapPath} cannot be executed (${code ?? "unknown error"})`, fix: `make it executable or ${INSTALL_FIX}` };
+    if (code === "ENOENT" || code === "ENOTDIR")
+      return { available: false, reason: `bwrap not found at ${bwrapPath}`, fix: INSTALL_FIX };
+    return {
+      available: false,
+      reason: `bwrap at ${bwrapPath} cannot be executed (${code ?? "unknown error"})`,
+      fix: `make it executable or ${INSTALL_FIX}`,
+    };
   }
 
   const base = await mkdtemp(join(tmpdir(), "harness-isolation-probe-"));
@@ -208,7 +240,11 @@ async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
     const result = await runProcess({ argv, cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
     if (result.exitCode !== 0) {
       if (result.timedOut) {
-        return { available: false, reason: `bwrap did not run a trivial command within ${PROBE_TIMEOUT_MS / 1000} s`, fix: `run \`${bwrapPath} --unshare-all --ro-bind / / true\` by hand to see where it hangs` };
+        return {
+          available: false,
+          reason: `bwrap did not run a trivial command within ${PROBE_TIMEOUT_MS / 1000} s`,
+          fix: `run \`${bwrapPath} --unshare-all --ro-bind / / true\` by hand to see where it hangs`,
+        };
       }
       return explainFailure(bwrapPath, result.exitCode, `${result.stderr}\n${result.stdout}`);
     }
@@ -226,10 +262,18 @@ function explainFailure(bwrapPath: string, exitCode: number, output: string): Is
   if (/unknown option|unrecognized option/i.test(output)) {
     return { available: false, reason, fix: "upgrade bubblewrap to 0.8.0 or newer (needed for --disable-userns)" };
   }
-  if (/namespace|uid map|gid map|setgroups|unshare|clone|operation not permitted|permission denied|no space left on device/i.test(output)) {
+  if (
+    /namespace|uid map|gid map|setgroups|unshare|clone|operation not permitted|permission denied|no space left on device/i.test(
+      output,
+    )
+  ) {
     return { available: false, reason, fix: userNamespaceFix() };
   }
-  return { available: false, reason, fix: `run \`${bwrapPath} --unshare-all --unshare-user --ro-bind / / true\` by hand to see why` };
+  return {
+    available: false,
+    reason,
+    fix: `run \`${bwrapPath} --unshare-all --unshare-user --ro-bind / / true\` by hand to see why`,
+  };
 }
 
 /** The host setting that most likely refuses user namespaces, read from /proc/sys. */
@@ -254,7 +298,11 @@ function userNamespaceFix(): string {
 }
 
 function firstLine(text: string): string {
-  const line = text.split("\n").map((part) => part.trim()).find((part) => part !== "") ?? "";
+  const line =
+    text
+      .split("\n")
+      .map((part) => part.trim())
+      .find((part) => part !== "") ?? "";
   return line.length > 300 ? `${line.slice(0, 300)}…` : line;
 }
 

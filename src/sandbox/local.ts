@@ -14,7 +14,13 @@ import { egressCommand, FORWARDER_SOURCE } from "./egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "./egress/proxy.js";
 import { isolatedArgv } from "./isolation.js";
 import { runProcess } from "./process.js";
-import { assertScratchFileContent, assertScratchFileName, DEFAULT_OPERATION_TIMEOUT, type Sandbox, type SandboxOptions } from "./types.js";
+import {
+  assertScratchFileContent,
+  assertScratchFileName,
+  DEFAULT_OPERATION_TIMEOUT,
+  type Sandbox,
+  type SandboxOptions,
+} from "./types.js";
 import { validateExecOptions } from "./validate.js";
 
 /** Prefix of every local sandbox's temp directory; the orphan reaper looks for it. */
@@ -38,7 +44,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const isolation = opts.localIsolation?.mode === "namespaces" ? opts.localIsolation : undefined;
   const network = opts.network ?? { mode: "open" };
   if (!isolation && network.mode !== "open") {
-    throw new SandboxError(`The local sandbox cannot enforce network ${network.mode} without isolation: run it isolated (bubblewrap), or on Daytona`);
+    throw new SandboxError(
+      `The local sandbox cannot enforce network ${network.mode} without isolation: run it isolated (bubblewrap), or on Daytona`,
+    );
   }
   // Checked before anything is created: a bad entry is the caller's error, not a half-made sandbox.
   const allowlist = network.mode === "allowlist" ? parseAllowlist(network.allow).entries : undefined;
@@ -49,7 +57,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
     if (isolation) {
       // A worktree shares its repository's .git, which would have to be visible (and writable)
       // inside: the user's own repository would be the agent's to change.
-      throw new InvalidInputError(`The isolated local sandbox clones from GitHub; a repository on this machine (${source.path}) runs in worktree mode (--sandbox worktree)`);
+      throw new InvalidInputError(
+        `The isolated local sandbox clones from GitHub; a repository on this machine (${source.path}) runs in worktree mode (--sandbox worktree)`,
+      );
     }
     await assertDirectory(source.path);
   }
@@ -69,7 +79,18 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const egress = allowlist ? await startEgress(egressDir, allowlist) : undefined;
   await writeFile(
     join(base, LOCAL_SANDBOX_MANIFEST),
-    JSON.stringify({ repo: source.display, branch: opts.branch, runId: opts.runId, labels: opts.labels ?? {}, pid: process.pid, createdAt: new Date().toISOString() }, null, 2),
+    JSON.stringify(
+      {
+        repo: source.display,
+        branch: opts.branch,
+        runId: opts.runId,
+        labels: opts.labels ?? {},
+        pid: process.pid,
+        createdAt: new Date().toISOString(),
+      },
+      null,
+      2,
+    ),
   );
 
   const git = async (args: string[], cwd: string, token?: string): Promise<ExecResult> =>
@@ -85,18 +106,32 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
   try {
     if (source.kind === "local") {
-      const branchExists = (await git(["show-ref", "--verify", "--quiet", `refs/heads/${opts.branch}`], source.path)).exitCode === 0;
+      const branchExists =
+        (await git(["show-ref", "--verify", "--quiet", `refs/heads/${opts.branch}`], source.path)).exitCode === 0;
       await gitOrThrow(
         `Creating a worktree of ${source.path}`,
-        branchExists ? ["worktree", "add", workDir, opts.branch] : ["worktree", "add", "-b", opts.branch, workDir, "HEAD"],
+        branchExists
+          ? ["worktree", "add", workDir, opts.branch]
+          : ["worktree", "add", "-b", opts.branch, workDir, "HEAD"],
         source.path,
       );
     } else {
-      await gitOrThrow(`Cloning ${source.display}`, ["clone", "--quiet", "--", source.url, workDir], base, opts.githubToken);
-      const fetched = await git(["fetch", "--quiet", "origin", `refs/heads/${opts.branch}:refs/remotes/origin/${opts.branch}`], workDir, opts.githubToken);
+      await gitOrThrow(
+        `Cloning ${source.display}`,
+        ["clone", "--quiet", "--", source.url, workDir],
+        base,
+        opts.githubToken,
+      );
+      const fetched = await git(
+        ["fetch", "--quiet", "origin", `refs/heads/${opts.branch}:refs/remotes/origin/${opts.branch}`],
+        workDir,
+        opts.githubToken,
+      );
       await gitOrThrow(
         `Checking out ${opts.branch}`,
-        fetched.exitCode === 0 ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`] : ["checkout", "--quiet", "-b", opts.branch],
+        fetched.exitCode === 0
+          ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`]
+          : ["checkout", "--quiet", "-b", opts.branch],
         workDir,
       );
     }
@@ -116,7 +151,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
     for (;;) {
       try {
         const real = await realpath(existing);
-        if (!isWithin(real, realWorkDir)) throw new PathConfinementError(`"${path}" resolves through a symlink to ${real}, outside the sandbox`);
+        if (!isWithin(real, realWorkDir))
+          throw new PathConfinementError(`"${path}" resolves through a symlink to ${real}, outside the sandbox`);
         return target;
       } catch (error) {
         if (error instanceof PathConfinementError) throw error;
@@ -151,7 +187,15 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         cwd,
         // Inside, the host's TMPDIR does not exist and HOME is the run's own.
         env: isolation
-          ? { ...sandboxBaseEnv(), HOME: homeDir, TMPDIR: "/tmp", USER: "harness", LOGNAME: "harness", ...(egress ? { NODE_USE_ENV_PROXY: "1" } : {}), ...execOpts.env }
+          ? {
+              ...sandboxBaseEnv(),
+              HOME: homeDir,
+              TMPDIR: "/tmp",
+              USER: "harness",
+              LOGNAME: "harness",
+              ...(egress ? { NODE_USE_ENV_PROXY: "1" } : {}),
+              ...execOpts.env,
+            }
           : { ...sandboxBaseEnv(), ...execOpts.env },
         timeout: execOpts.timeout,
         ...(execOpts.maxOutput !== undefined ? { maxOutput: execOpts.maxOutput } : {}),
@@ -163,10 +207,13 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
     async uploadFiles(files) {
       // Check every path before writing any file, so a bad batch writes nothing.
-      const targets = await Promise.all(files.map(async (file) => ({ target: await confine(file.path), content: file.content })));
+      const targets = await Promise.all(
+        files.map(async (file) => ({ target: await confine(file.path), content: file.content })),
+      );
       for (const { target } of targets) {
         const stat = await lstat(target).catch(() => undefined);
-        if (stat?.isSymbolicLink()) throw new PathConfinementError(`"${target}" is a symlink; refusing to write through it`);
+        if (stat?.isSymbolicLink())
+          throw new PathConfinementError(`"${target}" is a symlink; refusing to write through it`);
       }
       for (const { target, content } of targets) {
         await mkdir(dirname(target), { recursive: true });
@@ -187,7 +234,10 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       try {
         const info = await handle.stat();
         if (!info.isFile()) throw new SandboxError(`${path} in the sandbox is not a regular file`);
-        if (info.size > maxBytes) throw new SandboxError(`${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`);
+        if (info.size > maxBytes)
+          throw new SandboxError(
+            `${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`,
+          );
         // Read one byte past the limit: a file that grew since the stat is refused, not cut.
         const buffer = Buffer.alloc(Math.min(maxBytes + 1, info.size + 1));
         let length = 0;
@@ -197,7 +247,10 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
           length += bytesRead;
           if (length === buffer.length) break;
         }
-        if (length > maxBytes || (length === buffer.length && length > info.size)) throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
+        if (length > maxBytes || (length === buffer.length && length > info.size))
+          throw new SandboxError(
+            `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+          );
         return buffer.subarray(0, length);
       } finally {
         await handle.close();
@@ -250,9 +303,7 @@ async function startEgress(dir: string, allowlist: AllowEntry[]): Promise<Egress
   return { proxy, socketPath, forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
 }
 
-type Source =
-  | { kind: "local"; path: string; display: string }
-  | { kind: "remote"; url: string; display: string };
+type Source = { kind: "local"; path: string; display: string } | { kind: "remote"; url: string; display: string };
 
 function resolveSource(opts: SandboxOptions): Source {
   const ref = classifyRepoRef(opts.repo, opts.githubServerUrl ? { serverUrl: opts.githubServerUrl } : {});
@@ -260,7 +311,11 @@ function resolveSource(opts: SandboxOptions): Source {
     const path = ref.path.startsWith("~") ? join(homedir(), ref.path.slice(1)) : resolve(ref.path);
     return { kind: "local", path, display: path };
   }
-  return { kind: "remote", url: githubCloneUrl(ref.repo, opts.githubServerUrl), display: `${ref.repo.owner}/${ref.repo.name}` };
+  return {
+    kind: "remote",
+    url: githubCloneUrl(ref.repo, opts.githubServerUrl),
+    display: `${ref.repo.owner}/${ref.repo.name}`,
+  };
 }
 
 async function assertDirectory(path: string): Promise<void> {
@@ -271,19 +326,32 @@ async function assertDirectory(path: string): Promise<void> {
 
 async function assertValidBranchName(branch: string): Promise<void> {
   const problem =
-    branch === "" ? "is empty" :
-    branch.includes("\0") ? "contains a NUL byte" :
-    branch.startsWith("-") ? "starts with a hyphen" :
-    undefined;
+    branch === ""
+      ? "is empty"
+      : branch.includes("\0")
+        ? "contains a NUL byte"
+        : branch.startsWith("-")
+          ? "starts with a hyphen"
+          : undefined;
   if (problem) throw new InvalidInputError(`Branch name "${branch}" ${problem}`);
-  const check = await runProcess({ argv: ["git", "check-ref-format", "--branch", branch], cwd: tmpdir(), env: gitEnv(), timeout: 10_000 });
+  const check = await runProcess({
+    argv: ["git", "check-ref-format", "--branch", branch],
+    cwd: tmpdir(),
+    env: gitEnv(),
+    timeout: 10_000,
+  });
   if (check.exitCode !== 0) throw new InvalidInputError(`"${branch}" is not a valid git branch name`);
 }
 
 /** Removes the temp directory and, for worktrees, the source repository's registration of it. */
 async function removeSandboxDir(base: string, source: Source): Promise<void> {
   if (source.kind === "local") {
-    await runProcess({ argv: ["git", "worktree", "remove", "--force", "--force", join(base, "work")], cwd: source.path, env: gitEnv(), timeout: 60_000 });
+    await runProcess({
+      argv: ["git", "worktree", "remove", "--force", "--force", join(base, "work")],
+      cwd: source.path,
+      env: gitEnv(),
+      timeout: 60_000,
+    });
   }
   await rm(base, { recursive: true, force: true, maxRetries: 3 });
   if (source.kind === "local") {

@@ -65,7 +65,11 @@ export function runProcess(request: ProcessRequest): Promise<ExecResult> {
     };
     const stop = (): void => {
       killTree("SIGTERM");
-      timers.push(setTimeout(() => { killTree("SIGKILL"); }, KILL_GRACE_MS));
+      timers.push(
+        setTimeout(() => {
+          killTree("SIGKILL");
+        }, KILL_GRACE_MS),
+      );
     };
     const onAbort = (): void => {
       if (settled || exitCode !== undefined) return;

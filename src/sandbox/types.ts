@@ -62,7 +62,9 @@ export function assertScratchFileName(name: string): void {
     throw new InvalidInputError(`A scratch file name must be 1 to ${String(MAX_SCRATCH_NAME_LENGTH)} characters long`);
   }
   if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name) || name.includes("..")) {
-    throw new InvalidInputError(`"${name}" is not a plain file name: use letters, digits, '.', '_' and '-', not starting with '.' and without '..'`);
+    throw new InvalidInputError(
+      `"${name}" is not a plain file name: use letters, digits, '.', '_' and '-', not starting with '.' and without '..'`,
+    );
   }
 }
 
@@ -70,7 +72,9 @@ export function assertScratchFileName(name: string): void {
 export function assertScratchFileContent(content: string): void {
   const bytes = Buffer.byteLength(content, "utf8");
   if (bytes > MAX_SCRATCH_FILE_BYTES) {
-    throw new InvalidInputError(`A scratch file of ${bytes.toLocaleString("en-US")} bytes is over the ${MAX_SCRATCH_FILE_BYTES.toLocaleString("en-US")}-byte limit`);
+    throw new InvalidInputError(
+      `A scratch file of ${bytes.toLocaleString("en-US")} bytes is over the ${MAX_SCRATCH_FILE_BYTES.toLocaleString("en-US")}-byte limit`,
+    );
   }
 }
 

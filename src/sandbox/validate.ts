@@ -16,13 +16,16 @@ export function validateExecOptions(opts: ExecOptions, workDir: string): string 
   if (opts.argv[0] === "") throw new InvalidInputError("Cannot run a command whose program name is empty");
   opts.argv.forEach((arg, index) => {
     if (typeof arg !== "string") throw new InvalidInputError(`argv[${index}] is not a string`);
-    if (arg.includes("\0")) throw new InvalidInputError(`argv[${index}] contains a NUL byte, which cannot be passed to a program`);
+    if (arg.includes("\0"))
+      throw new InvalidInputError(`argv[${index}] contains a NUL byte, which cannot be passed to a program`);
   });
   if (!Number.isFinite(opts.timeout) || opts.timeout <= 0) {
     throw new InvalidInputError(`timeout must be a positive number of milliseconds, got ${String(opts.timeout)}`);
   }
   if (opts.maxOutput !== undefined && (!Number.isInteger(opts.maxOutput) || opts.maxOutput < 0)) {
-    throw new InvalidInputError(`maxOutput must be a non-negative whole number of bytes, got ${String(opts.maxOutput)}`);
+    throw new InvalidInputError(
+      `maxOutput must be a non-negative whole number of bytes, got ${String(opts.maxOutput)}`,
+    );
   }
   for (const [key, value] of Object.entries(opts.env ?? {})) assertEnvEntry(key, value);
   return assertPathConfined(opts.cwd, workDir);

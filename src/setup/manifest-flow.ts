@@ -59,39 +59,88 @@ export function createManifestFlow(options: ManifestFlowOptions) {
     if (req.method !== "GET") return false;
     const base = options.baseUrl().replace(/\/+$/, "");
     if ((url.pathname === "/" || url.pathname === "/setup") && (await alreadyRegistered(options.envFile))) {
-      html(res, 409, page("Harness is already registered", `<p>${escapeHtml(options.envFile)} already holds an <code>APP_ID</code>: restart Harness to run the app. To register a new app, remove <code>APP_ID</code> from it first.</p>`));
+      html(
+        res,
+        409,
+        page(
+          "Harness is already registered",
+          `<p>${escapeHtml(options.envFile)} already holds an <code>APP_ID</code>: restart Harness to run the app. To register a new app, remove <code>APP_ID</code> from it first.</p>`,
+        ),
+      );
       return true;
     }
     if (url.pathname === "/") {
       const manifest = await buildManifest(options.manifestFile ?? "app.yml", base);
       const state = issueState();
       const action = `${options.org ? `${web}/organizations/${encodeURIComponent(options.org)}/settings/apps/new` : `${web}/settings/apps/new`}?state=${state}`;
-      res.setHeader("set-cookie", `${STATE_COOKIE}=${state}; HttpOnly; SameSite=Lax; Path=/setup; Max-Age=${String(STATE_TTL_MS / 1000)}${base.startsWith("https:") ? "; Secure" : ""}`);
-      html(res, 200, page("Register Harness", `
+      res.setHeader(
+        "set-cookie",
+        `${STATE_COOKIE}=${state}; HttpOnly; SameSite=Lax; Path=/setup; Max-Age=${String(STATE_TTL_MS / 1000)}${base.startsWith("https:") ? "; Secure" : ""}`,
+      );
+      html(
+        res,
+        200,
+        page(
+          "Register Harness",
+          `
         <p>Harness has no GitHub App credentials yet. Register it as a GitHub App on ${escapeHtml(options.githubHost)}${options.org ? ` for the organisation <b>${escapeHtml(options.org)}</b>` : ""}:
         GitHub shows the permissions it asks for (contents, issues, pull requests: write; metadata: read) before anything is created.</p>
         <form action="${escapeHtml(action)}" method="post">
           <input type="hidden" name="manifest" value="${escapeHtml(manifest)}">
           <button type="submit">Register the GitHub App</button>
-        </form>`));
+        </form>`,
+        ),
+      );
       return true;
     }
     if (url.pathname === "/setup") {
       const code = url.searchParams.get("code");
       if (!code || !/^[A-Za-z0-9_-]{1,100}$/.test(code)) {
-        html(res, 400, page("Registration failed", "<p>GitHub did not send a registration code. Start again from <a href=\"/\">the start page</a>.</p>"));
+        html(
+          res,
+          400,
+          page(
+            "Registration failed",
+            '<p>GitHub did not send a registration code. Start again from <a href="/">the start page</a>.</p>',
+          ),
+        );
         return true;
       }
       if (!takeState(url.searchParams.get("state"), cookieValue(req, STATE_COOKIE))) {
-        html(res, 400, page("Registration failed", "<p>This registration was not started from this page in this browser (or it was started over an hour ago). Start again from <a href=\"/\">the start page</a>.</p>"));
+        html(
+          res,
+          400,
+          page(
+            "Registration failed",
+            '<p>This registration was not started from this page in this browser (or it was started over an hour ago). Start again from <a href="/">the start page</a>.</p>',
+          ),
+        );
         return true;
       }
-      const response = await fetchImpl(`${api}/app-manifests/${code}/conversions`, { method: "POST", headers: { accept: "application/vnd.github+json", "user-agent": "harness-setup" } });
+      const response = await fetchImpl(`${api}/app-manifests/${code}/conversions`, {
+        method: "POST",
+        headers: { accept: "application/vnd.github+json", "user-agent": "harness-setup" },
+      });
       if (!response.ok) {
-        html(res, 502, page("Registration failed", `<p>GitHub answered ${String(response.status)} when exchanging the code. Codes expire after an hour: start again from <a href="/">the start page</a>.</p>`));
+        html(
+          res,
+          502,
+          page(
+            "Registration failed",
+            `<p>GitHub answered ${String(response.status)} when exchanging the code. Codes expire after an hour: start again from <a href="/">the start page</a>.</p>`,
+          ),
+        );
         return true;
       }
-      const app = (await response.json()) as { id: number; pem: string; webhook_secret: string; client_id?: string; client_secret?: string; html_url: string; slug?: string };
+      const app = (await response.json()) as {
+        id: number;
+        pem: string;
+        webhook_secret: string;
+        client_id?: string;
+        client_secret?: string;
+        html_url: string;
+        slug?: string;
+      };
       const existing = await readFile(options.envFile, "utf8").catch(() => "");
       const has = (name: string): boolean => new RegExp(`^\\s*${name}\\s*=\\s*\\S`, "m").test(existing);
       await updateEnvFile(options.envFile, {
@@ -103,12 +152,21 @@ export function createManifestFlow(options: ManifestFlowOptions) {
         // With these the run pages are on after the restart, at the address used to register.
         // A session secret already there is kept: replacing it would sign everyone out.
         ...(app.client_id && !has("HARNESS_PUBLIC_URL") ? { HARNESS_PUBLIC_URL: base } : {}),
-        ...(app.client_id && !has("HARNESS_SESSION_SECRET") ? { HARNESS_SESSION_SECRET: randomBytes(32).toString("hex") } : {}),
+        ...(app.client_id && !has("HARNESS_SESSION_SECRET")
+          ? { HARNESS_SESSION_SECRET: randomBytes(32).toString("hex") }
+          : {}),
       });
-      html(res, 200, page("Harness is registered", `
+      html(
+        res,
+        200,
+        page(
+          "Harness is registered",
+          `
         <p>The GitHub App <b>${escapeHtml(app.slug ?? String(app.id))}</b> is registered and its credentials are in <code>${escapeHtml(options.envFile)}</code>.</p>
         <ol><li>Restart Harness (<code>npm start</code>) so it picks them up.</li>
-        <li><a href="${escapeHtml(app.html_url)}/installations/new">Install the app</a> on the repositories it should work on.</li></ol>`));
+        <li><a href="${escapeHtml(app.html_url)}/installations/new">Install the app</a> on the repositories it should work on.</li></ol>`,
+        ),
+      );
       return true;
     }
     return false;
@@ -170,5 +228,8 @@ function page(title: string, content: string): string {
 }
 
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char] ?? char);
+  return text.replace(
+    /[&<>"']/g,
+    (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char] ?? char,
+  );
 }

@@ -56,6 +56,9 @@ export function parseCommand(body: string, prefix = "/harness"): HarnessCommand 
 /** The intent for a label trigger: the issue's title and body, within the intent limit. */
 export function intentFromIssue(title: string, body: string | null | undefined): string {
   const cleanTitle = headOf(title, MAX_ISSUE_TITLE_BYTES).replace(CONTROL, "").trim();
-  const cleanBody = headOf(body ?? "", MAX_ISSUE_BODY_BYTES).replace(/\r\n?/g, "\n").replace(CONTROL, "").trim();
+  const cleanBody = headOf(body ?? "", MAX_ISSUE_BODY_BYTES)
+    .replace(/\r\n?/g, "\n")
+    .replace(CONTROL, "")
+    .trim();
   return headOf(cleanBody === "" ? cleanTitle : `${cleanTitle}\n\n${cleanBody}`, MAX_COMMENT_INTENT_BYTES);
 }

@@ -1,5 +1,11 @@
 import { loadRepoConfig, type ConfigCapableOctokit } from "../config/load-repo-config.js";
-import { meetsPermission, PERMISSION_LEVELS, RepoConfigError, type PermissionLevel, type RepoConfig } from "../config/repo-config.js";
+import {
+  meetsPermission,
+  PERMISSION_LEVELS,
+  RepoConfigError,
+  type PermissionLevel,
+  type RepoConfig,
+} from "../config/repo-config.js";
 import { type OctokitLike } from "../github/octokit-client.js";
 import { neutralText } from "../github/neutral-text.js";
 import { renderHelp, renderStatusComment, type StatusView } from "../github/status-comment.js";
@@ -9,7 +15,14 @@ import type { QueueRefusal, RunQueue } from "../runs/queue.js";
 import { issueKeyOf, type RunRequest } from "../runs/request.js";
 import type { Log } from "../util/log.js";
 import { redact } from "../util/redact.js";
-import { MAX_COMMENT_INTENT_BYTES, MAX_ISSUE_BODY_BYTES, MAX_ISSUE_TITLE_BYTES, headOf, intentFromIssue, parseCommand } from "./command.js";
+import {
+  MAX_COMMENT_INTENT_BYTES,
+  MAX_ISSUE_BODY_BYTES,
+  MAX_ISSUE_TITLE_BYTES,
+  headOf,
+  intentFromIssue,
+  parseCommand,
+} from "./command.js";
 import { parseIssueComment, parseIssuesLabeled, type IssueCommentEvent } from "./payload.js";
 import { describeGitHubError } from "../github/errors.js";
 
@@ -93,15 +106,32 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
     switch (command.kind) {
       case "help":
       case "empty":
-        await reply(context, event.repository, event.issue.number, renderHelp(config.command, config.label, config.permission));
+        await reply(
+          context,
+          event.repository,
+          event.issue.number,
+          renderHelp(config.command, config.label, config.permission),
+        );
         return;
       case "cancel": {
         if (!allowed) return refuse(context, deps, event, config, key, "cancel");
         const cancelled = await deps.queue.cancel(key);
-        if (cancelled) await record(context, deps, { action: "run.cancelled", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, installationId: installationOf(context.payload) });
+        if (cancelled)
+          await record(context, deps, {
+            action: "run.cancelled",
+            repo: event.repository.full_name,
+            issue: event.issue.number,
+            actor: event.sender.login,
+            installationId: installationOf(context.payload),
+          });
         await (cancelled
           ? react(context, event.repository, { commentId: event.comment.id }, "+1")
-          : reply(context, event.repository, event.issue.number, "There is no active Harness run on this issue to cancel."));
+          : reply(
+              context,
+              event.repository,
+              event.issue.number,
+              "There is no active Harness run on this issue to cancel.",
+            ));
         return;
       }
       case "approve":
@@ -110,7 +140,12 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
       case "run": {
         const bytes = Buffer.byteLength(command.intent, "utf8");
         if (bytes > MAX_COMMENT_INTENT_BYTES) {
-          await reply(context, event.repository, event.issue.number, `That request is ${bytes.toLocaleString("en")} bytes; Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. Put the detail in the issue body and keep the command to what should change.`);
+          await reply(
+            context,
+            event.repository,
+            event.issue.number,
+            `That request is ${bytes.toLocaleString("en")} bytes; Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. Put the detail in the issue body and keep the command to what should change.`,
+          );
           return;
         }
         if (!allowed) return holdForApproval(context, deps, event, config, key, command.intent);
@@ -135,31 +170,73 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
  * per issue: a newer one replaces it, and the same reply is edited to say so — a flood of
  * comments costs one reply, not one each.
  */
-async function holdForApproval(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, intent: string): Promise<void> {
+async function holdForApproval(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  event: IssueCommentEvent,
+  config: RepoConfig,
+  key: string,
+  intent: string,
+): Promise<void> {
   const repo = event.repository.full_name;
   const requester = { login: event.sender.login, id: event.sender.id };
   const outcome = await deps.pending.put({ issueKey: key, intent, requester, commentId: event.comment.id });
   if (outcome.status === "refused") {
-    await record(context, deps, { action: "request.refused", repo, issue: event.issue.number, actor: requester.login, installationId: installationOf(context.payload), details: { reason: outcome.reason, limit: outcome.limit } });
-    const why = outcome.reason === "issue_full"
-      ? `${String(outcome.limit)} requests are already waiting for approval on this issue`
-      : `you already have ${String(outcome.limit)} requests waiting for approval`;
-    await replyOnce(context, deps, event.repository, event.issue.number, `pending-full:${key}`, requester.login, `@${requester.login} Harness cannot hold this request: ${why}. Ask again once a maintainer has approved or the requests have expired.`);
+    await record(context, deps, {
+      action: "request.refused",
+      repo,
+      issue: event.issue.number,
+      actor: requester.login,
+      installationId: installationOf(context.payload),
+      details: { reason: outcome.reason, limit: outcome.limit },
+    });
+    const why =
+      outcome.reason === "issue_full"
+        ? `${String(outcome.limit)} requests are already waiting for approval on this issue`
+        : `you already have ${String(outcome.limit)} requests waiting for approval`;
+    await replyOnce(
+      context,
+      deps,
+      event.repository,
+      event.issue.number,
+      `pending-full:${key}`,
+      requester.login,
+      `@${requester.login} Harness cannot hold this request: ${why}. Ask again once a maintainer has approved or the requests have expired.`,
+    );
     return;
   }
   const { request, replaced } = outcome;
-  await record(context, deps, { action: "request.pending", repo, issue: event.issue.number, actor: requester.login, requestId: request.id, installationId: installationOf(context.payload), details: { permission: config.permission, ...(replaced ? { replaces: replaced.id } : {}) } });
-  context.log.info({ sender: requester.login, request: request.id, required: config.permission }, "held a request from below the permission bar for approval");
+  await record(context, deps, {
+    action: "request.pending",
+    repo,
+    issue: event.issue.number,
+    actor: requester.login,
+    requestId: request.id,
+    installationId: installationOf(context.payload),
+    details: { permission: config.permission, ...(replaced ? { replaces: replaced.id } : {}) },
+  });
+  context.log.info(
+    { sender: requester.login, request: request.id, required: config.permission },
+    "held a request from below the permission bar for approval",
+  );
   const body = pendingReply(request, config, replaced);
   if (replaced?.replyCommentId !== undefined) {
     const { owner, repo: name } = names(event.repository);
     try {
-      await context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner, repo: name, comment_id: replaced.replyCommentId, body });
+      await context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+        owner,
+        repo: name,
+        comment_id: replaced.replyCommentId,
+        body,
+      });
       await deps.pending.attachReply(key, request.id, replaced.replyCommentId);
       return;
     } catch (error) {
       // The earlier reply was deleted: a new one says the same.
-      context.log.warn({ err: describeGitHubError(error) }, "could not edit the earlier approval reply; posting a new one");
+      context.log.warn(
+        { err: describeGitHubError(error) },
+        "could not edit the earlier approval reply; posting a new one",
+      );
     }
   }
   const replyId = await reply(context, event.repository, event.issue.number, body);
@@ -168,34 +245,66 @@ async function holdForApproval(context: WebhookContext, deps: HandlerDeps, event
 
 function pendingReply(request: PendingRequest, config: RepoConfig, replaced: PendingRequest | undefined): string {
   const quoted = quote(request.intent);
-  const replaces = replaced ? `\n\nThis replaces your earlier request \`${replaced.id}\`, which can no longer be approved.` : "";
+  const replaces = replaced
+    ? `\n\nThis replaces your earlier request \`${replaced.id}\`, which can no longer be approved.`
+    : "";
   const expires = new Date(request.expiresAt).toISOString().slice(0, 16).replace("T", " ");
   return `@${request.requester.login} Harness runs only for people with **${config.permission}** access to this repository, so this request waits for a maintainer:\n\n${quoted}\n\nA maintainer can run exactly this request by commenting \`${config.command} approve ${request.id}\` (until ${expires} UTC). It will run as untrusted input.${replaces}`;
 }
 
 /** `/harness approve [id]` from someone at or above the bar: runs exactly the named request. */
-async function approve(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, requestId: string | undefined): Promise<void> {
+async function approve(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  event: IssueCommentEvent,
+  config: RepoConfig,
+  key: string,
+  requestId: string | undefined,
+): Promise<void> {
   let approved: PendingRequest | undefined;
   if (requestId !== undefined) {
     approved = await deps.pending.take(key, requestId);
     if (!approved) {
       const waiting = await deps.pending.list(key);
-      await reply(context, event.repository, event.issue.number, `There is no request \`${requestId}\` waiting for approval on this issue: it was approved, replaced, or has expired.${listPending(waiting, config)}`);
+      await reply(
+        context,
+        event.repository,
+        event.issue.number,
+        `There is no request \`${requestId}\` waiting for approval on this issue: it was approved, replaced, or has expired.${listPending(waiting, config)}`,
+      );
       return;
     }
   } else {
     const outcome = await deps.pending.takeOnly(key);
     if (outcome.status === "none") {
-      await reply(context, event.repository, event.issue.number, "There is no request waiting for approval on this issue.");
+      await reply(
+        context,
+        event.repository,
+        event.issue.number,
+        "There is no request waiting for approval on this issue.",
+      );
       return;
     }
     if (outcome.status === "ambiguous") {
-      await reply(context, event.repository, event.issue.number, `More than one request is waiting for approval on this issue, so Harness will not guess which one you read.${listPending(outcome.pending, config)}`);
+      await reply(
+        context,
+        event.repository,
+        event.issue.number,
+        `More than one request is waiting for approval on this issue, so Harness will not guess which one you read.${listPending(outcome.pending, config)}`,
+      );
       return;
     }
     approved = outcome.request;
   }
-  await record(context, deps, { action: "request.approved", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, requestId: approved.id, installationId: installationOf(context.payload), details: { requester: approved.requester.login } });
+  await record(context, deps, {
+    action: "request.approved",
+    repo: event.repository.full_name,
+    issue: event.issue.number,
+    actor: event.sender.login,
+    requestId: approved.id,
+    installationId: installationOf(context.payload),
+    details: { requester: approved.requester.login },
+  });
   await startRun(context, deps, {
     repository: event.repository,
     issue: event.issue,
@@ -212,7 +321,12 @@ async function approve(context: WebhookContext, deps: HandlerDeps, event: IssueC
 
 function listPending(pending: readonly PendingRequest[], config: RepoConfig): string {
   if (pending.length === 0) return "";
-  const lines = pending.slice(0, 10).map((request) => `- \`${config.command} approve ${request.id}\` — @${request.requester.login}: ${oneLine(request.intent)}`);
+  const lines = pending
+    .slice(0, 10)
+    .map(
+      (request) =>
+        `- \`${config.command} approve ${request.id}\` — @${request.requester.login}: ${oneLine(request.intent)}`,
+    );
   return `\n\nWaiting for approval:\n${lines.join("\n")}`;
 }
 
@@ -231,14 +345,35 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
     // Adding a label needs only triage access, so the labeller's permission is checked as for a comment.
     if (!meetsPermission(permission, config.permission)) {
       const key = issueKeyOf(event.repository.id, event.issue.number);
-      await record(context, deps, { action: "request.refused", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, installationId: installationOf(context.payload), details: { reason: "permission", trigger: "label", required: config.permission } });
-      await replyOnce(context, deps, event.repository, event.issue.number, `refused:${key}`, event.sender.login, `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`);
+      await record(context, deps, {
+        action: "request.refused",
+        repo: event.repository.full_name,
+        issue: event.issue.number,
+        actor: event.sender.login,
+        installationId: installationOf(context.payload),
+        details: { reason: "permission", trigger: "label", required: config.permission },
+      });
+      await replyOnce(
+        context,
+        deps,
+        event.repository,
+        event.issue.number,
+        `refused:${key}`,
+        event.sender.login,
+        `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`,
+      );
       return;
     }
     // The request is the issue's text, so it is an instruction only when its author could have
     // asked: a maintainer labelling an outsider's issue does not make the outsider's words theirs.
     const author = event.issue.user?.login;
-    const authorTrusted = author !== undefined && (author.toLowerCase() === event.sender.login.toLowerCase() || meetsPermission(await cachedPermission(context.octokit, deps, event.repository.id, owner, repo, author), config.permission));
+    const authorTrusted =
+      author !== undefined &&
+      (author.toLowerCase() === event.sender.login.toLowerCase() ||
+        meetsPermission(
+          await cachedPermission(context.octokit, deps, event.repository.id, owner, repo, author),
+          config.permission,
+        ));
     await startRun(context, deps, {
       repository: event.repository,
       issue: event.issue,
@@ -277,11 +412,27 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
   const installationId = installationOf(context.payload);
   let pullRequest: RunRequest["issue"]["pullRequest"];
   if (start.issue.pull_request) {
-    const pr = await context.octokit.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", { owner, repo, pull_number: start.issue.number });
+    const pr = await context.octokit.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", {
+      owner,
+      repo,
+      pull_number: start.issue.number,
+    });
     const data = pr.data as { head: { ref: string; repo: { full_name: string } | null } };
     if (data.head.repo?.full_name.toLowerCase() !== start.repository.full_name.toLowerCase()) {
-      await record(context, deps, { action: "request.refused", repo: start.repository.full_name, issue: start.issue.number, actor: start.requester.login, installationId, details: { reason: "fork_pull_request" } });
-      await reply(context, start.repository, start.issue.number, "Harness cannot push to this pull request: its branch lives in a fork, and Harness only pushes to branches in this repository. Ask on an issue instead and Harness will open a new pull request.");
+      await record(context, deps, {
+        action: "request.refused",
+        repo: start.repository.full_name,
+        issue: start.issue.number,
+        actor: start.requester.login,
+        installationId,
+        details: { reason: "fork_pull_request" },
+      });
+      await reply(
+        context,
+        start.repository,
+        start.issue.number,
+        "Harness cannot push to this pull request: its branch lives in a fork, and Harness only pushes to branches in this repository. Ask on an issue instead and Harness will open a new pull request.",
+      );
       return;
     }
     pullRequest = { headRef: data.head.ref };
@@ -293,7 +444,13 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     key: start.key,
     deliveryId: context.id,
     installationId,
-    repo: { id: start.repository.id, owner, name: repo, htmlUrl: start.repository.html_url, defaultBranch: start.repository.default_branch },
+    repo: {
+      id: start.repository.id,
+      owner,
+      name: repo,
+      htmlUrl: start.repository.html_url,
+      defaultBranch: start.repository.default_branch,
+    },
     issue: {
       number: start.issue.number,
       title: headOf(start.issue.title, MAX_ISSUE_TITLE_BYTES),
@@ -312,9 +469,15 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
   if (admission.status === "refused") return refuseQueued(context, deps, start, admission);
 
   const notes = [
-    admission.status === "waiting" ? `Another Harness run is active on this issue (\`${admission.behind}\`); this one starts when it ends.` : undefined,
-    admission.status === "queued" && admission.ahead > 0 ? `Position ${String(admission.ahead + 1)} in the queue: ${String(admission.ahead)} run${admission.ahead === 1 ? " was" : "s were"} waiting ahead of this one when it was accepted.` : undefined,
-    start.approvedBy ? `Approved by @${start.approvedBy} (request \`${start.requestId ?? ""}\`); the request is treated as untrusted input.` : undefined,
+    admission.status === "waiting"
+      ? `Another Harness run is active on this issue (\`${admission.behind}\`); this one starts when it ends.`
+      : undefined,
+    admission.status === "queued" && admission.ahead > 0
+      ? `Position ${String(admission.ahead + 1)} in the queue: ${String(admission.ahead)} run${admission.ahead === 1 ? " was" : "s were"} waiting ahead of this one when it was accepted.`
+      : undefined,
+    start.approvedBy
+      ? `Approved by @${start.approvedBy} (request \`${start.requestId ?? ""}\`); the request is treated as untrusted input.`
+      : undefined,
   ].filter((note): note is string => note !== undefined);
   const view: StatusView = {
     runId,
@@ -324,11 +487,17 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     steps: [],
     ...(notes.length > 0 ? { note: notes.join(" ") } : {}),
   };
-  const target = start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issueNumber: start.issue.number };
+  const target =
+    start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issueNumber: start.issue.number };
   const [, statusCommentId] = await Promise.all([
     react(context, start.repository, target, "eyes"),
     context.octokit
-      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: start.issue.number, body: renderStatusComment(view) })
+      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner,
+        repo,
+        issue_number: start.issue.number,
+        body: renderStatusComment(view),
+      })
       .then((comment) => (comment.data as { id: number }).id)
       // The worker creates the comment itself when GitHub would not take it now: the run still answers.
       .catch((error: unknown) => {
@@ -344,14 +513,31 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     // The queue refused outright (shutting down, store broken): the issue must not keep a
     // "queued" spinner for a run that will never start.
     context.log.error({ runId, err: describeGitHubError(error) }, "could not queue the run");
-    const failed = renderStatusComment({ ...view, phase: "failed", error: redact(`Harness could not queue this run: ${describeGitHubError(error)}`), remedy: "Ask again in a minute; if it keeps failing, tell the operator (the run store or queue is unavailable)" });
+    const failed = renderStatusComment({
+      ...view,
+      phase: "failed",
+      error: redact(`Harness could not queue this run: ${describeGitHubError(error)}`),
+      remedy: "Ask again in a minute; if it keeps failing, tell the operator (the run store or queue is unavailable)",
+    });
     await editOrPost(context, start, statusCommentId, failed);
     return;
   }
   if (outcome.status === "refused") {
     // Another request took the last place between the question and the answer.
-    await record(context, deps, { action: "request.refused", repo: start.repository.full_name, issue: start.issue.number, actor: start.requester.login, installationId, details: { reason: outcome.reason, limit: outcome.limit } });
-    await editOrPost(context, start, statusCommentId, renderStatusComment({ ...view, phase: "cancelled", note: queueRefusalText(outcome, start) }));
+    await record(context, deps, {
+      action: "request.refused",
+      repo: start.repository.full_name,
+      issue: start.issue.number,
+      actor: start.requester.login,
+      installationId,
+      details: { reason: outcome.reason, limit: outcome.limit },
+    });
+    await editOrPost(
+      context,
+      start,
+      statusCommentId,
+      renderStatusComment({ ...view, phase: "cancelled", note: queueRefusalText(outcome, start) }),
+    );
     return;
   }
   if (outcome.status !== "duplicate") {
@@ -363,25 +549,71 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
       actor: start.requester.login,
       installationId,
       ...(start.requestId ? { requestId: start.requestId } : {}),
-      details: { trigger: start.trigger.kind, trusted: start.intentTrusted, intent: start.intent, ...(start.approvedBy ? { approvedBy: start.approvedBy } : {}) },
+      details: {
+        trigger: start.trigger.kind,
+        trusted: start.intentTrusted,
+        intent: start.intent,
+        ...(start.approvedBy ? { approvedBy: start.approvedBy } : {}),
+      },
     });
   }
-  context.log.info({ runId, key: start.key, outcome: outcome.status, requester: start.requester.login }, "run accepted");
+  context.log.info(
+    { runId, key: start.key, outcome: outcome.status, requester: start.requester.login },
+    "run accepted",
+  );
 }
 
-async function editOrPost(context: WebhookContext, start: StartRun, commentId: number | undefined, body: string): Promise<void> {
+async function editOrPost(
+  context: WebhookContext,
+  start: StartRun,
+  commentId: number | undefined,
+  body: string,
+): Promise<void> {
   const { owner, repo } = names(start.repository);
   await (commentId !== undefined
-    ? context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner, repo, comment_id: commentId, body })
-    : context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: start.issue.number, body }));
+    ? context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+        owner,
+        repo,
+        comment_id: commentId,
+        body,
+      })
+    : context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner,
+        repo,
+        issue_number: start.issue.number,
+        body,
+      }));
 }
 
 /** A full quota: said once per person, issue and window; the rest of a flood is only logged. */
-async function refuseQueued(context: WebhookContext, deps: HandlerDeps, start: StartRun, refusal: QueueRefusal): Promise<void> {
-  context.log.info({ requester: start.requester.login, reason: refusal.reason, limit: refusal.limit }, "refused a request: a queue quota is full");
-  await record(context, deps, { action: "request.refused", repo: start.repository.full_name, issue: start.issue.number, actor: start.requester.login, installationId: installationOf(context.payload), details: { reason: refusal.reason, limit: refusal.limit } });
+async function refuseQueued(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  start: StartRun,
+  refusal: QueueRefusal,
+): Promise<void> {
+  context.log.info(
+    { requester: start.requester.login, reason: refusal.reason, limit: refusal.limit },
+    "refused a request: a queue quota is full",
+  );
+  await record(context, deps, {
+    action: "request.refused",
+    repo: start.repository.full_name,
+    issue: start.issue.number,
+    actor: start.requester.login,
+    installationId: installationOf(context.payload),
+    details: { reason: refusal.reason, limit: refusal.limit },
+  });
   const key = issueKeyOf(start.repository.id, start.issue.number);
-  await replyOnce(context, deps, start.repository, start.issue.number, `queue:${key}`, start.requester.login, `@${start.requester.login} ${queueRefusalText(refusal, start)}`);
+  await replyOnce(
+    context,
+    deps,
+    start.repository,
+    start.issue.number,
+    `queue:${key}`,
+    start.requester.login,
+    `@${start.requester.login} ${queueRefusalText(refusal, start)}`,
+  );
 }
 
 function queueRefusalText(refusal: QueueRefusal, start: StartRun): string {
@@ -396,14 +628,47 @@ function queueRefusalText(refusal: QueueRefusal, start: StartRun): string {
 }
 
 /** Tells someone below the bar they may not do this — once per person, issue and window. */
-async function refuse(context: WebhookContext, deps: HandlerDeps, event: IssueCommentEvent, config: RepoConfig, key: string, what: "cancel" | "approve"): Promise<void> {
-  context.log.info({ sender: event.sender.login, required: config.permission, command: what }, "refused a command from someone below the permission bar");
-  await record(context, deps, { action: "request.refused", repo: event.repository.full_name, issue: event.issue.number, actor: event.sender.login, installationId: installationOf(context.payload), details: { reason: "permission", command: what, required: config.permission } });
-  await replyOnce(context, deps, event.repository, event.issue.number, `refused:${key}`, event.sender.login, `@${event.sender.login} Harness takes \`${what}\` only from people with **${config.permission}** access to this repository.`);
+async function refuse(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  event: IssueCommentEvent,
+  config: RepoConfig,
+  key: string,
+  what: "cancel" | "approve",
+): Promise<void> {
+  context.log.info(
+    { sender: event.sender.login, required: config.permission, command: what },
+    "refused a command from someone below the permission bar",
+  );
+  await record(context, deps, {
+    action: "request.refused",
+    repo: event.repository.full_name,
+    issue: event.issue.number,
+    actor: event.sender.login,
+    installationId: installationOf(context.payload),
+    details: { reason: "permission", command: what, required: config.permission },
+  });
+  await replyOnce(
+    context,
+    deps,
+    event.repository,
+    event.issue.number,
+    `refused:${key}`,
+    event.sender.login,
+    `@${event.sender.login} Harness takes \`${what}\` only from people with **${config.permission}** access to this repository.`,
+  );
 }
 
 /** Posts `body` unless this person already had a reply of this kind on this issue within the window. */
-async function replyOnce(context: WebhookContext, deps: HandlerDeps, repository: Repo, issueNumber: number, scope: string, login: string, body: string): Promise<void> {
+async function replyOnce(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  repository: Repo,
+  issueNumber: number,
+  scope: string,
+  login: string,
+  body: string,
+): Promise<void> {
   if (!(await deps.pending.claimReply(scope, login, deps.replyWindowMs))) return;
   await reply(context, repository, issueNumber, body);
 }
@@ -421,7 +686,10 @@ async function record(context: WebhookContext, deps: HandlerDeps, entry: Omit<Au
 /** A stranger's text as a Markdown quote, neutral (no mentions, no remote images) and bounded. */
 function quote(text: string): string {
   const bounded = text.length > 2_000 ? `${text.slice(0, 2_000)}…` : text;
-  return neutralText(redact(bounded)).split("\n").map((line) => `> ${line}`).join("\n");
+  return neutralText(redact(bounded))
+    .split("\n")
+    .map((line) => `> ${line}`)
+    .join("\n");
 }
 
 function oneLine(text: string): string {
@@ -469,13 +737,26 @@ export class ConfigCache extends TtlCache<RepoConfig> {
   }
 }
 
-function cachedPermission(octokit: OctokitLike, deps: HandlerDeps, repoId: number, owner: string, repo: string, login: string): Promise<PermissionLevel> {
+function cachedPermission(
+  octokit: OctokitLike,
+  deps: HandlerDeps,
+  repoId: number,
+  owner: string,
+  repo: string,
+  login: string,
+): Promise<PermissionLevel> {
   const load = () => fetchPermission(octokit, owner, repo, login);
   return deps.permissionCache ? deps.permissionCache.get(`${String(repoId)}:${login.toLowerCase()}`, load) : load();
 }
 
 /** The repository config, or undefined after telling the issue why it is invalid (for commands only). */
-async function loadConfigOrReport(context: WebhookContext, repository: Repo, issue: Issue, commentBody: string | undefined, cache?: ConfigCache): Promise<RepoConfig | undefined> {
+async function loadConfigOrReport(
+  context: WebhookContext,
+  repository: Repo,
+  issue: Issue,
+  commentBody: string | undefined,
+  cache?: ConfigCache,
+): Promise<RepoConfig | undefined> {
   const { owner, repo } = names(repository);
   try {
     const load = () => loadRepoConfig(context.octokit, owner, repo);
@@ -484,7 +765,12 @@ async function loadConfigOrReport(context: WebhookContext, repository: Repo, iss
     if (error instanceof RepoConfigError) {
       // Only answer what was plainly meant for Harness; other slash commands stay untouched.
       if (commentBody === undefined || parseCommand(commentBody) !== undefined) {
-        await reply(context, repository, issue.number, `Harness cannot run here: ${error.message}. Fix the file on the default branch and ask again.`);
+        await reply(
+          context,
+          repository,
+          issue.number,
+          `Harness cannot run here: ${error.message}. Fix the file on the default branch and ask again.`,
+        );
       }
       context.log.warn({ problems: error.problems }, "invalid .github/harness.yml");
       return undefined;
@@ -493,14 +779,25 @@ async function loadConfigOrReport(context: WebhookContext, repository: Repo, iss
   }
 }
 
-async function fetchPermission(octokit: OctokitLike, owner: string, repo: string, username: string): Promise<PermissionLevel> {
+async function fetchPermission(
+  octokit: OctokitLike,
+  owner: string,
+  repo: string,
+  username: string,
+): Promise<PermissionLevel> {
   try {
-    const response = await octokit.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", { owner, repo, username });
+    const response = await octokit.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", {
+      owner,
+      repo,
+      username,
+    });
     const data = response.data as { permission?: string; role_name?: string };
     // role_name carries maintain and triage, which `permission` folds into write and read.
     const role = data.role_name as PermissionLevel | undefined;
     if (role && (PERMISSION_LEVELS as readonly string[]).includes(role)) return role;
-    return (PERMISSION_LEVELS as readonly string[]).includes(data.permission ?? "") ? (data.permission as PermissionLevel) : "none";
+    return (PERMISSION_LEVELS as readonly string[]).includes(data.permission ?? "")
+      ? (data.permission as PermissionLevel)
+      : "none";
   } catch (error) {
     // Not a collaborator (404) means no permission; anything else is a failure to decide.
     if (typeof error === "object" && error !== null && "status" in error && error.status === 404) return "none";
@@ -508,24 +805,55 @@ async function fetchPermission(octokit: OctokitLike, owner: string, repo: string
   }
 }
 
-function isIgnoredBot(sender: { login: string; type: string }, author: { login: string; type: string }, config: RepoConfig): boolean {
+function isIgnoredBot(
+  sender: { login: string; type: string },
+  author: { login: string; type: string },
+  config: RepoConfig,
+): boolean {
   const bot = sender.type === "Bot" || author.type === "Bot" || sender.login.endsWith("[bot]");
   return bot && !config.allowed_bots.includes(sender.login);
 }
 
 /** Posts a comment; returns its id. */
-async function reply(context: WebhookContext, repository: Repo, issueNumber: number, body: string): Promise<number | undefined> {
+async function reply(
+  context: WebhookContext,
+  repository: Repo,
+  issueNumber: number,
+  body: string,
+): Promise<number | undefined> {
   const { owner, repo } = names(repository);
-  const response = await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner, repo, issue_number: issueNumber, body });
+  const response = await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+    owner,
+    repo,
+    issue_number: issueNumber,
+    body,
+  });
   return (response.data as { id?: number } | undefined)?.id;
 }
 
-async function react(context: WebhookContext, repository: Repo, target: { commentId: number } | { issueNumber: number }, content: "eyes" | "+1"): Promise<void> {
+async function react(
+  context: WebhookContext,
+  repository: Repo,
+  target: { commentId: number } | { issueNumber: number },
+  content: "eyes" | "+1",
+): Promise<void> {
   const { owner, repo } = names(repository);
   // Reactions are an acknowledgement: failing to add one must not stop the run.
   try {
-    if ("commentId" in target) await context.octokit.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", { owner, repo, comment_id: target.commentId, content });
-    else await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", { owner, repo, issue_number: target.issueNumber, content });
+    if ("commentId" in target)
+      await context.octokit.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", {
+        owner,
+        repo,
+        comment_id: target.commentId,
+        content,
+      });
+    else
+      await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", {
+        owner,
+        repo,
+        issue_number: target.issueNumber,
+        content,
+      });
   } catch (error) {
     context.log.warn({ err: describeGitHubError(error) }, "could not add a reaction");
   }
@@ -553,6 +881,7 @@ function names(repository: Repo): { owner: string; repo: string } {
 
 function installationOf(payload: unknown): number {
   const installation = (payload as { installation?: { id?: unknown } }).installation;
-  if (typeof installation?.id !== "number") throw new Error("the event carries no installation: is the app installed on this repository?");
+  if (typeof installation?.id !== "number")
+    throw new Error("the event carries no installation: is the app installed on this repository?");
   return installation.id;
 }

@@ -29,7 +29,10 @@ const issueComment = z.object({
   issue,
   comment: z.object({
     id: z.number(),
-    body: z.string().nullable().transform((body) => body ?? ""),
+    body: z
+      .string()
+      .nullable()
+      .transform((body) => body ?? ""),
     user,
     performed_via_github_app: z.object({ id: z.number() }).loose().nullable().optional(),
   }),

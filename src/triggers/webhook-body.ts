@@ -19,7 +19,10 @@ export function createWebhookBodyReader(options: { maxBytes?: number; maxBuffere
   const maxBuffered = options.maxBuffered ?? MAX_BUFFERED_WEBHOOK_BYTES;
   let buffered = 0;
 
-  return async function readWebhookBody(req: IncomingMessage & { body?: unknown }, res: ServerResponse): Promise<boolean> {
+  return async function readWebhookBody(
+    req: IncomingMessage & { body?: unknown },
+    res: ServerResponse,
+  ): Promise<boolean> {
     const declared = Number(req.headers["content-length"]);
     if (Number.isFinite(declared) && declared > maxBytes) {
       refuse(req, res, 413, `webhook payloads are limited to ${String(maxBytes)} bytes`);
@@ -52,9 +55,15 @@ export function createWebhookBodyReader(options: { maxBytes?: number; maxBuffere
         resolve(why);
       };
       req.on("data", onData);
-      req.once("end", () => { resolve("ok"); });
-      req.once("error", () => { resolve("aborted"); });
-      req.once("close", () => { resolve("aborted"); });
+      req.once("end", () => {
+        resolve("ok");
+      });
+      req.once("error", () => {
+        resolve("aborted");
+      });
+      req.once("close", () => {
+        resolve("aborted");
+      });
     });
     try {
       if (outcome === "too large") {
@@ -80,5 +89,7 @@ function refuse(req: IncomingMessage, res: ServerResponse, status: number, messa
   if (!res.headersSent) res.writeHead(status, { "content-type": "application/json", connection: "close" });
   res.end(JSON.stringify({ error: message }));
   req.resume();
-  res.once("finish", () => { req.destroy(); });
+  res.once("finish", () => {
+    req.destroy();
+  });
 }

@@ -11,7 +11,9 @@ export function parseCommandLine(text: string, what: string): string[] {
   const argv: string[] = [];
   for (const word of words) {
     if (typeof word !== "string") {
-      throw new InvalidInputError(`${what} "${text}" uses shell syntax (${describe(word)}); give one command, or write a blueprint file with ["sh", "-c", "…"]`);
+      throw new InvalidInputError(
+        `${what} "${text}" uses shell syntax (${describe(word)}); give one command, or write a blueprint file with ["sh", "-c", "…"]`,
+      );
     }
     argv.push(word);
   }

@@ -137,7 +137,9 @@ export function classifyRepoRef(ref: string, options: ParseGitHubRepoOptions = {
     return { kind: "github", repo: parseGitHubRepo(ref, options) };
   } catch (error) {
     if (error instanceof RepoRefError) {
-      throw new RepoRefError(`"${ref}" is neither a local path (start it with ./ or /) nor a GitHub repository: ${error.message}`);
+      throw new RepoRefError(
+        `"${ref}" is neither a local path (start it with ./ or /) nor a GitHub repository: ${error.message}`,
+      );
     }
     throw error;
   }

@@ -17,9 +17,15 @@ export function bindLog(log: Log, bindings: Record<string, unknown>): Log {
   if (log.child) return log.child(bindings);
   const merged = (obj: Record<string, unknown>): Record<string, unknown> => ({ ...bindings, ...obj });
   return {
-    info: (obj, msg) => { log.info(merged(obj), msg); },
-    warn: (obj, msg) => { log.warn(merged(obj), msg); },
-    error: (obj, msg) => { log.error(merged(obj), msg); },
+    info: (obj, msg) => {
+      log.info(merged(obj), msg);
+    },
+    warn: (obj, msg) => {
+      log.warn(merged(obj), msg);
+    },
+    error: (obj, msg) => {
+      log.error(merged(obj), msg);
+    },
     child: (more) => bindLog(log, { ...bindings, ...more }),
   };
 }

@@ -46,7 +46,6 @@ const SECRET_WORD = /key|token|secret|password|passwd|credential/i;
 /** Longest name looked at left of a separator; longer runs are judged by their last part. */
 const MAX_NAME_LENGTH = 64;
 
-
 /** Values after a secret-looking name that are plainly not secrets (counts, flags, nulls). */
 const NOT_A_SECRET = /^(?:\d+|true|false|null|undefined|none|\[REDACTED\].*)$/i;
 
@@ -58,11 +57,8 @@ export type Redactor = (text: string) => string;
  * every log chunk, which keeps redaction cheap on hot output paths.
  */
 export function createRedactor(secrets: Iterable<string | undefined> = []): Redactor {
-  const values = [...new Set([...secrets].filter(isRedactableValue))].sort(
-    (a, b) => b.length - a.length,
-  );
-  const valuePattern =
-    values.length > 0 ? new RegExp(values.map(escapeRegExp).join("|"), "g") : undefined;
+  const values = [...new Set([...secrets].filter(isRedactableValue))].sort((a, b) => b.length - a.length);
+  const valuePattern = values.length > 0 ? new RegExp(values.map(escapeRegExp).join("|"), "g") : undefined;
 
   return (text: string): string => {
     if (text === "") return text;
@@ -121,7 +117,8 @@ function redactAssignments(text: string): string {
     }
     if (nameEnd > copied && (text[nameEnd - 1] === '"' || text[nameEnd - 1] === "'")) nameEnd -= 1;
     let nameStart = nameEnd;
-    while (nameStart > copied && nameEnd - nameStart < MAX_NAME_LENGTH && isNameChar(text.charCodeAt(nameStart - 1))) nameStart -= 1;
+    while (nameStart > copied && nameEnd - nameStart < MAX_NAME_LENGTH && isNameChar(text.charCodeAt(nameStart - 1)))
+      nameStart -= 1;
     if (nameStart === nameEnd || !SECRET_WORD.test(text.slice(nameStart, nameEnd))) continue;
     // Right: optional spaces, an optional opening quote, then the value up to its end.
     let valueStart = separator + 1;
@@ -145,12 +142,36 @@ function redactAssignments(text: string): string {
 
 /** `[A-Za-z0-9_.-]`. */
 function isNameChar(code: number): boolean {
-  return (code >= 97 && code <= 122) || (code >= 65 && code <= 90) || (code >= 48 && code <= 57) || code === 95 || code === 46 || code === 45;
+  return (
+    (code >= 97 && code <= 122) ||
+    (code >= 65 && code <= 90) ||
+    (code >= 48 && code <= 57) ||
+    code === 95 ||
+    code === 46 ||
+    code === 45
+  );
 }
 
 /** What ends a value: whitespace, quotes, and the separators of lists and query strings. */
 function isValueEnd(code: number): boolean {
-  return code <= 32 || code === 34 || code === 39 || code === 44 || code === 59 || code === 38 || code === 0x85 || code === 0xa0 || code === 0x2028 || code === 0x2029 || code === 0xfeff || (code >= 0x2000 && code <= 0x200a) || code === 0x1680 || code === 0x202f || code === 0x205f || code === 0x3000;
+  return (
+    code <= 32 ||
+    code === 34 ||
+    code === 39 ||
+    code === 44 ||
+    code === 59 ||
+    code === 38 ||
+    code === 0x85 ||
+    code === 0xa0 ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0xfeff ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x1680 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000
+  );
 }
 
 function isRedactableValue(value: string | undefined): value is string {

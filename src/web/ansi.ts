@@ -73,7 +73,9 @@ function cleanText(raw: string): string {
 
 /** Plain text: the escapes and control characters dropped, colours too. */
 export function stripAnsi(text: string): string {
-  return ansiSegments(text).map(([, segment]) => segment).join("");
+  return ansiSegments(text)
+    .map(([, segment]) => segment)
+    .join("");
 }
 
 function applySgr(current: Style, params: string): Style {
@@ -100,7 +102,12 @@ function applySgr(current: Style, params: string): Style {
       // fall back to the default colour.
       const mode = codes[i + 1];
       const value = codes[i + 2];
-      const colour = mode === 5 && value !== undefined && value < 16 ? (value < 8 ? COLOURS[value] : `bright-${COLOURS[value - 8] ?? "white"}`) : undefined;
+      const colour =
+        mode === 5 && value !== undefined && value < 16
+          ? value < 8
+            ? COLOURS[value]
+            : `bright-${COLOURS[value - 8] ?? "white"}`
+          : undefined;
       if (code === 38) style.fg = colour;
       else style.bg = colour;
       i += mode === 5 ? 2 : mode === 2 ? 4 : 1;

@@ -220,7 +220,12 @@ pre.log { background: var(--log-bg); color: var(--log-fg); padding: 12px; border
 
 /** Serves the script and the stylesheet; true when `path` was one of them. */
 export function serveAsset(path: string, res: ServerResponse): boolean {
-  const asset = path === "/runs/assets/run.js" ? { body: RUN_SCRIPT, type: "text/javascript; charset=utf-8" } : path === "/runs/assets/run.css" ? { body: RUN_STYLES, type: "text/css; charset=utf-8" } : undefined;
+  const asset =
+    path === "/runs/assets/run.js"
+      ? { body: RUN_SCRIPT, type: "text/javascript; charset=utf-8" }
+      : path === "/runs/assets/run.css"
+        ? { body: RUN_STYLES, type: "text/css; charset=utf-8" }
+        : undefined;
   if (!asset) return false;
   res.writeHead(200, { ...SECURITY_HEADERS, "content-type": asset.type, "cache-control": "public, max-age=300" });
   res.end(asset.body);

@@ -53,7 +53,8 @@ export function safeHref(url: string | undefined): string | undefined {
  * referrer to other sites, and no caching of pages that show private runs.
  */
 export const SECURITY_HEADERS: Readonly<Record<string, string>> = {
-  "content-security-policy": "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
+  "content-security-policy":
+    "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'none'",
   "x-content-type-options": "nosniff",
   "referrer-policy": "same-origin",
   "x-frame-options": "DENY",
@@ -66,7 +67,12 @@ export function sendHtml(res: ServerResponse, status: number, body: SafeHtml): v
 }
 
 /** The frame of every page. `data` lands on `<body>` as data-* attributes for the script. */
-export function layout(options: { title: string; body: SafeHtml; script?: boolean; data?: Record<string, string> }): SafeHtml {
+export function layout(options: {
+  title: string;
+  body: SafeHtml;
+  script?: boolean;
+  data?: Record<string, string>;
+}): SafeHtml {
   const data = Object.entries(options.data ?? {}).map(([name, value]) => html` data-${name}="${value}"`);
   return html`<!doctype html>
 <html lang="en">

@@ -22,9 +22,17 @@ export interface RunEventsOptions {
  * number as its id. A slow client is not buffered for: the next entry is read only once the
  * last one was taken by the socket.
  */
-export async function streamRunEvents(res: ServerResponse, journal: RunJournal, runId: string, afterSeq: number, options: RunEventsOptions): Promise<void> {
+export async function streamRunEvents(
+  res: ServerResponse,
+  journal: RunJournal,
+  runId: string,
+  afterSeq: number,
+  options: RunEventsOptions,
+): Promise<void> {
   const controller = new AbortController();
-  const stop = (): void => { controller.abort(); };
+  const stop = (): void => {
+    controller.abort();
+  };
   // The response's close, not the request's: a request closes once its (empty) body was read,
   // while the response closes when the client goes away.
   res.on("close", stop);
@@ -36,7 +44,9 @@ export async function streamRunEvents(res: ServerResponse, journal: RunJournal, 
     "x-accel-buffering": "no",
   });
   res.write("retry: 3000\n\n");
-  const heartbeat = setInterval(() => { res.write(": ping\n\n"); }, options.heartbeatMs ?? 15_000);
+  const heartbeat = setInterval(() => {
+    res.write(": ping\n\n");
+  }, options.heartbeatMs ?? 15_000);
   try {
     for await (const entry of journal.follow(runId, afterSeq, controller.signal)) {
       const message = cachedMessage(runId, entry, options);
@@ -70,9 +80,23 @@ export function encodeEntry(entry: JournalEntry, redactor: Redactor): string {
   const { event } = entry;
   switch (event.type) {
     case "run.started":
-      return sse(entry.seq, "plan", { steps: event.nodes.map((node) => ({ id: node.id, title: node.title, state: "pending", attempt: 1, onFailureOnly: node.onFailureOnly })) });
+      return sse(entry.seq, "plan", {
+        steps: event.nodes.map((node) => ({
+          id: node.id,
+          title: node.title,
+          state: "pending",
+          attempt: 1,
+          onFailureOnly: node.onFailureOnly,
+        })),
+      });
     case "node.started":
-      return sse(entry.seq, "step", { id: event.nodeId, title: event.title, state: "running", attempt: event.attempt, heading: stepHeading(event.title, event.attempt) });
+      return sse(entry.seq, "step", {
+        id: event.nodeId,
+        title: event.title,
+        state: "running",
+        attempt: event.attempt,
+        heading: stepHeading(event.title, event.attempt),
+      });
     case "node.log":
       return sse(entry.seq, "output", { segments: ansiSegments(redactor(event.text)) });
     case "node.finished": {
@@ -84,7 +108,13 @@ export function encodeEntry(entry: JournalEntry, redactor: Redactor): string {
         ...update,
         ...(update.error ? { error: redactor(update.error) } : {}),
         ...(update.summary ? { summary: redactor(update.summary) } : {}),
-        ...(report.outputTail ? { tail: ansiSegments(redactor(report.outputTail.endsWith("\n") ? report.outputTail : `${report.outputTail}\n`)) } : {}),
+        ...(report.outputTail
+          ? {
+              tail: ansiSegments(
+                redactor(report.outputTail.endsWith("\n") ? report.outputTail : `${report.outputTail}\n`),
+              ),
+            }
+          : {}),
       });
     }
     case "run.finished": {

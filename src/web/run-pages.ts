@@ -48,7 +48,9 @@ const RUN_EVENTS = new RegExp(`^/runs/(${RUN_ID})/events$`);
  *
  * Returns a handler that answers and resolves true for these paths, and false for any other.
  */
-export function createRunPages(options: RunPagesOptions): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
+export function createRunPages(
+  options: RunPagesOptions,
+): (req: IncomingMessage, res: ServerResponse) => Promise<boolean> {
   const { journal, auth } = options;
   const now = options.now ?? (() => new Date());
   const redactor = options.redactor ?? createRedactor();
@@ -91,7 +93,16 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
         break;
       }
     }
-    sendHtml(res, 200, runListPage(shown, { now: now(), redactor, viewer: viewer.login, ...(more && cursor ? { olderThan: cursor } : {}) }));
+    sendHtml(
+      res,
+      200,
+      runListPage(shown, {
+        now: now(),
+        redactor,
+        viewer: viewer.login,
+        ...(more && cursor ? { olderThan: cursor } : {}),
+      }),
+    );
   };
 
   /** The run's audit entries; a trail that cannot be read costs the page its Audit section only. */
@@ -115,10 +126,25 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
     const last = entries.at(-1);
     // The run may have moved on between the two reads: the page must agree with what it shows.
     if (last && (last.seq > summary.lastSeq || isFinal(last.event))) summary = (await journal.get(runId)) ?? summary;
-    sendHtml(res, 200, runPage({ ...summary, lastSeq: last?.seq ?? 0 }, foldRun(entries), { now: now(), redactor, viewer: viewer.login, ...(audit ? { audit } : {}) }));
+    sendHtml(
+      res,
+      200,
+      runPage({ ...summary, lastSeq: last?.seq ?? 0 }, foldRun(entries), {
+        now: now(),
+        redactor,
+        viewer: viewer.login,
+        ...(audit ? { audit } : {}),
+      }),
+    );
   };
 
-  const eventStream = async (req: IncomingMessage, res: ServerResponse, viewer: Viewer | undefined, runId: string, url: URL): Promise<void> => {
+  const eventStream = async (
+    req: IncomingMessage,
+    res: ServerResponse,
+    viewer: Viewer | undefined,
+    runId: string,
+    url: URL,
+  ): Promise<void> => {
     if (!viewer) {
       plain(res, 401, "Sign in again: your session has ended.\n");
       return;
@@ -132,7 +158,11 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
       return;
     }
     const after = cursorOf(req.headers["last-event-id"]) ?? cursorOf(url.searchParams.get("after")) ?? 0;
-    await streamRunEvents(res, journal, runId, after, { redactor, cache, ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}) });
+    await streamRunEvents(res, journal, runId, after, {
+      redactor,
+      cache,
+      ...(options.heartbeatMs !== undefined ? { heartbeatMs: options.heartbeatMs } : {}),
+    });
   };
 
   return async (req, res) => {
@@ -140,7 +170,9 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
     const path = url.pathname;
     if (path !== "/runs" && !path.startsWith("/runs/")) return false;
     if (req.method !== "GET" && req.method !== "HEAD") {
-      res.writeHead(405, { ...SECURITY_HEADERS, allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" }).end("Method not allowed\n");
+      res
+        .writeHead(405, { ...SECURITY_HEADERS, allow: "GET, HEAD", "content-type": "text/plain; charset=utf-8" })
+        .end("Method not allowed\n");
       return true;
     }
     try {
@@ -162,7 +194,18 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
     } catch (error) {
       log.error({ err: redactor(describeError(error)), path }, "run page failed");
       if (!res.headersSent) {
-        sendHtml(res, 500, layout({ title: "Something went wrong", body: html`<h1>Something went wrong</h1><p>This page could not be loaded just now. Try again in a moment; if it keeps failing, the operator will find the details in the server's log.</p>` }));
+        sendHtml(
+          res,
+          500,
+          layout({
+            title: "Something went wrong",
+            body: html`<h1>Something went wrong</h1>
+              <p>
+                This page could not be loaded just now. Try again in a moment; if it keeps failing, the operator will
+                find the details in the server's log.
+              </p>`,
+          }),
+        );
       } else if (!res.writableEnded) {
         res.end();
       }
@@ -172,7 +215,19 @@ export function createRunPages(options: RunPagesOptions): (req: IncomingMessage,
 }
 
 function notFound(res: ServerResponse): void {
-  sendHtml(res, 404, layout({ title: "Run not found", body: html`<h1>Run not found</h1><p>There is no run here that you can see. Either the run does not exist, or it belongs to a repository your GitHub account cannot read.</p><p><a href="/runs">See the runs you can see</a></p>` }));
+  sendHtml(
+    res,
+    404,
+    layout({
+      title: "Run not found",
+      body: html`<h1>Run not found</h1>
+        <p>
+          There is no run here that you can see. Either the run does not exist, or it belongs to a repository your
+          GitHub account cannot read.
+        </p>
+        <p><a href="/runs">See the runs you can see</a></p>`,
+    }),
+  );
 }
 
 function plain(res: ServerResponse, status: number, text: string): void {

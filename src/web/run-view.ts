@@ -48,7 +48,13 @@ function applyToView(view: RunView, event: JournalEvent, logged: Set<string>): v
       }
       view.blueprint = event.blueprint;
       view.branch = event.branch;
-      view.steps = event.nodes.map((node) => ({ id: node.id, title: node.title, state: "pending", attempt: 1, onFailureOnly: node.onFailureOnly }));
+      view.steps = event.nodes.map((node) => ({
+        id: node.id,
+        title: node.title,
+        state: "pending",
+        attempt: 1,
+        onFailureOnly: node.onFailureOnly,
+      }));
       delete view.commit;
       delete view.push;
       delete view.report;
@@ -69,7 +75,11 @@ function applyToView(view: RunView, event: JournalEvent, logged: Set<string>): v
       const { report } = event;
       Object.assign(stepOf(view, report.nodeId, report.title), stepUpdate(report));
       // Without live output (a journal fed only tails), the step's last lines still show.
-      if (!logged.has(`${report.nodeId}#${String(report.attempt)}`) && report.outputTail) view.output.push({ kind: "text", text: report.outputTail.endsWith("\n") ? report.outputTail : `${report.outputTail}\n` });
+      if (!logged.has(`${report.nodeId}#${String(report.attempt)}`) && report.outputTail)
+        view.output.push({
+          kind: "text",
+          text: report.outputTail.endsWith("\n") ? report.outputTail : `${report.outputTail}\n`,
+        });
       break;
     }
     case "commit.finished":
@@ -83,7 +93,8 @@ function applyToView(view: RunView, event: JournalEvent, logged: Set<string>): v
       for (const step of view.steps) if (step.state === "pending" && !step.onFailureOnly) step.state = "skipped";
       break;
     case "run.ended":
-      for (const step of view.steps) if (step.state === "running") step.state = event.state === "cancelled" ? "cancelled" : "failed";
+      for (const step of view.steps)
+        if (step.state === "running") step.state = event.state === "cancelled" ? "cancelled" : "failed";
       break;
     case "sandbox.ready":
     case "node.output":
@@ -92,7 +103,9 @@ function applyToView(view: RunView, event: JournalEvent, logged: Set<string>): v
 }
 
 /** The fields of a step line a finished attempt sets (also sent live to the page). */
-export function stepUpdate(report: NodeReport): Pick<StepView, "state" | "attempt"> & Partial<Pick<StepView, "durationMs" | "error" | "summary">> {
+export function stepUpdate(
+  report: NodeReport,
+): Pick<StepView, "state" | "attempt"> & Partial<Pick<StepView, "durationMs" | "error" | "summary">> {
   return {
     state: report.status,
     attempt: report.attempt,

@@ -17,23 +17,61 @@ const agent = (executable: string) => claudeCodeAgent({ executable });
 
 describe("claude-code driver through the harness", () => {
   test("print mode, JSON output, skip-permissions, --max-turns and --model; the prompt only on stdin", async () => {
-    const { report, record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent, { maxAgentTurns: 12, model: "sonnet" });
+    const { report, record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+      { maxAgentTurns: 12, model: "sonnet" },
+    );
 
-    expect(record.args).toEqual(["-p", "--output-format", "json", "--dangerously-skip-permissions", "--no-session-persistence", "--max-turns", "12", "--model", "sonnet"]);
+    expect(record.args).toEqual([
+      "-p",
+      "--output-format",
+      "json",
+      "--dangerously-skip-permissions",
+      "--no-session-persistence",
+      "--max-turns",
+      "12",
+      "--model",
+      "sonnet",
+    ]);
     expect(record.stdin).toContain("You are running unattended in a sandboxed checkout");
     expect(record.stdin).toContain("add a greeting");
     expect(record.args.join(" ")).not.toContain("add a greeting");
     expect(report.status).toBe("succeeded");
-    expect(report.nodes[0]).toMatchObject({ nodeId: "implement", status: "succeeded", turns: 2, costUsd: 0.0016, summary: "Hello from the mock model." });
+    expect(report.nodes[0]).toMatchObject({
+      nodeId: "implement",
+      status: "succeeded",
+      turns: 2,
+      costUsd: 0.0016,
+      summary: "Hello from the mock model.",
+    });
   });
 
   test("without maxTurns or a model neither flag is passed", async () => {
-    const { record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent);
-    expect(record.args).toEqual(["-p", "--output-format", "json", "--dangerously-skip-permissions", "--no-session-persistence"]);
+    const { record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+    );
+    expect(record.args).toEqual([
+      "-p",
+      "--output-format",
+      "json",
+      "--dangerously-skip-permissions",
+      "--no-session-persistence",
+    ]);
   });
 
   test("the agent gets its own credentials and IS_SANDBOX, nothing else offered, never a GitHub token", async () => {
-    const { record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent);
+    const { record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+    );
     expect(addedEnv(record)).toEqual({
       ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
       CLAUDE_CODE_OAUTH_TOKEN: OFFERED_CREDENTIALS.CLAUDE_CODE_OAUTH_TOKEN,
@@ -41,14 +79,27 @@ describe("claude-code driver through the harness", () => {
       DISABLE_AUTOUPDATER: "1",
     });
     const values = Object.values(record.env).join("\n");
-    for (const name of ["GITHUB_TOKEN", "GH_TOKEN", "SECRET", "OPENAI_API_KEY", "CODEX_API_KEY", "GEMINI_API_KEY"] as const) {
+    for (const name of [
+      "GITHUB_TOKEN",
+      "GH_TOKEN",
+      "SECRET",
+      "OPENAI_API_KEY",
+      "CODEX_API_KEY",
+      "GEMINI_API_KEY",
+    ] as const) {
       expect(values).not.toContain(OFFERED_CREDENTIALS[name]);
     }
   });
 
   test("a prompt of hundreds of KB goes through stdin whole, argv stays small", async () => {
     const body = "Details of the bug. ".repeat(15_000);
-    const { report, record } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent, { issue: { number: 7, title: "Crash", body } });
+    const { report, record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+      { issue: { number: 7, title: "Crash", body } },
+    );
     expect(report.status).toBe("succeeded");
     expect(record.stdin.length).toBeGreaterThan(300_000);
     expect(record.stdin).toContain(body.trim());
@@ -56,9 +107,20 @@ describe("claude-code driver through the harness", () => {
   });
 
   test("hitting --max-turns fails the step with the turn count", async () => {
-    const { report } = await runWithFakeCli(dir.path, "claude", { stdout: capture("claude-max-turns.json"), exitCode: 1, edit }, agent, { maxAgentTurns: 1 });
+    const { report } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-max-turns.json"), exitCode: 1, edit },
+      agent,
+      { maxAgentTurns: 1 },
+    );
     expect(report.status).toBe("failed");
-    expect(report.nodes[0]).toMatchObject({ status: "failed", error: "stopped after 2 turns (--max-turns)", turns: 2, costUsd: 0.0004 });
+    expect(report.nodes[0]).toMatchObject({
+      status: "failed",
+      error: "stopped after 2 turns (--max-turns)",
+      turns: 2,
+      costUsd: 0.0004,
+    });
   });
 });
 
@@ -67,7 +129,12 @@ describe("claude-code parseResult on captured output", () => {
   const parseResult = (result: ExecResult) => driver.parseResult(result);
 
   test("success: result, num_turns and total_cost_usd", () => {
-    expect(parseResult(execResult(capture("claude-success.json")))).toEqual({ success: true, summary: "Hello from the mock model.", turns: 2, costUsd: 0.0016 });
+    expect(parseResult(execResult(capture("claude-success.json")))).toEqual({
+      success: true,
+      summary: "Hello from the mock model.",
+      turns: 2,
+      costUsd: 0.0016,
+    });
   });
 
   test("max turns: no result key, the errors list becomes the summary", () => {
@@ -100,15 +167,27 @@ describe("claude-code parseResult on captured output", () => {
   test("a plain-text error with no JSON: the exit code and the last stderr line", () => {
     expect(parseResult(execResult("", 1, capture("claude-root-refusal.stderr")))).toMatchObject({
       success: false,
-      error: "claude exited with 1: --dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons",
+      error:
+        "claude exited with 1: --dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons",
     });
-    expect(parseResult(execResult("", 1, "Error: Input must be provided either through stdin or as a prompt argument when using --print")).error).toBe(
+    expect(
+      parseResult(
+        execResult(
+          "",
+          1,
+          "Error: Input must be provided either through stdin or as a prompt argument when using --print",
+        ),
+      ).error,
+    ).toBe(
       "claude exited with 1: Error: Input must be provided either through stdin or as a prompt argument when using --print",
     );
   });
 
   test("garbage or a JSON line that is not the result never counts as success", () => {
-    expect(parseResult(execResult("<html>502 Bad Gateway</html>\n{not json\n", 0))).toMatchObject({ success: false, error: "claude exited with 0 but printed no JSON result" });
+    expect(parseResult(execResult("<html>502 Bad Gateway</html>\n{not json\n", 0))).toMatchObject({
+      success: false,
+      error: "claude exited with 0 but printed no JSON result",
+    });
     expect(parseResult(execResult('{"type":"result","is_error":"no"}\n', 0)).success).toBe(false);
     expect(parseResult(execResult("", 137)).error).toBe("claude exited with 137");
   });

@@ -13,18 +13,35 @@ afterEach(async () => {
 
 const edit = { path: "greeting.txt", content: "hello\n" };
 const agent = (executable: string) => codexAgent({ executable });
-const BASE_ARGS = ["exec", "--json", "--skip-git-repo-check", "--ephemeral", "--dangerously-bypass-approvals-and-sandbox"];
+const BASE_ARGS = [
+  "exec",
+  "--json",
+  "--skip-git-repo-check",
+  "--ephemeral",
+  "--dangerously-bypass-approvals-and-sandbox",
+];
 
 describe("codex driver through the harness", () => {
   test("exec --json with the sandbox bypassed, --model, the prompt on stdin (-); maxTurns is ignored", async () => {
-    const { report, record } = await runWithFakeCli(dir.path, "codex", { stdout: capture("codex-success.jsonl"), edit }, agent, { maxAgentTurns: 12, model: "gpt-5.5" });
+    const { report, record } = await runWithFakeCli(
+      dir.path,
+      "codex",
+      { stdout: capture("codex-success.jsonl"), edit },
+      agent,
+      { maxAgentTurns: 12, model: "gpt-5.5" },
+    );
 
     expect(record.args).toEqual([...BASE_ARGS, "--model", "gpt-5.5", "-"]);
     expect(record.stdin).toContain("You are running unattended in a sandboxed checkout");
     expect(record.stdin).toContain("add a greeting");
     expect(record.args.join(" ")).not.toContain("add a greeting");
     expect(report.status).toBe("succeeded");
-    expect(report.nodes[0]).toMatchObject({ nodeId: "implement", status: "succeeded", turns: 1, summary: "Hello from the mock model." });
+    expect(report.nodes[0]).toMatchObject({
+      nodeId: "implement",
+      status: "succeeded",
+      turns: 1,
+      summary: "Hello from the mock model.",
+    });
     // Codex reports tokens, not dollars.
     expect(report.nodes[0]?.costUsd).toBeUndefined();
   });
@@ -38,22 +55,46 @@ describe("codex driver through the harness", () => {
     const { record } = await runWithFakeCli(dir.path, "codex", { stdout: capture("codex-success.jsonl"), edit }, agent);
     expect(addedEnv(record)).toEqual({ CODEX_API_KEY: OFFERED_CREDENTIALS.CODEX_API_KEY });
     const values = Object.values(record.env).join("\n");
-    for (const name of ["GITHUB_TOKEN", "GH_TOKEN", "SECRET", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN", "GEMINI_API_KEY"] as const) {
+    for (const name of [
+      "GITHUB_TOKEN",
+      "GH_TOKEN",
+      "SECRET",
+      "OPENAI_API_KEY",
+      "ANTHROPIC_API_KEY",
+      "CLAUDE_CODE_OAUTH_TOKEN",
+      "GEMINI_API_KEY",
+    ] as const) {
       expect(values).not.toContain(OFFERED_CREDENTIALS[name]);
     }
   });
 
   test("with only OPENAI_API_KEY set, it reaches codex as CODEX_API_KEY (exec ignores OPENAI_API_KEY)", async () => {
-    const { record } = await runWithFakeCli(dir.path, "codex", { stdout: capture("codex-success.jsonl"), edit }, agent, {
-      agentCredentials: { OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY, GITHUB_TOKEN: OFFERED_CREDENTIALS.GITHUB_TOKEN },
-    });
+    const { record } = await runWithFakeCli(
+      dir.path,
+      "codex",
+      { stdout: capture("codex-success.jsonl"), edit },
+      agent,
+      {
+        agentCredentials: {
+          OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY,
+          GITHUB_TOKEN: OFFERED_CREDENTIALS.GITHUB_TOKEN,
+        },
+      },
+    );
     expect(addedEnv(record)).toEqual({ CODEX_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY });
   });
 
   test("turn.failed fails the step with the API's message", async () => {
-    const { report } = await runWithFakeCli(dir.path, "codex", { stdout: capture("codex-turn-failed.jsonl"), exitCode: 1, edit }, agent);
+    const { report } = await runWithFakeCli(
+      dir.path,
+      "codex",
+      { stdout: capture("codex-turn-failed.jsonl"), exitCode: 1, edit },
+      agent,
+    );
     expect(report.status).toBe("failed");
-    expect(report.nodes[0]?.error).toBe("unexpected status 401 Unauthorized: Incorrect API key provided (mock), url: http://127.0.0.1:18090/v1/responses");
+    expect(report.nodes[0]?.error).toBe(
+      "unexpected status 401 Unauthorized: Incorrect API key provided (mock), url: http://127.0.0.1:18090/v1/responses",
+    );
   });
 });
 
@@ -61,12 +102,22 @@ describe("codex parseResult on captured output", () => {
   const driver = codexAgent();
 
   test("success: the last agent_message, one turn, no cost; reconnect `error` events are not failures", () => {
-    expect(driver.parseResult(execResult(capture("codex-success.jsonl")))).toEqual({ success: true, summary: "Hello from the mock model.", turns: 1 });
+    expect(driver.parseResult(execResult(capture("codex-success.jsonl")))).toEqual({
+      success: true,
+      summary: "Hello from the mock model.",
+      turns: 1,
+    });
   });
 
   test("turn.failed", () => {
-    const message = "unexpected status 401 Unauthorized: Incorrect API key provided (mock), url: http://127.0.0.1:18090/v1/responses";
-    expect(driver.parseResult(execResult(capture("codex-turn-failed.jsonl"), 1))).toEqual({ success: false, summary: message, error: message, turns: 1 });
+    const message =
+      "unexpected status 401 Unauthorized: Incorrect API key provided (mock), url: http://127.0.0.1:18090/v1/responses";
+    expect(driver.parseResult(execResult(capture("codex-turn-failed.jsonl"), 1))).toEqual({
+      success: false,
+      summary: message,
+      error: message,
+      turns: 1,
+    });
   });
 
   test("killed while reconnecting (no terminal event): the last error event explains it", () => {
@@ -80,16 +131,26 @@ describe("codex parseResult on captured output", () => {
     expect(driver.parseResult(execResult("", 1, capture("codex-untrusted-dir.stderr"))).error).toBe(
       "codex exited with 1: Not inside a trusted directory and --skip-git-repo-check was not specified.",
     );
-    expect(driver.parseResult(execResult("", 2, capture("codex-usage-error.stderr"))).error).toBe("codex exited with 2: error: unexpected argument '--full-auto' found");
+    expect(driver.parseResult(execResult("", 2, capture("codex-usage-error.stderr"))).error).toBe(
+      "codex exited with 2: error: unexpected argument '--full-auto' found",
+    );
   });
 
   test("garbage output or a stream cut off before any turn ended is never a success", () => {
-    expect(driver.parseResult(execResult("not json at all\n", 0))).toMatchObject({ success: false, error: "codex exited with 0 but printed no turn.completed event" });
-    expect(driver.parseResult(execResult('{"type":"thread.started","thread_id":"x"}\n{"type":"turn.started"}\n', 0)).success).toBe(false);
+    expect(driver.parseResult(execResult("not json at all\n", 0))).toMatchObject({
+      success: false,
+      error: "codex exited with 0 but printed no turn.completed event",
+    });
+    expect(
+      driver.parseResult(execResult('{"type":"thread.started","thread_id":"x"}\n{"type":"turn.started"}\n', 0)).success,
+    ).toBe(false);
   });
 
   test("a truncated stream still gives the outcome but no turn count (its start is gone)", () => {
     const tail = capture("codex-success.jsonl").split("\n").slice(-3).join("\n");
-    expect(driver.parseResult(execResult(`…]\n${tail}`, 0, "", { truncated: true }))).toEqual({ success: true, summary: "Hello from the mock model." });
+    expect(driver.parseResult(execResult(`…]\n${tail}`, 0, "", { truncated: true }))).toEqual({
+      success: true,
+      summary: "Hello from the mock model.",
+    });
   });
 });

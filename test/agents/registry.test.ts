@@ -51,8 +51,13 @@ describe("a CLI that is not installed", () => {
     ["codex", "codex", "npm install -g @openai/codex"],
     ["pi", "pi", "npm install -g @mariozechner/pi-coding-agent"],
   ])("%s: the step says how to install %s or choose another agent", async (name, program, install) => {
-    const report = await runDefaultBlueprint(dir.path, createAgent(name, { executable: join(dir.path, "not-installed", program) }));
+    const report = await runDefaultBlueprint(
+      dir.path,
+      createAgent(name, { executable: join(dir.path, "not-installed", program) }),
+    );
     expect(report.status).toBe("failed");
-    expect(report.nodes[0]?.error).toBe(`${program} is not installed in the sandbox: install it (${install}) or choose another agent with --agent`);
+    expect(report.nodes[0]?.error).toBe(
+      `${program} is not installed in the sandbox: install it (${install}) or choose another agent with --agent`,
+    );
   });
 });

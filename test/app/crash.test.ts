@@ -97,23 +97,46 @@ describe.each(["sqlite", "bullmq"] as const)("a worker killed mid-run, restarted
         apps.push(started);
         return started;
       };
-      const logs = (): string => apps.map((each, i) => `--- app ${String(i + 1)} (pid ${String(each.pid)}) ---\n${each.output().slice(-6_000)}`).join("\n");
+      const logs = (): string =>
+        apps
+          .map((each, i) => `--- app ${String(i + 1)} (pid ${String(each.pid)}) ---\n${each.output().slice(-6_000)}`)
+          .join("\n");
       const startsSoFar = async (): Promise<Array<{ runId: string; at: number }>> =>
-        (await readFile(starts, "utf8").catch(() => "")).split("\n").filter(Boolean).map((line) => {
-          const [runId = "", at = "0"] = line.split(" ");
-          return { runId, at: Number(at) };
-        });
-      const statusComments = () => gh.issueComments("acme", "widgets", 1).filter((comment) => comment.body.includes("<!-- harness:run="));
+        (await readFile(starts, "utf8").catch(() => ""))
+          .split("\n")
+          .filter(Boolean)
+          .map((line) => {
+            const [runId = "", at = "0"] = line.split(" ");
+            return { runId, at: Number(at) };
+          });
+      const statusComments = () =>
+        gh.issueComments("acme", "widgets", 1).filter((comment) => comment.body.includes("<!-- harness:run="));
       const liveSandboxes = () => [...fake.sandboxes.values()].filter((sandbox) => sandbox.state !== "destroyed");
 
       const first = await start("app before the crash");
-      const issue = gh.createIssue("acme", "widgets", { title: "Greet people", body: "We need a HELLO file.", user: "reporter" });
-      const posted = gh.addComment("acme", "widgets", issue.number, { body: "/harness add a HELLO file", user: "maintainer" });
-      const payload = issueCommentCreated({ repo: gh.repo("acme", "widgets"), issue: { number: issue.number, title: issue.title, body: issue.body }, comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } }, installationId: 77 });
+      const issue = gh.createIssue("acme", "widgets", {
+        title: "Greet people",
+        body: "We need a HELLO file.",
+        user: "reporter",
+      });
+      const posted = gh.addComment("acme", "widgets", issue.number, {
+        body: "/harness add a HELLO file",
+        user: "maintainer",
+      });
+      const payload = issueCommentCreated({
+        repo: gh.repo("acme", "widgets"),
+        issue: { number: issue.number, title: issue.title, body: issue.body },
+        comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
+        installationId: 77,
+      });
       expect((await sendWebhook(first.url, SECRET, "issue_comment", payload)).status).toBe(200);
 
       // Mid-run: the agent has started in a live sandbox and is sleeping there.
-      await waitFor("the agent to start in a Daytona sandbox", async () => (await startsSoFar()).length === 1 && liveSandboxes().length === 1, { diagnostics: logs });
+      await waitFor(
+        "the agent to start in a Daytona sandbox",
+        async () => (await startsSoFar()).length === 1 && liveSandboxes().length === 1,
+        { diagnostics: logs },
+      );
       const [firstStart] = await startsSoFar();
       const runId = firstStart?.runId ?? "";
       const [deadSandbox] = liveSandboxes();
@@ -126,7 +149,11 @@ describe.each(["sqlite", "bullmq"] as const)("a worker killed mid-run, restarted
       expect(fake.liveProcesses(deadSandbox?.id)).not.toEqual([]);
 
       const second = await start("app after the restart");
-      await waitFor("the status comment to reach a terminal state", () => TERMINAL.test(statusComments()[0]?.body ?? ""), { timeoutMs: 60_000, diagnostics: () => `${statusComments()[0]?.body ?? "(no status comment)"}\n${logs()}` });
+      await waitFor(
+        "the status comment to reach a terminal state",
+        () => TERMINAL.test(statusComments()[0]?.body ?? ""),
+        { timeoutMs: 60_000, diagnostics: () => `${statusComments()[0]?.body ?? "(no status comment)"}\n${logs()}` },
+      );
 
       const comments = statusComments();
       expect(comments).toHaveLength(1);

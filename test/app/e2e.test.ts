@@ -30,13 +30,34 @@ let privateKey: string;
 let appId: number;
 let agentScript: string;
 
-async function start(overrides: ServerOverrides = {}, settingsOverrides: Partial<Extract<AppSettings, { mode: "app" }>> = {}): Promise<void> {
+async function start(
+  overrides: ServerOverrides = {},
+  settingsOverrides: Partial<Extract<AppSettings, { mode: "app" }>> = {},
+): Promise<void> {
   logs = "";
-  const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
+  const sink = new Writable({
+    write: (chunk: Buffer, _encoding, done) => {
+      logs += chunk.toString();
+      done();
+    },
+  });
   const settings: AppSettings = {
-    mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks",
-    apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {},
-    concurrency: 2, statusIntervalMs: 0, warnings: [],
+    mode: "app",
+    port: 0,
+    host: "127.0.0.1",
+    appId,
+    privateKey,
+    webhookSecret: SECRET,
+    webhookPath: "/api/github/webhooks",
+    apiBaseUrl: github.apiUrl,
+    logLevel: "info",
+    logFormat: "json",
+    sandbox: "local",
+    allowedSandboxes: ["local"],
+    daytona: {},
+    concurrency: 2,
+    statusIntervalMs: 0,
+    warnings: [],
     // The local sandbox as the App runs it: isolated, with the test's agent script readable.
     localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
     ...settingsOverrides,
@@ -58,9 +79,17 @@ beforeEach(async () => {
   github.setCollaborator("acme", "widgets", "reader", "read");
   agentScript = join(dir.path, "agent.sh");
   // The agent's environment goes into the checkout, so it travels with the PR for the test to read.
-  await writeFile(agentScript, `#!/bin/sh\nenv > agent-env.txt\nprintf 'Hello from the agent\\n' > HELLO.md\necho "Added HELLO.md"\n`);
+  await writeFile(
+    agentScript,
+    `#!/bin/sh\nenv > agent-env.txt\nprintf 'Hello from the agent\\n' > HELLO.md\necho "Added HELLO.md"\n`,
+  );
   await chmod(agentScript, 0o755);
-  await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\npr:\n  labels: [harness]\n`);
+  await github.setFile(
+    "acme",
+    "widgets",
+    ".github/harness.yml",
+    `agent: command\nagent_command: ["${agentScript}"]\npr:\n  labels: [harness]\n`,
+  );
   await start();
 });
 
@@ -73,9 +102,16 @@ afterEach(async () => {
 /** Posts a comment on issue #1 in the fake and delivers its webhook; returns the delivery and the comment id. */
 async function comment(body: string, sender = "maintainer") {
   const repo = github.repo("acme", "widgets");
-  const issue = github.issue("acme", "widgets", 1) ?? github.createIssue("acme", "widgets", { title: "Greet people", body: "We need a HELLO file.", user: "reporter" });
+  const issue =
+    github.issue("acme", "widgets", 1) ??
+    github.createIssue("acme", "widgets", { title: "Greet people", body: "We need a HELLO file.", user: "reporter" });
   const posted = github.addComment("acme", "widgets", issue.number, { body, user: sender });
-  const payload = issueCommentCreated({ repo, issue: { number: issue.number, title: issue.title, body: issue.body }, comment: { id: posted.id, body, user: { login: sender } }, installationId: 77 });
+  const payload = issueCommentCreated({
+    repo,
+    issue: { number: issue.number, title: issue.title, body: issue.body },
+    comment: { id: posted.id, body, user: { login: sender } },
+    installationId: 77,
+  });
   return { ...(await sendWebhook(server.url, SECRET, "issue_comment", payload)), commentId: posted.id };
 }
 
@@ -93,7 +129,10 @@ function statusComments() {
  * run and checks the status comment names the rule with its remedy; returns the comment.
  */
 async function askUnderRuleset(): Promise<string> {
-  await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, { branchPrefix: "harness/", rules: ["Harness branches require a linked Jira ticket"] });
+  await enforceRepositoryRules(github.repo("acme", "widgets").bareDir, {
+    branchPrefix: "harness/",
+    rules: ["Harness branches require a linked Jira ticket"],
+  });
   await comment("/harness add a HELLO file");
   await settle();
   const body = statusComments()[0]?.body ?? "";
@@ -104,8 +143,14 @@ async function askUnderRuleset(): Promise<string> {
 }
 
 function everythingWritten(): string {
-  const comments = github.issueComments("acme", "widgets", 1).map((c) => c.body).join("\n");
-  const prs = github.pullRequests("acme", "widgets").map((pr) => `${pr.title}\n${pr.body ?? ""}`).join("\n");
+  const comments = github
+    .issueComments("acme", "widgets", 1)
+    .map((c) => c.body)
+    .join("\n");
+  const prs = github
+    .pullRequests("acme", "widgets")
+    .map((pr) => `${pr.title}\n${pr.body ?? ""}`)
+    .join("\n");
   return `${comments}\n${prs}\n${logs}`;
 }
 
@@ -115,7 +160,9 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     expect(delivery.status).toBe(200);
     expect(delivery.durationMs).toBeLessThan(2_000);
     await settle();
-    expect(github.reactions("acme", "widgets", { commentId: delivery.commentId }).map((r) => r.content)).toEqual(["eyes"]);
+    expect(github.reactions("acme", "widgets", { commentId: delivery.commentId }).map((r) => r.content)).toEqual([
+      "eyes",
+    ]);
 
     const [status, ...others] = statusComments();
     expect(others).toEqual([]);
@@ -136,11 +183,18 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     expect(await github.readFile("acme", "widgets", "HELLO.md", branch)).toBe("Hello from the agent\n");
     const bot = github.addUser("harness[bot]", "Bot");
     const author = git(github.repo("acme", "widgets").bareDir, "log", "-1", "--format=%an <%ae>%n%B", branch);
-    expect(author).toMatch(new RegExp(`^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.github\\.com>\n\\[harness\\] add a HELLO file\n\nRequested in #1\\.\n\nHarness-Run: `));
+    expect(author).toMatch(
+      new RegExp(
+        `^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.github\\.com>\n\\[harness\\] add a HELLO file\n\nRequested in #1\\.\n\nHarness-Run: `,
+      ),
+    );
 
     // Tokens: one read-only for the clone, one contents-write for the push, both revoked.
     const minted = github.mintedTokens().filter((token) => token.repositories.length === 1);
-    expect(minted.map((token) => [token.permissions["contents"], token.revoked])).toEqual([["read", true], ["write", true]]);
+    expect(minted.map((token) => [token.permissions["contents"], token.revoked])).toEqual([
+      ["read", true],
+      ["write", true],
+    ]);
 
     // No minted token, private key or agent credential in anything written, nor in the agent's env.
     const written = everythingWritten();
@@ -160,18 +214,40 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     await settle();
     const after = await scrape();
     expect(sampleValue(after, "harness_runs_total", "harness_runs_total", { state: "succeeded" })).toBe(1);
-    expect(sampleValue(after, "harness_run_duration_seconds", "harness_run_duration_seconds_count", { state: "succeeded" })).toBe(1);
+    expect(
+      sampleValue(after, "harness_run_duration_seconds", "harness_run_duration_seconds_count", { state: "succeeded" }),
+    ).toBe(1);
     expect(sampleValue(after, "harness_runs_in_flight", "harness_runs_in_flight")).toBe(0);
     expect(sampleValue(after, "harness_queue_depth", "harness_queue_depth", { state: "queued" })).toBe(0);
-    expect(sampleValue(after, "harness_webhook_duration_seconds", "harness_webhook_duration_seconds_count", { event: "issue_comment", status: "2xx" })).toBe(1);
+    expect(
+      sampleValue(after, "harness_webhook_duration_seconds", "harness_webhook_duration_seconds_count", {
+        event: "issue_comment",
+        status: "2xx",
+      }),
+    ).toBe(1);
     // The fake GitHub sends rate-limit headers like GitHub does; the gauge follows them.
     expect(after.get("harness_github_rate_limit_remaining")?.samples.length ?? 0).toBeGreaterThan(0);
   });
 
   test("the harness label starts a run with the issue's title and body", async () => {
     const repo = github.repo("acme", "widgets");
-    const issue = github.createIssue("acme", "widgets", { title: "Greet people", body: "Add HELLO.md", user: "reporter" });
-    const delivery = await sendWebhook(server.url, SECRET, "issues", issuesLabeled({ repo, issue: { number: issue.number, title: issue.title, body: issue.body, labels: ["harness"] }, label: "harness", sender: { login: "maintainer" }, installationId: 77 }));
+    const issue = github.createIssue("acme", "widgets", {
+      title: "Greet people",
+      body: "Add HELLO.md",
+      user: "reporter",
+    });
+    const delivery = await sendWebhook(
+      server.url,
+      SECRET,
+      "issues",
+      issuesLabeled({
+        repo,
+        issue: { number: issue.number, title: issue.title, body: issue.body, labels: ["harness"] },
+        label: "harness",
+        sender: { login: "maintainer" },
+        installationId: 77,
+      }),
+    );
     expect(delivery.status).toBe(200);
     await settle();
     expect(github.reactions("acme", "widgets", { issueNumber: issue.number }).map((r) => r.content)).toEqual(["eyes"]);
@@ -190,18 +266,41 @@ describe("the audit trail", () => {
     expect(pr).toBeDefined();
 
     expect((await fetch(`${server.url}/audit.jsonl`)).status).toBe(401);
-    const response = await fetch(`${server.url}/audit.jsonl?after=0`, { headers: { authorization: `Bearer ${auditToken}` } });
+    const response = await fetch(`${server.url}/audit.jsonl?after=0`, {
+      headers: { authorization: `Bearer ${auditToken}` },
+    });
     expect(response.status).toBe(200);
     const text = await response.text();
-    const entries = text.trim().split("\n").map((line) => JSON.parse(line) as { action: string; runId?: string; actor?: string; details?: Record<string, unknown> });
+    const entries = text
+      .trim()
+      .split("\n")
+      .map(
+        (line) =>
+          JSON.parse(line) as { action: string; runId?: string; actor?: string; details?: Record<string, unknown> },
+      );
     const runId = entries.find((entry) => entry.action === "run.requested")?.runId;
     expect(runId).toBeDefined();
-    expect(entries.find((entry) => entry.action === "run.requested")).toMatchObject({ actor: "maintainer", details: { trigger: "comment", trusted: true } });
+    expect(entries.find((entry) => entry.action === "run.requested")).toMatchObject({
+      actor: "maintainer",
+      details: { trigger: "comment", trusted: true },
+    });
     const minted = entries.filter((entry) => entry.action === "token.minted");
-    expect(minted.map((entry) => entry.details?.["permissions"])).toEqual([expect.arrayContaining(["contents:read"]), expect.arrayContaining(["contents:write"])]);
-    expect(minted.every((entry) => entry.runId === runId && JSON.stringify(entry.details?.["repositories"]) === JSON.stringify(["acme/widgets"]))).toBe(true);
-    expect(entries.find((entry) => entry.action === "branch.pushed")?.details).toMatchObject({ branch: pr?.pull?.headRef });
-    expect(entries.find((entry) => entry.action === "pull_request.opened")?.details).toMatchObject({ number: pr?.number });
+    expect(minted.map((entry) => entry.details?.["permissions"])).toEqual([
+      expect.arrayContaining(["contents:read"]),
+      expect.arrayContaining(["contents:write"]),
+    ]);
+    expect(
+      minted.every(
+        (entry) =>
+          entry.runId === runId && JSON.stringify(entry.details?.["repositories"]) === JSON.stringify(["acme/widgets"]),
+      ),
+    ).toBe(true);
+    expect(entries.find((entry) => entry.action === "branch.pushed")?.details).toMatchObject({
+      branch: pr?.pull?.headRef,
+    });
+    expect(entries.find((entry) => entry.action === "pull_request.opened")?.details).toMatchObject({
+      number: pr?.number,
+    });
     expect(entries.find((entry) => entry.action === "run.finished")?.details).toMatchObject({ state: "succeeded" });
     // Not one of the tokens GitHub minted for the run is in the trail.
     for (const token of github.mintedTokens()) expect(text).not.toContain(token.token);
@@ -215,19 +314,53 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
     try {
       await server.close(1_000);
       logs = "";
-      const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
+      const sink = new Writable({
+        write: (chunk: Buffer, _encoding, done) => {
+          logs += chunk.toString();
+          done();
+        },
+      });
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "daytona", allowedSandboxes: ["daytona"], daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl }, concurrency: 1, statusIntervalMs: 0, warnings: [] },
-        { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+        {
+          mode: "app",
+          port: 0,
+          host: "127.0.0.1",
+          appId,
+          privateKey,
+          webhookSecret: SECRET,
+          webhookPath: "/api/github/webhooks",
+          apiBaseUrl: github.apiUrl,
+          logLevel: "info",
+          logFormat: "json",
+          sandbox: "daytona",
+          allowedSandboxes: ["daytona"],
+          daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
+          concurrency: 1,
+          statusIntervalMs: 0,
+          warnings: [],
+        },
+        {
+          environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY },
+          log: pino({ level: "info" }, sink),
+          octokitDefaults: (options: object) => ({
+            ...options,
+            retry: { enabled: false },
+            throttle: { enabled: false },
+          }),
+        },
       );
       await comment("/harness add a HELLO file");
       await settle();
       expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
       expect(statusComments()[0]?.body).toContain("Sandbox: daytona");
       expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
-      expect(daytona.requests.filter((r) => r.method === "DELETE" && r.path.startsWith("/api/sandbox/"))).toHaveLength(1);
+      expect(daytona.requests.filter((r) => r.method === "DELETE" && r.path.startsWith("/api/sandbox/"))).toHaveLength(
+        1,
+      );
       const [clone, push] = github.mintedTokens().filter((token) => token.repositories.length === 1);
-      expect(daytona.requestsMentioning(clone?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+      expect(
+        daytona.requestsMentioning(clone?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, "")),
+      ).toEqual(["/git/clone"]);
       expect(clone?.permissions).toEqual({ contents: "read", metadata: "read" });
       expect(push?.permissions).toMatchObject({ contents: "write" });
       expect(daytona.requestsMentioning(push?.token ?? "-")).toEqual([]);
@@ -241,7 +374,10 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
 
 describe("bot text mentions nobody and loads nothing", () => {
   test("an agent's summary and a request with mentions and image beacons are posted neutralised; the requester is still mentioned", async () => {
-    await writeFile(agentScript, "#!/bin/sh\nprintf 'Hello\\n' > HELLO.md\necho 'Done. cc @acme/security-team ![](https://attacker.example/b.png) <img src=https://attacker.example/c.png>'\n");
+    await writeFile(
+      agentScript,
+      "#!/bin/sh\nprintf 'Hello\\n' > HELLO.md\necho 'Done. cc @acme/security-team ![](https://attacker.example/b.png) <img src=https://attacker.example/c.png>'\n",
+    );
     await comment("/harness add a HELLO file, ping @octocat ![x](https://attacker.example/i.png)");
     await settle();
     const [pr] = github.pullRequests("acme", "widgets");
@@ -262,7 +398,12 @@ describe("network policy", () => {
     const { port } = new URL(github.url);
     const probe = `require("net").connect(${port}, "127.0.0.1").on("connect", () => { console.log("reached"); process.exit(0); }).on("error", () => { console.log("blocked"); process.exit(0); })`;
     await writeFile(agentScript, `#!/bin/sh\n${process.execPath} -e '${probe}' > net.txt\n`);
-    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: none\n`);
+    await github.setFile(
+      "acme",
+      "widgets",
+      ".github/harness.yml",
+      `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: none\n`,
+    );
     await comment("/harness check the network");
     await settle();
     expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
@@ -273,7 +414,12 @@ describe("network policy", () => {
   test("a repository asking for more than the operator's ceiling: ❌ naming the setting, no sandbox", async () => {
     await server.close(1_000);
     await start({}, { network: { ceiling: "none", allow: [] } });
-    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: open\n`);
+    await github.setFile(
+      "acme",
+      "widgets",
+      ".github/harness.yml",
+      `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: open\n`,
+    );
     await comment("/harness add a HELLO file");
     await settle();
     const body = statusComments()[0]?.body ?? "";
@@ -290,7 +436,10 @@ describe("the local sandbox without isolation (HARNESS_UNISOLATED_LOCAL=1)", () 
     await comment("/harness add a HELLO file");
     await settle();
     expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
-    const warnings = logs.split("\n").filter((line) => line.includes("WITHOUT isolation")).map((line) => JSON.parse(line) as { runId?: string; level: number });
+    const warnings = logs
+      .split("\n")
+      .filter((line) => line.includes("WITHOUT isolation"))
+      .map((line) => JSON.parse(line) as { runId?: string; level: number });
     expect(warnings).toHaveLength(1);
     expect(warnings[0]?.runId).toMatch(/\w+/);
     expect(warnings[0]?.level).toBe(40);
@@ -301,20 +450,37 @@ describe("setup secrets", () => {
   const npmToken = fakeToken("npm_", 36);
   const restartWithSecret = async (): Promise<void> => {
     await server.close(1_000);
-    await start({ environment: { PATH: process.env["PATH"], HOME: process.env["HOME"], ANTHROPIC_API_KEY: AGENT_KEY, NPM_TOKEN: npmToken } }, { setupSecrets: [{ repo: "acme/widgets", name: "NPM_TOKEN" }] });
+    await start(
+      {
+        environment: {
+          PATH: process.env["PATH"],
+          HOME: process.env["HOME"],
+          ANTHROPIC_API_KEY: AGENT_KEY,
+          NPM_TOKEN: npmToken,
+        },
+      },
+      { setupSecrets: [{ repo: "acme/widgets", name: "NPM_TOKEN" }] },
+    );
   };
 
   test("the setup step gets a declared secret by name; the agent never does; it appears nowhere", async () => {
     await restartWithSecret();
     // The setup step proves it saw the token by its digest; the agent writes its whole environment.
-    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsetup: [sh, -c, 'printf %s "$NPM_TOKEN" | sha256sum | cut -c1-64 > setup-saw.txt; echo "token: $NPM_TOKEN"']\nsetup_secrets: [NPM_TOKEN]\n`);
+    await github.setFile(
+      "acme",
+      "widgets",
+      ".github/harness.yml",
+      `agent: command\nagent_command: ["${agentScript}"]\nsetup: [sh, -c, 'printf %s "$NPM_TOKEN" | sha256sum | cut -c1-64 > setup-saw.txt; echo "token: $NPM_TOKEN"']\nsetup_secrets: [NPM_TOKEN]\n`,
+    );
     await comment("/harness add a HELLO file");
     await settle();
     const [status] = statusComments();
     expect(status?.body).toContain("### ✅ Harness opened a pull request");
     const branch = github.pullRequests("acme", "widgets")[0]?.pull?.headRef ?? "";
     const { createHash } = await import("node:crypto");
-    expect((await github.readFile("acme", "widgets", "setup-saw.txt", branch))?.trim()).toBe(createHash("sha256").update(npmToken).digest("hex"));
+    expect((await github.readFile("acme", "widgets", "setup-saw.txt", branch))?.trim()).toBe(
+      createHash("sha256").update(npmToken).digest("hex"),
+    );
     expect(await github.readFile("acme", "widgets", "agent-env.txt", branch)).not.toContain(npmToken);
     expect(everythingWritten()).not.toContain(npmToken);
     expect(logs).not.toContain(npmToken);
@@ -322,7 +488,12 @@ describe("setup secrets", () => {
 
   test("a secret the operator did not declare for the repository: ❌ naming the setting, no run", async () => {
     await restartWithSecret();
-    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nsetup: [npm, ci]\nsetup_secrets: [DEPLOY_KEY]\n`);
+    await github.setFile(
+      "acme",
+      "widgets",
+      ".github/harness.yml",
+      `agent: command\nagent_command: ["${agentScript}"]\nsetup: [npm, ci]\nsetup_secrets: [DEPLOY_KEY]\n`,
+    );
     await comment("/harness add a HELLO file");
     await settle();
     const [status] = statusComments();
@@ -339,8 +510,33 @@ describe("a ruleset rejection on Daytona", () => {
     try {
       await server.close(1_000);
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "silent", logFormat: "json", sandbox: "daytona", allowedSandboxes: ["daytona"], daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl }, concurrency: 1, statusIntervalMs: 0, warnings: [] },
-        { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }) },
+        {
+          mode: "app",
+          port: 0,
+          host: "127.0.0.1",
+          appId,
+          privateKey,
+          webhookSecret: SECRET,
+          webhookPath: "/api/github/webhooks",
+          apiBaseUrl: github.apiUrl,
+          logLevel: "silent",
+          logFormat: "json",
+          sandbox: "daytona",
+          allowedSandboxes: ["daytona"],
+          daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
+          concurrency: 1,
+          statusIntervalMs: 0,
+          warnings: [],
+        },
+        {
+          environment: { PATH: process.env["PATH"] },
+          log: pino({ level: "silent" }),
+          octokitDefaults: (options: object) => ({
+            ...options,
+            retry: { enabled: false },
+            throttle: { enabled: false },
+          }),
+        },
       );
       const status = await askUnderRuleset();
       expect(status).not.toContain("pre-receive hook declined");
@@ -357,10 +553,44 @@ describe("durable runs (SQLite queue)", () => {
       const concurrency = role === "web" ? 0 : 2;
       await server.close(1_000);
       logs = "";
-      const sink = new Writable({ write: (chunk: Buffer, _encoding, done) => { logs += chunk.toString(); done(); } });
+      const sink = new Writable({
+        write: (chunk: Buffer, _encoding, done) => {
+          logs += chunk.toString();
+          done();
+        },
+      });
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency, role, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [], localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] } },
-        { environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY }, log: pino({ level: "info" }, sink), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }), reaper: { inventory: localInventory(dir.path) } },
+        {
+          mode: "app",
+          port: 0,
+          host: "127.0.0.1",
+          appId,
+          privateKey,
+          webhookSecret: SECRET,
+          webhookPath: "/api/github/webhooks",
+          apiBaseUrl: github.apiUrl,
+          logLevel: "info",
+          logFormat: "json",
+          sandbox: "local",
+          allowedSandboxes: ["local"],
+          daytona: {},
+          concurrency,
+          role,
+          statusIntervalMs: 0,
+          queue: { kind: "sqlite", path: db },
+          warnings: [],
+          localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
+        },
+        {
+          environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY },
+          log: pino({ level: "info" }, sink),
+          octokitDefaults: (options: object) => ({
+            ...options,
+            retry: { enabled: false },
+            throttle: { enabled: false },
+          }),
+          reaper: { inventory: localInventory(dir.path) },
+        },
       );
     };
     await restart("web");
@@ -380,8 +610,16 @@ describe("durable runs (SQLite queue)", () => {
     const journal = new SqliteRunJournal({ path: db });
     try {
       const [record] = await journal.list({ limit: 10 });
-      expect(record).toMatchObject({ repo: { owner: "acme", name: "widgets" }, issue: { number: 1 }, intent: "add a HELLO file", requester: "maintainer", state: "succeeded" });
-      expect(record?.prUrl).toMatch(new RegExp(`/acme/widgets/pull/${String(github.pullRequests("acme", "widgets")[0]?.number)}$`));
+      expect(record).toMatchObject({
+        repo: { owner: "acme", name: "widgets" },
+        issue: { number: 1 },
+        intent: "add a HELLO file",
+        requester: "maintainer",
+        state: "succeeded",
+      });
+      expect(record?.prUrl).toMatch(
+        new RegExp(`/acme/widgets/pull/${String(github.pullRequests("acme", "widgets")[0]?.number)}$`),
+      );
       expect(record?.startedAt).toBeDefined();
       expect(record?.finishedAt).toBeDefined();
     } finally {
@@ -397,22 +635,62 @@ describe("redeliveries (SQLite queue)", () => {
     const restart = async (): Promise<void> => {
       await server.close(1_000);
       server = await startHarnessServer(
-        { mode: "app", port: 0, host: "127.0.0.1", appId, privateKey, webhookSecret: SECRET, webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 2, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [], localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] } },
-        { environment: { PATH: process.env["PATH"] }, log: pino({ level: "silent" }), octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }), reaper: { inventory: localInventory(dir.path) } },
+        {
+          mode: "app",
+          port: 0,
+          host: "127.0.0.1",
+          appId,
+          privateKey,
+          webhookSecret: SECRET,
+          webhookPath: "/api/github/webhooks",
+          apiBaseUrl: github.apiUrl,
+          logLevel: "info",
+          logFormat: "json",
+          sandbox: "local",
+          allowedSandboxes: ["local"],
+          daytona: {},
+          concurrency: 2,
+          statusIntervalMs: 0,
+          queue: { kind: "sqlite", path: db },
+          warnings: [],
+          localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
+        },
+        {
+          environment: { PATH: process.env["PATH"] },
+          log: pino({ level: "silent" }),
+          octokitDefaults: (options: object) => ({
+            ...options,
+            retry: { enabled: false },
+            throttle: { enabled: false },
+          }),
+          reaper: { inventory: localInventory(dir.path) },
+        },
       );
     };
     await restart();
     const repo = github.repo("acme", "widgets");
     const issue = github.createIssue("acme", "widgets", { title: "Greet people", user: "reporter" });
-    const posted = github.addComment("acme", "widgets", issue.number, { body: "/harness add a HELLO file", user: "maintainer" });
-    const payload = issueCommentCreated({ repo, issue: { number: issue.number, title: issue.title }, comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } }, installationId: 77 });
-    const deliveries = await Promise.all([1, 2, 3].map(() => sendWebhook(server.url, SECRET, "issue_comment", payload, "delivery-once")));
+    const posted = github.addComment("acme", "widgets", issue.number, {
+      body: "/harness add a HELLO file",
+      user: "maintainer",
+    });
+    const payload = issueCommentCreated({
+      repo,
+      issue: { number: issue.number, title: issue.title },
+      comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
+      installationId: 77,
+    });
+    const deliveries = await Promise.all(
+      [1, 2, 3].map(() => sendWebhook(server.url, SECRET, "issue_comment", payload, "delivery-once")),
+    );
     expect(deliveries.map((delivery) => delivery.status)).toEqual([200, 200, 200]);
     await server.settle();
     await restart();
     expect((await sendWebhook(server.url, SECRET, "issue_comment", payload, "delivery-once")).status).toBe(200);
     await server.settle();
-    const statuses = github.issueComments("acme", "widgets", issue.number).filter((c) => c.body.includes("<!-- harness:run="));
+    const statuses = github
+      .issueComments("acme", "widgets", issue.number)
+      .filter((c) => c.body.includes("<!-- harness:run="));
     expect(statuses).toHaveLength(1);
     expect(statuses[0]?.body).toContain("### ✅ Harness opened a pull request");
     expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
@@ -424,9 +702,16 @@ describe("security", () => {
   test("a forged signature gets a 4xx and nothing runs", async () => {
     const repo = github.repo("acme", "widgets");
     const issue = github.createIssue("acme", "widgets", { title: "x", user: "reporter" });
-    const payload = issueCommentCreated({ repo, issue: { number: issue.number }, comment: { id: 1, body: "/harness go", user: { login: "maintainer" } }, installationId: 77 });
+    const payload = issueCommentCreated({
+      repo,
+      issue: { number: issue.number },
+      comment: { id: 1, body: "/harness go", user: { login: "maintainer" } },
+      installationId: 77,
+    });
     const forged = await sendWebhook(server.url, "not-the-secret", "issue_comment", payload);
-    const unsigned = await sendWebhook(server.url, SECRET, "issue_comment", payload, undefined, { omitSignature: true });
+    const unsigned = await sendWebhook(server.url, SECRET, "issue_comment", payload, undefined, {
+      omitSignature: true,
+    });
     expect(forged.status).toBeGreaterThanOrEqual(400);
     expect(forged.status).toBeLessThan(500);
     expect(unsigned.status).toBeGreaterThanOrEqual(400);
@@ -442,7 +727,9 @@ describe("security", () => {
     expect(github.mintedTokens().filter((token) => token.repositories.length === 1)).toEqual([]);
     const replies = github.issueComments("acme", "widgets", 1).filter((c) => c.user.login === "harness[bot]");
     expect(replies).toHaveLength(1);
-    expect(replies[0]?.body).toMatch(/^@reader Harness runs only for people with \*\*write\*\* access to this repository/);
+    expect(replies[0]?.body).toMatch(
+      /^@reader Harness runs only for people with \*\*write\*\* access to this repository/,
+    );
     expect(replies[0]?.body).toContain("> delete everything");
     expect(replies[0]?.body).toMatch(/`\/harness approve [a-z0-9]{6}`/);
   });
@@ -450,7 +737,15 @@ describe("security", () => {
   test("unknown events and actions are answered 200 and ignored", async () => {
     const repo = github.repo("acme", "widgets");
     const ping = await sendWebhook(server.url, SECRET, "ping", { zen: "Keep it logically awesome.", hook_id: 1 });
-    const edited = await sendWebhook(server.url, SECRET, "issue_comment", { ...issueCommentCreated({ repo, issue: { number: 1 }, comment: { id: 2, body: "/harness go", user: { login: "maintainer" } }, installationId: 77 }), action: "edited" });
+    const edited = await sendWebhook(server.url, SECRET, "issue_comment", {
+      ...issueCommentCreated({
+        repo,
+        issue: { number: 1 },
+        comment: { id: 2, body: "/harness go", user: { login: "maintainer" } },
+        installationId: 77,
+      }),
+      action: "edited",
+    });
     expect([ping.status, edited.status]).toEqual([200, 200]);
     await settle();
     expect(github.mintedTokens()).toEqual([]);
@@ -460,7 +755,12 @@ describe("security", () => {
     github.addUser("other-app[bot]", "Bot");
     const repo = github.repo("acme", "widgets");
     const issue = github.createIssue("acme", "widgets", { title: "x", user: "reporter" });
-    const payload = issueCommentCreated({ repo, issue: { number: issue.number }, comment: { id: 5, body: "/harness go", user: { login: "other-app[bot]", type: "Bot" } }, installationId: 77 });
+    const payload = issueCommentCreated({
+      repo,
+      issue: { number: issue.number },
+      comment: { id: 5, body: "/harness go", user: { login: "other-app[bot]", type: "Bot" } },
+      installationId: 77,
+    });
     expect((await sendWebhook(server.url, SECRET, "issue_comment", payload)).status).toBe(200);
     await settle();
     expect(github.issueComments("acme", "widgets", issue.number)).toEqual([]);
@@ -471,15 +771,33 @@ describe("security", () => {
     await settle();
     const [clone] = github.mintedTokens().filter((token) => token.permissions["contents"] === "read");
     expect(clone?.permissions).not.toHaveProperty("issues");
-    const pushes = github.requests.filter((request) => request.kind === "git" && request.path.includes("git-receive-pack"));
-    expect(pushes.every((request) => request.auth === undefined || !request.headers["authorization"]?.includes(Buffer.from(`x-access-token:${clone?.token ?? ""}`).toString("base64")))).toBe(true);
+    const pushes = github.requests.filter(
+      (request) => request.kind === "git" && request.path.includes("git-receive-pack"),
+    );
+    expect(
+      pushes.every(
+        (request) =>
+          request.auth === undefined ||
+          !request.headers["authorization"]?.includes(
+            Buffer.from(`x-access-token:${clone?.token ?? ""}`).toString("base64"),
+          ),
+      ),
+    ).toBe(true);
   });
 });
 
 describe("failures end in the right terminal comment, and the app keeps serving", () => {
   test("a push GitHub rejects (a workflow change the app may not make): ❌ with the classified reason and the change kept", async () => {
-    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agentScript}"]\nallow_workflow_changes: true\n`);
-    await writeFile(agentScript, "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n");
+    await github.setFile(
+      "acme",
+      "widgets",
+      ".github/harness.yml",
+      `agent: command\nagent_command: ["${agentScript}"]\nallow_workflow_changes: true\n`,
+    );
+    await writeFile(
+      agentScript,
+      "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n",
+    );
     await comment("/harness add CI");
     await settle();
     const [status] = statusComments();
@@ -498,7 +816,10 @@ describe("failures end in the right terminal comment, and the app keeps serving"
   });
 
   test("a workflow change without permission stops before pushing, with the remedy", async () => {
-    await writeFile(agentScript, "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n");
+    await writeFile(
+      agentScript,
+      "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n",
+    );
     await comment("/harness add CI");
     await settle();
     const [status] = statusComments();
@@ -510,15 +831,23 @@ describe("failures end in the right terminal comment, and the app keeps serving"
   });
 
   test("GitHub 502 on the status comment: the worker posts it later; 502 on the PR: ❌ PR creation failed", async () => {
-    github.injectFault({ method: "POST", pathPattern: "/repos/{owner}/{repo}/issues/{issue_number}/comments", times: 1 }, { status: 502, body: { message: "Server Error" } });
-    github.injectFault({ method: "POST", pathPattern: "/repos/{owner}/{repo}/pulls", times: 1 }, { status: 502, body: { message: "Server Error" } });
+    github.injectFault(
+      { method: "POST", pathPattern: "/repos/{owner}/{repo}/issues/{issue_number}/comments", times: 1 },
+      { status: 502, body: { message: "Server Error" } },
+    );
+    github.injectFault(
+      { method: "POST", pathPattern: "/repos/{owner}/{repo}/pulls", times: 1 },
+      { status: 502, body: { message: "Server Error" } },
+    );
     await comment("/harness add a HELLO file");
     await settle();
     const statuses = statusComments();
     expect(statuses).toHaveLength(1);
     expect(statuses[0]?.body).toContain("PR creation failed: GitHub API 502");
     // The branch was pushed: the work is on GitHub even though the PR could not be opened.
-    expect((await github.branches("acme", "widgets")).some((branch) => branch.name.startsWith("harness/issue-1-"))).toBe(true);
+    expect(
+      (await github.branches("acme", "widgets")).some((branch) => branch.name.startsWith("harness/issue-1-")),
+    ).toBe(true);
     expect((await fetch(`${server.url}/healthz`)).status).toBe(200);
   });
 
@@ -535,7 +864,12 @@ describe("failures end in the right terminal comment, and the app keeps serving"
   test("a sandbox that fails to start: ❌ with the reason, and the next request still works", async () => {
     await server.close(1_000);
     let calls = 0;
-    await start({ sandboxes: { local: (options) => (++calls === 1 ? Promise.reject(new Error("the sandbox host is out of disk")) : createLocalSandbox(options)) } });
+    await start({
+      sandboxes: {
+        local: (options) =>
+          ++calls === 1 ? Promise.reject(new Error("the sandbox host is out of disk")) : createLocalSandbox(options),
+      },
+    });
     await comment("/harness add a HELLO file");
     await settle();
     expect(statusComments()[0]?.body).toContain("the sandbox host is out of disk");
@@ -544,4 +878,3 @@ describe("failures end in the right terminal comment, and the app keeps serving"
     expect(statusComments()[1]?.body).toContain("### ✅ Harness opened a pull request");
   });
 });
-

@@ -22,11 +22,21 @@ const appEnv = (extra: Record<string, string>): Record<string, string> => ({
 
 function run(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", MAIN_ENTRY], { cwd: ROOT, env: { PORT: "0", HOST: "127.0.0.1", ...env }, stdio: ["ignore", "pipe", "pipe"] });
+    const child = spawn(process.execPath, ["--import", "tsx", MAIN_ENTRY], {
+      cwd: ROOT,
+      env: { PORT: "0", HOST: "127.0.0.1", ...env },
+      stdio: ["ignore", "pipe", "pipe"],
+    });
     let output = "";
-    child.stdout.on("data", (chunk: Buffer) => { output += chunk.toString(); });
-    child.stderr.on("data", (chunk: Buffer) => { output += chunk.toString(); });
-    child.once("exit", (code) => { resolve({ code, output }); });
+    child.stdout.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.stderr.on("data", (chunk: Buffer) => {
+      output += chunk.toString();
+    });
+    child.once("exit", (code) => {
+      resolve({ code, output });
+    });
   });
 }
 
@@ -34,7 +44,9 @@ describe("start-up with the local sandbox", () => {
   test("without bubblewrap the App refuses to start, naming the fix and the alternatives", async () => {
     const { code, output } = await run(appEnv({ HARNESS_BWRAP: "/nonexistent/bwrap" }));
     expect(code).toBe(2);
-    expect(output).toMatch(/^harness: The local sandbox cannot isolate runs on this host: bwrap not found at \/nonexistent\/bwrap/m);
+    expect(output).toMatch(
+      /^harness: The local sandbox cannot isolate runs on this host: bwrap not found at \/nonexistent\/bwrap/m,
+    );
     expect(output).toContain("apt-get install bubblewrap");
     expect(output).toContain("HARNESS_UNISOLATED_LOCAL=1");
     expect(output).not.toMatch(/\n\s+at /);

@@ -27,22 +27,55 @@ beforeEach(async () => {
   dir = await scratchDir();
   github = await startFakeGitHub();
   const app = github.addApp({ id: 4500, slug: "harness" });
-  github.addInstallation({ id: 77, appId: app.id, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
+  github.addInstallation({
+    id: 77,
+    appId: app.id,
+    account: "acme",
+    permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" },
+  });
   await github.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
-  await github.setFile("acme", "widgets", ".github/harness.yml", "agent: command\nagent_command: [sh, -c, \"echo Hello > HELLO.md\"]\npr:\n  labels: [harness]\n");
+  await github.setFile(
+    "acme",
+    "widgets",
+    ".github/harness.yml",
+    'agent: command\nagent_command: [sh, -c, "echo Hello > HELLO.md"]\npr:\n  labels: [harness]\n',
+  );
   github.createIssue("acme", "widgets", { title: "Greet people", body: "We need a HELLO file.", user: "reporter" });
   sandboxesMade = [];
   const db = join(dir.path, "harness.db");
   server = undefined;
   start = async () => {
     server = await startHarnessServer(
-      { mode: "app", port: 0, host: "127.0.0.1", appId: app.id, privateKey: app.privateKeyPem ?? "", webhookSecret: "s", webhookPath: "/api/github/webhooks", apiBaseUrl: github.apiUrl, logLevel: "silent", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 1, statusIntervalMs: 0, queue: { kind: "sqlite", path: db }, warnings: [] },
+      {
+        mode: "app",
+        port: 0,
+        host: "127.0.0.1",
+        appId: app.id,
+        privateKey: app.privateKeyPem ?? "",
+        webhookSecret: "s",
+        webhookPath: "/api/github/webhooks",
+        apiBaseUrl: github.apiUrl,
+        logLevel: "silent",
+        logFormat: "json",
+        sandbox: "local",
+        allowedSandboxes: ["local"],
+        daytona: {},
+        concurrency: 1,
+        statusIntervalMs: 0,
+        queue: { kind: "sqlite", path: db },
+        warnings: [],
+      },
       {
         environment: { PATH: process.env["PATH"] },
         log: pino({ level: "silent" }),
         octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
         reaper: { inventory: localInventory(dir.path) },
-        sandboxes: { local: (options) => { sandboxesMade.push(options); return createLocalSandbox(options); } },
+        sandboxes: {
+          local: (options) => {
+            sandboxesMade.push(options);
+            return createLocalSandbox(options);
+          },
+        },
       },
     );
     await server.settle();
@@ -83,11 +116,18 @@ function request(overrides: Partial<RunRequest> = {}): RunRequest {
 
 /** The status comment the earlier attempt posted (mid-run) before its worker died. */
 function earlierStatusComment(): number {
-  const body = renderStatusComment({ runId: RUN_ID, phase: "running", requester: "maintainer", intent: "add a HELLO file", steps: [] });
+  const body = renderStatusComment({
+    runId: RUN_ID,
+    phase: "running",
+    requester: "maintainer",
+    intent: "add a HELLO file",
+    steps: [],
+  });
   return github.addComment("acme", "widgets", 1, { body, user: "harness[bot]" }).id;
 }
 
-const statusComments = () => github.issueComments("acme", "widgets", 1).filter((comment) => comment.body.includes("<!-- harness:run="));
+const statusComments = () =>
+  github.issueComments("acme", "widgets", 1).filter((comment) => comment.body.includes("<!-- harness:run="));
 
 describe("a retried run continues from what its earlier attempt left", () => {
   test("a status comment the earlier attempt posted (the handler could not) is edited, not posted again", async () => {
@@ -110,7 +150,10 @@ describe("a retried run continues from what its earlier attempt left", () => {
 
   test("a branch the earlier attempt pushed gets its PR; the agent does not run again", async () => {
     const earlier = earlierStatusComment();
-    await github.setFile("acme", "widgets", "HELLO.md", "Hello\n", { branch: BRANCH, message: `[harness] add a HELLO file\n\nHarness-Run: ${RUN_ID}` });
+    await github.setFile("acme", "widgets", "HELLO.md", "Hello\n", {
+      branch: BRANCH,
+      message: `[harness] add a HELLO file\n\nHarness-Run: ${RUN_ID}`,
+    });
     await enqueue(request({ statusCommentId: earlier }));
     await start();
     expect(sandboxesMade).toEqual([]);
@@ -129,7 +172,11 @@ describe("a retried run continues from what its earlier attempt left", () => {
   test("a PR the earlier attempt already opened is the answer: no second PR", async () => {
     const earlier = earlierStatusComment();
     await github.setFile("acme", "widgets", "HELLO.md", "Hello\n", { branch: BRANCH });
-    const opened = await github.addPullRequest("acme", "widgets", { title: "[harness] add a HELLO file", head: BRANCH, user: "harness[bot]" });
+    const opened = await github.addPullRequest("acme", "widgets", {
+      title: "[harness] add a HELLO file",
+      head: BRANCH,
+      user: "harness[bot]",
+    });
     await enqueue(request({ statusCommentId: earlier }));
     await start();
     expect(sandboxesMade).toEqual([]);

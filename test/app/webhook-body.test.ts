@@ -12,7 +12,26 @@ let server: HarnessServer;
 
 beforeEach(async () => {
   server = await startHarnessServer(
-    { mode: "app", port: 0, host: "127.0.0.1", appId: 1, privateKey: fakePem(), webhookSecret: "s", webhookPath: "/api/github/webhooks", apiBaseUrl: "http://127.0.0.1:1/api/v3", logLevel: "silent", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 0, role: "web", statusIntervalMs: 0, queue: { kind: "memory" }, warnings: [] },
+    {
+      mode: "app",
+      port: 0,
+      host: "127.0.0.1",
+      appId: 1,
+      privateKey: fakePem(),
+      webhookSecret: "s",
+      webhookPath: "/api/github/webhooks",
+      apiBaseUrl: "http://127.0.0.1:1/api/v3",
+      logLevel: "silent",
+      logFormat: "json",
+      sandbox: "local",
+      allowedSandboxes: ["local"],
+      daytona: {},
+      concurrency: 0,
+      role: "web",
+      statusIntervalMs: 0,
+      queue: { kind: "memory" },
+      warnings: [],
+    },
     { environment: {} },
   );
 });
@@ -25,11 +44,26 @@ afterEach(async () => {
 function stream(total: number, headers: Record<string, string> = {}): Promise<{ status: number; sent: number }> {
   return new Promise((resolve) => {
     let sent = 0;
-    const req = request(`${server.url}/api/github/webhooks`, { method: "POST", headers: { "content-type": "application/json", "x-github-event": "issues", "x-github-delivery": "d", "x-hub-signature-256": "sha256=00", ...headers } }, (res) => {
-      res.resume();
-      resolve({ status: res.statusCode ?? 0, sent });
+    const req = request(
+      `${server.url}/api/github/webhooks`,
+      {
+        method: "POST",
+        headers: {
+          "content-type": "application/json",
+          "x-github-event": "issues",
+          "x-github-delivery": "d",
+          "x-hub-signature-256": "sha256=00",
+          ...headers,
+        },
+      },
+      (res) => {
+        res.resume();
+        resolve({ status: res.statusCode ?? 0, sent });
+      },
+    );
+    req.on("error", () => {
+      resolve({ status: -1, sent });
     });
-    req.on("error", () => { resolve({ status: -1, sent }); });
     const chunk = Buffer.alloc(64 * 1024, 0x61);
     const pump = (): void => {
       while (sent < total) {
@@ -55,11 +89,20 @@ async function healthzMs(): Promise<number> {
 describe("unsigned webhook bodies are bounded before they are buffered", () => {
   test("a body claiming 400 MB is refused at once with 413, without reading it", async () => {
     const result = await new Promise<number>((resolve) => {
-      const req = request(`${server.url}/api/github/webhooks`, { method: "POST", headers: { "content-type": "application/json", "content-length": String(400 * 1024 * 1024) } }, (res) => {
-        res.resume();
-        resolve(res.statusCode ?? 0);
+      const req = request(
+        `${server.url}/api/github/webhooks`,
+        {
+          method: "POST",
+          headers: { "content-type": "application/json", "content-length": String(400 * 1024 * 1024) },
+        },
+        (res) => {
+          res.resume();
+          resolve(res.statusCode ?? 0);
+        },
+      );
+      req.on("error", () => {
+        resolve(-1);
       });
-      req.on("error", () => { resolve(-1); });
       req.write(Buffer.alloc(1024));
     });
     expect(result).toBe(413);

@@ -14,12 +14,20 @@ const servers: Server[] = [];
 afterEach(async () => {
   for (const server of servers.splice(0)) {
     server.closeAllConnections();
-    await new Promise<void>((resolve) => server.close(() => { resolve(); }));
+    await new Promise<void>((resolve) =>
+      server.close(() => {
+        resolve();
+      }),
+    );
   }
 });
 
 /** Serves the endpoint on 127.0.0.1; other paths get 418, so "not mine" is visible. `onRequest` sees each response first. */
-async function serve(store: Store, options: Partial<AuditEndpointOptions> = {}, onRequest?: (res: ServerResponse) => void): Promise<string> {
+async function serve(
+  store: Store,
+  options: Partial<AuditEndpointOptions> = {},
+  onRequest?: (res: ServerResponse) => void,
+): Promise<string> {
   const endpoint = auditEndpoint(store, { token: AUDIT_TOKEN, ...options });
   const server = createServer((req, res) => {
     onRequest?.(res);
@@ -34,25 +42,64 @@ async function serve(store: Store, options: Partial<AuditEndpointOptions> = {}, 
 
 function parseLines(body: string): AuditRecord[] {
   expect(body === "" || body.endsWith("\n")).toBe(true);
-  return body.split("\n").filter((line) => line !== "").map((line) => JSON.parse(line) as AuditRecord);
+  return body
+    .split("\n")
+    .filter((line) => line !== "")
+    .map((line) => JSON.parse(line) as AuditRecord);
 }
 
 /** Records with seqs after `afterSeq`, up to `total`, made up on demand: nothing is held in memory. */
 function synthetic(total: number, padding: string, afterSeq: number, limit: number): AuditRecord[] {
   const records: AuditRecord[] = [];
   for (let seq = afterSeq + 1; seq <= Math.min(total, afterSeq + limit); seq++) {
-    records.push({ seq, at: "2026-11-22T10:00:00.000Z", action: "token.minted", repo: "acme/widgets", runId: `run-${String(seq % 7)}`, details: { padding } });
+    records.push({
+      seq,
+      at: "2026-11-22T10:00:00.000Z",
+      action: "token.minted",
+      repo: "acme/widgets",
+      runId: `run-${String(seq % 7)}`,
+      details: { padding },
+    });
   }
   return records;
 }
 
 const trail = new MemoryAuditLog({ now: () => new Date("2026-11-22T10:00:00.000Z") });
 beforeAll(async () => {
-  await trail.record({ action: "run.requested", repo: "acme/widgets", runId: "r1", actor: "octocat", issue: 12, details: { intent: "fix the typo" } });
-  await trail.record({ action: "request.approved", repo: "acme/widgets", runId: "r1", actor: "maintainer", requestId: "q1", details: { requester: "octocat" } });
-  await trail.record({ action: "token.minted", repo: "acme/widgets", runId: "r1", details: { permissions: ["contents:write"], repositories: ["acme/widgets"] } });
-  await trail.record({ action: "branch.pushed", repo: "acme/widgets", runId: "r1", details: { branch: "harness/issue-12", commit: "0123456789ab" } });
-  await trail.record({ action: "pull_request.opened", repo: "acme/widgets", runId: "r1", details: { url: "https://github.com/acme/widgets/pull/3", number: 3 } });
+  await trail.record({
+    action: "run.requested",
+    repo: "acme/widgets",
+    runId: "r1",
+    actor: "octocat",
+    issue: 12,
+    details: { intent: "fix the typo" },
+  });
+  await trail.record({
+    action: "request.approved",
+    repo: "acme/widgets",
+    runId: "r1",
+    actor: "maintainer",
+    requestId: "q1",
+    details: { requester: "octocat" },
+  });
+  await trail.record({
+    action: "token.minted",
+    repo: "acme/widgets",
+    runId: "r1",
+    details: { permissions: ["contents:write"], repositories: ["acme/widgets"] },
+  });
+  await trail.record({
+    action: "branch.pushed",
+    repo: "acme/widgets",
+    runId: "r1",
+    details: { branch: "harness/issue-12", commit: "0123456789ab" },
+  });
+  await trail.record({
+    action: "pull_request.opened",
+    repo: "acme/widgets",
+    runId: "r1",
+    details: { url: "https://github.com/acme/widgets/pull/3", number: 3 },
+  });
 });
 
 describe("audit export: access", () => {
@@ -70,7 +117,14 @@ describe("audit export: access", () => {
 
   test("without the token, or with a wrong one, the answer is 401 with a Bearer challenge and no entries", async () => {
     const base = await serve(trail);
-    const attempts: Array<Record<string, string>> = [{}, { authorization: "Bearer wrong" }, { authorization: `Bearer ${AUDIT_TOKEN}x` }, { authorization: `Bearer ${AUDIT_TOKEN.slice(0, -1)}X` }, { authorization: `Basic ${Buffer.from(`u:${AUDIT_TOKEN}`).toString("base64")}` }, { authorization: AUDIT_TOKEN }];
+    const attempts: Array<Record<string, string>> = [
+      {},
+      { authorization: "Bearer wrong" },
+      { authorization: `Bearer ${AUDIT_TOKEN}x` },
+      { authorization: `Bearer ${AUDIT_TOKEN.slice(0, -1)}X` },
+      { authorization: `Basic ${Buffer.from(`u:${AUDIT_TOKEN}`).toString("base64")}` },
+      { authorization: AUDIT_TOKEN },
+    ];
     for (const headers of attempts) {
       const res = await fetch(`${base}/audit.jsonl?after=0`, { headers });
       expect(res.status).toBe(401);
@@ -100,12 +154,34 @@ describe("audit export: what it answers", () => {
     expect(first.headers.get("x-harness-audit-next")).toBe("2");
     const page1 = parseLines(await first.text());
     expect(page1).toEqual([
-      { seq: 1, at: "2026-11-22T10:00:00.000Z", action: "run.requested", repo: "acme/widgets", issue: 12, runId: "r1", actor: "octocat", details: { intent: "fix the typo" } },
-      { seq: 2, at: "2026-11-22T10:00:00.000Z", action: "request.approved", repo: "acme/widgets", runId: "r1", requestId: "q1", actor: "maintainer", details: { requester: "octocat" } },
+      {
+        seq: 1,
+        at: "2026-11-22T10:00:00.000Z",
+        action: "run.requested",
+        repo: "acme/widgets",
+        issue: 12,
+        runId: "r1",
+        actor: "octocat",
+        details: { intent: "fix the typo" },
+      },
+      {
+        seq: 2,
+        at: "2026-11-22T10:00:00.000Z",
+        action: "request.approved",
+        repo: "acme/widgets",
+        runId: "r1",
+        requestId: "q1",
+        actor: "maintainer",
+        details: { requester: "octocat" },
+      },
     ]);
     const second = await fetch(`${base}/audit.jsonl?after=2`, { headers: auth });
     expect(second.headers.get("x-harness-audit-next")).toBe("5");
-    expect(parseLines(await second.text()).map((record) => record.action)).toEqual(["token.minted", "branch.pushed", "pull_request.opened"]);
+    expect(parseLines(await second.text()).map((record) => record.action)).toEqual([
+      "token.minted",
+      "branch.pushed",
+      "pull_request.opened",
+    ]);
     const caughtUp = await fetch(`${base}/audit.jsonl?after=5`, { headers: auth });
     expect(caughtUp.status).toBe(200);
     expect(caughtUp.headers.get("x-harness-audit-next")).toBe("5");
@@ -124,7 +200,17 @@ describe("audit export: what it answers", () => {
 
   test("a bad query is a 400 with a one-line reason", async () => {
     const base = await serve(trail);
-    for (const query of ["after=abc", "after=-1", "after=1.5", "after=", "limit=0", "limit=10001", "limit=ten", "limit=-5", "after=99999999999999999999"]) {
+    for (const query of [
+      "after=abc",
+      "after=-1",
+      "after=1.5",
+      "after=",
+      "limit=0",
+      "limit=10001",
+      "limit=ten",
+      "limit=-5",
+      "after=99999999999999999999",
+    ]) {
       const res = await fetch(`${base}/audit.jsonl?${query}`, { headers: auth });
       expect(res.status, query).toBe(400);
       const body = await res.text();
@@ -137,7 +223,13 @@ describe("audit export: what it answers", () => {
 
   test("20,000 entries come out whole and in order, two pages of 10,000", async () => {
     const big = new MemoryAuditLog();
-    for (let i = 0; i < 20_000; i++) await big.record({ action: "token.minted", repo: "acme/widgets", runId: `run-${String(i % 13)}`, details: { n: i } });
+    for (let i = 0; i < 20_000; i++)
+      await big.record({
+        action: "token.minted",
+        repo: "acme/widgets",
+        runId: `run-${String(i % 13)}`,
+        details: { n: i },
+      });
     const base = await serve(big);
     const seen: number[] = [];
     let after = 0;
@@ -171,7 +263,9 @@ describe("audit export: what it answers", () => {
       },
     };
     let clientBehind!: () => void;
-    const behind = new Promise<void>((resolve) => { clientBehind = resolve; });
+    const behind = new Promise<void>((resolve) => {
+      clientBehind = resolve;
+    });
     const base = await serve(store, { pageSize: 200 }, (res) => {
       response = res;
       const write = res.write.bind(res) as (chunk: string) => boolean;
@@ -211,7 +305,9 @@ describe("audit export: what it answers", () => {
   });
 
   test("a store that fails before the answer starts is a 503 with one line; after it started, the body is cut off, not ended", async () => {
-    const failing = await serve({ after: () => Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6379\n    at TCPConnectWrap.afterConnect")) });
+    const failing = await serve({
+      after: () => Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6379\n    at TCPConnectWrap.afterConnect")),
+    });
     const refused = await fetch(`${failing}/audit.jsonl`, { headers: auth });
     expect(refused.status).toBe(503);
     const body = await refused.text();
@@ -222,10 +318,21 @@ describe("audit export: what it answers", () => {
     let response: ServerResponse | undefined;
     const store: Store = {
       // Fails on the next turn of the event loop, as a real store would, once the answer has begun.
-      after: (afterSeq, limit) => (response?.headersSent ? new Promise((_resolve, reject) => setImmediate(() => { reject(new Error("the store went away")); })) : Promise.resolve(synthetic(100, "x", afterSeq, limit))),
+      after: (afterSeq, limit) =>
+        response?.headersSent
+          ? new Promise((_resolve, reject) =>
+              setImmediate(() => {
+                reject(new Error("the store went away"));
+              }),
+            )
+          : Promise.resolve(synthetic(100, "x", afterSeq, limit)),
     };
-    const base = await serve(store, { pageSize: 10 }, (res) => { response = res; });
+    const base = await serve(store, { pageSize: 10 }, (res) => {
+      response = res;
+    });
     // An exporter that saw a clean end would move its cursor to 100 and never ask for 11–100 again.
-    await expect(fetch(`${base}/audit.jsonl?after=0&limit=100`, { headers: auth }).then((res) => res.text())).rejects.toThrow();
+    await expect(
+      fetch(`${base}/audit.jsonl?after=0&limit=100`, { headers: auth }).then((res) => res.text()),
+    ).rejects.toThrow();
   });
 });

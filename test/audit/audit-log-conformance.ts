@@ -9,7 +9,11 @@ export interface AuditLogHarness {
   dispose(): Promise<void>;
 }
 
-export type AuditLogFactory = (options: { limits?: Partial<AuditLimits>; now: () => Date; redactor?: Redactor }) => Promise<AuditLogHarness>;
+export type AuditLogFactory = (options: {
+  limits?: Partial<AuditLimits>;
+  now: () => Date;
+  redactor?: Redactor;
+}) => Promise<AuditLogHarness>;
 
 export const TOKEN = `ghs_${"Zx9Qw8Er7T".repeat(4)}`;
 
@@ -22,16 +26,30 @@ export function uniqueRunId(): string {
 }
 
 export function requested(runId: string, actor = "octocat"): Omit<AuditEntry, "at"> {
-  return { action: "run.requested", repo: "acme/widgets", installationId: 7, issue: 12, runId, actor, details: { trigger: "comment", intent: "fix the typo" } };
+  return {
+    action: "run.requested",
+    repo: "acme/widgets",
+    installationId: 7,
+    issue: 12,
+    runId,
+    actor,
+    details: { trigger: "comment", intent: "fix the typo" },
+  };
 }
 
 /** The behaviour every audit trail adapter must show. */
-export function describeAuditLogConformance(name: string, factory: AuditLogFactory, options: { skip?: string } = {}): void {
+export function describeAuditLogConformance(
+  name: string,
+  factory: AuditLogFactory,
+  options: { skip?: string } = {},
+): void {
   describe.skipIf(options.skip !== undefined)(`audit trail conformance: ${name}`, () => {
     const disposers: Array<() => Promise<void>> = [];
     let clock = Date.parse("2026-11-22T09:00:00.000Z");
     const now = (): Date => new Date((clock += 1000));
-    const open = async (extra: { limits?: Partial<AuditLimits>; redactor?: Redactor } = {}): Promise<AuditLogHarness> => {
+    const open = async (
+      extra: { limits?: Partial<AuditLimits>; redactor?: Redactor } = {},
+    ): Promise<AuditLogHarness> => {
       const harness = await factory({ now, ...extra });
       disposers.push(() => harness.dispose());
       return harness;
@@ -40,7 +58,8 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
     const since = async (log: AuditLog, afterSeq: number): Promise<AuditRecord[]> => log.after(afterSeq, 100_000);
     const lastSeq = async (log: AuditLog): Promise<number> => {
       let seq = 0;
-      for (let page = await log.after(0, 1000); page.length > 0; page = await log.after(seq, 1000)) seq = page.at(-1)?.seq ?? seq;
+      for (let page = await log.after(0, 1000); page.length > 0; page = await log.after(seq, 1000))
+        seq = page.at(-1)?.seq ?? seq;
       return seq;
     };
     afterEach(async () => {
@@ -52,13 +71,45 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
       const start = await lastSeq(log);
       const runId = uniqueRunId();
       await log.record(requested(runId));
-      await log.record({ action: "token.minted", repo: "acme/widgets", installationId: 7, runId, details: { permissions: ["contents:write", "pull_requests:write"], repositories: ["acme/widgets"], expiresInMinutes: 60, forked: false } });
-      await log.record({ action: "run.finished", repo: "acme/widgets", runId, at: "2026-11-22T10:00:00+02:00", details: { state: "succeeded" } });
+      await log.record({
+        action: "token.minted",
+        repo: "acme/widgets",
+        installationId: 7,
+        runId,
+        details: {
+          permissions: ["contents:write", "pull_requests:write"],
+          repositories: ["acme/widgets"],
+          expiresInMinutes: 60,
+          forked: false,
+        },
+      });
+      await log.record({
+        action: "run.finished",
+        repo: "acme/widgets",
+        runId,
+        at: "2026-11-22T10:00:00+02:00",
+        details: { state: "succeeded" },
+      });
       const records = await since(log, start);
       expect(records).toHaveLength(3);
       const [first, second, third] = records;
-      expect(first).toEqual({ seq: first?.seq, at: expect.stringMatching(/^2026-11-22T09:\d\d:\d\d\.000Z$/) as unknown, action: "run.requested", repo: "acme/widgets", installationId: 7, issue: 12, runId, actor: "octocat", details: { trigger: "comment", intent: "fix the typo" } });
-      expect(second?.details).toEqual({ permissions: ["contents:write", "pull_requests:write"], repositories: ["acme/widgets"], expiresInMinutes: 60, forked: false });
+      expect(first).toEqual({
+        seq: first?.seq,
+        at: expect.stringMatching(/^2026-11-22T09:\d\d:\d\d\.000Z$/) as unknown,
+        action: "run.requested",
+        repo: "acme/widgets",
+        installationId: 7,
+        issue: 12,
+        runId,
+        actor: "octocat",
+        details: { trigger: "comment", intent: "fix the typo" },
+      });
+      expect(second?.details).toEqual({
+        permissions: ["contents:write", "pull_requests:write"],
+        repositories: ["acme/widgets"],
+        expiresInMinutes: 60,
+        forked: false,
+      });
       expect(third?.at).toBe("2026-11-22T08:00:00.000Z");
       expect(third?.actor).toBeUndefined();
       expect(Date.parse(second?.at ?? "")).toBeGreaterThan(Date.parse(first?.at ?? ""));
@@ -93,9 +144,24 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
       const [a, b] = [uniqueRunId(), uniqueRunId()];
       await log.record(requested(a, "alice"));
       await log.record(requested(b, "bob"));
-      await log.record({ action: "request.refused", repo: "acme/widgets", actor: "mallory", details: { reason: "below the permission bar" } });
-      await log.record({ action: "branch.pushed", repo: "acme/widgets", runId: a, details: { branch: "harness/issue-12", commit: "0123456789abcdef" } });
-      await log.record({ action: "pull_request.opened", repo: "acme/widgets", runId: a, details: { url: "https://github.com/acme/widgets/pull/3", number: 3 } });
+      await log.record({
+        action: "request.refused",
+        repo: "acme/widgets",
+        actor: "mallory",
+        details: { reason: "below the permission bar" },
+      });
+      await log.record({
+        action: "branch.pushed",
+        repo: "acme/widgets",
+        runId: a,
+        details: { branch: "harness/issue-12", commit: "0123456789abcdef" },
+      });
+      await log.record({
+        action: "pull_request.opened",
+        repo: "acme/widgets",
+        runId: a,
+        details: { url: "https://github.com/acme/widgets/pull/3", number: 3 },
+      });
       const forA = await log.forRun(a);
       expect(forA.map((record) => record.action)).toEqual(["run.requested", "branch.pushed", "pull_request.opened"]);
       expect(forA.every((record) => record.runId === a)).toBe(true);
@@ -114,7 +180,14 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
       const runId = uniqueRunId();
       const huge = "x".repeat(200_000);
       const manyKeys = Object.fromEntries(Array.from({ length: 100 }, (_, i) => [`key${String(i)}`, i]));
-      await log.record({ action: "run.requested", repo: huge, runId, actor: huge, requestId: huge, details: { intent: huge, labels: Array.from({ length: 500 }, () => "label"), [huge]: "long key", ...manyKeys } });
+      await log.record({
+        action: "run.requested",
+        repo: huge,
+        runId,
+        actor: huge,
+        requestId: huge,
+        details: { intent: huge, labels: Array.from({ length: 500 }, () => "label"), [huge]: "long key", ...manyKeys },
+      });
       const [record] = await since(log, start);
       expect(record).toBeDefined();
       for (const value of [record?.repo, record?.actor, record?.requestId, record?.details?.["intent"]]) {
@@ -135,7 +208,11 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
     test("the detail budget drops whole details, and marks that some were dropped", async () => {
       const { log } = await open({ limits: { maxDetailChars: 2_500 } });
       const start = await lastSeq(log);
-      await log.record({ action: "token.minted", repo: "acme/widgets", details: { a: "1".repeat(1000), b: "2".repeat(1000), c: "3".repeat(1000), d: "4" } });
+      await log.record({
+        action: "token.minted",
+        repo: "acme/widgets",
+        details: { a: "1".repeat(1000), b: "2".repeat(1000), c: "3".repeat(1000), d: "4" },
+      });
       const [record] = await since(log, start);
       expect(record?.details).toEqual({ a: "1".repeat(1000), b: "2".repeat(1000), _truncated: true });
     });
@@ -159,7 +236,18 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
       const { log } = await open();
       const start = await lastSeq(log);
       const runId = uniqueRunId();
-      await log.record({ action: "token.minted", repo: "acme/widgets", runId, actor: `bot ${TOKEN}`, details: { token: TOKEN, note: `minted ${TOKEN} for the run`, repositories: ["acme/widgets", TOKEN], url: `https://x-access-token:${TOKEN}@github.com/acme/widgets.git` } });
+      await log.record({
+        action: "token.minted",
+        repo: "acme/widgets",
+        runId,
+        actor: `bot ${TOKEN}`,
+        details: {
+          token: TOKEN,
+          note: `minted ${TOKEN} for the run`,
+          repositories: ["acme/widgets", TOKEN],
+          url: `https://x-access-token:${TOKEN}@github.com/acme/widgets.git`,
+        },
+      });
       const stored = await since(log, start);
       const text = JSON.stringify([stored, await log.forRun(runId)]);
       expect(text).not.toContain(TOKEN);
@@ -187,7 +275,11 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
     test("a redactor given in the options catches the deployment's own secrets, and tokens are still caught", async () => {
       const { log } = await open({ redactor: (text) => text.replaceAll("hunter2-secret-value", "[REDACTED]") });
       const start = await lastSeq(log);
-      await log.record({ action: "request.refused", repo: "acme/widgets", details: { reason: `saw hunter2-secret-value and ${TOKEN} in the intent` } });
+      await log.record({
+        action: "request.refused",
+        repo: "acme/widgets",
+        details: { reason: `saw hunter2-secret-value and ${TOKEN} in the intent` },
+      });
       expect((await since(log, start))[0]?.details?.["reason"]).toBe("saw [REDACTED] and [REDACTED] in the intent");
     });
 

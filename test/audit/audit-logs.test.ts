@@ -46,32 +46,49 @@ afterAll(async () => {
 });
 
 let redisCase = 0;
-describeAuditLogConformance("Redis", ({ limits, now, redactor }) => {
-  redisCase += 1;
-  const prefix = `${prefixRoot}:${String(redisCase)}`;
-  const opened: RedisAuditLog[] = [];
-  const open = (): RedisAuditLog => {
-    const log = new RedisAuditLog({ redis: redisUrl, prefix, now, ...(limits ? { limits } : {}), ...(redactor ? { redactor } : {}) });
-    opened.push(log);
-    return log;
-  };
-  return Promise.resolve({
-    log: open(),
-    another: () => Promise.resolve(open()),
-    dispose: async () => {
-      for (const log of opened) await log.close();
-    },
-  });
-}, redisProblem ? { skip: redisProblem } : {});
+describeAuditLogConformance(
+  "Redis",
+  ({ limits, now, redactor }) => {
+    redisCase += 1;
+    const prefix = `${prefixRoot}:${String(redisCase)}`;
+    const opened: RedisAuditLog[] = [];
+    const open = (): RedisAuditLog => {
+      const log = new RedisAuditLog({
+        redis: redisUrl,
+        prefix,
+        now,
+        ...(limits ? { limits } : {}),
+        ...(redactor ? { redactor } : {}),
+      });
+      opened.push(log);
+      return log;
+    };
+    return Promise.resolve({
+      log: open(),
+      another: () => Promise.resolve(open()),
+      dispose: async () => {
+        for (const log of opened) await log.close();
+      },
+    });
+  },
+  redisProblem ? { skip: redisProblem } : {},
+);
 
 function recorder(path: string, runId: string, count: number, tag: string): Promise<void> {
-  const child = fork(fileURLToPath(new URL("./audit-record-child.ts", import.meta.url)), [path, runId, String(count), tag], { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] });
+  const child = fork(
+    fileURLToPath(new URL("./audit-record-child.ts", import.meta.url)),
+    [path, runId, String(count), tag],
+    { execArgv: ["--import", "tsx"], stdio: ["ignore", "inherit", "inherit", "ipc"] },
+  );
   return new Promise((resolve, reject) => {
     child.once("message", (message) => {
       const reply = message as { done?: boolean; error?: string };
       if (reply.error) reject(new Error(reply.error));
     });
-    child.once("exit", (code) => { if (code === 0) resolve(); else reject(new Error(`recorder exited with ${String(code)}`)); });
+    child.once("exit", (code) => {
+      if (code === 0) resolve();
+      else reject(new Error(`recorder exited with ${String(code)}`));
+    });
   });
 }
 
@@ -88,7 +105,10 @@ describe("SQLite audit trail on one file", () => {
       expect(records).toHaveLength(301);
       expect(records.map((record) => record.seq)).toEqual(Array.from({ length: 301 }, (_, i) => i + 1));
       // Each process's entries stay in its own order.
-      for (const tag of ["worker-a", "worker-b"]) expect(records.filter((record) => record.actor === tag).map((record) => record.details?.["n"])).toEqual(Array.from({ length: 150 }, (_, i) => i));
+      for (const tag of ["worker-a", "worker-b"])
+        expect(records.filter((record) => record.actor === tag).map((record) => record.details?.["n"])).toEqual(
+          Array.from({ length: 150 }, (_, i) => i),
+        );
       await log.close();
 
       const reopened = new SqliteAuditLog({ path });
@@ -117,9 +137,16 @@ describe("createAuditLog", () => {
     expect(createAuditLog({ kind: "memory" })).toBeInstanceOf(MemoryAuditLog);
     const dir = await scratchDir("harness-audit-factory-");
     try {
-      const sqlite = createAuditLog({ kind: "sqlite", path: join(dir.path, "harness.db") }, { redactor: (text) => text.replaceAll("s3cr3t-value", "[REDACTED]") });
+      const sqlite = createAuditLog(
+        { kind: "sqlite", path: join(dir.path, "harness.db") },
+        { redactor: (text) => text.replaceAll("s3cr3t-value", "[REDACTED]") },
+      );
       expect(sqlite).toBeInstanceOf(SqliteAuditLog);
-      await sqlite.record({ action: "request.refused", repo: "acme/widgets", details: { reason: `s3cr3t-value ${TOKEN}` } });
+      await sqlite.record({
+        action: "request.refused",
+        repo: "acme/widgets",
+        details: { reason: `s3cr3t-value ${TOKEN}` },
+      });
       expect((await sqlite.after(0, 10))[0]?.details).toEqual({ reason: "[REDACTED] [REDACTED]" });
       await sqlite.close();
     } finally {

@@ -12,7 +12,9 @@ describe("harness CLI", () => {
   });
 
   test("an unknown option is a usage error: exit 2 and a one-line reason on stderr", async () => {
-    const failure = await run("node", [...cli, "--bogus"]).catch((error: unknown) => error as { code: number; stderr: string });
+    const failure = await run("node", [...cli, "--bogus"]).catch(
+      (error: unknown) => error as { code: number; stderr: string },
+    );
     expect(failure).toMatchObject({ code: 2 });
     expect((failure as { stderr: string }).stderr).toMatch(/unknown option '--bogus'/);
   });

@@ -46,21 +46,50 @@ describe("harness run --sandbox daytona, end to end against the fake Daytona", (
     await chmod(agent, 0o755);
     const serverHost = new URL(gitServer.url).host;
     const api = nock(`http://${serverHost}/api/v3`)
-      .get("/repos/acme/widgets/pulls").query(true).reply(200, [])
-      .get("/repos/acme/widgets").reply(200, { default_branch: "main" })
-      .post("/repos/acme/widgets/pulls").reply(201, { number: 5, html_url: `${gitServer.url}/acme/widgets/pull/5` });
+      .get("/repos/acme/widgets/pulls")
+      .query(true)
+      .reply(200, [])
+      .get("/repos/acme/widgets")
+      .reply(200, { default_branch: "main" })
+      .post("/repos/acme/widgets/pulls")
+      .reply(201, { number: 5, html_url: `${gitServer.url}/acme/widgets/pull/5` });
     // nock answers only the REST paths above; git's own traffic to that host comes from a git child process, which nock never sees.
 
     const out = new PassThrough();
     const err = new PassThrough();
     let stdout = "";
     let stderr = "";
-    out.on("data", (chunk: Buffer) => { stdout += chunk.toString(); });
-    err.on("data", (chunk: Buffer) => { stderr += chunk.toString(); });
+    out.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    err.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
     const code = await main(
-      ["run", "--repo", "acme/widgets", "--intent", "Write a note", "--agent", "command", "--agent-command", agent, "--sandbox", "daytona", "--push", "--branch", "harness/daytona-e2e"],
+      [
+        "run",
+        "--repo",
+        "acme/widgets",
+        "--intent",
+        "Write a note",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--sandbox",
+        "daytona",
+        "--push",
+        "--branch",
+        "harness/daytona-e2e",
+      ],
       {
-        env: { PATH: process.env["PATH"], GITHUB_TOKEN: token, GITHUB_SERVER_URL: gitServer.url, DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl },
+        env: {
+          PATH: process.env["PATH"],
+          GITHUB_TOKEN: token,
+          GITHUB_SERVER_URL: gitServer.url,
+          DAYTONA_API_KEY: daytona.apiKey,
+          DAYTONA_API_URL: daytona.apiUrl,
+        },
         stdout: out,
         stderr: err,
       },
@@ -72,7 +101,9 @@ describe("harness run --sandbox daytona, end to end against the fake Daytona", (
     expect(git(bare, "show", "harness/daytona-e2e:DAYTONA.md")).toBe("made in daytona");
     expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
     expect(daytona.requests.filter((r) => r.method === "DELETE" && /^\/api\/sandbox\//.test(r.path))).toHaveLength(1);
-    expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+    expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual([
+      "/git/clone",
+    ]);
     expect(api.isDone()).toBe(true);
   });
 });
@@ -86,28 +117,64 @@ describe("pushes GitHub refuses, from any sandbox", () => {
     const err = new PassThrough();
     let stdout = "";
     let stderr = "";
-    out.on("data", (chunk: Buffer) => { stdout += chunk.toString(); });
-    err.on("data", (chunk: Buffer) => { stderr += chunk.toString(); });
+    out.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
+    err.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
     const code = await main(
-      ["run", "--repo", "acme/widgets", "--intent", "Write a note", "--agent", "command", "--agent-command", agent, "--sandbox", sandbox, "--push", "--branch", "harness/ruled"],
-      { env: { PATH: process.env["PATH"], GITHUB_TOKEN: token, GITHUB_SERVER_URL: gitServer.url, DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl }, stdout: out, stderr: err },
+      [
+        "run",
+        "--repo",
+        "acme/widgets",
+        "--intent",
+        "Write a note",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--sandbox",
+        sandbox,
+        "--push",
+        "--branch",
+        "harness/ruled",
+      ],
+      {
+        env: {
+          PATH: process.env["PATH"],
+          GITHUB_TOKEN: token,
+          GITHUB_SERVER_URL: gitServer.url,
+          DAYTONA_API_KEY: daytona.apiKey,
+          DAYTONA_API_URL: daytona.apiUrl,
+        },
+        stdout: out,
+        stderr: err,
+      },
     );
     return { code, stdout, stderr };
   }
 
-  test.each(["daytona", "local"] as const)("a ruleset rejection (GH013) on %s: the rule's name on stderr, exit 1", async (sandbox) => {
-    await enforceRepositoryRules(bare, { branch: "harness/ruled", rules: ["Only signed commits on harness/*"] });
-    const { code, stderr } = await runCli(sandbox);
-    expect(code).toBe(1);
-    expect(stderr).toMatch(/^harness: .*Only signed commits on harness\/\*/m);
-    expect(stderr).not.toContain(token);
-  });
+  test.each(["daytona", "local"] as const)(
+    "a ruleset rejection (GH013) on %s: the rule's name on stderr, exit 1",
+    async (sandbox) => {
+      await enforceRepositoryRules(bare, { branch: "harness/ruled", rules: ["Only signed commits on harness/*"] });
+      const { code, stderr } = await runCli(sandbox);
+      expect(code).toBe(1);
+      expect(stderr).toMatch(/^harness: .*Only signed commits on harness\/\*/m);
+      expect(stderr).not.toContain(token);
+    },
+  );
 
   test("a GitHub repository on the local sandbox runs isolated and opens its PR", async () => {
     nock(`http://${new URL(gitServer.url).host}/api/v3`)
-      .get("/repos/acme/widgets/pulls").query(true).reply(200, [])
-      .get("/repos/acme/widgets").reply(200, { default_branch: "main" })
-      .post("/repos/acme/widgets/pulls").reply(201, { number: 6, html_url: `${gitServer.url}/acme/widgets/pull/6` });
+      .get("/repos/acme/widgets/pulls")
+      .query(true)
+      .reply(200, [])
+      .get("/repos/acme/widgets")
+      .reply(200, { default_branch: "main" })
+      .post("/repos/acme/widgets/pulls")
+      .reply(201, { number: 6, html_url: `${gitServer.url}/acme/widgets/pull/6` });
     const { code, stdout, stderr } = await runCli("local");
     expect(stderr).not.toContain("worktree mode");
     expect(code, stderr).toBe(0);
@@ -121,7 +188,9 @@ describe("harness daytona snapshot create", () => {
     const out = new PassThrough();
     const err = new PassThrough();
     let stdout = "";
-    out.on("data", (chunk: Buffer) => { stdout += chunk.toString(); });
+    out.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString();
+    });
     err.resume();
     const code = await main(["daytona", "snapshot", "create", "--name", "harness-node22"], {
       env: { DAYTONA_API_KEY: daytona.apiKey, DAYTONA_API_URL: daytona.apiUrl },
@@ -130,7 +199,8 @@ describe("harness daytona snapshot create", () => {
     });
     expect(code).toBe(0);
     expect(stdout).toBe("harness-node22 (active)\n");
-    const dockerfile = [...daytona.snapshots.values()].find((snapshot) => snapshot.name === "harness-node22")?.dockerfile ?? "";
+    const dockerfile =
+      [...daytona.snapshots.values()].find((snapshot) => snapshot.name === "harness-node22")?.dockerfile ?? "";
     expect(dockerfile).toMatch(/^FROM node:22/);
     expect(dockerfile).toContain("@anthropic-ai/claude-code@2.1.330");
     expect(dockerfile).toContain("@openai/codex@0.169.0");
@@ -140,7 +210,9 @@ describe("harness daytona snapshot create", () => {
   test("without DAYTONA_API_KEY it is a usage error", async () => {
     const err = new PassThrough();
     let stderr = "";
-    err.on("data", (chunk: Buffer) => { stderr += chunk.toString(); });
+    err.on("data", (chunk: Buffer) => {
+      stderr += chunk.toString();
+    });
     const code = await main(["daytona", "snapshot", "create"], { env: {}, stdout: new PassThrough(), stderr: err });
     expect(code).toBe(2);
     expect(stderr).toMatch(/Set DAYTONA_API_KEY/);

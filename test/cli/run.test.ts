@@ -13,7 +13,9 @@ const token = fakeToken("ghp_", 36);
 function capture(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();
   let text = "";
-  stream.on("data", (chunk: Buffer) => { text += chunk.toString("utf8"); });
+  stream.on("data", (chunk: Buffer) => {
+    text += chunk.toString("utf8");
+  });
   return { stream, text: () => text };
 }
 
@@ -51,7 +53,15 @@ afterEach(async () => {
 function io(env: NodeJS.ProcessEnv = {}): { io: CliIo; stdout: () => string; stderr: () => string } {
   const out = capture();
   const err = capture();
-  return { io: { env: { PATH: process.env["PATH"], HOME: process.env["HOME"], ...env }, stdout: out.stream, stderr: err.stream }, stdout: out.text, stderr: err.text };
+  return {
+    io: {
+      env: { PATH: process.env["PATH"], HOME: process.env["HOME"], ...env },
+      stdout: out.stream,
+      stderr: err.stream,
+    },
+    stdout: out.text,
+    stderr: err.text,
+  };
 }
 
 describe("harness run --push, end to end", () => {
@@ -70,7 +80,25 @@ describe("harness run --push, end to end", () => {
       .reply(201, { number: 7, html_url: "https://github.com/acme/widgets/pull/7" });
 
     const cli = io({ GITHUB_TOKEN: token });
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting file", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--branch", "harness/e2e"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting file",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--push",
+        "--github-repo",
+        "acme/widgets",
+        "--branch",
+        "harness/e2e",
+      ],
+      cli.io,
+    );
 
     expect(cli.stderr()).not.toContain(token);
     expect(code).toBe(0);
@@ -91,18 +119,62 @@ describe("harness run --push, end to end", () => {
       .query(true)
       .reply(200, [{ number: 3, html_url: "https://github.com/acme/widgets/pull/3" }]);
     const cli = io({ GITHUB_TOKEN: token });
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting file", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--branch", "harness/e2e", "--json"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting file",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--push",
+        "--github-repo",
+        "acme/widgets",
+        "--branch",
+        "harness/e2e",
+        "--json",
+      ],
+      cli.io,
+    );
     expect(code).toBe(0);
-    expect(JSON.parse(cli.stdout())).toMatchObject({ status: "succeeded", pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/3", prReused: true } });
+    expect(JSON.parse(cli.stdout())).toMatchObject({
+      status: "succeeded",
+      pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/3", prReused: true },
+    });
   });
 
   test("PR creation failing after a good push is reported, with exit 1, and the branch is still pushed", async () => {
     nock("https://api.github.com")
-      .get("/repos/acme/widgets/pulls").query(true).reply(200, [])
-      .get("/repos/acme/widgets").reply(200, { default_branch: "main" })
-      .post("/repos/acme/widgets/pulls").reply(403, { message: "Resource not accessible by integration" });
+      .get("/repos/acme/widgets/pulls")
+      .query(true)
+      .reply(200, [])
+      .get("/repos/acme/widgets")
+      .reply(200, { default_branch: "main" })
+      .post("/repos/acme/widgets/pulls")
+      .reply(403, { message: "Resource not accessible by integration" });
     const cli = io({ GITHUB_TOKEN: token });
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--branch", "harness/e2e"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--push",
+        "--github-repo",
+        "acme/widgets",
+        "--branch",
+        "harness/e2e",
+      ],
+      cli.io,
+    );
     expect(code).toBe(1);
     expect(cli.stderr()).toMatch(/PR creation failed: GitHub API 403: Resource not accessible by integration/);
     expect(git(bare, "rev-parse", "--verify", "harness/e2e")).toMatch(/^[0-9a-f]{40}$/);
@@ -110,9 +182,28 @@ describe("harness run --push, end to end", () => {
 
   test("without GITHUB_TOKEN the push is refused with a message naming GITHUB_TOKEN, and the change is kept in the report", async () => {
     const cli = io();
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--json"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--push",
+        "--github-repo",
+        "acme/widgets",
+        "--json",
+      ],
+      cli.io,
+    );
     expect(code).toBe(1);
-    const report = JSON.parse(cli.stdout()) as { pushResult: { pushed: boolean; error: string; patch: string; diffstat: string; commitSha: string } };
+    const report = JSON.parse(cli.stdout()) as {
+      pushResult: { pushed: boolean; error: string; patch: string; diffstat: string; commitSha: string };
+    };
     expect(report.pushResult).toMatchObject({ pushed: false, error: "GITHUB_TOKEN required for push" });
     expect(report.pushResult.patch).toContain("+Hello from harness");
     expect(report.pushResult.diffstat).toContain("GREETING.md");
@@ -122,12 +213,28 @@ describe("harness run --push, end to end", () => {
 describe("harness CLI: usage errors exit 2 with one line", () => {
   test.each([
     ["a missing --intent", ["run", "--repo", "."], /required option '--intent <text>' not specified/],
-    ["an unknown blueprint", ["run", "--repo", ".", "--intent", "x", "--blueprint", "nope"], /Unknown blueprint "nope"/],
+    [
+      "an unknown blueprint",
+      ["run", "--repo", ".", "--intent", "x", "--blueprint", "nope"],
+      /Unknown blueprint "nope"/,
+    ],
     ["an unknown agent", ["run", "--repo", ".", "--intent", "x", "--agent", "nope"], /Unknown agent "nope"/],
-    ["an empty intent", ["run", "--repo", ".", "--intent", " ", "--agent", "command", "--agent-command", "true"], /intent is empty/],
-    ["a shell pipeline as --verify", ["run", "--repo", ".", "--intent", "x", "--verify", "npm test | tee log"], /uses shell syntax/],
+    [
+      "an empty intent",
+      ["run", "--repo", ".", "--intent", " ", "--agent", "command", "--agent-command", "true"],
+      /intent is empty/,
+    ],
+    [
+      "a shell pipeline as --verify",
+      ["run", "--repo", ".", "--intent", "x", "--verify", "npm test | tee log"],
+      /uses shell syntax/,
+    ],
     ["a negative timeout", ["run", "--repo", ".", "--intent", "x", "--timeout", "-1"], /expected a positive number/],
-    ["a repo that is neither a path nor GitHub", ["run", "--repo", "not a repo", "--intent", "x", "--agent", "command", "--agent-command", "true"], /neither a local path/],
+    [
+      "a repo that is neither a path nor GitHub",
+      ["run", "--repo", "not a repo", "--intent", "x", "--agent", "command", "--agent-command", "true"],
+      /neither a local path/,
+    ],
   ])("%s", async (_label, argv, message) => {
     const cli = io();
     const code = await main(argv, cli.io);
@@ -138,11 +245,16 @@ describe("harness CLI: usage errors exit 2 with one line", () => {
 
   test("an invalid YAML blueprint names the file, node and field", async () => {
     const file = join(dir.path, "bp.yml");
-    await writeFile(file, "name: x\nnodes:\n  - id: verify\n    kind: exec\n    title: Verify\n    argv: [npm, test]\n    onFailure: { retry: fixx, maxAttempts: 3 }\n");
+    await writeFile(
+      file,
+      "name: x\nnodes:\n  - id: verify\n    kind: exec\n    title: Verify\n    argv: [npm, test]\n    onFailure: { retry: fixx, maxAttempts: 3 }\n",
+    );
     const cli = io();
     const code = await main(["run", "--repo", repo, "--intent", "x", "--blueprint", file], cli.io);
     expect(code).toBe(2);
-    expect(cli.stderr()).toContain(`blueprint ${file}: node "verify" (nodes[0]), field onFailure.retry: points to "fixx", which is not a node of this blueprint`);
+    expect(cli.stderr()).toContain(
+      `blueprint ${file}: node "verify" (nodes[0]), field onFailure.retry: points to "fixx", which is not a node of this blueprint`,
+    );
   });
 
   test("harness blueprints lists the built-ins with their steps", async () => {
@@ -158,7 +270,25 @@ describe("a push GitHub refuses by a ruleset", () => {
   test("the rule's name is on stderr with the remedy, exit 1, nothing pushed", async () => {
     await enforceRepositoryRules(bare, { branch: "harness/e2e", rules: ["Harness branches need a linked issue"] });
     const cli = io({ GITHUB_TOKEN: token });
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--push", "--github-repo", "acme/widgets", "--branch", "harness/e2e"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--push",
+        "--github-repo",
+        "acme/widgets",
+        "--branch",
+        "harness/e2e",
+      ],
+      cli.io,
+    );
     expect(code).toBe(1);
     expect(cli.stderr()).toMatch(/^harness: .*Harness branches need a linked issue.* — .*ruleset/m);
     expect(cli.stderr()).not.toContain(token);
@@ -167,7 +297,22 @@ describe("a push GitHub refuses by a ruleset", () => {
 
   test("a local repository runs in worktree mode by default, and says it is not isolated", async () => {
     const cli = io();
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--branch", "harness/wt"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--branch",
+        "harness/wt",
+      ],
+      cli.io,
+    );
     expect(code).toBe(0);
     expect(cli.stderr()).toContain("worktree mode — the agent runs on this machine without isolation");
     expect(git(repo, "show", "harness/wt:GREETING.md")).toBe("Hello from harness");
@@ -175,7 +320,22 @@ describe("a push GitHub refuses by a ruleset", () => {
 
   test("--sandbox local on a local repository is refused with the mode that serves it", async () => {
     const cli = io();
-    const code = await main(["run", "--repo", repo, "--intent", "Add a greeting", "--agent", "command", "--agent-command", agent, "--sandbox", "local"], cli.io);
+    const code = await main(
+      [
+        "run",
+        "--repo",
+        repo,
+        "--intent",
+        "Add a greeting",
+        "--agent",
+        "command",
+        "--agent-command",
+        agent,
+        "--sandbox",
+        "local",
+      ],
+      cli.io,
+    );
     expect(code).not.toBe(0);
     expect(cli.stderr()).toMatch(/--sandbox worktree/);
     expect(cli.stderr()).not.toMatch(/\n\s+at /);

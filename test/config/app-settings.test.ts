@@ -8,14 +8,30 @@ const pem = fakePem();
 describe("settings from the environment", () => {
   test("no app credentials at all: setup mode (the registration flow)", () => {
     // Registration writes credentials: it listens on loopback unless HOST says otherwise.
-    expect(settingsFromEnv({})).toMatchObject({ mode: "setup", port: 3000, host: "127.0.0.1", githubHost: "github.com" });
-    expect(settingsFromEnv({ HOST: "0.0.0.0", HARNESS_PUBLIC_URL: "https://harness.example.com" })).toMatchObject({ mode: "setup", host: "0.0.0.0", publicUrl: "https://harness.example.com" });
-    expect(settingsFromEnv({ GHE_HOST: "ghe.corp", GH_ORG: "platform", PORT: "8080" })).toMatchObject({ mode: "setup", port: 8080, githubHost: "ghe.corp", org: "platform" });
+    expect(settingsFromEnv({})).toMatchObject({
+      mode: "setup",
+      port: 3000,
+      host: "127.0.0.1",
+      githubHost: "github.com",
+    });
+    expect(settingsFromEnv({ HOST: "0.0.0.0", HARNESS_PUBLIC_URL: "https://harness.example.com" })).toMatchObject({
+      mode: "setup",
+      host: "0.0.0.0",
+      publicUrl: "https://harness.example.com",
+    });
+    expect(settingsFromEnv({ GHE_HOST: "ghe.corp", GH_ORG: "platform", PORT: "8080" })).toMatchObject({
+      mode: "setup",
+      port: 8080,
+      githubHost: "ghe.corp",
+      org: "platform",
+    });
   });
 
   test("credentials without a webhook secret: refuses to start", () => {
     expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem })).toThrow(SettingsError);
-    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem })).toThrow(/WEBHOOK_SECRET is not set: refusing to start/);
+    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem })).toThrow(
+      /WEBHOOK_SECRET is not set: refusing to start/,
+    );
   });
 
   test.each([
@@ -23,21 +39,59 @@ describe("settings from the environment", () => {
     [{ PRIVATE_KEY: pem }, /PRIVATE_KEY is set but APP_ID is not/],
     [{ APP_ID: "x", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" }, /APP_ID must be a whole number/],
     [{ APP_ID: "1", PRIVATE_KEY: "not a key", WEBHOOK_SECRET: "s" }, /neither a PEM private key nor base64/],
-    [{ APP_ID: "1", PRIVATE_KEY_PATH: "/nope.pem", WEBHOOK_SECRET: "s" }, /PRIVATE_KEY_PATH points to \/nope\.pem, which cannot be read/],
-    [{ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "docker" }, /HARNESS_SANDBOX must be "local" or "daytona"/],
-    [{ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", DAYTONA_SECRETS: "nonsense" }, /DAYTONA_SECRETS must look like/],
+    [
+      { APP_ID: "1", PRIVATE_KEY_PATH: "/nope.pem", WEBHOOK_SECRET: "s" },
+      /PRIVATE_KEY_PATH points to \/nope\.pem, which cannot be read/,
+    ],
+    [
+      { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "docker" },
+      /HARNESS_SANDBOX must be "local" or "daytona"/,
+    ],
+    [
+      { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", DAYTONA_SECRETS: "nonsense" },
+      /DAYTONA_SECRETS must look like/,
+    ],
   ])("%j is refused with a clear reason", (env, message) => {
-    expect(() => settingsFromEnv(env, () => { throw new Error("ENOENT"); })).toThrow(message);
+    expect(() =>
+      settingsFromEnv(env, () => {
+        throw new Error("ENOENT");
+      }),
+    ).toThrow(message);
   });
 
   test("app mode: Probot's variables and ours", () => {
-    const settings = settingsFromEnv({ APP_ID: "42", PRIVATE_KEY: pem.replace(/\n/g, "\\n"), WEBHOOK_SECRET: "s", GHE_HOST: "ghe.corp", GHE_PROTOCOL: "https", HARNESS_SANDBOX: "daytona", HARNESS_SANDBOXES: "local", DAYTONA_API_KEY: "k", DAYTONA_SECRETS: "ANTHROPIC_API_KEY=anthropic", HARNESS_CONCURRENCY: "4", LOG_FORMAT: "pretty" });
-    expect(settings).toMatchObject({ mode: "app", appId: 42, privateKey: pem, apiBaseUrl: "https://ghe.corp/api/v3", sandbox: "daytona", allowedSandboxes: ["daytona", "local"], concurrency: 4, logFormat: "pretty", daytona: { apiKey: "k", secrets: { ANTHROPIC_API_KEY: "anthropic" } }, warnings: [] });
+    const settings = settingsFromEnv({
+      APP_ID: "42",
+      PRIVATE_KEY: pem.replace(/\n/g, "\\n"),
+      WEBHOOK_SECRET: "s",
+      GHE_HOST: "ghe.corp",
+      GHE_PROTOCOL: "https",
+      HARNESS_SANDBOX: "daytona",
+      HARNESS_SANDBOXES: "local",
+      DAYTONA_API_KEY: "k",
+      DAYTONA_SECRETS: "ANTHROPIC_API_KEY=anthropic",
+      HARNESS_CONCURRENCY: "4",
+      LOG_FORMAT: "pretty",
+    });
+    expect(settings).toMatchObject({
+      mode: "app",
+      appId: 42,
+      privateKey: pem,
+      apiBaseUrl: "https://ghe.corp/api/v3",
+      sandbox: "daytona",
+      allowedSandboxes: ["daytona", "local"],
+      concurrency: 4,
+      logFormat: "pretty",
+      daytona: { apiKey: "k", secrets: { ANTHROPIC_API_KEY: "anthropic" } },
+      warnings: [],
+    });
   });
 
   test("a base64 private key is accepted; the default sandbox is daytona when a key is set, else local with a warning", () => {
     const base64 = Buffer.from(pem).toString("base64");
-    expect(settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: base64, WEBHOOK_SECRET: "s", DAYTONA_API_KEY: "k" })).toMatchObject({ privateKey: pem, sandbox: "daytona", apiBaseUrl: "https://api.github.com" });
+    expect(
+      settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: base64, WEBHOOK_SECRET: "s", DAYTONA_API_KEY: "k" }),
+    ).toMatchObject({ privateKey: pem, sandbox: "daytona", apiBaseUrl: "https://api.github.com" });
     const local = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" });
     expect(local).toMatchObject({ sandbox: "local" });
     expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/runs use the local sandbox on this host/);
@@ -45,14 +99,34 @@ describe("settings from the environment", () => {
   });
 
   test("HARNESS_UNISOLATED_LOCAL=1 turns isolation off with a loud warning; read-only paths must be absolute", () => {
-    const unisolated = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "local", HARNESS_UNISOLATED_LOCAL: "1", HARNESS_SANDBOX_READONLY_PATHS: "/opt/agents, /usr/local/share/tools" });
-    expect(unisolated).toMatchObject({ localSandbox: { mode: "none", readOnlyPaths: ["/opt/agents", "/usr/local/share/tools"] } });
+    const unisolated = settingsFromEnv({
+      APP_ID: "1",
+      PRIVATE_KEY: pem,
+      WEBHOOK_SECRET: "s",
+      HARNESS_SANDBOX: "local",
+      HARNESS_UNISOLATED_LOCAL: "1",
+      HARNESS_SANDBOX_READONLY_PATHS: "/opt/agents, /usr/local/share/tools",
+    });
+    expect(unisolated).toMatchObject({
+      localSandbox: { mode: "none", readOnlyPaths: ["/opt/agents", "/usr/local/share/tools"] },
+    });
     expect(unisolated.mode === "app" ? unisolated.warnings.join("\n") : "").toMatch(/WITHOUT isolation/);
     // Daytona only: the opt-out concerns no sandbox in use, so nothing is said.
-    const daytona = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "daytona", DAYTONA_API_KEY: "k", HARNESS_UNISOLATED_LOCAL: "1" });
+    const daytona = settingsFromEnv({
+      APP_ID: "1",
+      PRIVATE_KEY: pem,
+      WEBHOOK_SECRET: "s",
+      HARNESS_SANDBOX: "daytona",
+      DAYTONA_API_KEY: "k",
+      HARNESS_UNISOLATED_LOCAL: "1",
+    });
     expect(daytona.mode === "app" ? daytona.warnings : []).toEqual([]);
-    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX_READONLY_PATHS: "agents" })).toThrow(/absolute paths/);
-    expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_UNISOLATED_LOCAL: "yes" })).toThrow(/must be 1 or 0/);
+    expect(() =>
+      settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX_READONLY_PATHS: "agents" }),
+    ).toThrow(/absolute paths/);
+    expect(() =>
+      settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_UNISOLATED_LOCAL: "yes" }),
+    ).toThrow(/must be 1 or 0/);
   });
 });
 
@@ -60,20 +134,44 @@ describe("queue settings", () => {
   const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
   test("SQLite at ./data/harness.db by default; HARNESS_DB moves it; memory on request", () => {
     expect(settingsFromEnv(base)).toMatchObject({ queue: { kind: "sqlite", path: "./data/harness.db" } });
-    expect(settingsFromEnv({ ...base, HARNESS_DB: "/var/lib/harness/runs.db" })).toMatchObject({ queue: { kind: "sqlite", path: "/var/lib/harness/runs.db" } });
+    expect(settingsFromEnv({ ...base, HARNESS_DB: "/var/lib/harness/runs.db" })).toMatchObject({
+      queue: { kind: "sqlite", path: "/var/lib/harness/runs.db" },
+    });
     expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "memory" })).toMatchObject({ queue: { kind: "memory" } });
-    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "kafka" })).toThrow(/HARNESS_QUEUE must be "sqlite", "bullmq" or "memory"/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "kafka" })).toThrow(
+      /HARNESS_QUEUE must be "sqlite", "bullmq" or "memory"/,
+    );
   });
 
   test("BullMQ needs a redis:// REDIS_URL; the prefix, cluster cap and lease are settings", () => {
-    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://10.0.0.5:6379" })).toMatchObject({ queue: { kind: "bullmq", redisUrl: "redis://10.0.0.5:6379", prefix: "harness" }, maxInFlight: 0, leaseMs: 60_000 });
-    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "rediss://r:6380", HARNESS_REDIS_PREFIX: "harness-prod", HARNESS_MAX_IN_FLIGHT: "8", HARNESS_LEASE_MS: "15000" }))
-      .toMatchObject({ queue: { prefix: "harness-prod" }, maxInFlight: 8, leaseMs: 15_000 });
+    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://10.0.0.5:6379" })).toMatchObject({
+      queue: { kind: "bullmq", redisUrl: "redis://10.0.0.5:6379", prefix: "harness" },
+      maxInFlight: 0,
+      leaseMs: 60_000,
+    });
+    expect(
+      settingsFromEnv({
+        ...base,
+        HARNESS_QUEUE: "bullmq",
+        REDIS_URL: "rediss://r:6380",
+        HARNESS_REDIS_PREFIX: "harness-prod",
+        HARNESS_MAX_IN_FLIGHT: "8",
+        HARNESS_LEASE_MS: "15000",
+      }),
+    ).toMatchObject({ queue: { prefix: "harness-prod" }, maxInFlight: 8, leaseMs: 15_000 });
     expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq" })).toThrow(/HARNESS_QUEUE=bullmq needs REDIS_URL/);
-    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "http://user:pw@r" })).toThrow(/REDIS_URL must start with redis:\/\/ or rediss:\/\/, got "http:\/\/\*\*\*@r"/);
-    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r", HARNESS_REDIS_PREFIX: "a:b" })).toThrow(/HARNESS_REDIS_PREFIX/);
-    expect(() => settingsFromEnv({ ...base, HARNESS_LEASE_MS: "0" })).toThrow(/HARNESS_LEASE_MS must be greater than 0/);
-    expect(settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r" })).toMatchObject({ role: "worker" });
+    expect(() => settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "http://user:pw@r" })).toThrow(
+      /REDIS_URL must start with redis:\/\/ or rediss:\/\/, got "http:\/\/\*\*\*@r"/,
+    );
+    expect(() =>
+      settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r", HARNESS_REDIS_PREFIX: "a:b" }),
+    ).toThrow(/HARNESS_REDIS_PREFIX/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_LEASE_MS: "0" })).toThrow(
+      /HARNESS_LEASE_MS must be greater than 0/,
+    );
+    expect(
+      settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r" }),
+    ).toMatchObject({ role: "worker" });
   });
 });
 
@@ -81,9 +179,14 @@ describe("process roles", () => {
   const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
   test("all by default; web runs nothing; worker and web need a shared queue", () => {
     expect(settingsFromEnv(base)).toMatchObject({ role: "all", concurrency: 2 });
-    expect(settingsFromEnv({ ...base, HARNESS_ROLE: "web", HARNESS_CONCURRENCY: "4" })).toMatchObject({ role: "web", concurrency: 0 });
+    expect(settingsFromEnv({ ...base, HARNESS_ROLE: "web", HARNESS_CONCURRENCY: "4" })).toMatchObject({
+      role: "web",
+      concurrency: 0,
+    });
     expect(settingsFromEnv({ ...base, HARNESS_ROLE: "worker" })).toMatchObject({ role: "worker", concurrency: 2 });
-    expect(() => settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "memory" })).toThrow(/needs a queue shared between processes/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "memory" })).toThrow(
+      /needs a queue shared between processes/,
+    );
     expect(() => settingsFromEnv({ ...base, HARNESS_ROLE: "both" })).toThrow(/HARNESS_ROLE must be/);
   });
 });
@@ -93,26 +196,66 @@ describe("run page settings", () => {
   const secret = "x".repeat(32);
   test("off without OAuth credentials; on with client, secret, session secret and public URL", () => {
     expect(settingsFromEnv(base)).not.toHaveProperty("web");
-    expect(settingsFromEnv({ ...base, GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "shh", HARNESS_SESSION_SECRET: secret, HARNESS_PUBLIC_URL: "https://harness.example.com/" }))
-      .toMatchObject({ web: { clientId: "Iv1.abc", clientSecret: "shh", sessionSecret: secret, publicUrl: "https://harness.example.com", githubWebUrl: "https://github.com" } });
+    expect(
+      settingsFromEnv({
+        ...base,
+        GITHUB_CLIENT_ID: "Iv1.abc",
+        GITHUB_CLIENT_SECRET: "shh",
+        HARNESS_SESSION_SECRET: secret,
+        HARNESS_PUBLIC_URL: "https://harness.example.com/",
+      }),
+    ).toMatchObject({
+      web: {
+        clientId: "Iv1.abc",
+        clientSecret: "shh",
+        sessionSecret: secret,
+        publicUrl: "https://harness.example.com",
+        githubWebUrl: "https://github.com",
+      },
+    });
   });
 
   test("the client alone (as the manifest flow writes it) starts with the pages off and says why", () => {
     const settings = settingsFromEnv({ ...base, GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "shh" });
     expect(settings).not.toHaveProperty("web");
-    expect(settings.mode === "app" ? settings.warnings.join("\n") : "").toMatch(/run pages are off: HARNESS_PUBLIC_URL is not set/);
-    expect(() => settingsFromEnv({ ...base, GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "shh", HARNESS_PUBLIC_URL: "https://h.example.com" })).toThrow(/HARNESS_SESSION_SECRET is not set/);
+    expect(settings.mode === "app" ? settings.warnings.join("\n") : "").toMatch(
+      /run pages are off: HARNESS_PUBLIC_URL is not set/,
+    );
+    expect(() =>
+      settingsFromEnv({
+        ...base,
+        GITHUB_CLIENT_ID: "Iv1.abc",
+        GITHUB_CLIENT_SECRET: "shh",
+        HARNESS_PUBLIC_URL: "https://h.example.com",
+      }),
+    ).toThrow(/HARNESS_SESSION_SECRET is not set/);
   });
 });
 
 describe("setup secrets (HARNESS_SETUP_SECRETS)", () => {
   const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
   test("owner/repo:NAME and owner/*:NAME entries; each value must be set", () => {
-    const settings = settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "Acme/Widgets:NPM_TOKEN, acme/*:PIP_TOKEN", NPM_TOKEN: "x".repeat(20), PIP_TOKEN: "y".repeat(20) });
-    expect(settings).toMatchObject({ setupSecrets: [{ repo: "acme/widgets", name: "NPM_TOKEN" }, { repo: "acme/*", name: "PIP_TOKEN" }] });
-    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "acme/widgets:NPM_TOKEN" })).toThrow(/NPM_TOKEN is not set/);
-    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(/owner\/repo:NAME/);
-    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "*/*:NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(/owner\/repo:NAME/);
+    const settings = settingsFromEnv({
+      ...base,
+      HARNESS_SETUP_SECRETS: "Acme/Widgets:NPM_TOKEN, acme/*:PIP_TOKEN",
+      NPM_TOKEN: "x".repeat(20),
+      PIP_TOKEN: "y".repeat(20),
+    });
+    expect(settings).toMatchObject({
+      setupSecrets: [
+        { repo: "acme/widgets", name: "NPM_TOKEN" },
+        { repo: "acme/*", name: "PIP_TOKEN" },
+      ],
+    });
+    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "acme/widgets:NPM_TOKEN" })).toThrow(
+      /NPM_TOKEN is not set/,
+    );
+    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(
+      /owner\/repo:NAME/,
+    );
+    expect(() => settingsFromEnv({ ...base, HARNESS_SETUP_SECRETS: "*/*:NPM_TOKEN", NPM_TOKEN: "x" })).toThrow(
+      /owner\/repo:NAME/,
+    );
   });
 });
 
@@ -120,11 +263,26 @@ describe("network policy (HARNESS_NETWORK)", () => {
   const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
   test("the ceiling and the always-allowed entries; a wrong mode stops start-up", () => {
     expect(settingsFromEnv(base)).toMatchObject({ network: { ceiling: "open", allow: [] } });
-    expect(settingsFromEnv({ ...base, HARNESS_NETWORK: "allowlist", HARNESS_NETWORK_ALLOW: "npm.internal.example, 10.0.0.0/8" })).toMatchObject({ network: { ceiling: "allowlist", allow: ["npm.internal.example", "10.0.0.0/8"] } });
-    expect(() => settingsFromEnv({ ...base, HARNESS_NETWORK: "closed" })).toThrow(/HARNESS_NETWORK must be open, allowlist or none/);
+    expect(
+      settingsFromEnv({
+        ...base,
+        HARNESS_NETWORK: "allowlist",
+        HARNESS_NETWORK_ALLOW: "npm.internal.example, 10.0.0.0/8",
+      }),
+    ).toMatchObject({ network: { ceiling: "allowlist", allow: ["npm.internal.example", "10.0.0.0/8"] } });
+    expect(() => settingsFromEnv({ ...base, HARNESS_NETWORK: "closed" })).toThrow(
+      /HARNESS_NETWORK must be open, allowlist or none/,
+    );
   });
 });
 
 test("a malformed HARNESS_NETWORK_ALLOW entry stops start-up naming it", () => {
-  expect(() => settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_NETWORK_ALLOW: "https://npm.example/path" })).toThrow(/HARNESS_NETWORK_ALLOW: .*npm\.example/);
+  expect(() =>
+    settingsFromEnv({
+      APP_ID: "1",
+      PRIVATE_KEY: pem,
+      WEBHOOK_SECRET: "s",
+      HARNESS_NETWORK_ALLOW: "https://npm.example/path",
+    }),
+  ).toThrow(/HARNESS_NETWORK_ALLOW: .*npm\.example/);
 });

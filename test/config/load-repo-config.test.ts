@@ -2,7 +2,13 @@ import { generateKeyPairSync } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Octokit } from "@octokit/core";
 import { afterEach, describe, expect, test } from "vitest";
-import { loadRepoConfig, MAX_BLUEPRINT_BYTES, MAX_CONFIG_BYTES, resolveBlueprint, type ConfigCapableOctokit } from "../../src/config/load-repo-config.js";
+import {
+  loadRepoConfig,
+  MAX_BLUEPRINT_BYTES,
+  MAX_CONFIG_BYTES,
+  resolveBlueprint,
+  type ConfigCapableOctokit,
+} from "../../src/config/load-repo-config.js";
 import { parseRepoConfig, RepoConfigError } from "../../src/config/repo-config.js";
 import { BlueprintError } from "../../src/harness/blueprint-file.js";
 import { faults, startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
@@ -18,7 +24,9 @@ afterEach(async () => {
 });
 
 /** One key for the file: generating an RSA key per test would dominate the run time. */
-const APP_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+const APP_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
+  .privateKey.export({ type: "pkcs8", format: "pem" })
+  .toString();
 const CONFIG = ".github/harness.yml";
 const ONE_MIB = 1024 * 1024;
 
@@ -31,16 +39,41 @@ interface World {
  * `acme/widgets` (with `repo` as its `.github/harness.yml` when given) and, when `org` is given,
  * `acme/.github` holding it; an installation on the organisation reading both.
  */
-async function world(files: { repo?: string; org?: string; orgRepoWithoutFile?: boolean; otherRepoFiles?: Record<string, string> } = {}, installedOn: "all" | string[] = "all"): Promise<World> {
+async function world(
+  files: { repo?: string; org?: string; orgRepoWithoutFile?: boolean; otherRepoFiles?: Record<string, string> } = {},
+  installedOn: "all" | string[] = "all",
+): Promise<World> {
   const fake = await startFakeGitHub();
   cleanups.push(() => fake.close());
   fake.addApp({ id: 4242, slug: "harness", privateKeyPem: APP_KEY });
-  await fake.addRepo({ owner: "acme", name: "widgets", ownerType: "Organization", files: { "README.md": "# widgets\n", ...files.otherRepoFiles, ...(files.repo === undefined ? {} : { [CONFIG]: files.repo }) } });
+  await fake.addRepo({
+    owner: "acme",
+    name: "widgets",
+    ownerType: "Organization",
+    files: {
+      "README.md": "# widgets\n",
+      ...files.otherRepoFiles,
+      ...(files.repo === undefined ? {} : { [CONFIG]: files.repo }),
+    },
+  });
   if (files.org !== undefined || files.orgRepoWithoutFile) {
-    await fake.addRepo({ owner: "acme", name: ".github", ownerType: "Organization", files: { "profile/README.md": "# acme\n", ...(files.org === undefined ? {} : { [CONFIG]: files.org }) } });
+    await fake.addRepo({
+      owner: "acme",
+      name: ".github",
+      ownerType: "Organization",
+      files: { "profile/README.md": "# acme\n", ...(files.org === undefined ? {} : { [CONFIG]: files.org }) },
+    });
   }
-  const installation = fake.addInstallation({ account: "acme", accountType: "Organization", permissions: { contents: "read", issues: "write" }, repositories: installedOn });
-  const octokit = new Octokit({ baseUrl: fake.apiUrl, auth: fake.mintToken(installation.id) }) as unknown as ConfigCapableOctokit;
+  const installation = fake.addInstallation({
+    account: "acme",
+    accountType: "Organization",
+    permissions: { contents: "read", issues: "write" },
+    repositories: installedOn,
+  });
+  const octokit = new Octokit({
+    baseUrl: fake.apiUrl,
+    auth: fake.mintToken(installation.id),
+  }) as unknown as ConfigCapableOctokit;
   return { fake, octokit };
 }
 
@@ -54,13 +87,19 @@ async function failure(load: Promise<unknown>): Promise<unknown> {
   throw new Error("expected the load to fail");
 }
 
-const contentsRequests = (fake: FakeGitHub): string[] => fake.requests.filter((r) => r.route === "GET /repos/{owner}/{repo}/contents/{path*}").map((r) => decodeURIComponent(r.path.replace(/^\/api\/v3/, "")));
+const contentsRequests = (fake: FakeGitHub): string[] =>
+  fake.requests
+    .filter((r) => r.route === "GET /repos/{owner}/{repo}/contents/{path*}")
+    .map((r) => decodeURIComponent(r.path.replace(/^\/api\/v3/, "")));
 
 describe("loadRepoConfig reads both files from GitHub", () => {
   test("no file anywhere (and no `.github` repository) gives the defaults", async () => {
     const { fake, octokit } = await world();
     expect(await loadRepoConfig(octokit, "acme", "widgets")).toEqual(parseRepoConfig({}));
-    expect(contentsRequests(fake).sort()).toEqual(["/repos/acme/.github/contents/.github/harness.yml", "/repos/acme/widgets/contents/.github/harness.yml"]);
+    expect(contentsRequests(fake).sort()).toEqual([
+      "/repos/acme/.github/contents/.github/harness.yml",
+      "/repos/acme/widgets/contents/.github/harness.yml",
+    ]);
   });
 
   test("a `.github` repository without the file gives the defaults too", async () => {
@@ -70,19 +109,32 @@ describe("loadRepoConfig reads both files from GitHub", () => {
 
   test("the repository's file alone", async () => {
     const { octokit } = await world({ repo: "command: /robot\nverify: npm test\n" });
-    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({ command: "/robot", verify: "npm test", permission: "write" });
+    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({
+      command: "/robot",
+      verify: "npm test",
+      permission: "write",
+    });
   });
 
   test("the organisation's file alone applies to a repository without one", async () => {
     const { octokit } = await world({ org: "command: /org-bot\npr:\n  labels: [automated]\n" });
-    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({ command: "/org-bot", pr: { draft: true, labels: ["automated"] } });
+    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({
+      command: "/org-bot",
+      pr: { draft: true, labels: ["automated"] },
+    });
   });
 
   test("both files merge key by key, the repository's keys winning", async () => {
-    const org = "command: /org-bot\nverify: make check\npr:\n  labels: [automated]\nsandbox:\n  resources: { cpu: 4, memory: 8 }\n";
+    const org =
+      "command: /org-bot\nverify: make check\npr:\n  labels: [automated]\nsandbox:\n  resources: { cpu: 4, memory: 8 }\n";
     const repo = "verify: npm test\npr:\n  draft: false\nsandbox:\n  resources: { cpu: 2 }\n";
     const { octokit } = await world({ org, repo });
-    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({ command: "/org-bot", verify: "npm test", pr: { draft: false, labels: ["automated"] }, sandbox: { resources: { cpu: 2, memory: 8 } } });
+    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({
+      command: "/org-bot",
+      verify: "npm test",
+      pr: { draft: false, labels: ["automated"] },
+      sandbox: { resources: { cpu: 2, memory: 8 } },
+    });
   });
 
   test("the organisation's `permission: admin` holds for a repository file that does not mention it", async () => {
@@ -94,7 +146,9 @@ describe("loadRepoConfig reads both files from GitHub", () => {
     const { octokit } = await world({ org: "permission: admin\n", repo: "permission: write\n" });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect(error).toBeInstanceOf(RepoConfigError);
-    expect((error as RepoConfigError).problems).toEqual(["`permission: write` is below the organisation's `permission: admin` (acme/.github); a repository may raise the bar, not lower it"]);
+    expect((error as RepoConfigError).problems).toEqual([
+      "`permission: write` is below the organisation's `permission: admin` (acme/.github); a repository may raise the bar, not lower it",
+    ]);
   });
 
   test("the `.github` repository itself is read once, as the organisation's file", async () => {
@@ -114,13 +168,17 @@ describe("loadRepoConfig refuses what it cannot use", () => {
     const { octokit } = await world({ repo: `# ${"x".repeat(ONE_MIB - 3)}\n` });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect(error).toBeInstanceOf(RepoConfigError);
-    expect((error as RepoConfigError).problems).toEqual(["`.github/harness.yml` is 1,048,576 bytes; Harness reads at most 65,536"]);
+    expect((error as RepoConfigError).problems).toEqual([
+      "`.github/harness.yml` is 1,048,576 bytes; Harness reads at most 65,536",
+    ]);
   });
 
   test("a file over GitHub's 1 MB contents limit (sent without content) is refused by its size", async () => {
     const { octokit } = await world({ org: `# ${"x".repeat(2 * ONE_MIB - 3)}\n` });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
-    expect((error as RepoConfigError).problems).toEqual(["acme/.github (the organisation's `.github` repository): `.github/harness.yml` is 2,097,152 bytes; Harness reads at most 65,536"]);
+    expect((error as RepoConfigError).problems).toEqual([
+      "acme/.github (the organisation's `.github` repository): `.github/harness.yml` is 2,097,152 bytes; Harness reads at most 65,536",
+    ]);
   });
 
   test("a file just under the cap is read", async () => {
@@ -132,7 +190,9 @@ describe("loadRepoConfig refuses what it cannot use", () => {
     const { octokit } = await world({ repo: "command: /robot\npr: [draft\n" });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect(error).toBeInstanceOf(RepoConfigError);
-    expect((error as RepoConfigError).message).toMatch(/^\.github\/harness\.yml is invalid: `\.github\/harness\.yml` is not valid YAML at line \d+, column \d+: /);
+    expect((error as RepoConfigError).message).toMatch(
+      /^\.github\/harness\.yml is invalid: `\.github\/harness\.yml` is not valid YAML at line \d+, column \d+: /,
+    );
   });
 
   test("problems in both files are reported together, each saying which file", async () => {
@@ -147,13 +207,17 @@ describe("loadRepoConfig refuses what it cannot use", () => {
   test("`_extends` is refused: Harness merges the organisation's file by itself", async () => {
     const { octokit } = await world({ repo: "_extends: .github\nverify: npm test\n" });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
-    expect((error as RepoConfigError).problems).toEqual(["`_extends` is not supported: Harness merges the organisation's defaults from `.github/harness.yml` in acme/.github by itself; remove `_extends`"]);
+    expect((error as RepoConfigError).problems).toEqual([
+      "`_extends` is not supported: Harness merges the organisation's defaults from `.github/harness.yml` in acme/.github by itself; remove `_extends`",
+    ]);
   });
 
   test("an invalid organisation file is reported as the organisation's", async () => {
     const { octokit } = await world({ org: "timeout_minutes: -5\n", repo: "verify: npm test\n" });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
-    expect((error as RepoConfigError).problems).toEqual([expect.stringMatching(/^acme\/\.github \(the organisation's `\.github` repository\): `timeout_minutes` /)]);
+    expect((error as RepoConfigError).problems).toEqual([
+      expect.stringMatching(/^acme\/\.github \(the organisation's `\.github` repository\): `timeout_minutes` /),
+    ]);
   });
 
   test("a directory where the file should be is refused", async () => {
@@ -184,12 +248,27 @@ describe("loadRepoConfig and GitHub's failures", () => {
 describe("the size cap comes before any decoding or parsing", () => {
   /** GitHub's answer for a file, served at once so only Harness's own work is timed. */
   function answering(content: Buffer): ConfigCapableOctokit {
-    const data = { type: "file", encoding: "base64", size: content.length, name: "harness.yml", path: CONFIG, sha: "0".repeat(40), content: content.toString("base64") };
-    return { request: (_route, params) => (params?.["repo"] === "widgets" ? Promise.resolve({ data }) : Promise.reject(Object.assign(new Error("Not Found"), { status: 404 }))) };
+    const data = {
+      type: "file",
+      encoding: "base64",
+      size: content.length,
+      name: "harness.yml",
+      path: CONFIG,
+      sha: "0".repeat(40),
+      content: content.toString("base64"),
+    };
+    return {
+      request: (_route, params) =>
+        params?.["repo"] === "widgets"
+          ? Promise.resolve({ data })
+          : Promise.reject(Object.assign(new Error("Not Found"), { status: 404 })),
+    };
   }
 
   test("a 1 MiB file is refused by its size in under 20 ms, never decoded or parsed", async () => {
-    const keys = Buffer.from(Array.from({ length: ONE_MIB / 16 }, (_, i) => `k${String(i).padStart(11, "0")}: 1\n`).join(""));
+    const keys = Buffer.from(
+      Array.from({ length: ONE_MIB / 16 }, (_, i) => `k${String(i).padStart(11, "0")}: 1\n`).join(""),
+    );
     expect(keys.length).toBe(ONE_MIB);
     const octokit = answering(keys);
     // Once first, so compiling the code path is not what gets timed; then the best of three, so
@@ -200,7 +279,9 @@ describe("the size cap comes before any decoding or parsing", () => {
       const started = performance.now();
       const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
       attempts.push(performance.now() - started);
-      expect((error as RepoConfigError).problems).toEqual(["`.github/harness.yml` is 1,048,576 bytes; Harness reads at most 65,536"]);
+      expect((error as RepoConfigError).problems).toEqual([
+        "`.github/harness.yml` is 1,048,576 bytes; Harness reads at most 65,536",
+      ]);
     }
     expect(Math.min(...attempts)).toBeLessThan(20);
   });
@@ -208,13 +289,21 @@ describe("the size cap comes before any decoding or parsing", () => {
   test("a `size` that understates the content still cannot smuggle in more than the cap", async () => {
     const content = Buffer.from(`# ${"x".repeat(MAX_CONFIG_BYTES * 2)}\n`);
     const data = { type: "file", encoding: "base64", size: 10, content: content.toString("base64") };
-    const octokit: ConfigCapableOctokit = { request: (_route, params) => (params?.["repo"] === "widgets" ? Promise.resolve({ data }) : Promise.reject(Object.assign(new Error("Not Found"), { status: 404 }))) };
-    expect(((await failure(loadRepoConfig(octokit, "acme", "widgets"))) as RepoConfigError).problems).toEqual([`\`.github/harness.yml\` is ${content.length.toLocaleString("en-US")} bytes; Harness reads at most 65,536`]);
+    const octokit: ConfigCapableOctokit = {
+      request: (_route, params) =>
+        params?.["repo"] === "widgets"
+          ? Promise.resolve({ data })
+          : Promise.reject(Object.assign(new Error("Not Found"), { status: 404 })),
+    };
+    expect(((await failure(loadRepoConfig(octokit, "acme", "widgets"))) as RepoConfigError).problems).toEqual([
+      `\`.github/harness.yml\` is ${content.length.toLocaleString("en-US")} bytes; Harness reads at most 65,536`,
+    ]);
   });
 });
 
 describe("resolveBlueprint reads a blueprint file within its own cap", () => {
-  const BLUEPRINT = "name: lint-fix\nnodes:\n  - id: lint\n    kind: exec\n    title: Run the linter\n    argv: [npm, run, lint]\n";
+  const BLUEPRINT =
+    "name: lint-fix\nnodes:\n  - id: lint\n    kind: exec\n    title: Run the linter\n    argv: [npm, run, lint]\n";
 
   test("a blueprint file on the default branch is read and validated", async () => {
     const { octokit } = await world({ repo: "blueprint: ci/lint.yml\n", otherRepoFiles: { "ci/lint.yml": BLUEPRINT } });
@@ -226,24 +315,43 @@ describe("resolveBlueprint reads a blueprint file within its own cap", () => {
   test("a missing blueprint file says so", async () => {
     const { octokit } = await world({ repo: "blueprint: ci/nowhere.yml\n" });
     const config = await loadRepoConfig(octokit, "acme", "widgets");
-    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(new BlueprintError("blueprint ci/nowhere.yml (from .github/harness.yml): no such file on the default branch; use default, command, or the path of a YAML file"));
+    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(
+      new BlueprintError(
+        "blueprint ci/nowhere.yml (from .github/harness.yml): no such file on the default branch; use default, command, or the path of a YAML file",
+      ),
+    );
   });
 
   test("a blueprint file over 256 KiB is refused by its size", async () => {
-    const { octokit } = await world({ repo: "blueprint: ci/huge.yml\n", otherRepoFiles: { "ci/huge.yml": `${BLUEPRINT}# ${"x".repeat(MAX_BLUEPRINT_BYTES)}\n` } });
+    const { octokit } = await world({
+      repo: "blueprint: ci/huge.yml\n",
+      otherRepoFiles: { "ci/huge.yml": `${BLUEPRINT}# ${"x".repeat(MAX_BLUEPRINT_BYTES)}\n` },
+    });
     const config = await loadRepoConfig(octokit, "acme", "widgets");
     const size = (BLUEPRINT.length + MAX_BLUEPRINT_BYTES + 3).toLocaleString("en-US");
-    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(new BlueprintError(`blueprint ci/huge.yml is ${size} bytes; Harness reads at most 262,144`));
+    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(
+      new BlueprintError(`blueprint ci/huge.yml is ${size} bytes; Harness reads at most 262,144`),
+    );
   });
 
   test("a blueprint with duplicate keys is refused with the line", async () => {
-    const { octokit } = await world({ repo: "blueprint: ci/lint.yml\n", otherRepoFiles: { "ci/lint.yml": `${BLUEPRINT}name: again\n` } });
+    const { octokit } = await world({
+      repo: "blueprint: ci/lint.yml\n",
+      otherRepoFiles: { "ci/lint.yml": `${BLUEPRINT}name: again\n` },
+    });
     const config = await loadRepoConfig(octokit, "acme", "widgets");
-    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(new BlueprintError("blueprint ci/lint.yml repeats the key `name` at line 7, column 1; each key may appear once in a map"));
+    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(
+      new BlueprintError(
+        "blueprint ci/lint.yml repeats the key `name` at line 7, column 1; each key may appear once in a map",
+      ),
+    );
   });
 
   test("GitHub failing propagates rather than posing as a missing file", async () => {
-    const { fake, octokit } = await world({ repo: "blueprint: ci/lint.yml\n", otherRepoFiles: { "ci/lint.yml": BLUEPRINT } });
+    const { fake, octokit } = await world({
+      repo: "blueprint: ci/lint.yml\n",
+      otherRepoFiles: { "ci/lint.yml": BLUEPRINT },
+    });
     const config = await loadRepoConfig(octokit, "acme", "widgets");
     fake.injectFault({ method: "GET", pathPattern: "/ci%2Flint.yml" }, faults.serverError(503));
     expect(await failure(resolveBlueprint(octokit, "acme", "widgets", config))).toMatchObject({ status: 503 });

@@ -15,9 +15,25 @@ beforeEach(async () => {
   const fakeFetch = ((url: string) => {
     conversions.push(url);
     if (url.includes("/expired/")) return Promise.resolve(new Response("{}", { status: 404 }));
-    return Promise.resolve(new Response(JSON.stringify({ id: 321, slug: "harness-acme", pem: fakePem(), webhook_secret: "whsec", client_id: "Iv1.x", client_secret: "cs", html_url: "https://github.com/apps/harness-acme" }), { status: 201 }));
+    return Promise.resolve(
+      new Response(
+        JSON.stringify({
+          id: 321,
+          slug: "harness-acme",
+          pem: fakePem(),
+          webhook_secret: "whsec",
+          client_id: "Iv1.x",
+          client_secret: "cs",
+          html_url: "https://github.com/apps/harness-acme",
+        }),
+        { status: 201 },
+      ),
+    );
   }) as typeof fetch;
-  server = await startHarnessServer({ mode: "setup", port: 0, host: "127.0.0.1", githubHost: "github.com", envFile: join(dir.path, ".env") }, { fetch: fakeFetch });
+  server = await startHarnessServer(
+    { mode: "setup", port: 0, host: "127.0.0.1", githubHost: "github.com", envFile: join(dir.path, ".env") },
+    { fetch: fakeFetch },
+  );
 });
 
 afterEach(async () => {
@@ -54,7 +70,14 @@ describe("setup mode: registering the GitHub App from the browser", () => {
     expect(page).toContain(`action="https://github.com/settings/apps/new?state=${state}"`);
     expect(state).toMatch(/^[0-9a-f]{48}$/);
     expect(cookie).toBe(`harness_setup_state=${state}`);
-    const manifest = JSON.parse((/name="manifest" value="([^"]*)"/.exec(page)?.[1] ?? "{}").replace(/&quot;/g, '"').replace(/&amp;/g, "&").replace(/&#39;/g, "'").replace(/&lt;/g, "<").replace(/&gt;/g, ">")) as Record<string, unknown>;
+    const manifest = JSON.parse(
+      (/name="manifest" value="([^"]*)"/.exec(page)?.[1] ?? "{}")
+        .replace(/&quot;/g, '"')
+        .replace(/&amp;/g, "&")
+        .replace(/&#39;/g, "'")
+        .replace(/&lt;/g, "<")
+        .replace(/&gt;/g, ">"),
+    ) as Record<string, unknown>;
     expect(manifest).toMatchObject({
       public: false,
       default_events: ["issue_comment", "issues"],
@@ -83,7 +106,10 @@ describe("setup mode: registering the GitHub App from the browser", () => {
   });
 
   test("registering again keeps the session secret and public URL already in .env", async () => {
-    await writeFile(join(dir.path, ".env"), "HARNESS_SESSION_SECRET=kept-0123456789abcdef0123456789abcdef\nHARNESS_PUBLIC_URL=https://harness.example.com\n");
+    await writeFile(
+      join(dir.path, ".env"),
+      "HARNESS_SESSION_SECRET=kept-0123456789abcdef0123456789abcdef\nHARNESS_PUBLIC_URL=https://harness.example.com\n",
+    );
     const { state, cookie } = await start();
     expect((await finish("abc123", state, cookie)).status).toBe(200);
     const env = await readFile(join(dir.path, ".env"), "utf8");
@@ -101,14 +127,22 @@ describe("setup mode: registering the GitHub App from the browser", () => {
 
 describe("setup mode cannot be taken over", () => {
   test("a forged Host header does not change the addresses in the manifest", async () => {
-    const page = await (await fetch(`${server.url}/`, { headers: { host: "attacker.example", "x-forwarded-proto": "https" } })).text();
+    const page = await (
+      await fetch(`${server.url}/`, { headers: { host: "attacker.example", "x-forwarded-proto": "https" } })
+    ).text();
     expect(page).not.toContain("attacker.example");
     expect(page).toContain(`${server.url}/setup`.replace(/"/g, "&quot;"));
   });
 
   test("a code without the state this page handed out is refused, and .env is not written; /healthz answers throughout", async () => {
-    for (const attempt of [`${server.url}/setup?code=attackers1`, `${server.url}/setup?code=attackers1&state=${"a".repeat(48)}`]) {
-      const [response, health] = await Promise.all([fetch(attempt, { headers: { host: "attacker.example" } }), timedHealthz()]);
+    for (const attempt of [
+      `${server.url}/setup?code=attackers1`,
+      `${server.url}/setup?code=attackers1&state=${"a".repeat(48)}`,
+    ]) {
+      const [response, health] = await Promise.all([
+        fetch(attempt, { headers: { host: "attacker.example" } }),
+        timedHealthz(),
+      ]);
       expect(response.status).toBe(400);
       expect(await response.text()).toContain("not started from this page in this browser");
       expect(health).toBeLessThan(100);

@@ -22,7 +22,12 @@ describe("merging the organisation's file with the repository's", () => {
   });
 
   test("the repository's keys win one by one; sandbox, sandbox.resources and pr merge per key", () => {
-    const org = { command: "/org-bot", verify: "make check", pr: { labels: ["harness"], reviewers: ["acme/leads"] }, sandbox: { provider: "daytona", resources: { cpu: 4, memory: 8 } } };
+    const org = {
+      command: "/org-bot",
+      verify: "make check",
+      pr: { labels: ["harness"], reviewers: ["acme/leads"] },
+      sandbox: { provider: "daytona", resources: { cpu: 4, memory: 8 } },
+    };
     const repo = { verify: "npm test", pr: { draft: false }, sandbox: { resources: { cpu: 2 } } };
     const config = resolveRepoConfig({ org, repo }, ORG);
     expect(config.command).toBe("/org-bot");
@@ -32,13 +37,20 @@ describe("merging the organisation's file with the repository's", () => {
   });
 
   test("lists are replaced, not concatenated", () => {
-    expect(mergeRawConfigs({ pr: { labels: ["a", "b"] } }, { pr: { labels: ["c"] } })).toEqual({ pr: { labels: ["c"] } });
+    expect(mergeRawConfigs({ pr: { labels: ["a", "b"] } }, { pr: { labels: ["c"] } })).toEqual({
+      pr: { labels: ["c"] },
+    });
   });
 
   test("an inherited allow list is dropped when the repository picks a stricter network mode", () => {
     const org = { sandbox: { network: "allowlist", allow: ["registry.npmjs.org"] } };
-    expect(resolveRepoConfig({ org, repo: { sandbox: { network: "none" } } }, ORG).sandbox).toEqual({ network: "none" });
-    expect(resolveRepoConfig({ org, repo: {} }, ORG).sandbox).toEqual({ network: "allowlist", allow: ["registry.npmjs.org"] });
+    expect(resolveRepoConfig({ org, repo: { sandbox: { network: "none" } } }, ORG).sandbox).toEqual({
+      network: "none",
+    });
+    expect(resolveRepoConfig({ org, repo: {} }, ORG).sandbox).toEqual({
+      network: "allowlist",
+      allow: ["registry.npmjs.org"],
+    });
   });
 
   test("a `__proto__` key stays a key and is refused, never a prototype", () => {
@@ -51,8 +63,12 @@ describe("merging the organisation's file with the repository's", () => {
 
 describe("the organisation's values are a floor", () => {
   test("permission: inherited when the repository says nothing, raised freely, never lowered", () => {
-    expect(resolveRepoConfig({ org: { permission: "admin" }, repo: { verify: "npm test" } }, ORG).permission).toBe("admin");
-    expect(resolveRepoConfig({ org: { permission: "write" }, repo: { permission: "maintain" } }, ORG).permission).toBe("maintain");
+    expect(resolveRepoConfig({ org: { permission: "admin" }, repo: { verify: "npm test" } }, ORG).permission).toBe(
+      "admin",
+    );
+    expect(resolveRepoConfig({ org: { permission: "write" }, repo: { permission: "maintain" } }, ORG).permission).toBe(
+      "maintain",
+    );
     expect(problemsOf({ permission: "admin" }, { permission: "write" })).toEqual([
       "`permission: write` is below the organisation's `permission: admin` (acme/.github); a repository may raise the bar, not lower it",
     ]);
@@ -60,13 +76,21 @@ describe("the organisation's values are a floor", () => {
 
   test("allowed_bots: the repository's list must be a subset of the organisation's (logins compared case-insensitively)", () => {
     const org = { allowed_bots: ["renovate[bot]", "dependabot[bot]"] };
-    expect(resolveRepoConfig({ org, repo: { allowed_bots: ["Renovate[bot]"] } }, ORG).allowed_bots).toEqual(["Renovate[bot]"]);
-    expect(problemsOf(org, { allowed_bots: ["renovate[bot]", "mallory[bot]"] })).toEqual([expect.stringMatching(/^`allowed_bots` adds `mallory\[bot\]`, which the organisation's `allowed_bots: \[renovate\[bot\], dependabot\[bot\]\]` \(acme\/\.github\) does not allow$/)]);
+    expect(resolveRepoConfig({ org, repo: { allowed_bots: ["Renovate[bot]"] } }, ORG).allowed_bots).toEqual([
+      "Renovate[bot]",
+    ]);
+    expect(problemsOf(org, { allowed_bots: ["renovate[bot]", "mallory[bot]"] })).toEqual([
+      expect.stringMatching(
+        /^`allowed_bots` adds `mallory\[bot\]`, which the organisation's `allowed_bots: \[renovate\[bot\], dependabot\[bot\]\]` \(acme\/\.github\) does not allow$/,
+      ),
+    ]);
   });
 
   test("sandbox.provider and sandbox.snapshot cannot be changed", () => {
     const org = { sandbox: { provider: "daytona", snapshot: "acme-node-22" } };
-    expect(resolveRepoConfig({ org, repo: { sandbox: { provider: "daytona" } } }, ORG).sandbox.snapshot).toBe("acme-node-22");
+    expect(resolveRepoConfig({ org, repo: { sandbox: { provider: "daytona" } } }, ORG).sandbox.snapshot).toBe(
+      "acme-node-22",
+    );
     expect(problemsOf(org, { sandbox: { provider: "local", snapshot: "my-own" } })).toEqual([
       "`sandbox.provider: local` differs from the organisation's `sandbox.provider: daytona` (acme/.github); only the organisation may change it",
       "`sandbox.snapshot: my-own` differs from the organisation's `sandbox.snapshot: acme-node-22` (acme/.github); only the organisation may change it",
@@ -74,9 +98,29 @@ describe("the organisation's values are a floor", () => {
   });
 
   test("resources, timeout_minutes, fix_attempts and max_turns are ceilings", () => {
-    const org = { sandbox: { resources: { cpu: 4, memory: 8, disk: 20 } }, timeout_minutes: 30, fix_attempts: 2, max_turns: 50 };
-    expect(resolveRepoConfig({ org, repo: { sandbox: { resources: { cpu: 2 } }, timeout_minutes: 10, fix_attempts: 0 } }, ORG)).toMatchObject({ sandbox: { resources: { cpu: 2, memory: 8, disk: 20 } }, timeout_minutes: 10, fix_attempts: 0, max_turns: 50 });
-    const problems = problemsOf(org, { sandbox: { resources: { cpu: 8, memory: 8, disk: 40 } }, timeout_minutes: 120, fix_attempts: 5, max_turns: 51 });
+    const org = {
+      sandbox: { resources: { cpu: 4, memory: 8, disk: 20 } },
+      timeout_minutes: 30,
+      fix_attempts: 2,
+      max_turns: 50,
+    };
+    expect(
+      resolveRepoConfig(
+        { org, repo: { sandbox: { resources: { cpu: 2 } }, timeout_minutes: 10, fix_attempts: 0 } },
+        ORG,
+      ),
+    ).toMatchObject({
+      sandbox: { resources: { cpu: 2, memory: 8, disk: 20 } },
+      timeout_minutes: 10,
+      fix_attempts: 0,
+      max_turns: 50,
+    });
+    const problems = problemsOf(org, {
+      sandbox: { resources: { cpu: 8, memory: 8, disk: 40 } },
+      timeout_minutes: 120,
+      fix_attempts: 5,
+      max_turns: 51,
+    });
     expect(problems).toEqual([
       "`sandbox.resources.cpu: 8` exceeds the organisation's `sandbox.resources.cpu: 4` (acme/.github), a ceiling",
       "`sandbox.resources.disk: 40` exceeds the organisation's `sandbox.resources.disk: 20` (acme/.github), a ceiling",
@@ -88,8 +132,19 @@ describe("the organisation's values are a floor", () => {
 
   test("only keys the organisation wrote bind: its defaults for the rest do not", () => {
     // The organisation's file leaves fix_attempts and timeout_minutes at their defaults (2, 60).
-    const config = resolveRepoConfig({ org: { permission: "maintain" }, repo: { fix_attempts: 5, timeout_minutes: 120, allow_workflow_changes: true } }, ORG);
-    expect(config).toMatchObject({ permission: "maintain", fix_attempts: 5, timeout_minutes: 120, allow_workflow_changes: true });
+    const config = resolveRepoConfig(
+      {
+        org: { permission: "maintain" },
+        repo: { fix_attempts: 5, timeout_minutes: 120, allow_workflow_changes: true },
+      },
+      ORG,
+    );
+    expect(config).toMatchObject({
+      permission: "maintain",
+      fix_attempts: 5,
+      timeout_minutes: 120,
+      allow_workflow_changes: true,
+    });
   });
 
   test.each([
@@ -103,7 +158,9 @@ describe("the organisation's values are a floor", () => {
     const org = { sandbox: { network: orgNetwork } };
     const repo = { sandbox: { network: repoNetwork } };
     if (refused) {
-      expect(problemsOf(org, repo)).toEqual([`\`sandbox.network: ${repoNetwork}\` is more open than the organisation's \`sandbox.network: ${orgNetwork}\` (acme/.github); a repository may only be as strict or stricter (none > allowlist > open)`]);
+      expect(problemsOf(org, repo)).toEqual([
+        `\`sandbox.network: ${repoNetwork}\` is more open than the organisation's \`sandbox.network: ${orgNetwork}\` (acme/.github); a repository may only be as strict or stricter (none > allowlist > open)`,
+      ]);
     } else {
       expect(resolveRepoConfig({ org, repo }, ORG).sandbox.network).toBe(repoNetwork);
     }
@@ -111,23 +168,38 @@ describe("the organisation's values are a floor", () => {
 
   test("sandbox.allow: within an organisation's allow list, entries must be ones it lists (case-insensitive, exact)", () => {
     const org = { sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org"] } };
-    expect(resolveRepoConfig({ org, repo: { sandbox: { allow: ["Registry.NPMjs.org"] } } }, ORG).sandbox.allow).toEqual(["Registry.NPMjs.org"]);
-    expect(problemsOf(org, { sandbox: { allow: ["registry.npmjs.org", "files.pythonhosted.org", "evil.example"] } })).toEqual([
+    expect(resolveRepoConfig({ org, repo: { sandbox: { allow: ["Registry.NPMjs.org"] } } }, ORG).sandbox.allow).toEqual(
+      ["Registry.NPMjs.org"],
+    );
+    expect(
+      problemsOf(org, { sandbox: { allow: ["registry.npmjs.org", "files.pythonhosted.org", "evil.example"] } }),
+    ).toEqual([
       "`sandbox.allow` adds `files.pythonhosted.org`, `evil.example`, which the organisation's `sandbox.allow: [registry.npmjs.org, *.pythonhosted.org]` (acme/.github) does not list",
     ]);
     // An organisation that sets allowlist mode without listing domains leaves the list to repositories.
-    expect(resolveRepoConfig({ org: { sandbox: { network: "allowlist" } }, repo: { sandbox: { allow: ["example.org"] } } }, ORG).sandbox.allow).toEqual(["example.org"]);
+    expect(
+      resolveRepoConfig(
+        { org: { sandbox: { network: "allowlist" } }, repo: { sandbox: { allow: ["example.org"] } } },
+        ORG,
+      ).sandbox.allow,
+    ).toEqual(["example.org"]);
   });
 
   test("allow_workflow_changes: an organisation's false cannot be turned true", () => {
     expect(problemsOf({ allow_workflow_changes: false }, { allow_workflow_changes: true })).toEqual([
       "`allow_workflow_changes: true` is not allowed: the organisation's `allow_workflow_changes: false` (acme/.github)",
     ]);
-    expect(resolveRepoConfig({ org: { allow_workflow_changes: true }, repo: { allow_workflow_changes: false } }, ORG).allow_workflow_changes).toBe(false);
+    expect(
+      resolveRepoConfig({ org: { allow_workflow_changes: true }, repo: { allow_workflow_changes: false } }, ORG)
+        .allow_workflow_changes,
+    ).toBe(false);
   });
 
   test("every breach is reported at once, each naming the key, the repository's value and the organisation's limit", () => {
-    const problems = problemsOf({ permission: "admin", timeout_minutes: 30, allow_workflow_changes: false }, { permission: "read", timeout_minutes: 45, allow_workflow_changes: true });
+    const problems = problemsOf(
+      { permission: "admin", timeout_minutes: 30, allow_workflow_changes: false },
+      { permission: "read", timeout_minutes: 45, allow_workflow_changes: true },
+    );
     expect(problems).toHaveLength(3);
     expect(problems.join("\n")).toMatch(/`permission: read`.*`permission: admin`/);
     expect(problems.join("\n")).toMatch(/`timeout_minutes: 45`.*`timeout_minutes: 30`/);
@@ -153,8 +225,12 @@ describe("problems in either file", () => {
   });
 
   test("a file that is not a map of keys is refused, naming which file", () => {
-    expect(problemsOf(["permission", "admin"], {})).toEqual(["acme/.github (the organisation's `.github` repository): `(top level)` must be a map of keys (e.g. `permission: write`), not a list"]);
-    expect(problemsOf({}, "permission admin")).toEqual(["`(top level)` must be a map of keys (e.g. `permission: write`), not a string"]);
+    expect(problemsOf(["permission", "admin"], {})).toEqual([
+      "acme/.github (the organisation's `.github` repository): `(top level)` must be a map of keys (e.g. `permission: write`), not a list",
+    ]);
+    expect(problemsOf({}, "permission admin")).toEqual([
+      "`(top level)` must be a map of keys (e.g. `permission: write`), not a string",
+    ]);
   });
 
   test("`_extends` is refused with the reason: Harness merges the organisation's file by itself", () => {

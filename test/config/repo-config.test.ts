@@ -4,13 +4,23 @@ import { parseRepoConfig, RepoConfigError } from "../../src/config/repo-config.j
 describe(".github/harness.yml: sandbox.network and setup secrets", () => {
   test("network modes and allowlists parse; the defaults leave both unset (the operator's ceiling applies)", () => {
     expect(parseRepoConfig({}).sandbox).toEqual({});
-    expect(parseRepoConfig({ sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "10.0.0.0/8"] } }).sandbox).toEqual({ network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "10.0.0.0/8"] });
+    expect(
+      parseRepoConfig({
+        sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "10.0.0.0/8"] },
+      }).sandbox,
+    ).toEqual({ network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "10.0.0.0/8"] });
   });
 
   test.each([
     [{ sandbox: { network: "wide-open" } }, /`sandbox.network`/],
-    [{ sandbox: { network: "open", allow: ["example.com"] } }, /`sandbox.allow` only applies with `sandbox.network: allowlist`/],
-    [{ sandbox: { network: "allowlist", allow: ["https://example.com/path"] } }, /`sandbox.allow` .*https:\/\/example\.com\/path/],
+    [
+      { sandbox: { network: "open", allow: ["example.com"] } },
+      /`sandbox.allow` only applies with `sandbox.network: allowlist`/,
+    ],
+    [
+      { sandbox: { network: "allowlist", allow: ["https://example.com/path"] } },
+      /`sandbox.allow` .*https:\/\/example\.com\/path/,
+    ],
     [{ sandbox: { network: "allowlist", allow: ["*.com"] } }, /`sandbox.allow`/],
     [{ setup_secrets: ["NPM_TOKEN"] }, /`setup_secrets` needs a `setup` command/],
     [{ setup: "npm ci", setup_secrets: ["npm-token"] }, /`setup_secrets.0`/],

@@ -50,7 +50,8 @@ function handing(bytes: Buffer, sizeLimitSeen: number[] = []): Sandbox {
     removeScratchFile: () => Promise.resolve(),
     downloadBytes: (_path, maxBytes) => {
       sizeLimitSeen.push(maxBytes);
-      if (bytes.length > maxBytes) return Promise.reject(new Error(`${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`));
+      if (bytes.length > maxBytes)
+        return Promise.reject(new Error(`${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`));
       return Promise.resolve(bytes);
     },
     teardown: () => Promise.resolve(),
@@ -66,7 +67,10 @@ function request(sandbox: Sandbox, commitSha: string, overrides: Partial<Deliver
     branch: "harness/run1",
     pushUrl: server.repoUrl("acme/widgets"),
     token,
-    commit: { message: "Change\n\nHarness-Run: run1\n", identity: { name: "harness", email: "harness@users.noreply.github.com" } },
+    commit: {
+      message: "Change\n\nHarness-Run: run1\n",
+      identity: { name: "harness", email: "harness@users.noreply.github.com" },
+    },
     secrets: [],
     redact: (text) => text.split(token).join("[REDACTED]"),
     ...overrides,
@@ -147,7 +151,9 @@ describe("deliverRun", () => {
   test("an oversized result is refused at the size check, and nothing is pushed", async () => {
     const sha = await commit(work, "big.txt", (await import("node:crypto")).randomBytes(8_000).toString("hex"), "big");
     const limits: number[] = [];
-    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`), limits), sha, { maxResultBytes: 1000 }));
+    const outcome = await deliverRun(
+      request(handing(await bundle(work, "HEAD", `^${base}`), limits), sha, { maxResultBytes: 1000 }),
+    );
     expect(limits).toEqual([1000]);
     expect(outcome).toMatchObject({ delivered: false, kind: "unverified" });
     expect(!outcome.delivered && outcome.error).toMatch(/over the 1000-byte limit/);

@@ -27,13 +27,15 @@ export interface Attack {
  * `$HOME/.leaks` (inside an isolated sandbox, where the host directory is read-only; the test
  * copies that folder out before the sandbox is removed).
  */
-const leakTarget = (leakDir: string): string => `D=${shellQuote([leakDir])}; [ -w "$D" ] || D="$HOME/.leaks"; mkdir -p "$D"`;
+const leakTarget = (leakDir: string): string =>
+  `D=${shellQuote([leakDir])}; [ -w "$D" ] || D="$HOME/.leaks"; mkdir -p "$D"`;
 
 const spy = (leakDir: string, name: string): string =>
   `#!/bin/sh\n${leakTarget(leakDir)}\n{ echo "argv: $*"; env; cat 2>/dev/null; } > "$D/${name}.leak" 2>&1\nexit 0\n`;
 
 /** Writes executable `content` to `path` from inside a shell script. */
-const plantScript = (path: string, content: string): string => `cat > ${path} <<'HARNESS_EOF'\n${content}HARNESS_EOF\nchmod +x ${path}`;
+const plantScript = (path: string, content: string): string =>
+  `cat > ${path} <<'HARNESS_EOF'\n${content}HARNESS_EOF\nchmod +x ${path}`;
 
 export const ATTACKS: readonly Attack[] = [
   {
@@ -46,11 +48,21 @@ export const ATTACKS: readonly Attack[] = [
   {
     name: "core.hooksPath pointing at the agent's own hooks",
     plant: ({ leakDir }) =>
-      ["mkdir -p .evil-hooks", ...["pre-push", "post-commit", "reference-transaction", "pre-commit"].map((hook) => plantScript(`.evil-hooks/${hook}`, spy(leakDir, `hookspath-${hook}`))), 'git config core.hooksPath "$PWD/.evil-hooks"'].join("\n"),
+      [
+        "mkdir -p .evil-hooks",
+        ...["pre-push", "post-commit", "reference-transaction", "pre-commit"].map((hook) =>
+          plantScript(`.evil-hooks/${hook}`, spy(leakDir, `hookspath-${hook}`)),
+        ),
+        'git config core.hooksPath "$PWD/.evil-hooks"',
+      ].join("\n"),
   },
   {
     name: "core.fsmonitor",
-    plant: ({ leakDir }) => [plantScript(".git/fsmonitor-spy", spy(leakDir, "fsmonitor")), 'git config core.fsmonitor "$PWD/.git/fsmonitor-spy"'].join("\n"),
+    plant: ({ leakDir }) =>
+      [
+        plantScript(".git/fsmonitor-spy", spy(leakDir, "fsmonitor")),
+        'git config core.fsmonitor "$PWD/.git/fsmonitor-spy"',
+      ].join("\n"),
   },
   {
     name: "a clean/smudge filter in .gitattributes and config",
@@ -67,15 +79,27 @@ export const ATTACKS: readonly Attack[] = [
   {
     name: "url.<x>.insteadOf and pushInsteadOf rewriting GitHub to the agent's server",
     plant: ({ evilRoot, serverUrl }) =>
-      [`git config url.${shellQuote([`file://${evilRoot}/`])}.insteadOf ${shellQuote([`${serverUrl}/`])}`, `git config url.${shellQuote([`file://${evilRoot}/`])}.pushInsteadOf ${shellQuote([`${serverUrl}/`])}`].join("\n"),
+      [
+        `git config url.${shellQuote([`file://${evilRoot}/`])}.insteadOf ${shellQuote([`${serverUrl}/`])}`,
+        `git config url.${shellQuote([`file://${evilRoot}/`])}.pushInsteadOf ${shellQuote([`${serverUrl}/`])}`,
+      ].join("\n"),
   },
   {
     name: "a credential helper",
-    plant: ({ leakDir }) => [plantScript(".git/cred-spy", spy(leakDir, "credential-helper")), 'git config credential.helper "$PWD/.git/cred-spy"', 'git config credential.useHttpPath true'].join("\n"),
+    plant: ({ leakDir }) =>
+      [
+        plantScript(".git/cred-spy", spy(leakDir, "credential-helper")),
+        'git config credential.helper "$PWD/.git/cred-spy"',
+        "git config credential.useHttpPath true",
+      ].join("\n"),
   },
   {
     name: "origin changed to the agent's server",
-    plant: ({ evilRoot }) => [`git remote set-url origin ${shellQuote([`file://${evilRoot}/acme/widgets.git`])}`, `git remote set-url --push origin ${shellQuote([`file://${evilRoot}/acme/widgets.git`])}`].join("\n"),
+    plant: ({ evilRoot }) =>
+      [
+        `git remote set-url origin ${shellQuote([`file://${evilRoot}/acme/widgets.git`])}`,
+        `git remote set-url --push origin ${shellQuote([`file://${evilRoot}/acme/widgets.git`])}`,
+      ].join("\n"),
   },
   {
     name: "its own commits with a forged author, and a push of its own to main",
@@ -92,9 +116,16 @@ export const ATTACKS: readonly Attack[] = [
 ];
 
 /** The agent script for `attack`: the plant, then an ordinary change to `hello.txt`. */
-export async function hostileAgent(dir: string, attack: Attack, ctx: { leakDir: string; evilRoot: string; serverUrl: string }): Promise<string> {
+export async function hostileAgent(
+  dir: string,
+  attack: Attack,
+  ctx: { leakDir: string; evilRoot: string; serverUrl: string },
+): Promise<string> {
   const script = join(dir, `agent-${String(ATTACKS.indexOf(attack))}.sh`);
-  await writeFile(script, `#!/bin/sh\nset -e\n${attack.plant(ctx)}\necho 'hello from the agent' > hello.txt\necho 'planted and changed hello.txt'\n`);
+  await writeFile(
+    script,
+    `#!/bin/sh\nset -e\n${attack.plant(ctx)}\necho 'hello from the agent' > hello.txt\necho 'planted and changed hello.txt'\n`,
+  );
   await chmod(script, 0o755);
   return script;
 }
@@ -108,14 +139,22 @@ export async function leaks(leakDir: string): Promise<Array<{ name: string; cont
 /** All refs of a bare repository with their shas, to compare before and after a run. */
 export function refsOf(bare: string): Record<string, string> {
   const out = git(bare, "for-each-ref", "--format=%(refname) %(objectname)");
-  return Object.fromEntries(out.split("\n").filter((line) => line !== "").map((line) => line.split(" ") as [string, string]));
+  return Object.fromEntries(
+    out
+      .split("\n")
+      .filter((line) => line !== "")
+      .map((line) => line.split(" ") as [string, string]),
+  );
 }
 
 /**
  * Wraps a sandbox factory so that, before a sandbox is removed, what plants wrote into an
  * isolated sandbox's HOME (`.leaks`) is copied to `leakDir` for the test to read.
  */
-export function keepingLeaks(create: (options: SandboxOptions) => Promise<Sandbox>, leakDir: string): (options: SandboxOptions) => Promise<Sandbox> {
+export function keepingLeaks(
+  create: (options: SandboxOptions) => Promise<Sandbox>,
+  leakDir: string,
+): (options: SandboxOptions) => Promise<Sandbox> {
   return async (options) => {
     const sandbox = await create(options);
     const teardown = sandbox.teardown.bind(sandbox);
@@ -155,7 +194,12 @@ export async function startAttackWorld(prefix: string, token: string): Promise<A
   git(root.path, "init", "--quiet", leakDir);
   const server = await startGitHubLikeServer({ projectRoot: root.path, token });
   return {
-    root, bare, evilRoot, evilBare, leakDir, server,
+    root,
+    bare,
+    evilRoot,
+    evilBare,
+    leakDir,
+    server,
     close: async () => {
       await server.close();
       await root.cleanup();

@@ -22,13 +22,22 @@ function fileDiff(path: string, hunks: readonly Hunk[], options: { newFile?: boo
   lines.push(`+++ b/${path}`);
   for (const hunk of hunks) {
     const removed = hunk.removed ?? [];
-    const range = (count: number): string => (count === 0 ? `${String(hunk.at - 1)},0` : `${String(hunk.at)},${String(count)}`);
-    lines.push(`@@ -${range(removed.length)} +${range(hunk.added.length)} @@`, ...removed.map((line) => `-${line}`), ...hunk.added.map((line) => `+${line}`));
+    const range = (count: number): string =>
+      count === 0 ? `${String(hunk.at - 1)},0` : `${String(hunk.at)},${String(count)}`;
+    lines.push(
+      `@@ -${range(removed.length)} +${range(hunk.added.length)} @@`,
+      ...removed.map((line) => `-${line}`),
+      ...hunk.added.map((line) => `+${line}`),
+    );
   }
   return `${lines.join("\n")}\n`;
 }
 
-function scan(patch: string, secrets: readonly KnownSecret[] = [ANTHROPIC], messages: readonly string[] = []): SecretFinding[] {
+function scan(
+  patch: string,
+  secrets: readonly KnownSecret[] = [ANTHROPIC],
+  messages: readonly string[] = [],
+): SecretFinding[] {
   return scanForSecrets({ patch, messages, secrets });
 }
 
@@ -36,7 +45,14 @@ const toBase64 = (text: string): string => Buffer.from(text, "utf8").toString("b
 const toHex = (text: string): string => Buffer.from(text, "utf8").toString("hex");
 /** The forms a finding or a masked text must never hold. */
 function formsOf(value: string): string[] {
-  return [value, toBase64(value), Buffer.from(value).toString("base64url"), toHex(value), toHex(value).toUpperCase(), encodeURIComponent(value)];
+  return [
+    value,
+    toBase64(value),
+    Buffer.from(value).toString("base64url"),
+    toHex(value),
+    toHex(value).toUpperCase(),
+    encodeURIComponent(value),
+  ];
 }
 /** Every run of `length` characters of `value`. */
 function windowsOf(value: string, length: number): string[] {
@@ -61,7 +77,16 @@ describe("scanForSecrets: known values", () => {
   const base64Cases = [0, 1, 2, 3, 4, 5].flatMap((prefix) =>
     [0, 1, 2].flatMap((suffix) =>
       (["base64", "base64url"] as const).flatMap((alphabet) =>
-        [true, false].map((padded) => [`prefix ${String(prefix)}, suffix ${String(suffix)}, ${alphabet}${padded ? "" : ", unpadded"}`, prefix, suffix, alphabet, padded] as const),
+        [true, false].map(
+          (padded) =>
+            [
+              `prefix ${String(prefix)}, suffix ${String(suffix)}, ${alphabet}${padded ? "" : ", unpadded"}`,
+              prefix,
+              suffix,
+              alphabet,
+              padded,
+            ] as const,
+        ),
       ),
     ),
   );
@@ -69,14 +94,23 @@ describe("scanForSecrets: known values", () => {
     const blob = Buffer.from(`${"p".repeat(prefix)}${anthropic}${"s".repeat(suffix)}`).toString(alphabet);
     const written = padded ? blob : blob.replace(/=+$/, "");
     const patch = fileDiff("deploy/values.yaml", [{ at: 7, added: ["config:", `  blob: ${written}`] }]);
-    expect(scan(patch)).toEqual([{ where: "diff", file: "deploy/values.yaml", line: 8, kind: "ANTHROPIC_API_KEY (base64-encoded)" }]);
+    expect(scan(patch)).toEqual([
+      { where: "diff", file: "deploy/values.yaml", line: 8, kind: "ANTHROPIC_API_KEY (base64-encoded)" },
+    ]);
   });
 
   test("base64 wrapped at 76 columns, as `base64` writes it: the line where the value starts", () => {
     const prefix = "x".repeat(100); // the value's first full base64 character is the 134th of the blob
     const wrapped = toBase64(`${prefix}${anthropic}\n`).match(/.{1,76}/g) ?? [];
     const patch = fileDiff("notes/blob.txt", [{ at: 1, added: ["-- blob --", ...wrapped] }], { newFile: true });
-    expect(scan(patch)).toEqual([{ where: "diff", file: "notes/blob.txt", line: 3, kind: "ANTHROPIC_API_KEY (base64-encoded, split across lines)" }]);
+    expect(scan(patch)).toEqual([
+      {
+        where: "diff",
+        file: "notes/blob.txt",
+        line: 3,
+        kind: "ANTHROPIC_API_KEY (base64-encoded, split across lines)",
+      },
+    ]);
   });
 
   test("URL-encoded: encodeURIComponent, form encoding with +, upper- and lower-case escapes", () => {
@@ -88,12 +122,19 @@ describe("scanForSecrets: known values", () => {
       component.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()),
       component.replaceAll("%20", "+"),
       new URLSearchParams({ s: value }).toString().slice(2),
-      new URLSearchParams({ s: value }).toString().slice(2).replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()),
+      new URLSearchParams({ s: value })
+        .toString()
+        .slice(2)
+        .replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()),
     ];
     for (const form of forms) {
       expect(form).not.toContain(value);
-      const patch = fileDiff("scripts/call.sh", [{ at: 2, added: [`curl "https://hooks.example.com/in?secret=${form}&v=1"`] }]);
-      expect(scan(patch, secrets), form).toEqual([{ where: "diff", file: "scripts/call.sh", line: 2, kind: "WEBHOOK_SECRET (URL-encoded)" }]);
+      const patch = fileDiff("scripts/call.sh", [
+        { at: 2, added: [`curl "https://hooks.example.com/in?secret=${form}&v=1"`] },
+      ]);
+      expect(scan(patch, secrets), form).toEqual([
+        { where: "diff", file: "scripts/call.sh", line: 2, kind: "WEBHOOK_SECRET (URL-encoded)" },
+      ]);
     }
   });
 
@@ -102,17 +143,27 @@ describe("scanForSecrets: known values", () => {
     ["upper case", toHex(anthropic).toUpperCase()],
   ])("hex, %s", (_label, hex) => {
     const patch = fileDiff("fixtures/dump.txt", [{ at: 5, added: [`payload 0x${hex} end`] }]);
-    expect(scan(patch)).toEqual([{ where: "diff", file: "fixtures/dump.txt", line: 5, kind: "ANTHROPIC_API_KEY (hex-encoded)" }]);
+    expect(scan(patch)).toEqual([
+      { where: "diff", file: "fixtures/dump.txt", line: 5, kind: "ANTHROPIC_API_KEY (hex-encoded)" },
+    ]);
   });
 
   test("split across lines by a JS string concatenation: reported where it starts", () => {
     const patch = fileDiff("src/client.ts", [
       {
         at: 20,
-        added: ["const client = new Client({", `  apiKey: "${anthropic.slice(0, 30)}" +`, `    '${anthropic.slice(30, 61)}' +`, `    \`${anthropic.slice(61)}\`,`, "});"],
+        added: [
+          "const client = new Client({",
+          `  apiKey: "${anthropic.slice(0, 30)}" +`,
+          `    '${anthropic.slice(30, 61)}' +`,
+          `    \`${anthropic.slice(61)}\`,`,
+          "});",
+        ],
       },
     ]);
-    expect(scan(patch)).toEqual([{ where: "diff", file: "src/client.ts", line: 21, kind: "ANTHROPIC_API_KEY (split across lines)" }]);
+    expect(scan(patch)).toEqual([
+      { where: "diff", file: "src/client.ts", line: 21, kind: "ANTHROPIC_API_KEY (split across lines)" },
+    ]);
   });
 
   test("split into 20-character lines, and with backslash continuations", () => {
@@ -138,7 +189,13 @@ describe("scanForSecrets: known values", () => {
   });
 
   test("removed lines are not pushed, so not reported", () => {
-    const patch = fileDiff(".env", [{ at: 2, removed: [`ANTHROPIC_API_KEY=${anthropic}`, toBase64(anthropic)], added: ["ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY}"] }]);
+    const patch = fileDiff(".env", [
+      {
+        at: 2,
+        removed: [`ANTHROPIC_API_KEY=${anthropic}`, toBase64(anthropic)],
+        added: ["ANTHROPIC_API_KEY=${ANTHROPIC_API_KEY}"],
+      },
+    ]);
     expect(scan(patch)).toEqual([]);
   });
 
@@ -150,7 +207,12 @@ describe("scanForSecrets: known values", () => {
   test("values shorter than 8 characters, or only whitespace, are ignored", () => {
     const short = fakeToken("", 7);
     const patch = fileDiff("a.txt", [{ at: 1, added: [`short=${short}`, "          spaced          "] }]);
-    expect(scan(patch, [{ name: "SHORT", value: short }, { name: "BLANK", value: "          " }])).toEqual([]);
+    expect(
+      scan(patch, [
+        { name: "SHORT", value: short },
+        { name: "BLANK", value: "          " },
+      ]),
+    ).toEqual([]);
   });
 
   test("one finding per file and kind, at its first line", () => {
@@ -169,7 +231,9 @@ describe("scanForSecrets: known values", () => {
   test("a value written as a whole PEM key is found however it is split", () => {
     const pem = fakePem(3);
     const secrets = [{ name: "GITHUB_APP_PRIVATE_KEY", value: pem }];
-    const patch = fileDiff("config/app.json", [{ at: 3, added: ["{", `  "key": ${JSON.stringify(pem.trim())},`, "}"] }]) + fileDiff("key.pem", [{ at: 1, added: pem.trim().split("\n") }], { newFile: true });
+    const patch =
+      fileDiff("config/app.json", [{ at: 3, added: ["{", `  "key": ${JSON.stringify(pem.trim())},`, "}"] }]) +
+      fileDiff("key.pem", [{ at: 1, added: pem.trim().split("\n") }], { newFile: true });
     expect(scan(patch, secrets)).toEqual([
       { where: "diff", file: "config/app.json", line: 4, kind: "GITHUB_APP_PRIVATE_KEY" },
       { where: "diff", file: "key.pem", line: 1, kind: "GITHUB_APP_PRIVATE_KEY (split across lines)" },
@@ -196,16 +260,26 @@ describe("scanForSecrets: known values", () => {
       "@@ -1,0 +2 @@",
       `+KEY=${anthropic}`,
     ].join("\n");
-    const spaced = ["diff --git a/my dir/x.env b/my dir/x.env", "--- a/my dir/x.env\t", "+++ b/my dir/x.env\t", "@@ -0,0 +1 @@", `+KEY=${anthropic}`].join("\n");
+    const spaced = [
+      "diff --git a/my dir/x.env b/my dir/x.env",
+      "--- a/my dir/x.env\t",
+      "+++ b/my dir/x.env\t",
+      "@@ -0,0 +1 @@",
+      `+KEY=${anthropic}`,
+    ].join("\n");
     expect(scan(`${quoted}\n${spaced}\n`)).toEqual([
       { where: "diff", file: "caf\u00e9.env", line: 2, kind: "ANTHROPIC_API_KEY" },
       { where: "diff", file: "my dir/x.env", line: 1, kind: "ANTHROPIC_API_KEY" },
     ]);
   });
 
-  test("commit messages: all their text, with where = \"commit message\"", () => {
+  test('commit messages: all their text, with where = "commit message"', () => {
     const patch = fileDiff("README.md", [{ at: 1, added: ["# Widgets"] }]);
-    const messages = ["Add the README", `Configure the client\n\nThe key is ${toBase64(`key=${anthropic}`)}\n`, `Revert ${fakeToken("ghp_")}`];
+    const messages = [
+      "Add the README",
+      `Configure the client\n\nThe key is ${toBase64(`key=${anthropic}`)}\n`,
+      `Revert ${fakeToken("ghp_")}`,
+    ];
     expect(scan(patch, [ANTHROPIC], messages)).toEqual([
       { where: "commit message", message: 1, line: 3, kind: "ANTHROPIC_API_KEY (base64-encoded)" },
       { where: "commit message", message: 2, line: 1, kind: "GitHub token" },
@@ -217,7 +291,11 @@ describe("scanForSecrets: well-known token shapes, value unknown", () => {
   const pemLines = fakePemLines(4);
   const awsSecret = fakeToken("", 40);
   const table: Array<[label: string, lines: string[], kind: string]> = [
-    ...["ghp_", "gho_", "ghu_", "ghs_", "ghr_"].map((prefix): [string, string[], string] => [`GitHub ${prefix}`, [`token = "${fakeToken(prefix)}"`], "GitHub token"]),
+    ...["ghp_", "gho_", "ghu_", "ghs_", "ghr_"].map((prefix): [string, string[], string] => [
+      `GitHub ${prefix}`,
+      [`token = "${fakeToken(prefix)}"`],
+      "GitHub token",
+    ]),
     ["GitHub fine-grained PAT", [`GH_TOKEN=${fakeToken("github_pat_", 82)}`], "GitHub token"],
     ["Anthropic", [`export ANTHROPIC_API_KEY='${fakeToken("sk-ant-api03-", 80, "url-safe")}'`], "Anthropic API key"],
     ["OpenAI project key", [`openai.api_key = "${fakeToken("sk-proj-", 80, "url-safe")}"`], "OpenAI API key"],
@@ -232,11 +310,32 @@ describe("scanForSecrets: well-known token shapes, value unknown", () => {
     ["PEM private key", ["# deploy key", pemLines.header, ...pemLines.body, pemLines.footer], "private key"],
     [
       "PEM private key, encrypted, with RFC 1421 fields",
-      ["# deploy key", pemLines.header, "Proc-Type: 4,ENCRYPTED", `DEK-Info: AES-128-CBC,${randomBytes(16).toString("hex").toUpperCase()}`, "", ...pemLines.body, pemLines.footer],
+      [
+        "# deploy key",
+        pemLines.header,
+        "Proc-Type: 4,ENCRYPTED",
+        `DEK-Info: AES-128-CBC,${randomBytes(16).toString("hex").toUpperCase()}`,
+        "",
+        ...pemLines.body,
+        pemLines.footer,
+      ],
       "private key",
     ],
-    ["PEM private key in comments", ["# deploy key", ...[pemLines.header, ...pemLines.body, pemLines.footer].map((line) => `# ${line}`)], "private key"],
-    ["PEM private key in a JS string", ["# deploy key", `const key = "${pemLines.header}\\n" +`, ...pemLines.body.map((line) => `  "${line}\\n" +`), `  "${pemLines.footer}";`], "private key"],
+    [
+      "PEM private key in comments",
+      ["# deploy key", ...[pemLines.header, ...pemLines.body, pemLines.footer].map((line) => `# ${line}`)],
+      "private key",
+    ],
+    [
+      "PEM private key in a JS string",
+      [
+        "# deploy key",
+        `const key = "${pemLines.header}\\n" +`,
+        ...pemLines.body.map((line) => `  "${line}\\n" +`),
+        `  "${pemLines.footer}";`,
+      ],
+      "private key",
+    ],
   ];
 
   test.each(table)("%s", (_label, lines, kind) => {
@@ -248,7 +347,9 @@ describe("scanForSecrets: well-known token shapes, value unknown", () => {
   test("a shape that is a known value is reported once, under the value's name", () => {
     const token = fakeToken("ghs_");
     const patch = fileDiff("a.sh", [{ at: 1, added: [`git clone https://x-access-token:${token}@github.com/o/r`] }]);
-    expect(scan(patch, [{ name: "GITHUB_TOKEN", value: token }])).toEqual([{ where: "diff", file: "a.sh", line: 1, kind: "GITHUB_TOKEN" }]);
+    expect(scan(patch, [{ name: "GITHUB_TOKEN", value: token }])).toEqual([
+      { where: "diff", file: "a.sh", line: 1, kind: "GITHUB_TOKEN" },
+    ]);
   });
 });
 
@@ -308,7 +409,11 @@ describe("scanForSecrets: no false positives on ordinary changes", () => {
           ],
         },
       ]);
-    expect(scan(patch, tenSecrets, ["Read the API key from the environment\n\nThe token and secret key = value docs move to the README."])).toEqual([]);
+    expect(
+      scan(patch, tenSecrets, [
+        "Read the API key from the environment\n\nThe token and secret key = value docs move to the README.",
+      ]),
+    ).toEqual([]);
   });
 });
 
@@ -322,7 +427,9 @@ describe("findings never contain the value", () => {
       `"${anthropic.slice(0, 40)}" +`,
       `"${anthropic.slice(40)}"`,
     ];
-    const patch = fileDiff(`leaked/${anthropic}/x.txt`, [{ at: 1, added: lines }], { newFile: true }) + fileDiff(`${toBase64(anthropic)}.txt`, [{ at: 1, added: lines }], { newFile: true });
+    const patch =
+      fileDiff(`leaked/${anthropic}/x.txt`, [{ at: 1, added: lines }], { newFile: true }) +
+      fileDiff(`${toBase64(anthropic)}.txt`, [{ at: 1, added: lines }], { newFile: true });
     const findings = scan(patch, [ANTHROPIC], [`subject ${anthropic}`, toHex(anthropic)]);
     expect(findings.length).toBeGreaterThanOrEqual(10);
     const json = JSON.stringify(findings);
@@ -340,7 +447,9 @@ describe("maskSecrets", () => {
   const commentedPem = [commentedLines.header, ...commentedLines.body, commentedLines.footer];
   const patch =
     `From 1234abcd Mon Sep 17 00:00:00 2001\nSubject: [PATCH] Configure ${anthropic.slice(0, 50)}\n ${anthropic.slice(50)}\n\n` +
-    fileDiff(".env", [{ at: 2, removed: [`OLD=${anthropic}`, ...chunks], added: ["PORT=3000", `KEY=${anthropic}`, "DEBUG=1"] }]) +
+    fileDiff(".env", [
+      { at: 2, removed: [`OLD=${anthropic}`, ...chunks], added: ["PORT=3000", `KEY=${anthropic}`, "DEBUG=1"] },
+    ]) +
     fileDiff("blob.txt", [
       {
         at: 1,
@@ -355,7 +464,12 @@ describe("maskSecrets", () => {
         ],
       },
     ]) +
-    fileDiff("src/k.ts", [{ at: 5, added: ["const key =", `  "${anthropic.slice(0, 33)}" +`, `  "${anthropic.slice(33)}";`, "export default key;"] }]) +
+    fileDiff("src/k.ts", [
+      {
+        at: 5,
+        added: ["const key =", `  "${anthropic.slice(0, 33)}" +`, `  "${anthropic.slice(33)}";`, "export default key;"],
+      },
+    ]) +
     fileDiff("deploy.pem", [{ at: 1, added: pem.trimEnd().split("\n") }], { newFile: true }) +
     fileDiff("other.pem", [{ at: 1, added: fakePem(2).trimEnd().split("\n") }], { newFile: true }) +
     fileDiff("notes.sh", [{ at: 1, added: ["# old key:", ...commentedPem.map((line) => `# ${line}`), "echo done"] }]);
@@ -363,8 +477,10 @@ describe("maskSecrets", () => {
   test("leaves no form of a secret, and nothing left to find", () => {
     const masked = maskSecrets(patch, secrets);
     for (const form of [...formsOf(anthropic), ...formsOf(pem)]) expect(masked).not.toContain(form);
-    for (const lead of [0, 1, 2]) expect(masked).not.toContain(toBase64(`${"q".repeat(lead)}${anthropic}`).slice(4, -4));
-    for (const piece of windowsOf(anthropic, 24)) expect(masked.replace(/[\s"'+\\-]/g, "")).not.toContain(piece.replace(/-/g, ""));
+    for (const lead of [0, 1, 2])
+      expect(masked).not.toContain(toBase64(`${"q".repeat(lead)}${anthropic}`).slice(4, -4));
+    for (const piece of windowsOf(anthropic, 24))
+      expect(masked.replace(/[\s"'+\\-]/g, "")).not.toContain(piece.replace(/-/g, ""));
     expect(masked).not.toContain(unknownToken);
     for (const line of pem.trim().split("\n").slice(1, -1)) expect(masked).not.toContain(line);
     expect(scan(masked, secrets)).toEqual([]);
@@ -385,7 +501,15 @@ describe("maskSecrets", () => {
     expect(after).toContain('+  "[REDACTED]";');
     expect(after).toContain(`+token: [REDACTED]`);
     expect(after.filter((line) => line === "+export default key;")).toHaveLength(1);
-    expect(after.slice(-7)).toEqual(["+# old key:", "+# [REDACTED]", "+# [REDACTED]", "+# [REDACTED]", "+# [REDACTED]", "+echo done", ""]);
+    expect(after.slice(-7)).toEqual([
+      "+# old key:",
+      "+# [REDACTED]",
+      "+# [REDACTED]",
+      "+# [REDACTED]",
+      "+# [REDACTED]",
+      "+echo done",
+      "",
+    ]);
     expect(maskSecrets(masked, secrets)).toBe(masked);
   });
 
@@ -403,7 +527,10 @@ describe("maskSecrets", () => {
 describe("bounded cost", () => {
   const tenSecrets: KnownSecret[] = [
     ANTHROPIC,
-    ...Array.from({ length: 9 }, (_, i) => ({ name: `SECRET_${String(i)}`, value: i % 3 === 0 ? fakeToken("ghs_") : i % 3 === 1 ? fakePem(2) : fakeToken("key-", 40, "url-safe") })),
+    ...Array.from({ length: 9 }, (_, i) => ({
+      name: `SECRET_${String(i)}`,
+      value: i % 3 === 0 ? fakeToken("ghs_") : i % 3 === 1 ? fakePem(2) : fakeToken("key-", 40, "url-safe"),
+    })),
   ];
   const MB = 1024 * 1024;
   /** `+` lines built from `unit` until the patch is about 1 MB. */
@@ -433,7 +560,10 @@ describe("bounded cost", () => {
     ["AKIA…", () => oneLine("AKIA")],
     ["xoxb-…", () => oneLine("xoxb-")],
     ["tiny lines", () => hostile("+", 1)],
-    ["tiny hunks", () => Array.from({ length: 60_000 }, (_, i) => `@@ -${String(i)},0 +${String(i + 1)} @@\n+"x"`).join("\n")],
+    [
+      "tiny hunks",
+      () => Array.from({ length: 60_000 }, (_, i) => `@@ -${String(i)},0 +${String(i + 1)} @@\n+"x"`).join("\n"),
+    ],
   ];
 
   test.each(cases)("scanning 1 MB of hostile input takes under 2 s: %s", (_label, make) => {
@@ -449,21 +579,46 @@ describe("bounded cost", () => {
   });
 
   test("a realistic 2 MB patch with 10 known secrets scans quickly and finds the planted ones", () => {
-    const words = ["const", "value", "token", "key", "config", "request", "await", "return", "export", "function", "string", "number", "result", "error"];
+    const words = [
+      "const",
+      "value",
+      "token",
+      "key",
+      "config",
+      "request",
+      "await",
+      "return",
+      "export",
+      "function",
+      "string",
+      "number",
+      "result",
+      "error",
+    ];
     const word = (): string => words[randomInt(words.length)] ?? "x";
     const files: string[] = [];
     let size = 0;
     for (let f = 0; size < 2 * MB; f++) {
-      const added = Array.from({ length: 150 }, (_, i) => `  ${word()} ${word()}${String(i)} = ${word()}("${word()}-${randomBytes(6).toString("hex")}", ${String(i)}); // ${word()} ${word()} ${word()}`);
+      const added = Array.from(
+        { length: 150 },
+        (_, i) =>
+          `  ${word()} ${word()}${String(i)} = ${word()}("${word()}-${randomBytes(6).toString("hex")}", ${String(i)}); // ${word()} ${word()} ${word()}`,
+      );
       if (f === 40) added[17] = `  apiKey: "${anthropic}",`;
       if (f === 80) added[99] = `  blob: "${toBase64(`{"k":"${tenSecrets[3]?.value ?? ""}"}`)}",`;
-      const file = fileDiff(`src/module${String(f)}.ts`, [{ at: 1, added, removed: added.slice(0, 20).map((line) => line.replace("const", "let")) }]);
+      const file = fileDiff(`src/module${String(f)}.ts`, [
+        { at: 1, added, removed: added.slice(0, 20).map((line) => line.replace("const", "let")) },
+      ]);
       files.push(file);
       size += file.length;
     }
     const patch = files.join("");
     const started = performance.now();
-    const findings = scanForSecrets({ patch, messages: ["Refactor the modules\n\nNo functional change."], secrets: tenSecrets });
+    const findings = scanForSecrets({
+      patch,
+      messages: ["Refactor the modules\n\nNo functional change."],
+      secrets: tenSecrets,
+    });
     const elapsed = performance.now() - started;
     expect(findings).toEqual([
       { where: "diff", file: "src/module40.ts", line: 18, kind: "ANTHROPIC_API_KEY" },

@@ -7,7 +7,16 @@ import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 import { git } from "../helpers/git.js";
-import { ATTACKS, BOT_IDENTITY, hostileAgent, leaks, recordingPullRequests, refsOf, startAttackWorld, type AttackWorld } from "./hostile-agents.js";
+import {
+  ATTACKS,
+  BOT_IDENTITY,
+  hostileAgent,
+  leaks,
+  recordingPullRequests,
+  refsOf,
+  startAttackWorld,
+  type AttackWorld,
+} from "./hostile-agents.js";
 
 /*
  * The write path on Daytona: the real SDK against the fake Daytona, real git over smart HTTP.
@@ -61,29 +70,46 @@ describe("an agent that plants git configuration or hooks cannot reach the token
   test.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
     const before = refsOf(bare);
     const evilBefore = refsOf(evilBare);
-    const report = await runHarness(options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url })));
+    const report = await runHarness(
+      options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url })),
+    );
 
     expect(report.status, report.error).toBe("succeeded");
-    expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/9" });
+    expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({
+      pushed: true,
+      prUrl: "https://github.com/acme/widgets/pull/9",
+    });
     const after = refsOf(bare);
     expect(Object.keys(after).sort()).toEqual([...Object.keys(before), "refs/heads/harness/attack"].sort());
     for (const [ref, sha] of Object.entries(before)) expect(after[ref]).toBe(sha);
     expect(refsOf(evilBare)).toEqual(evilBefore);
-    expect(git(bare, "log", "-1", "--format=%an <%ae>", "refs/heads/harness/attack")).toBe(`${identity.name} <${identity.email}>`);
+    expect(git(bare, "log", "-1", "--format=%an <%ae>", "refs/heads/harness/attack")).toBe(
+      `${identity.name} <${identity.email}>`,
+    );
     expect(git(bare, "show", "refs/heads/harness/attack:hello.txt")).toBe("hello from the agent");
 
     // Daytona saw a token only in the clone request; no push went through Daytona at all.
-    expect(daytona.requestsMentioning(pushToken).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+    expect(
+      daytona.requestsMentioning(pushToken).map((request) => request.path.replace(/\/toolbox\/[^/]+/, "")),
+    ).toEqual(["/git/clone"]);
     expect(daytona.requests.filter((request) => /\/git\/push$/.test(request.path))).toEqual([]);
-    for (const leak of await leaks(leakDir)) expect(leak.content, `${leak.name} saw the token`).not.toContain(pushToken);
+    for (const leak of await leaks(leakDir))
+      expect(leak.content, `${leak.name} saw the token`).not.toContain(pushToken);
     if (!attack.runsInSandbox) expect((await leaks(leakDir)).map((leak) => leak.name)).toEqual([]);
   });
 });
 
 describe("rejected pushes explain themselves (Daytona)", () => {
   test("a ruleset rejection (GH013) names the rule, where before only 'pre-receive hook declined' came back", async () => {
-    await enforceRepositoryRules(bare, { branch: "harness/attack", rules: ["Require signed commits on harness branches"] });
-    const agent = await hostileAgent(root.path, { name: "none", plant: () => "true" }, { leakDir, evilRoot, serverUrl: server.url });
+    await enforceRepositoryRules(bare, {
+      branch: "harness/attack",
+      rules: ["Require signed commits on harness branches"],
+    });
+    const agent = await hostileAgent(
+      root.path,
+      { name: "none", plant: () => "true" },
+      { leakDir, evilRoot, serverUrl: server.url },
+    );
     const report = await runHarness(options(agent));
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
     expect(report.pushResult?.error).toContain("Require signed commits on harness branches");

@@ -59,7 +59,13 @@ export async function writeFakeCli(dir: string, name: string, scenario: FakeScen
   await writeFile(join(dir, "package.json"), '{ "type": "commonjs" }\n');
   const path = join(dir, name);
   const recordPath = join(dir, `${name}.record.json`);
-  const baked = JSON.stringify({ recordPath, stdout: scenario.stdout, stderr: scenario.stderr ?? "", exitCode: scenario.exitCode ?? 0, edit: scenario.edit ?? null });
+  const baked = JSON.stringify({
+    recordPath,
+    stdout: scenario.stdout,
+    stderr: scenario.stderr ?? "",
+    exitCode: scenario.exitCode ?? 0,
+    edit: scenario.edit ?? null,
+  });
   const script = `#!${process.execPath}
 "use strict";
 const fs = require("node:fs");
@@ -107,7 +113,11 @@ export interface AgentRun {
  * Runs the default blueprint on a fresh repository under `dir` with the local sandbox, offering
  * `OFFERED_CREDENTIALS` and a GitHub token.
  */
-export async function runDefaultBlueprint(dir: string, agent: AgentDriver, overrides: Partial<HarnessOptions> = {}): Promise<RunReport> {
+export async function runDefaultBlueprint(
+  dir: string,
+  agent: AgentDriver,
+  overrides: Partial<HarnessOptions> = {},
+): Promise<RunReport> {
   const repo = await makeRepo(join(dir, "repo"));
   return runHarness({
     runId: "agentrun1",

@@ -45,17 +45,27 @@ export async function startGitHttpServer(options: GitHttpServerOptions): Promise
     close: () =>
       new Promise<void>((resolve) => {
         server.closeAllConnections();
-        server.close(() => { resolve(); });
+        server.close(() => {
+          resolve();
+        });
       }),
   };
 }
 
-async function handle(req: IncomingMessage, res: ServerResponse, options: GitHttpServerOptions, requests: RecordedGitRequest[]): Promise<void> {
+async function handle(
+  req: IncomingMessage,
+  res: ServerResponse,
+  options: GitHttpServerOptions,
+  requests: RecordedGitRequest[],
+): Promise<void> {
   const url = new URL(req.url ?? "/", "http://localhost");
   const credentials = parseBasic(req.headers.authorization);
   requests.push({ method: req.method ?? "GET", path: url.pathname + url.search, ...credentials });
 
-  if (options.token !== undefined && (credentials?.password !== options.token || credentials.user !== "x-access-token")) {
+  if (
+    options.token !== undefined &&
+    (credentials?.password !== options.token || credentials.user !== "x-access-token")
+  ) {
     res.writeHead(401, { "WWW-Authenticate": 'Basic realm="GitHub"', "Content-Type": "text/plain" });
     res.end("Invalid username or token. Password authentication is not supported for Git operations.\n");
     return;
@@ -84,7 +94,11 @@ async function handle(req: IncomingMessage, res: ServerResponse, options: GitHtt
   const chunks: Buffer[] = [];
   child.stdout.on("data", (chunk: Buffer) => chunks.push(chunk));
   child.stderr.resume();
-  await new Promise<void>((resolve) => child.on("close", () => { resolve(); }));
+  await new Promise<void>((resolve) =>
+    child.on("close", () => {
+      resolve();
+    }),
+  );
 
   writeCgiResponse(res, Buffer.concat(chunks));
 }
@@ -119,5 +133,7 @@ function parseBasic(header: string | undefined): { user: string; password: strin
   if (!match?.[1]) return undefined;
   const decoded = Buffer.from(match[1], "base64").toString("utf8");
   const colon = decoded.indexOf(":");
-  return colon === -1 ? { user: decoded, password: "" } : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
+  return colon === -1
+    ? { user: decoded, password: "" }
+    : { user: decoded.slice(0, colon), password: decoded.slice(colon + 1) };
 }

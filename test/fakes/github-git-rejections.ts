@@ -31,7 +31,10 @@ export interface HttpRefusal {
 
 /** GitHub's answers to a push it refuses before looking at any ref (bodies as GitHub words them). */
 export const refusals = {
-  permission: (repo: string, login: string): HttpRefusal => ({ status: 403, body: `Permission to ${repo}.git denied to ${login}.` }),
+  permission: (repo: string, login: string): HttpRefusal => ({
+    status: 403,
+    body: `Permission to ${repo}.git denied to ${login}.`,
+  }),
   writeAccessNotGranted: (): HttpRefusal => ({ status: 403, body: "Write access to repository not granted." }),
   notFound: (): HttpRefusal => ({ status: 404, body: "Repository not found." }),
   archived: (): HttpRefusal => ({ status: 403, body: "This repository was archived so it is read-only." }),
@@ -57,7 +60,10 @@ export interface GitHubLikeServer {
  * that can refuse pushes per repository. A proxy rather than a hook inside that server keeps the
  * shared fake unchanged for its other users.
  */
-export async function startGitHubLikeServer(options: { projectRoot: string; token?: string }): Promise<GitHubLikeServer> {
+export async function startGitHubLikeServer(options: {
+  projectRoot: string;
+  token?: string;
+}): Promise<GitHubLikeServer> {
   const inner: GitHttpServer = await startGitHttpServer(options);
   const upstream = new URL(inner.url);
   const refused = new Map<string, HttpRefusal>();
@@ -65,7 +71,8 @@ export async function startGitHubLikeServer(options: { projectRoot: string; toke
   const proxy = createHttpServer((req, res) => {
     const url = new URL(req.url ?? "/", "http://localhost");
     const repo = /^\/([^/]+\/[^/]+?)(?:\.git)?\//.exec(url.pathname)?.[1];
-    const pushing = url.searchParams.get("service") === "git-receive-pack" || url.pathname.endsWith("/git-receive-pack");
+    const pushing =
+      url.searchParams.get("service") === "git-receive-pack" || url.pathname.endsWith("/git-receive-pack");
     const refusal = repo !== undefined && pushing ? refused.get(repo) : undefined;
     if (refusal) {
       req.resume();
@@ -74,7 +81,14 @@ export async function startGitHubLikeServer(options: { projectRoot: string; toke
       return;
     }
     const forward = request(
-      { host: upstream.hostname, port: upstream.port, method: req.method, path: req.url, headers: req.headers, agent: false },
+      {
+        host: upstream.hostname,
+        port: upstream.port,
+        method: req.method,
+        path: req.url,
+        headers: req.headers,
+        agent: false,
+      },
       (answer) => {
         res.writeHead(answer.statusCode ?? 502, answer.headers);
         answer.pipe(res);
@@ -101,7 +115,9 @@ export async function startGitHubLikeServer(options: { projectRoot: string; toke
     close: async () => {
       await new Promise<void>((resolve) => {
         proxy.closeAllConnections();
-        proxy.close(() => { resolve(); });
+        proxy.close(() => {
+          resolve();
+        });
       });
       await inner.close();
     },
@@ -117,7 +133,12 @@ export async function closedPortUrl(): Promise<string> {
   const server: Server = createServer();
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const { port } = server.address() as AddressInfo;
-  await new Promise<void>((resolve, reject) => server.close((error) => { if (error) reject(error); else resolve(); }));
+  await new Promise<void>((resolve, reject) =>
+    server.close((error) => {
+      if (error) reject(error);
+      else resolve();
+    }),
+  );
   return `http://127.0.0.1:${String(port)}`;
 }
 
@@ -142,7 +163,10 @@ export const GITHUB_FILE_SIZE_LIMIT = 100 * 1024 * 1024;
  * hook reproduces it exactly.
  */
 export async function limitFileSize(bare: string, limitBytes: number = GITHUB_FILE_SIZE_LIMIT): Promise<void> {
-  await writeHook(bare, "pre-receive", `#!/bin/sh
+  await writeHook(
+    bare,
+    "pre-receive",
+    `#!/bin/sh
 # GH001: refuse pushed blobs over the limit. Objects the repository already had are not checked.
 limit=${String(limitBytes)}
 found=$(while read -r old new ref; do
@@ -160,7 +184,8 @@ done | git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
   echo "error: GH001: Large files detected. You may want to try Git Large File Storage - https://git-lfs.github.com/."
 } >&2
 exit 1
-`);
+`,
+  );
 }
 
 export interface ProtectBranchOptions {
@@ -177,11 +202,14 @@ export async function protectBranch(bare: string, options: ProtectBranchOptions)
   const rules = options.rules ?? ["Changes must be made through a pull request."];
   const lines =
     options.format === "legacy" ? rules.map((rule) => `error: ${rule}`) : ["", ...rules.map((rule) => `- ${rule}`)];
-  await installProcReceive(bare, `decide() {
+  await installProcReceive(
+    bare,
+    `decide() {
   [ "$3" = ${quote(ref)} ] || return 0
   say ${quote(`error: GH006: Protected branch update failed for ${ref}.`)} ${lines.map(quote).join(" ")}
   reason='protected branch hook declined'
-}`);
+}`,
+  );
 }
 
 /** Who pushes, which decides GitHub's wording: apps lack a permission, tokens a scope. */
@@ -195,31 +223,40 @@ export type WorkflowPusher = "GitHub App" | "OAuth App" | "Personal Access Token
 export async function requireWorkflowsPermission(bare: string, pusher: WorkflowPusher = "GitHub App"): Promise<void> {
   const article = pusher === "OAuth App" ? "an" : "a";
   const needs = pusher === "GitHub App" ? "`workflows` permission" : "`workflow` scope";
-  await installProcReceive(bare, `decide() {
+  await installProcReceive(
+    bare,
+    `decide() {
   is_zero "$2" && return 0
   file=$(git diff --name-only "$(base_of "$1")" "$2" -- .github/workflows/ | head -n 1)
   [ -n "$file" ] || return 0
   reason=${quote(`refusing to allow ${article} ${pusher} to create or update workflow \``)}"$file"${quote(`\` without ${needs}`)}
-}`);
+}`,
+  );
 }
 
 /**
  * GH013 rulesets: every update of `branch` (or of any branch under `branchPrefix`, as a ruleset's
  * `refs/heads/harness/*` pattern would) is refused with the rule list GitHub prints.
  */
-export async function enforceRepositoryRules(bare: string, options: { branch: string; rules?: readonly string[] } | { branchPrefix: string; rules?: readonly string[] }): Promise<void> {
+export async function enforceRepositoryRules(
+  bare: string,
+  options: { branch: string; rules?: readonly string[] } | { branchPrefix: string; rules?: readonly string[] },
+): Promise<void> {
   const rules = options.rules ?? ["Cannot force-push to this branch", "Changes must be made through a pull request."];
   const repo = `${basename(dirname(bare))}/${basename(bare, ".git")}`;
-  const matches = "branch" in options ? `[ "$3" = ${quote(`refs/heads/${options.branch}`)} ] || return 0` : `case "$3" in ${quote(`refs/heads/${options.branchPrefix}`)}*) ;; *) return 0 ;; esac`;
-  const lines = [
-    ...rules.flatMap((rule) => ["", `- ${rule}`]),
-    "",
-  ];
-  await installProcReceive(bare, `decide() {
+  const matches =
+    "branch" in options
+      ? `[ "$3" = ${quote(`refs/heads/${options.branch}`)} ] || return 0`
+      : `case "$3" in ${quote(`refs/heads/${options.branchPrefix}`)}*) ;; *) return 0 ;; esac`;
+  const lines = [...rules.flatMap((rule) => ["", `- ${rule}`]), ""];
+  await installProcReceive(
+    bare,
+    `decide() {
   ${matches}
   say "error: GH013: Repository rule violations found for $3." "Review all repository rules at https://github.com/${repo}/rules?ref=$(printf %s "$3" | sed 's#/#%2F#g')" ${lines.map(quote).join(" ")}
   reason='push declined due to repository rule violations'
-}`);
+}`,
+  );
 }
 
 export interface BlockSecretsOptions {
@@ -237,7 +274,9 @@ export async function blockSecrets(bare: string, options: BlockSecretsOptions = 
   const pattern = options.pattern ?? "ghp_[A-Za-z0-9]{36}";
   const type = options.secretType ?? "GitHub Personal Access Token";
   const dashes = "—".repeat(41);
-  await installProcReceive(bare, `decide() {
+  await installProcReceive(
+    bare,
+    `decide() {
   is_zero "$2" && return 0
   hit=$(git grep -n -I -E -e ${quote(pattern)} "$2" -- . | head -n 1)
   [ -n "$hit" ] || return 0
@@ -249,7 +288,8 @@ export async function blockSecrets(bare: string, options: BlockSecretsOptions = 
     "" "" ${quote(`      —— ${type} ${"—".repeat(34)}`)} "       locations:" "         - commit: $2" "           path: $path:$line" "" \\
     "       (?) To push, remove secret from commit(s) or follow this URL to allow the secret."
   reason='push declined due to repository rule violations'
-}`);
+}`,
+  );
 }
 
 /**
@@ -262,7 +302,10 @@ export async function blockSecrets(bare: string, options: BlockSecretsOptions = 
  */
 async function installProcReceive(bare: string, decide: string): Promise<void> {
   git(bare, "config", "receive.procReceiveRefs", "refs/heads/");
-  await writeHook(bare, "proc-receive", `#!/bin/sh
+  await writeHook(
+    bare,
+    "proc-receive",
+    `#!/bin/sh
 # Byte lengths: pkt-line counts bytes, and so does \${#var} in the C locale.
 LC_ALL=C
 export LC_ALL
@@ -305,7 +348,8 @@ printf '%s' "$commands" | while read -r old new ref; do
   fi
 done
 printf 0000
-`);
+`,
+  );
 }
 
 async function writeHook(bare: string, name: string, script: string): Promise<void> {

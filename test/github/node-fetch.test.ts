@@ -9,24 +9,45 @@ let base: string;
 beforeAll(async () => {
   server = createServer((req, res) => {
     let body = "";
-    req.on("data", (chunk: Buffer) => { body += chunk.toString(); });
+    req.on("data", (chunk: Buffer) => {
+      body += chunk.toString();
+    });
     req.on("end", () => {
-      if (req.url === "/moved") { res.writeHead(301, { location: "/echo" }).end(); return; }
-      if (req.url === "/empty") { res.writeHead(204).end(); return; }
-      res.writeHead(201, { "content-type": "application/json", "x-multi": ["a", "b"] }).end(JSON.stringify({ method: req.method, body, auth: req.headers.authorization ?? null, url: req.url }));
+      if (req.url === "/moved") {
+        res.writeHead(301, { location: "/echo" }).end();
+        return;
+      }
+      if (req.url === "/empty") {
+        res.writeHead(204).end();
+        return;
+      }
+      res
+        .writeHead(201, { "content-type": "application/json", "x-multi": ["a", "b"] })
+        .end(JSON.stringify({ method: req.method, body, auth: req.headers.authorization ?? null, url: req.url }));
     });
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   base = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
 });
 
-afterAll(() => new Promise<void>((resolve) => { server.close(() => { resolve(); }); }));
+afterAll(
+  () =>
+    new Promise<void>((resolve) => {
+      server.close(() => {
+        resolve();
+      });
+    }),
+);
 
 describe("the node:http fetch used for GitHub calls", () => {
   const fetch = createNodeFetch();
 
   test("sends method, headers and body, and returns status, headers and body", async () => {
-    const response = await fetch(`${base}/echo`, { method: "POST", headers: { authorization: "token x", "content-type": "application/json" }, body: '{"a":1}' });
+    const response = await fetch(`${base}/echo`, {
+      method: "POST",
+      headers: { authorization: "token x", "content-type": "application/json" },
+      body: '{"a":1}',
+    });
     expect(response.status).toBe(201);
     expect(response.headers.get("content-type")).toBe("application/json");
     expect(response.headers.get("x-multi")).toBe("a, b");
@@ -70,7 +91,9 @@ describe("a kept-alive socket the server dropped while idle", () => {
           socket.destroy();
           return;
         }
-        socket.write(`HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok`);
+        socket.write(
+          `HTTP/1.1 200 OK\r\ncontent-type: text/plain\r\ncontent-length: 2\r\nconnection: keep-alive\r\n\r\nok`,
+        );
       });
     });
     await new Promise<void>((resolve) => tcp.listen(0, "127.0.0.1", resolve));
@@ -82,7 +105,11 @@ describe("a kept-alive socket the server dropped while idle", () => {
       expect(connections).toBe(2);
     } finally {
       for (const socket of sockets) socket.destroy();
-      await new Promise<void>((resolve) => { tcp.close(() => { resolve(); }); });
+      await new Promise<void>((resolve) => {
+        tcp.close(() => {
+          resolve();
+        });
+      });
     }
   });
 });

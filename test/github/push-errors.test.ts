@@ -1,10 +1,26 @@
 import { mkdir, writeFile } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
-import { classifyPushError, workflowPermissionError, type ClassifiedPushError, type PushFailureKind } from "../../src/github/push-errors.js";
+import {
+  classifyPushError,
+  workflowPermissionError,
+  type ClassifiedPushError,
+  type PushFailureKind,
+} from "../../src/github/push-errors.js";
 import { gitEnv } from "../../src/sandbox/environment.js";
 import { runProcess } from "../../src/sandbox/process.js";
-import { blockSecrets, closedPortUrl, enforceRepositoryRules, limitFileSize, moveBranch, protectBranch, refusals, requireWorkflowsPermission, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import {
+  blockSecrets,
+  closedPortUrl,
+  enforceRepositoryRules,
+  limitFileSize,
+  moveBranch,
+  protectBranch,
+  refusals,
+  requireWorkflowsPermission,
+  startGitHubLikeServer,
+  type GitHubLikeServer,
+} from "../fakes/github-git-rejections.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 
@@ -52,14 +68,24 @@ async function commit(work: string, path: string, content: string | Buffer = `${
  * config, no prompts) and returns everything git printed. LC_ALL=C keeps git's own messages in
  * English whatever the machine's locale.
  */
-async function push(work: string, url: string, refspec: string, token: string | undefined): Promise<{ exitCode: number; output: string }> {
+async function push(
+  work: string,
+  url: string,
+  refspec: string,
+  token: string | undefined,
+): Promise<{ exitCode: number; output: string }> {
   const env = gitEnv(token, { ...process.env, LC_ALL: "C" });
   const result = await runProcess({ argv: ["git", "push", url, refspec], cwd: work, env, timeout: 10_000 });
   return { exitCode: result.exitCode, output: result.stdout + result.stderr };
 }
 
 /** A failed push, classified; the assertions every class shares. */
-async function rejected(work: string, url: string, refspec: string, token: string | undefined = TOKEN): Promise<ClassifiedPushError & { output: string }> {
+async function rejected(
+  work: string,
+  url: string,
+  refspec: string,
+  token: string | undefined = TOKEN,
+): Promise<ClassifiedPushError & { output: string }> {
   const { exitCode, output } = await push(work, url, refspec, token);
   expect(exitCode, output).not.toBe(0);
   const classified = classifyPushError(output, [token]);
@@ -87,7 +113,9 @@ describe("classifyPushError on what real git prints", () => {
     const { exitCode, output } = await push(work, withCredentials, "HEAD:refs/heads/harness/a", undefined);
     expect(exitCode).not.toBe(0);
     const result = { ...classifyPushError(output), output };
-    expect(result.output).toContain("remote: Invalid username or token. Password authentication is not supported for Git operations.");
+    expect(result.output).toContain(
+      "remote: Invalid username or token. Password authentication is not supported for Git operations.",
+    );
     expect(result.kind).toBe("auth");
     expect(result.summary).toContain(REPO);
     expect(result.summary).toContain("Invalid username or token");
@@ -120,7 +148,9 @@ describe("classifyPushError on what real git prints", () => {
     await commit(work, "a.txt");
     const result = await rejected(work, url, "main");
     expect(result.output).toMatch(/^ ! \[remote rejected\] main -> main \(protected branch hook declined\)$/m);
-    expect(result.output).toMatch(/^remote: error: GH006: Protected branch update failed for refs\/heads\/main\. {8}$/m);
+    expect(result.output).toMatch(
+      /^remote: error: GH006: Protected branch update failed for refs\/heads\/main\. {8}$/m,
+    );
     expect(result.kind).toBe("protected_branch");
     expect(result.summary).toContain("main is a protected branch");
     expect(result.summary).toContain("Changes must be made through a pull request");
@@ -129,7 +159,11 @@ describe("classifyPushError on what real git prints", () => {
 
   test("protected branch, legacy one-line format", async () => {
     const { bare, work, url } = await remote();
-    await protectBranch(bare, { branch: "main", format: "legacy", rules: ["At least one approved review is required."] });
+    await protectBranch(bare, {
+      branch: "main",
+      format: "legacy",
+      rules: ["At least one approved review is required."],
+    });
     await commit(work, "a.txt");
     const result = await rejected(work, url, "HEAD:main");
     expect(result.kind).toBe("protected_branch");
@@ -143,7 +177,9 @@ describe("classifyPushError on what real git prints", () => {
     expect((await push(work, url, "HEAD:refs/heads/harness/ok", TOKEN)).exitCode).toBe(0);
     await commit(work, ".github/workflows/ci.yml", "on: push\n");
     const result = await rejected(work, url, "HEAD:refs/heads/harness/ci");
-    expect(result.output).toContain("(refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)");
+    expect(result.output).toContain(
+      "(refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)",
+    );
     expect(result.kind).toBe("workflows");
     expect(result.summary).toContain(".github/workflows/ci.yml");
     expect(result.summary).toContain("harness/ci");
@@ -266,270 +302,483 @@ interface Pasted {
 
 const PASTED: Pasted[] = [
   // Auth (HTTP 401 on info/refs): old wording, current wording, account password.
-  { name: "auth, old wording", kind: "auth", facts: ["kr14official/kr14-V.2.0", "Invalid username or password"], lines: [
-    "remote: Invalid username or password.",
-    "fatal: Authentication failed for 'https://github.com/kr14official/kr14-V.2.0.git/'",
-  ] },
-  { name: "auth, current wording", kind: "auth", facts: ["astropy/astropy"], lines: [
-    "remote: Invalid username or token. Password authentication is not supported for Git operations.",
-    "fatal: Authentication failed for 'https://github.com/astropy/astropy.git/'",
-  ] },
-  { name: "auth, account password", kind: "auth", facts: ["Bushan101/sss", "password authentication was removed"], lines: [
-    "remote: Support for password authentication was removed on August 13, 2021.",
-    "remote: Please see https://docs.github.com/get-started/getting-started-with-git/about-remote-repositories#cloning-with-https-urls for information on currently recommended modes of authentication.",
-    "fatal: Authentication failed for 'https://github.com/Bushan101/sss.git/'",
-  ] },
-  { name: "auth, no credentials and prompts disabled", kind: "auth", facts: ["https://github.com"], lines: [
-    "fatal: could not read Username for 'https://github.com': terminal prompts disabled",
-  ] },
+  {
+    name: "auth, old wording",
+    kind: "auth",
+    facts: ["kr14official/kr14-V.2.0", "Invalid username or password"],
+    lines: [
+      "remote: Invalid username or password.",
+      "fatal: Authentication failed for 'https://github.com/kr14official/kr14-V.2.0.git/'",
+    ],
+  },
+  {
+    name: "auth, current wording",
+    kind: "auth",
+    facts: ["astropy/astropy"],
+    lines: [
+      "remote: Invalid username or token. Password authentication is not supported for Git operations.",
+      "fatal: Authentication failed for 'https://github.com/astropy/astropy.git/'",
+    ],
+  },
+  {
+    name: "auth, account password",
+    kind: "auth",
+    facts: ["Bushan101/sss", "password authentication was removed"],
+    lines: [
+      "remote: Support for password authentication was removed on August 13, 2021.",
+      "remote: Please see https://docs.github.com/get-started/getting-started-with-git/about-remote-repositories#cloning-with-https-urls for information on currently recommended modes of authentication.",
+      "fatal: Authentication failed for 'https://github.com/Bushan101/sss.git/'",
+    ],
+  },
+  {
+    name: "auth, no credentials and prompts disabled",
+    kind: "auth",
+    facts: ["https://github.com"],
+    lines: ["fatal: could not read Username for 'https://github.com': terminal prompts disabled"],
+  },
   // Permission (HTTP 403 on info/refs, or SSH).
-  { name: "permission, user", kind: "permission", facts: ["skanwal", "common-workflow-language/cwl-website"], lines: [
-    "info: please complete authentication in your browser...",
-    "remote: Permission to common-workflow-language/cwl-website.git denied to skanwal.",
-    "fatal: unable to access 'https://github.com/common-workflow-language/cwl-website.git/': The requested URL returned error: 403",
-  ] },
-  { name: "permission, github-actions[bot]", kind: "permission", facts: ["github-actions[bot]", "zzc8081/yarb"], lines: [
-    "remote: Permission to zzc8081/yarb.git denied to github-actions[bot].",
-    "fatal: unable to access 'https://github.com/zzc8081/yarb.git/': The requested URL returned error: 403",
-  ] },
-  { name: "permission, GitHub App", kind: "permission", facts: ["renovate[bot]", "redkubes/otomi-tasks"], lines: [
-    "Pushing to https://github.com/redkubes/otomi-tasks.git",
-    "remote: Permission to redkubes/otomi-tasks.git denied to renovate[bot].",
-    "fatal: unable to access 'https://github.com/redkubes/otomi-tasks.git/': The requested URL returned error: 403",
-  ] },
-  { name: "permission, token without write scope", kind: "permission", facts: ["phrutos/myrepo"], lines: [
-    "remote: Write access to repository not granted.",
-    "fatal: unable to access 'https://github.com/phrutos/myrepo/': The requested URL returned error: 403",
-  ] },
-  { name: "permission, SSH", kind: "permission", facts: ["user", "o/r"], lines: [
-    "ERROR: Permission to o/r.git denied to user.",
-    "fatal: Could not read from remote repository.",
-    "",
-    "Please make sure you have the correct access rights",
-    "and the repository exists.",
-  ] },
-  { name: "permission, SSH write access", kind: "permission", facts: ["no write access"], lines: [
-    "ERROR: Write access to repository not granted.",
-    "fatal: Could not read from remote repository.",
-  ] },
-  { name: "permission, 403 on the pack upload hides the body", kind: "permission", facts: ["HTTP 403"], lines: [
-    "error: RPC failed; HTTP 403 curl 22 The requested URL returned error: 403",
-    "send-pack: unexpected disconnect while reading sideband packet",
-    "fatal: the remote end hung up unexpectedly",
-    "Everything up-to-date",
-  ] },
+  {
+    name: "permission, user",
+    kind: "permission",
+    facts: ["skanwal", "common-workflow-language/cwl-website"],
+    lines: [
+      "info: please complete authentication in your browser...",
+      "remote: Permission to common-workflow-language/cwl-website.git denied to skanwal.",
+      "fatal: unable to access 'https://github.com/common-workflow-language/cwl-website.git/': The requested URL returned error: 403",
+    ],
+  },
+  {
+    name: "permission, github-actions[bot]",
+    kind: "permission",
+    facts: ["github-actions[bot]", "zzc8081/yarb"],
+    lines: [
+      "remote: Permission to zzc8081/yarb.git denied to github-actions[bot].",
+      "fatal: unable to access 'https://github.com/zzc8081/yarb.git/': The requested URL returned error: 403",
+    ],
+  },
+  {
+    name: "permission, GitHub App",
+    kind: "permission",
+    facts: ["renovate[bot]", "redkubes/otomi-tasks"],
+    lines: [
+      "Pushing to https://github.com/redkubes/otomi-tasks.git",
+      "remote: Permission to redkubes/otomi-tasks.git denied to renovate[bot].",
+      "fatal: unable to access 'https://github.com/redkubes/otomi-tasks.git/': The requested URL returned error: 403",
+    ],
+  },
+  {
+    name: "permission, token without write scope",
+    kind: "permission",
+    facts: ["phrutos/myrepo"],
+    lines: [
+      "remote: Write access to repository not granted.",
+      "fatal: unable to access 'https://github.com/phrutos/myrepo/': The requested URL returned error: 403",
+    ],
+  },
+  {
+    name: "permission, SSH",
+    kind: "permission",
+    facts: ["user", "o/r"],
+    lines: [
+      "ERROR: Permission to o/r.git denied to user.",
+      "fatal: Could not read from remote repository.",
+      "",
+      "Please make sure you have the correct access rights",
+      "and the repository exists.",
+    ],
+  },
+  {
+    name: "permission, SSH write access",
+    kind: "permission",
+    facts: ["no write access"],
+    lines: ["ERROR: Write access to repository not granted.", "fatal: Could not read from remote repository."],
+  },
+  {
+    name: "permission, 403 on the pack upload hides the body",
+    kind: "permission",
+    facts: ["HTTP 403"],
+    lines: [
+      "error: RPC failed; HTTP 403 curl 22 The requested URL returned error: 403",
+      "send-pack: unexpected disconnect while reading sideband packet",
+      "fatal: the remote end hung up unexpectedly",
+      "Everything up-to-date",
+    ],
+  },
   // Protected branch (GH006).
-  { name: "protected branch, current format over SSH", kind: "protected_branch", facts: ["main is a protected branch", "Changes must be made through a pull request"], lines: [
-    "remote: Resolving deltas: 100% (5/5), completed with 3 local objects.",
-    "remote: error: GH006: Protected branch update failed for refs/heads/main.",
-    "remote: ",
-    "remote: - Changes must be made through a pull request.",
-    "To github.com:foundry-rs/block-explorers.git",
-    " ! [remote rejected] main -> main (protected branch hook declined)",
-    "error: failed to push some refs to 'github.com:foundry-rs/block-explorers.git'",
-  ] },
-  { name: "protected branch, two bullets", kind: "protected_branch", facts: ["main", "You're not authorized to push to this branch"], lines: [
-    "remote: error: GH006: Protected branch update failed for refs/heads/main.",
-    "remote: ",
-    "remote: - Changes must be made through a pull request.",
-    "remote: - You're not authorized to push to this branch. Visit https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches for more information.",
-    " ! [remote rejected] main -> main (protected branch hook declined)",
-  ] },
-  { name: "protected branch, legacy format", kind: "protected_branch", facts: ["dev is a protected branch", "Changes must be made through a pull request"], lines: [
-    "remote: error: GH006: Protected branch update failed for refs/heads/dev.",
-    "remote: error: Changes must be made through a pull request.",
-    "To https://github.com/Maersk-Global/ifsapp10-customer-solution.git",
-    " ! [remote rejected] dev -> dev (protected branch hook declined)",
-  ] },
-  { name: "protected branch, legacy status check", kind: "protected_branch", facts: ["Required status check \"DCO\" is expected"], lines: [
-    "remote: error: GH006: Protected branch update failed for refs/heads/master.",
-    "remote: error: Required status check \"DCO\" is expected.",
-    " ! [remote rejected] master -> master (protected branch hook declined)",
-  ] },
-  { name: "protected branch, status line only", kind: "protected_branch", facts: ["main is a protected branch"], lines: [
-    " ! [remote rejected] HEAD -> main (protected branch hook declined)",
-    "error: failed to push some refs to 'https://github.com/ietf-tools/xml2rfc.git'",
-  ] },
+  {
+    name: "protected branch, current format over SSH",
+    kind: "protected_branch",
+    facts: ["main is a protected branch", "Changes must be made through a pull request"],
+    lines: [
+      "remote: Resolving deltas: 100% (5/5), completed with 3 local objects.",
+      "remote: error: GH006: Protected branch update failed for refs/heads/main.",
+      "remote: ",
+      "remote: - Changes must be made through a pull request.",
+      "To github.com:foundry-rs/block-explorers.git",
+      " ! [remote rejected] main -> main (protected branch hook declined)",
+      "error: failed to push some refs to 'github.com:foundry-rs/block-explorers.git'",
+    ],
+  },
+  {
+    name: "protected branch, two bullets",
+    kind: "protected_branch",
+    facts: ["main", "You're not authorized to push to this branch"],
+    lines: [
+      "remote: error: GH006: Protected branch update failed for refs/heads/main.",
+      "remote: ",
+      "remote: - Changes must be made through a pull request.",
+      "remote: - You're not authorized to push to this branch. Visit https://docs.github.com/repositories/configuring-branches-and-merges-in-your-repository/managing-protected-branches/about-protected-branches for more information.",
+      " ! [remote rejected] main -> main (protected branch hook declined)",
+    ],
+  },
+  {
+    name: "protected branch, legacy format",
+    kind: "protected_branch",
+    facts: ["dev is a protected branch", "Changes must be made through a pull request"],
+    lines: [
+      "remote: error: GH006: Protected branch update failed for refs/heads/dev.",
+      "remote: error: Changes must be made through a pull request.",
+      "To https://github.com/Maersk-Global/ifsapp10-customer-solution.git",
+      " ! [remote rejected] dev -> dev (protected branch hook declined)",
+    ],
+  },
+  {
+    name: "protected branch, legacy status check",
+    kind: "protected_branch",
+    facts: ['Required status check "DCO" is expected'],
+    lines: [
+      "remote: error: GH006: Protected branch update failed for refs/heads/master.",
+      'remote: error: Required status check "DCO" is expected.',
+      " ! [remote rejected] master -> master (protected branch hook declined)",
+    ],
+  },
+  {
+    name: "protected branch, status line only",
+    kind: "protected_branch",
+    facts: ["main is a protected branch"],
+    lines: [
+      " ! [remote rejected] HEAD -> main (protected branch hook declined)",
+      "error: failed to push some refs to 'https://github.com/ietf-tools/xml2rfc.git'",
+    ],
+  },
   // Workflows: GitHub App, OAuth App, classic PAT.
-  { name: "workflows, GitHub App", kind: "workflows", facts: [".github/workflows/reprod-documentation-workflow.yml", "main"], lines: [
-    "To https://github.com/damianooldoni/test-workflows",
-    " ! [remote rejected] main -> main (refusing to allow a GitHub App to create or update workflow `.github/workflows/reprod-documentation-workflow.yml` without `workflows` permission)",
-    "error: failed to push some refs to 'https://github.com/damianooldoni/test-workflows'",
-  ] },
-  { name: "workflows, OAuth App", kind: "workflows", facts: [".github/workflows/validation.yml", "master"], lines: [
-    "Total 0 (delta 0), reused 0 (delta 0)",
-    "To https://github.com/IvanBil/PowerPlatformConnectors",
-    " ! [remote rejected] master -> master (refusing to allow an OAuth App to create or update workflow `.github/workflows/validation.yml` without `workflow` scope)",
-  ] },
-  { name: "workflows, classic PAT", kind: "workflows", facts: [".github/workflows/release.yaml"], lines: [
-    "remote: Resolving deltas: 100% (14/14), completed with 7 local objects.",
-    "To https://github.com/oiooj/categraf.git",
-    " ! [remote rejected] main -> main (refusing to allow a Personal Access Token to create or update workflow `.github/workflows/release.yaml` without `workflow` scope)",
-    "error: failed to push some refs to 'https://github.com/oiooj/categraf.git'",
-  ] },
+  {
+    name: "workflows, GitHub App",
+    kind: "workflows",
+    facts: [".github/workflows/reprod-documentation-workflow.yml", "main"],
+    lines: [
+      "To https://github.com/damianooldoni/test-workflows",
+      " ! [remote rejected] main -> main (refusing to allow a GitHub App to create or update workflow `.github/workflows/reprod-documentation-workflow.yml` without `workflows` permission)",
+      "error: failed to push some refs to 'https://github.com/damianooldoni/test-workflows'",
+    ],
+  },
+  {
+    name: "workflows, OAuth App",
+    kind: "workflows",
+    facts: [".github/workflows/validation.yml", "master"],
+    lines: [
+      "Total 0 (delta 0), reused 0 (delta 0)",
+      "To https://github.com/IvanBil/PowerPlatformConnectors",
+      " ! [remote rejected] master -> master (refusing to allow an OAuth App to create or update workflow `.github/workflows/validation.yml` without `workflow` scope)",
+    ],
+  },
+  {
+    name: "workflows, classic PAT",
+    kind: "workflows",
+    facts: [".github/workflows/release.yaml"],
+    lines: [
+      "remote: Resolving deltas: 100% (14/14), completed with 7 local objects.",
+      "To https://github.com/oiooj/categraf.git",
+      " ! [remote rejected] main -> main (refusing to allow a Personal Access Token to create or update workflow `.github/workflows/release.yaml` without `workflow` scope)",
+      "error: failed to push some refs to 'https://github.com/oiooj/categraf.git'",
+    ],
+  },
   // Non-fast-forward (client-side).
-  { name: "fetch first", kind: "non_fast_forward", facts: ["main", "fetch first"], lines: [
-    "To ../srv.git",
-    " ! [rejected]        main -> main (fetch first)",
-    "error: failed to push some refs to '../srv.git'",
-    "hint: Updates were rejected because the remote contains work that you do",
-    "hint: not have locally. This is usually caused by another repository pushing",
-    "hint: to the same ref. You may want to first integrate the remote changes",
-    "hint: (e.g., 'git pull ...') before pushing again.",
-    "hint: See the 'Note about fast-forwards' in 'git push --help' for details.",
-  ] },
-  { name: "non-fast-forward", kind: "non_fast_forward", facts: ["main", "non-fast-forward"], lines: [
-    " ! [rejected]        main -> main (non-fast-forward)",
-    "error: failed to push some refs to '../srv.git'",
-    "hint: Updates were rejected because the tip of your current branch is behind",
-    "hint: its remote counterpart. Integrate the remote changes (e.g.",
-    "hint: 'git pull ...') before pushing again.",
-    "hint: See the 'Note about fast-forwards' in 'git push --help' for details.",
-  ] },
-  { name: "fetch first, newer hint wording", kind: "non_fast_forward", facts: ["main"], lines: [
-    " ! [rejected]        main -> main (fetch first)",
-    "hint: Updates were rejected because the remote contains work that you do not",
-    "hint: have locally. This is usually caused by another repository pushing to",
-    "hint: the same ref. If you want to integrate the remote changes, use",
-    "hint: 'git pull' before pushing again.",
-  ] },
-  { name: "non-fast-forward, wide column", kind: "non_fast_forward", facts: ["passed"], lines: [
-    " ! [rejected]            passed -> passed (non-fast-forward)",
-    "hint: Updates were rejected because a pushed branch tip is behind its remote",
-  ] },
+  {
+    name: "fetch first",
+    kind: "non_fast_forward",
+    facts: ["main", "fetch first"],
+    lines: [
+      "To ../srv.git",
+      " ! [rejected]        main -> main (fetch first)",
+      "error: failed to push some refs to '../srv.git'",
+      "hint: Updates were rejected because the remote contains work that you do",
+      "hint: not have locally. This is usually caused by another repository pushing",
+      "hint: to the same ref. You may want to first integrate the remote changes",
+      "hint: (e.g., 'git pull ...') before pushing again.",
+      "hint: See the 'Note about fast-forwards' in 'git push --help' for details.",
+    ],
+  },
+  {
+    name: "non-fast-forward",
+    kind: "non_fast_forward",
+    facts: ["main", "non-fast-forward"],
+    lines: [
+      " ! [rejected]        main -> main (non-fast-forward)",
+      "error: failed to push some refs to '../srv.git'",
+      "hint: Updates were rejected because the tip of your current branch is behind",
+      "hint: its remote counterpart. Integrate the remote changes (e.g.",
+      "hint: 'git pull ...') before pushing again.",
+      "hint: See the 'Note about fast-forwards' in 'git push --help' for details.",
+    ],
+  },
+  {
+    name: "fetch first, newer hint wording",
+    kind: "non_fast_forward",
+    facts: ["main"],
+    lines: [
+      " ! [rejected]        main -> main (fetch first)",
+      "hint: Updates were rejected because the remote contains work that you do not",
+      "hint: have locally. This is usually caused by another repository pushing to",
+      "hint: the same ref. If you want to integrate the remote changes, use",
+      "hint: 'git pull' before pushing again.",
+    ],
+  },
+  {
+    name: "non-fast-forward, wide column",
+    kind: "non_fast_forward",
+    facts: ["passed"],
+    lines: [
+      " ! [rejected]            passed -> passed (non-fast-forward)",
+      "hint: Updates were rejected because a pushed branch tip is behind its remote",
+    ],
+  },
   // File too large (GH001).
-  { name: "GH001, current order", kind: "file_too_large", facts: ["images/reserves/drive-download-20260817T221619Z-1-001.zip is 301.74 MB", "100.00 MB"], lines: [
-    "remote: Resolving deltas: 100% (22/22), completed with 13 local objects.",
-    "remote: error: Trace: 654c8d72f32f9965c4734092a2fb75d32fe2a39f6d10881c1465db48addc3ea4",
-    "remote: error: See https://gh.io/lfs for more information.",
-    "remote: error: File images/reserves/drive-download-20260817T221619Z-1-001.zip is 301.74 MB; this exceeds GitHub's file size limit of 100.00 MB",
-    "remote: error: GH001: Large files detected. You may want to try Git Large File Storage - https://git-lfs.github.com/.",
-    "To github.com:babfave000/Vab-Portfolio.git",
-    "! [remote rejected] main -> main (pre-receive hook declined)",
-    "error: failed to push some refs to 'github.com:babfave000/Vab-Portfolio.git'",
-  ] },
-  { name: "GH001, old order", kind: "file_too_large", facts: ["X is 201.35 MB"], lines: [
-    "remote: error: GH001: Large files detected.",
-    "remote: error: Trace: ea51ee20c6cc0ca49b68cefe17ca2c2f",
-    "remote: error: See http://git.io/iEPt8g for more information.",
-    "remote: error: File X is 201.35 MB; this exceeds GitHub's file size limit of 100.00 MB",
-  ] },
+  {
+    name: "GH001, current order",
+    kind: "file_too_large",
+    facts: ["images/reserves/drive-download-20260817T221619Z-1-001.zip is 301.74 MB", "100.00 MB"],
+    lines: [
+      "remote: Resolving deltas: 100% (22/22), completed with 13 local objects.",
+      "remote: error: Trace: 654c8d72f32f9965c4734092a2fb75d32fe2a39f6d10881c1465db48addc3ea4",
+      "remote: error: See https://gh.io/lfs for more information.",
+      "remote: error: File images/reserves/drive-download-20260817T221619Z-1-001.zip is 301.74 MB; this exceeds GitHub's file size limit of 100.00 MB",
+      "remote: error: GH001: Large files detected. You may want to try Git Large File Storage - https://git-lfs.github.com/.",
+      "To github.com:babfave000/Vab-Portfolio.git",
+      "! [remote rejected] main -> main (pre-receive hook declined)",
+      "error: failed to push some refs to 'github.com:babfave000/Vab-Portfolio.git'",
+    ],
+  },
+  {
+    name: "GH001, old order",
+    kind: "file_too_large",
+    facts: ["X is 201.35 MB"],
+    lines: [
+      "remote: error: GH001: Large files detected.",
+      "remote: error: Trace: ea51ee20c6cc0ca49b68cefe17ca2c2f",
+      "remote: error: See http://git.io/iEPt8g for more information.",
+      "remote: error: File X is 201.35 MB; this exceeds GitHub's file size limit of 100.00 MB",
+    ],
+  },
   // Repository rules (GH013), secret scanning, email privacy (GH007).
-  { name: "GH013 rulesets", kind: "repository_rules", facts: ["main", "Cannot force-push to this branch", "Changes must be made through a pull request"], lines: [
-    "remote: error: GH013: Repository rule violations found for refs/heads/main.",
-    "remote: Review all repository rules at https://github.com/JRedrupp/bison/rules?ref=refs%2Fheads%2Fmain",
-    "remote: ",
-    "remote: - Cannot force-push to this branch",
-    "remote: ",
-    "remote: - Changes must be made through a pull request.",
-    "remote: ",
-    "To https://github.com/JRedrupp/bison",
-    " ! [remote rejected] HEAD -> main (push declined due to repository rule violations)",
-    "error: failed to push some refs to 'https://github.com/JRedrupp/bison'",
-  ] },
-  { name: "GH013 secret scanning", kind: "repository_rules", facts: ["push protection", "DeepSeek API Key at .env:6", "main"], lines: [
-    "remote: error: GH013: Repository rule violations found for refs/heads/main.",
-    "remote:",
-    "remote: - GITHUB PUSH PROTECTION",
-    "remote:   —————————————————————————————————————————",
-    "remote:     Resolve the following violations before pushing again",
-    "remote:",
-    "remote:     - Push cannot contain secrets",
-    "remote:",
-    "remote:",
-    "remote:      (?) Learn how to resolve a blocked push",
-    "remote:      https://docs.github.com/code-security/secret-scanning/working-with-secret-scanning-and-push-protection/working-with-push-protection-from-the-command-line#resolving-a-blocked-push",
-    "remote:",
-    "remote:",
-    "remote:       —— DeepSeek API Key ——————————————————————————————————",
-    "remote:        locations:",
-    "remote:          - commit: b6ba2be62ff7d6c34065648997f6f53b44ab2092",
-    "remote:            path: .env:6",
-    "remote:",
-    "remote:        (?) To push, remove secret from commit(s) or follow this URL to allow the secret.",
-  ] },
-  { name: "GH013, porcelain status line", kind: "repository_rules", facts: ["main"], lines: [
-    "! refs/heads/main:refs/heads/main [remote rejected] (push declined due to repository rule violations)",
-  ] },
-  { name: "GH007 email privacy", kind: "repository_rules", facts: ["private email address", "codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4"], lines: [
-    "remote: error: GH007: Your push would publish a private email address.",
-    "remote: You can make your email public or disable this protection by visiting:",
-    "remote: https://github.com/settings/emails",
-    "To https://github.com/AlexandreMeslin/ENG4021",
-    " ! [remote rejected] codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 -> codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 (push declined due to email privacy restrictions)",
-    "error: failed to push some refs to 'https://github.com/AlexandreMeslin/ENG4021'",
-  ] },
+  {
+    name: "GH013 rulesets",
+    kind: "repository_rules",
+    facts: ["main", "Cannot force-push to this branch", "Changes must be made through a pull request"],
+    lines: [
+      "remote: error: GH013: Repository rule violations found for refs/heads/main.",
+      "remote: Review all repository rules at https://github.com/JRedrupp/bison/rules?ref=refs%2Fheads%2Fmain",
+      "remote: ",
+      "remote: - Cannot force-push to this branch",
+      "remote: ",
+      "remote: - Changes must be made through a pull request.",
+      "remote: ",
+      "To https://github.com/JRedrupp/bison",
+      " ! [remote rejected] HEAD -> main (push declined due to repository rule violations)",
+      "error: failed to push some refs to 'https://github.com/JRedrupp/bison'",
+    ],
+  },
+  {
+    name: "GH013 secret scanning",
+    kind: "repository_rules",
+    facts: ["push protection", "DeepSeek API Key at .env:6", "main"],
+    lines: [
+      "remote: error: GH013: Repository rule violations found for refs/heads/main.",
+      "remote:",
+      "remote: - GITHUB PUSH PROTECTION",
+      "remote:   —————————————————————————————————————————",
+      "remote:     Resolve the following violations before pushing again",
+      "remote:",
+      "remote:     - Push cannot contain secrets",
+      "remote:",
+      "remote:",
+      "remote:      (?) Learn how to resolve a blocked push",
+      "remote:      https://docs.github.com/code-security/secret-scanning/working-with-secret-scanning-and-push-protection/working-with-push-protection-from-the-command-line#resolving-a-blocked-push",
+      "remote:",
+      "remote:",
+      "remote:       —— DeepSeek API Key ——————————————————————————————————",
+      "remote:        locations:",
+      "remote:          - commit: b6ba2be62ff7d6c34065648997f6f53b44ab2092",
+      "remote:            path: .env:6",
+      "remote:",
+      "remote:        (?) To push, remove secret from commit(s) or follow this URL to allow the secret.",
+    ],
+  },
+  {
+    name: "GH013, porcelain status line",
+    kind: "repository_rules",
+    facts: ["main"],
+    lines: ["! refs/heads/main:refs/heads/main [remote rejected] (push declined due to repository rule violations)"],
+  },
+  {
+    name: "GH007 email privacy",
+    kind: "repository_rules",
+    facts: ["private email address", "codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4"],
+    lines: [
+      "remote: error: GH007: Your push would publish a private email address.",
+      "remote: You can make your email public or disable this protection by visiting:",
+      "remote: https://github.com/settings/emails",
+      "To https://github.com/AlexandreMeslin/ENG4021",
+      " ! [remote rejected] codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 -> codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 (push declined due to email privacy restrictions)",
+      "error: failed to push some refs to 'https://github.com/AlexandreMeslin/ENG4021'",
+    ],
+  },
   // Archived and not found (auth-stage 403/404, or SSH).
-  { name: "archived", kind: "archived", facts: ["DraconDev/dracon-ai-lib is archived"], lines: [
-    "remote: This repository was archived so it is read-only.",
-    "fatal: unable to access 'https://github.com/DraconDev/dracon-ai-lib.git/': The requested URL returned error: 403",
-  ] },
-  { name: "archived, SSH", kind: "archived", facts: ["archived"], lines: [
-    "ERROR: This repository was archived so it is read-only.",
-    "fatal: Could not read from remote repository.",
-  ] },
-  { name: "not found", kind: "not_found", facts: ["singaravellu/learning"], lines: [
-    "remote: Repository not found.",
-    "fatal: repository 'https://github.com/singaravellu/learning.git/' not found",
-  ] },
-  { name: "not found, SSH", kind: "not_found", facts: ["could not find"], lines: [
-    "ERROR: Repository not found.",
-    "fatal: Could not read from remote repository.",
-    "",
-    "Please make sure you have the correct access rights",
-    "and the repository exists.",
-  ] },
+  {
+    name: "archived",
+    kind: "archived",
+    facts: ["DraconDev/dracon-ai-lib is archived"],
+    lines: [
+      "remote: This repository was archived so it is read-only.",
+      "fatal: unable to access 'https://github.com/DraconDev/dracon-ai-lib.git/': The requested URL returned error: 403",
+    ],
+  },
+  {
+    name: "archived, SSH",
+    kind: "archived",
+    facts: ["archived"],
+    lines: ["ERROR: This repository was archived so it is read-only.", "fatal: Could not read from remote repository."],
+  },
+  {
+    name: "not found",
+    kind: "not_found",
+    facts: ["singaravellu/learning"],
+    lines: [
+      "remote: Repository not found.",
+      "fatal: repository 'https://github.com/singaravellu/learning.git/' not found",
+    ],
+  },
+  {
+    name: "not found, SSH",
+    kind: "not_found",
+    facts: ["could not find"],
+    lines: [
+      "ERROR: Repository not found.",
+      "fatal: Could not read from remote repository.",
+      "",
+      "Please make sure you have the correct access rights",
+      "and the repository exists.",
+    ],
+  },
   // Network and transport.
-  { name: "DNS", kind: "network", facts: ["Could not resolve host: github.com"], lines: [
-    "fatal: unable to access 'https://github.com/HamadDeveloper/my-first-repo.git/': Could not resolve host: github.com",
-  ] },
-  { name: "connect timeout, old curl", kind: "network", facts: ["Timed out"], lines: [
-    "fatal: unable to access 'https://github.com/o/r.git/': Failed to connect to github.com port 443: Timed out",
-  ] },
-  { name: "connect, new curl", kind: "network", facts: ["Couldn't connect to server"], lines: [
-    "fatal: unable to access 'https://github.com/o/r.git/': Failed to connect to github.com port 443 after 21054 ms: Couldn't connect to server",
-  ] },
-  { name: "TLS reset", kind: "network", facts: ["Connection was reset"], lines: [
-    "fatal: unable to access 'https://github.com/o/r.git/': OpenSSL SSL_read: Connection was reset, errno 10054",
-  ] },
-  { name: "no route", kind: "network", facts: ["No route to host"], lines: [
-    "fatal: unable to access 'https://github.com/o/r.git/': Failed connect to github.com:443; No route to host",
-  ] },
-  { name: "reset during upload", kind: "network", facts: ["curl 55"], lines: [
-    "error: RPC failed; curl 55 Recv failure: Connection was reset",
-    "send-pack: unexpected disconnect while reading sideband packet",
-    "fatal: the remote end hung up unexpectedly",
-    "Everything up-to-date",
-  ] },
-  { name: "HTTP/2 cancel", kind: "network", facts: ["curl 92"], lines: [
-    "error: RPC failed; curl 92 HTTP/2 stream 0 was not closed cleanly: CANCEL (err 8)",
-    "fatal: the remote end hung up unexpectedly",
-  ] },
-  { name: "500 on upload", kind: "network", facts: ["HTTP 500"], lines: [
-    "error: RPC failed; HTTP 500 curl 22 The requested URL returned error: 500",
-    "send-pack: unexpected disconnect while reading sideband packet",
-    "fatal: the remote end hung up unexpectedly",
-    "Everything up-to-date",
-  ] },
-  { name: "old git 502", kind: "network", facts: ["HTTP code = 502"], lines: [
-    "error: RPC failed; result=22, HTTP code = 502",
-    "fatal: The remote end hung up unexpectedly",
-    "fatal: The remote end hung up unexpectedly",
-  ] },
-  { name: "503 on info/refs", kind: "network", facts: ["503"], lines: [
-    "fatal: unable to access 'https://github.com/o/r.git/': The requested URL returned error: 503",
-  ] },
+  {
+    name: "DNS",
+    kind: "network",
+    facts: ["Could not resolve host: github.com"],
+    lines: [
+      "fatal: unable to access 'https://github.com/HamadDeveloper/my-first-repo.git/': Could not resolve host: github.com",
+    ],
+  },
+  {
+    name: "connect timeout, old curl",
+    kind: "network",
+    facts: ["Timed out"],
+    lines: [
+      "fatal: unable to access 'https://github.com/o/r.git/': Failed to connect to github.com port 443: Timed out",
+    ],
+  },
+  {
+    name: "connect, new curl",
+    kind: "network",
+    facts: ["Couldn't connect to server"],
+    lines: [
+      "fatal: unable to access 'https://github.com/o/r.git/': Failed to connect to github.com port 443 after 21054 ms: Couldn't connect to server",
+    ],
+  },
+  {
+    name: "TLS reset",
+    kind: "network",
+    facts: ["Connection was reset"],
+    lines: [
+      "fatal: unable to access 'https://github.com/o/r.git/': OpenSSL SSL_read: Connection was reset, errno 10054",
+    ],
+  },
+  {
+    name: "no route",
+    kind: "network",
+    facts: ["No route to host"],
+    lines: [
+      "fatal: unable to access 'https://github.com/o/r.git/': Failed connect to github.com:443; No route to host",
+    ],
+  },
+  {
+    name: "reset during upload",
+    kind: "network",
+    facts: ["curl 55"],
+    lines: [
+      "error: RPC failed; curl 55 Recv failure: Connection was reset",
+      "send-pack: unexpected disconnect while reading sideband packet",
+      "fatal: the remote end hung up unexpectedly",
+      "Everything up-to-date",
+    ],
+  },
+  {
+    name: "HTTP/2 cancel",
+    kind: "network",
+    facts: ["curl 92"],
+    lines: [
+      "error: RPC failed; curl 92 HTTP/2 stream 0 was not closed cleanly: CANCEL (err 8)",
+      "fatal: the remote end hung up unexpectedly",
+    ],
+  },
+  {
+    name: "500 on upload",
+    kind: "network",
+    facts: ["HTTP 500"],
+    lines: [
+      "error: RPC failed; HTTP 500 curl 22 The requested URL returned error: 500",
+      "send-pack: unexpected disconnect while reading sideband packet",
+      "fatal: the remote end hung up unexpectedly",
+      "Everything up-to-date",
+    ],
+  },
+  {
+    name: "old git 502",
+    kind: "network",
+    facts: ["HTTP code = 502"],
+    lines: [
+      "error: RPC failed; result=22, HTTP code = 502",
+      "fatal: The remote end hung up unexpectedly",
+      "fatal: The remote end hung up unexpectedly",
+    ],
+  },
+  {
+    name: "503 on info/refs",
+    kind: "network",
+    facts: ["503"],
+    lines: ["fatal: unable to access 'https://github.com/o/r.git/': The requested URL returned error: 503"],
+  },
   // Anything else: the summary carries the last meaningful line.
-  { name: "stock hook reason", kind: "unknown", facts: ["hook declined", "hook declined to update refs/heads/main"], lines: [
-    "remote: error: hook declined to update refs/heads/main",
-    "To ../srv.git",
-    " ! [remote rejected] main -> main (hook declined)",
-    "error: failed to push some refs to '../srv.git'",
-  ] },
-  { name: "unknown, last meaningful line", kind: "unknown", facts: ["error: src refspec nope does not match any"], lines: [
-    "error: src refspec nope does not match any",
-    "error: failed to push some refs to 'https://github.com/o/r.git'",
-  ] },
+  {
+    name: "stock hook reason",
+    kind: "unknown",
+    facts: ["hook declined", "hook declined to update refs/heads/main"],
+    lines: [
+      "remote: error: hook declined to update refs/heads/main",
+      "To ../srv.git",
+      " ! [remote rejected] main -> main (hook declined)",
+      "error: failed to push some refs to '../srv.git'",
+    ],
+  },
+  {
+    name: "unknown, last meaningful line",
+    kind: "unknown",
+    facts: ["error: src refspec nope does not match any"],
+    lines: [
+      "error: src refspec nope does not match any",
+      "error: failed to push some refs to 'https://github.com/o/r.git'",
+    ],
+  },
 ];
 
 /** git pads each non-empty `remote:` line with 8 spaces, or ESC[K when stderr is a terminal. */
@@ -556,21 +805,37 @@ describe("classifyPushError on outputs pasted from GitHub", () => {
   });
 
   test("CRLF line endings and \\r progress lines are tolerated", () => {
-    const output = "Writing objects:  50% (1/2)\rWriting objects: 100% (2/2), done.\r\n" +
+    const output =
+      "Writing objects:  50% (1/2)\rWriting objects: 100% (2/2), done.\r\n" +
       "remote: error: GH006: Protected branch update failed for refs/heads/main.        \r\n" +
       " ! [remote rejected] main -> main (protected branch hook declined)\r\n";
-    expect(classifyPushError(output)).toMatchObject({ kind: "protected_branch", summary: expect.stringContaining("main is a protected branch") as unknown });
+    expect(classifyPushError(output)).toMatchObject({
+      kind: "protected_branch",
+      summary: expect.stringContaining("main is a protected branch") as unknown,
+    });
   });
 
   test("remedies follow the cause", () => {
-    expect(classifyPushError(withPadding(PASTED.find((p) => p.name === "fetch first")!.lines, "")).remedy).toContain("re-run /harness");
-    expect(classifyPushError(withPadding(PASTED.find((p) => p.name === "DNS")!.lines, "")).remedy).toContain("Could not reach GitHub");
-    expect(classifyPushError(withPadding(PASTED.find((p) => p.name === "auth, current wording")!.lines, "")).remedy).toContain("GITHUB_TOKEN");
-    expect(classifyPushError(withPadding(PASTED.find((p) => p.name === "permission, GitHub App")!.lines, "")).remedy).toContain("Contents: write");
+    expect(classifyPushError(withPadding(PASTED.find((p) => p.name === "fetch first")!.lines, "")).remedy).toContain(
+      "re-run /harness",
+    );
+    expect(classifyPushError(withPadding(PASTED.find((p) => p.name === "DNS")!.lines, "")).remedy).toContain(
+      "Could not reach GitHub",
+    );
+    expect(
+      classifyPushError(withPadding(PASTED.find((p) => p.name === "auth, current wording")!.lines, "")).remedy,
+    ).toContain("GITHUB_TOKEN");
+    expect(
+      classifyPushError(withPadding(PASTED.find((p) => p.name === "permission, GitHub App")!.lines, "")).remedy,
+    ).toContain("Contents: write");
   });
 
   test("no output at all", () => {
-    expect(classifyPushError("")).toEqual({ kind: "unknown", summary: "git push failed without an error message", remedy: expect.any(String) as unknown });
+    expect(classifyPushError("")).toEqual({
+      kind: "unknown",
+      summary: "git push failed without an error message",
+      remedy: expect.any(String) as unknown,
+    });
   });
 });
 
@@ -578,8 +843,9 @@ describe("classifyPushError never repeats a token", () => {
   // A token GitHub would never echo, but a misconfigured remote, proxy or hook might.
   const opaque = "s3cr3t-opaque-value-42";
   test.each(PASTED.map((pasted) => [pasted.name, pasted] as const))("%s", (_name, pasted) => {
-    const lines = pasted.lines.map((line) =>
-      `${line.replaceAll("https://github.com", `https://x-access-token:${opaque}@github.com`)} ${TOKEN} ${opaque}`,
+    const lines = pasted.lines.map(
+      (line) =>
+        `${line.replaceAll("https://github.com", `https://x-access-token:${opaque}@github.com`)} ${TOKEN} ${opaque}`,
     );
     const result = classifyPushError(lines.join("\n"), [opaque]);
     for (const secret of [TOKEN, opaque]) {
@@ -589,7 +855,9 @@ describe("classifyPushError never repeats a token", () => {
   });
 
   test("in the fact a summary quotes (the denied identity and the fallback line)", () => {
-    const denied = classifyPushError(`remote: Permission to acme/widgets.git denied to ${TOKEN}.\nfatal: unable to access 'https://github.com/acme/widgets.git/': The requested URL returned error: 403`);
+    const denied = classifyPushError(
+      `remote: Permission to acme/widgets.git denied to ${TOKEN}.\nfatal: unable to access 'https://github.com/acme/widgets.git/': The requested URL returned error: 403`,
+    );
     expect(denied.kind).toBe("permission");
     expect(denied.summary).not.toContain(TOKEN);
     expect(denied.summary).toContain("[REDACTED]");
@@ -603,12 +871,16 @@ describe("workflowPermissionError", () => {
     const error = workflowPermissionError([".github/workflows/ci.yml"]);
     expect(error.kind).toBe("workflows");
     expect(error.summary).toContain(".github/workflows/ci.yml");
-    expect(error.remedy).toBe("Grant the app the Workflows: write permission, or ask for a change that does not touch .github/workflows/");
+    expect(error.remedy).toBe(
+      "Grant the app the Workflows: write permission, or ask for a change that does not touch .github/workflows/",
+    );
   });
 
   test("lists a few files and counts the rest", () => {
     const files = ["a", "b", "c", "d", "e"].map((name) => `.github/workflows/${name}.yml`);
     const error = workflowPermissionError(files);
-    expect(error.summary).toContain(".github/workflows/a.yml, .github/workflows/b.yml, .github/workflows/c.yml and 2 more");
+    expect(error.summary).toContain(
+      ".github/workflows/a.yml, .github/workflows/b.yml, .github/workflows/c.yml and 2 more",
+    );
   });
 });

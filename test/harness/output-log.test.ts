@@ -14,11 +14,18 @@ import { fakePemLines } from "../helpers/fake-secrets.js";
 const TOKEN = `ghs_${"Zx9Yw8Vu7T".repeat(3)}`;
 
 describe("OutputLog: whole lines, redacted, batched", () => {
-  afterEach(() => { vi.useRealTimers(); });
+  afterEach(() => {
+    vi.useRealTimers();
+  });
 
   const make = (options: Partial<ConstructorParameters<typeof OutputLog>[0]> = {}) => {
     const batches: string[] = [];
-    const log = new OutputLog({ intervalMs: 100, redactor: createRedactor(["s3cret-value"]), emit: (text) => batches.push(text), ...options });
+    const log = new OutputLog({
+      intervalMs: 100,
+      redactor: createRedactor(["s3cret-value"]),
+      emit: (text) => batches.push(text),
+      ...options,
+    });
     return { log, batches };
   };
 
@@ -92,7 +99,14 @@ describe("OutputLog: whole lines, redacted, batched", () => {
 
 test("the redacting reporter redacts node.log text too, whatever the engine let through", () => {
   const memory = new MemoryReporter();
-  redactingReporter(memory, createRedactor(["s3cret-value"])).emit({ type: "node.log", runId: "r", nodeId: "n", attempt: 1, text: `a s3cret-value and ${TOKEN}\n`, at: "2026-11-22T10:00:00.000Z" });
+  redactingReporter(memory, createRedactor(["s3cret-value"])).emit({
+    type: "node.log",
+    runId: "r",
+    nodeId: "n",
+    attempt: 1,
+    text: `a s3cret-value and ${TOKEN}\n`,
+    at: "2026-11-22T10:00:00.000Z",
+  });
   expect(memory.ofType("node.log")[0]?.text).toBe("a [REDACTED] and [REDACTED]\n");
 });
 
@@ -103,20 +117,40 @@ describe("runHarness with outputLogMs: node.log carries every line", () => {
     dir = await scratchDir("harness-outlog-");
     repo = await makeRepo(join(dir.path, "repo"));
   });
-  afterAll(async () => { await dir.cleanup(); });
+  afterAll(async () => {
+    await dir.cleanup();
+  });
 
   test("all 3,000 lines arrive in order, redacted, beside the throttled tails", async () => {
     const script = join(dir.path, "chatty.sh");
-    await writeFile(script, `#!/bin/sh\nfor i in $(seq 1 3000); do echo "line $i"; done\necho "key ${TOKEN}" >&2\nprintf 'no newline at the end'\n`);
+    await writeFile(
+      script,
+      `#!/bin/sh\nfor i in $(seq 1 3000); do echo "line $i"; done\necho "key ${TOKEN}" >&2\nprintf 'no newline at the end'\n`,
+    );
     await chmod(script, 0o755);
-    const blueprint = validateBlueprint({ name: "chatty", nodes: [{ id: "chatty", kind: "exec", title: "Chatty", argv: [script] }] }, "test");
+    const blueprint = validateBlueprint(
+      { name: "chatty", nodes: [{ id: "chatty", kind: "exec", title: "Chatty", argv: [script] }] },
+      "test",
+    );
     const reporter = new MemoryReporter();
-    await runHarness({ runId: "outlog1", repo, branch: "harness/outlog", intent: "print", blueprint, createSandbox: createLocalSandbox, reporter, outputThrottleMs: 50, outputLogMs: 20 });
+    await runHarness({
+      runId: "outlog1",
+      repo,
+      branch: "harness/outlog",
+      intent: "print",
+      blueprint,
+      createSandbox: createLocalSandbox,
+      reporter,
+      outputThrottleMs: 50,
+      outputLogMs: 20,
+    });
     const logs = reporter.ofType("node.log");
     const text = logs.map((event) => event.text).join("");
     const expected = `${Array.from({ length: 3000 }, (_, i) => `line ${String(i + 1)}\n`).join("")}key [REDACTED]\nno newline at the end\n`;
     expect(text).toBe(expected);
-    expect(logs.every((event) => event.nodeId === "chatty" && event.attempt === 1 && event.text.endsWith("\n"))).toBe(true);
+    expect(logs.every((event) => event.nodeId === "chatty" && event.attempt === 1 && event.text.endsWith("\n"))).toBe(
+      true,
+    );
     expect(reporter.ofType("node.output").length).toBeGreaterThanOrEqual(1);
     // Every node.log comes before the node's end.
     const types = reporter.events.map((event) => event.type);

@@ -6,7 +6,12 @@ import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
 import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
-import { protectBranch, requireWorkflowsPermission, startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
+import {
+  protectBranch,
+  requireWorkflowsPermission,
+  startGitHubLikeServer,
+  type GitHubLikeServer,
+} from "../fakes/github-git-rejections.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 import { recordingPullRequests } from "../delivery/hostile-agents.js";
@@ -60,7 +65,9 @@ describe("push + PR through real git", () => {
     const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github }));
     expect(report.pushResult).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/1" });
     expect(git(bare, "show", "harness/push-test:hello.txt")).toBe("hi");
-    expect(github.created).toMatchObject([{ head: "harness/push-test", base: "main", title: "[harness] Change something" }]);
+    expect(github.created).toMatchObject([
+      { head: "harness/push-test", base: "main", title: "[harness] Change something" },
+    ]);
   });
 
   test("a protected branch is classified with its remedy, and the commit, diffstat and patch are kept", async () => {
@@ -69,7 +76,11 @@ describe("push + PR through real git", () => {
     const reporter = new MemoryReporter();
     const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github, reporter }));
     expect(report.status).toBe("succeeded");
-    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "protected_branch", commitSha: report.commitSha });
+    expect(report.pushResult).toMatchObject({
+      pushed: false,
+      errorKind: "protected_branch",
+      commitSha: report.commitSha,
+    });
     expect(report.pushResult?.error).toMatch(/^git push failed: .*protected/i);
     expect(report.pushResult?.remedy).toBeTruthy();
     expect(report.pushResult?.diffstat).toMatch(/hello\.txt \| 1 \+/);
@@ -81,7 +92,12 @@ describe("push + PR through real git", () => {
   test("a change under .github/workflows/ with a token that cannot write workflows stops before pushing", async () => {
     await requireWorkflowsPermission(bare);
     const requestsBefore = server.requests.length;
-    const report = await runHarness(options(await agentWriting(".github/workflows/ci.yml", "on: push"), { canWriteWorkflows: false, github: fakeGitHub() }));
+    const report = await runHarness(
+      options(await agentWriting(".github/workflows/ci.yml", "on: push"), {
+        canWriteWorkflows: false,
+        github: fakeGitHub(),
+      }),
+    );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "workflows" });
     expect(report.pushResult?.error).toContain(".github/workflows/ci.yml");
     const pushes = server.requests.slice(requestsBefore).filter((request) => request.path.includes("receive-pack"));
@@ -90,17 +106,21 @@ describe("push + PR through real git", () => {
 
   test("when the permission is unknown the push is tried, and GitHub's workflows refusal is classified", async () => {
     await requireWorkflowsPermission(bare);
-    const report = await runHarness(options(await agentWriting(".github/workflows/ci.yml", "on: push"), { github: fakeGitHub() }));
+    const report = await runHarness(
+      options(await agentWriting(".github/workflows/ci.yml", "on: push"), { github: fakeGitHub() }),
+    );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "workflows" });
   });
 
   test("an expired token is classified as auth and the token never appears in the result", async () => {
     const expired = fakeToken("ghs_", 37);
-    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), {
-      github: fakeGitHub(),
-      // Clone with the good token, push with the expired one: tokens expire mid-run.
-      pushToken: () => Promise.resolve({ token: expired, release: () => Promise.resolve() }),
-    }));
+    const report = await runHarness(
+      options(await agentWriting("hello.txt", "hi"), {
+        github: fakeGitHub(),
+        // Clone with the good token, push with the expired one: tokens expire mid-run.
+        pushToken: () => Promise.resolve({ token: expired, release: () => Promise.resolve() }),
+      }),
+    );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "auth" });
     expect(JSON.stringify(report)).not.toContain(expired);
   });

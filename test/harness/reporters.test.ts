@@ -14,14 +14,23 @@ import { formatDuration } from "../../src/util/duration.js";
 
 const at = "2026-11-22T00:00:00.000Z";
 const nodeReport = (overrides: Partial<NodeReport> = {}): NodeReport => ({
-  nodeId: "verify", title: "Verify the change", kind: "exec", attempt: 1, status: "succeeded",
-  startedAt: at, finishedAt: at, durationMs: 1234, ...overrides,
+  nodeId: "verify",
+  title: "Verify the change",
+  kind: "exec",
+  attempt: 1,
+  status: "succeeded",
+  startedAt: at,
+  finishedAt: at,
+  durationMs: 1234,
+  ...overrides,
 });
 
 function sink(isTTY: boolean): { stream: PassThrough & { isTTY: boolean; columns: number }; text: () => string } {
   const stream = Object.assign(new PassThrough(), { isTTY, columns: 80 });
   let text = "";
-  stream.on("data", (chunk: Buffer) => { text += chunk.toString("utf8"); });
+  stream.on("data", (chunk: Buffer) => {
+    text += chunk.toString("utf8");
+  });
   return { stream, text: () => text };
 }
 
@@ -29,10 +38,30 @@ describe("ConsoleReporter", () => {
   test("plain mode (not a TTY): one line per step start and end, failures with their tail", () => {
     const out = sink(false);
     const reporter = new ConsoleReporter({ stream: out.stream });
-    reporter.emit({ type: "node.started", runId: "r", nodeId: "verify", title: "Verify the change", kind: "exec", attempt: 2, at });
+    reporter.emit({
+      type: "node.started",
+      runId: "r",
+      nodeId: "verify",
+      title: "Verify the change",
+      kind: "exec",
+      attempt: 2,
+      at,
+    });
     reporter.emit({ type: "node.output", runId: "r", nodeId: "verify", attempt: 2, tail: "noise\n", at });
-    reporter.emit({ type: "node.finished", runId: "r", report: nodeReport({ attempt: 2, status: "failed", error: "exit 1: 2 tests failed", outputTail: "FAIL a.test.ts\n2 tests failed" }), at });
-    expect(out.text()).toBe("▶ Verify the change (attempt 2)\n✖ Verify the change (attempt 2) 1.2s — exit 1: 2 tests failed\n    FAIL a.test.ts\n    2 tests failed\n");
+    reporter.emit({
+      type: "node.finished",
+      runId: "r",
+      report: nodeReport({
+        attempt: 2,
+        status: "failed",
+        error: "exit 1: 2 tests failed",
+        outputTail: "FAIL a.test.ts\n2 tests failed",
+      }),
+      at,
+    });
+    expect(out.text()).toBe(
+      "▶ Verify the change (attempt 2)\n✖ Verify the change (attempt 2) 1.2s — exit 1: 2 tests failed\n    FAIL a.test.ts\n    2 tests failed\n",
+    );
     expect(out.text()).not.toContain("\x1b");
   });
 
@@ -40,12 +69,25 @@ describe("ConsoleReporter", () => {
     const out = sink(true);
     let now = 1_000;
     const reporter = new ConsoleReporter({ stream: out.stream, now: () => now });
-    reporter.emit({ type: "node.started", runId: "r", nodeId: "implement", title: "Implement the change", kind: "agent", attempt: 1, at });
+    reporter.emit({
+      type: "node.started",
+      runId: "r",
+      nodeId: "implement",
+      title: "Implement the change",
+      kind: "agent",
+      attempt: 1,
+      at,
+    });
     // eslint-disable-next-line no-control-regex -- the live line starts with a clear-line escape
     expect(out.text()).toMatch(/\r\x1b\[2K[⠋⠙⠹⠸⠼⠴⠦⠧⠇⠏] Implement the change 0ms/);
     now = 13_500;
     reporter.emit({ type: "node.output", runId: "r", nodeId: "implement", attempt: 1, tail: "reading files\n", at });
-    reporter.emit({ type: "node.finished", runId: "r", report: nodeReport({ nodeId: "implement", title: "Implement the change", kind: "agent", durationMs: 12_500 }), at });
+    reporter.emit({
+      type: "node.finished",
+      runId: "r",
+      report: nodeReport({ nodeId: "implement", title: "Implement the change", kind: "agent", durationMs: 12_500 }),
+      at,
+    });
     expect(out.text()).toContain("✔ Implement the change 12.5s\n");
     await reporter.close();
   });
@@ -55,7 +97,14 @@ describe("ConsoleReporter", () => {
     let now = 0;
     const reporter = new ConsoleReporter({ stream: out.stream, now: () => now });
     reporter.emit({ type: "node.started", runId: "r", nodeId: "a", title: "Agent", kind: "agent", attempt: 1, at });
-    reporter.emit({ type: "node.output", runId: "r", nodeId: "a", attempt: 1, tail: "one\n\x1b[32mediting src/a.ts\x1b[0m\n", at });
+    reporter.emit({
+      type: "node.output",
+      runId: "r",
+      nodeId: "a",
+      attempt: 1,
+      tail: "one\n\x1b[32mediting src/a.ts\x1b[0m\n",
+      at,
+    });
     now = 2_000;
     // What the interval timer does every 100 ms, called directly so the test needs no waiting.
     (reporter as unknown as { draw(): void }).draw();
@@ -66,8 +115,18 @@ describe("ConsoleReporter", () => {
   test("push and run outcomes are one line each", () => {
     const out = sink(false);
     const reporter = new ConsoleReporter({ stream: out.stream });
-    reporter.emit({ type: "push.finished", runId: "r", result: { pushed: true, prUrl: "https://github.com/o/r/pull/1" }, at });
-    reporter.emit({ type: "push.finished", runId: "r", result: { pushed: false, error: "git push failed: protected" }, at });
+    reporter.emit({
+      type: "push.finished",
+      runId: "r",
+      result: { pushed: true, prUrl: "https://github.com/o/r/pull/1" },
+      at,
+    });
+    reporter.emit({
+      type: "push.finished",
+      runId: "r",
+      result: { pushed: false, error: "git push failed: protected" },
+      at,
+    });
     expect(out.text()).toBe("✔ Pull request: https://github.com/o/r/pull/1\n✖ git push failed: protected\n");
   });
 
@@ -78,8 +137,12 @@ describe("ConsoleReporter", () => {
 
 describe("JsonLinesReporter", () => {
   let dir: { path: string; cleanup: () => Promise<void> };
-  beforeEach(async () => { dir = await scratchDir(); });
-  afterEach(async () => { await dir.cleanup(); });
+  beforeEach(async () => {
+    dir = await scratchDir();
+  });
+  afterEach(async () => {
+    await dir.cleanup();
+  });
 
   test("writes one parseable JSON object per event", async () => {
     const file = join(dir.path, "run.jsonl");
@@ -105,13 +168,28 @@ describe("redacting and fan-out", () => {
   test("every string in every event is redacted before any reporter sees it", () => {
     const memory = new MemoryReporter();
     const reporter = redactingReporter(memory, createRedactor(["hunter2hunter2"]));
-    reporter.emit({ type: "node.finished", runId: "r", report: nodeReport({ outputTail: "pw hunter2hunter2", error: "token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8" }), at });
+    reporter.emit({
+      type: "node.finished",
+      runId: "r",
+      report: nodeReport({
+        outputTail: "pw hunter2hunter2",
+        error: "token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+      }),
+      at,
+    });
     expect(JSON.stringify(memory.events)).not.toMatch(/hunter2hunter2|ghp_A1b2/);
   });
 
   test("one failing reporter does not silence the others", () => {
     const memory = new MemoryReporter();
-    const reporter = fanOut({ emit: () => { throw new Error("disk full"); } }, memory);
+    const reporter = fanOut(
+      {
+        emit: () => {
+          throw new Error("disk full");
+        },
+      },
+      memory,
+    );
     reporter.emit({ type: "sandbox.ready", runId: "r", workDir: "/tmp/x", at });
     expect(memory.events).toHaveLength(1);
   });

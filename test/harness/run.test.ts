@@ -69,33 +69,73 @@ describe("runHarness: the default blueprint", () => {
     expect(report.nodes.map((n) => [n.nodeId, n.status])).toEqual([["implement", "succeeded"]]);
     expect(report.nodes[0]?.summary).toBe("Added greeting.txt");
     const sha = report.commitSha ?? "";
-    expect(git(repo, "show", "--format=%an <%ae>%n%B", "--name-only", sha)).toMatch(/^harness <harness@users\.noreply\.github\.com>\n\[harness\] add a greeting\n\nHarness-Run: run1\n+greeting\.txt$/);
+    expect(git(repo, "show", "--format=%an <%ae>%n%B", "--name-only", sha)).toMatch(
+      /^harness <harness@users\.noreply\.github\.com>\n\[harness\] add a greeting\n\nHarness-Run: run1\n+greeting\.txt$/,
+    );
     expect(existsSync(created.at(-1)?.workDir ?? "")).toBe(false);
-    expect(reporter.events.map((e) => e.type)).toEqual(["run.started", "sandbox.ready", "node.started", "node.output", "node.finished", "commit.finished", "run.finished"]);
+    expect(reporter.events.map((e) => e.type)).toEqual([
+      "run.started",
+      "sandbox.ready",
+      "node.started",
+      "node.output",
+      "node.finished",
+      "commit.finished",
+      "run.finished",
+    ]);
   });
 
   test("the fix loop: verify fails once, the fix agent sees the failure output, verify passes", async () => {
     const implement = await script("implement.sh", "echo draft > work.txt");
     // The fix agent records the prompt it was given, then repairs the file verify checks.
-    const agent = await script("agent.sh", `case "$HARNESS_PROMPT" in *"verification command failed"*) cp "$HARNESS_PROMPT_FILE" ${logDir}/fix-prompt.md; echo fixed > work.txt;; *) sh ${implement};; esac`);
-    const verify = await script("verify.sh", 'if grep -q fixed work.txt; then echo "all good"; else echo "EXPECTED fixed, GOT draft" >&2; exit 1; fi');
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }), blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 3 }) }));
+    const agent = await script(
+      "agent.sh",
+      `case "$HARNESS_PROMPT" in *"verification command failed"*) cp "$HARNESS_PROMPT_FILE" ${logDir}/fix-prompt.md; echo fixed > work.txt;; *) sh ${implement};; esac`,
+    );
+    const verify = await script(
+      "verify.sh",
+      'if grep -q fixed work.txt; then echo "all good"; else echo "EXPECTED fixed, GOT draft" >&2; exit 1; fi',
+    );
+    const report = await runHarness(
+      options({
+        agent: commandAgent({ argv: [agent] }),
+        blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 3 }),
+      }),
+    );
 
     expect(report.status).toBe("succeeded");
-    expect(report.nodes.map((n) => `${n.nodeId}#${String(n.attempt)}:${n.status}`)).toEqual(["implement#1:succeeded", "verify#1:failed", "fix#1:succeeded", "verify#2:succeeded"]);
+    expect(report.nodes.map((n) => `${n.nodeId}#${String(n.attempt)}:${n.status}`)).toEqual([
+      "implement#1:succeeded",
+      "verify#1:failed",
+      "fix#1:succeeded",
+      "verify#2:succeeded",
+    ]);
     const prompt = await readFile(join(logDir, "fix-prompt.md"), "utf8");
     expect(prompt).toContain("EXPECTED fixed, GOT draft");
-    expect(prompt).toMatch(/<untrusted-command-output-[0-9a-f]+>\n[\s\S]*EXPECTED fixed[\s\S]*<\/untrusted-command-output-[0-9a-f]+>/);
+    expect(prompt).toMatch(
+      /<untrusted-command-output-[0-9a-f]+>\n[\s\S]*EXPECTED fixed[\s\S]*<\/untrusted-command-output-[0-9a-f]+>/,
+    );
     expect(git(repo, "show", "--name-only", "--format=", report.commitSha ?? "")).toBe("work.txt");
   });
 
   test("a verify that never passes stops at maxAttempts and the run fails", async () => {
     const agent = await script("agent.sh", "echo attempt >> work.txt");
     const verify = await script("verify.sh", "echo never >&2; exit 1");
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }), blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }) }));
+    const report = await runHarness(
+      options({
+        agent: commandAgent({ argv: [agent] }),
+        blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
+      }),
+    );
 
     expect(report.status).toBe("failed");
-    expect(report.nodes.map((n) => `${n.nodeId}#${String(n.attempt)}`)).toEqual(["implement#1", "verify#1", "fix#1", "verify#2", "fix#2", "verify#3"]);
+    expect(report.nodes.map((n) => `${n.nodeId}#${String(n.attempt)}`)).toEqual([
+      "implement#1",
+      "verify#1",
+      "fix#1",
+      "verify#2",
+      "fix#2",
+      "verify#3",
+    ]);
     expect(report.error).toBe("Verify the change failed after 3 attempts: exit 1: never");
     expect(report.commitSha).toBeUndefined();
   });
@@ -103,7 +143,9 @@ describe("runHarness: the default blueprint", () => {
   test("an agent that changes nothing ends as no_changes, with no commit and no push", async () => {
     const agent = await script("agent.sh", 'echo "nothing to do"');
     const reporter = new MemoryReporter();
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }), reporter, push: true, githubToken: "t0ken-value" }));
+    const report = await runHarness(
+      options({ agent: commandAgent({ argv: [agent] }), reporter, push: true, githubToken: "t0ken-value" }),
+    );
     expect(report.status).toBe("no_changes");
     expect(report.error).toMatch(/without changing any file/);
     expect(report.pushResult).toBeUndefined();
@@ -111,17 +153,27 @@ describe("runHarness: the default blueprint", () => {
   });
 
   test("commits the agent made itself are folded into one harness commit, without the prompt file", async () => {
-    const agent = await script("agent.sh", 'echo one > a.txt\ngit add -A\ngit -c user.name=agent -c user.email=a@b commit -qm "agent commit"\necho two > b.txt');
+    const agent = await script(
+      "agent.sh",
+      'echo one > a.txt\ngit add -A\ngit -c user.name=agent -c user.email=a@b commit -qm "agent commit"\necho two > b.txt',
+    );
     const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }) }));
     expect(report.status).toBe("succeeded");
     expect(git(repo, "rev-list", "--count", "main..harness/test")).toBe("1");
-    expect(git(repo, "show", "--name-only", "--format=%an", report.commitSha ?? "").split("\n")).toEqual(["harness", "", "a.txt", "b.txt"]);
+    expect(git(repo, "show", "--name-only", "--format=%an", report.commitSha ?? "").split("\n")).toEqual([
+      "harness",
+      "",
+      "a.txt",
+      "b.txt",
+    ]);
   });
 
   test("an agent CLI that is not installed gets a clear install-or-choose message", async () => {
     const report = await runHarness(options({ agent: commandAgent({ argv: ["no-such-agent-cli"] }) }));
     expect(report.status).toBe("failed");
-    expect(report.nodes[0]?.error).toMatch(/no-such-agent-cli is not installed in the sandbox: install it .* or choose another agent with --agent/);
+    expect(report.nodes[0]?.error).toMatch(
+      /no-such-agent-cli is not installed in the sandbox: install it .* or choose another agent with --agent/,
+    );
   });
 });
 
@@ -129,16 +181,19 @@ describe("runHarness: the agent's prompt file", () => {
   test("is outside the checkout yet readable by the agent, carries a fresh nonce per prompt, and is gone when its step ends", async () => {
     const marker = "PROMPT-MARKER-7f3a1c";
     // Reports, as an agent would find them, where its prompt is and what the checkout holds.
-    const agent = await script("agent.sh", [
-      'echo "FILE=$HARNESS_PROMPT_FILE"',
-      'case "$HARNESS_PROMPT_FILE" in "$PWD"/*) echo "WHERE=inside";; *) echo "WHERE=outside";; esac',
-      'if printf "%s" "$HARNESS_PROMPT" | cmp -s - "$HARNESS_PROMPT_FILE"; then echo "READ=same"; else echo "READ=different"; fi',
-      'echo "MODES=$(stat -c %a "$HARNESS_PROMPT_FILE") $(stat -c %a "$(dirname "$HARNESS_PROMPT_FILE")")"',
-      `echo "FOUND=$(grep -rlF ${marker} . 2>/dev/null | tr "\\n" " ")"`,
-      'echo "LISTING=$(ls -A | tr "\\n" " ")"',
-      'echo "NONCE=$(printf "%s" "$HARNESS_PROMPT" | grep -o "untrusted-request-[0-9a-f]*" | head -1)"',
-      'case "$HARNESS_PROMPT" in *"verification command failed"*) echo fixed > work.txt;; *) echo draft > work.txt;; esac',
-    ].join("\n"));
+    const agent = await script(
+      "agent.sh",
+      [
+        'echo "FILE=$HARNESS_PROMPT_FILE"',
+        'case "$HARNESS_PROMPT_FILE" in "$PWD"/*) echo "WHERE=inside";; *) echo "WHERE=outside";; esac',
+        'if printf "%s" "$HARNESS_PROMPT" | cmp -s - "$HARNESS_PROMPT_FILE"; then echo "READ=same"; else echo "READ=different"; fi',
+        'echo "MODES=$(stat -c %a "$HARNESS_PROMPT_FILE") $(stat -c %a "$(dirname "$HARNESS_PROMPT_FILE")")"',
+        `echo "FOUND=$(grep -rlF ${marker} . 2>/dev/null | tr "\\n" " ")"`,
+        'echo "LISTING=$(ls -A | tr "\\n" " ")"',
+        'echo "NONCE=$(printf "%s" "$HARNESS_PROMPT" | grep -o "untrusted-request-[0-9a-f]*" | head -1)"',
+        'case "$HARNESS_PROMPT" in *"verification command failed"*) echo fixed > work.txt;; *) echo draft > work.txt;; esac',
+      ].join("\n"),
+    );
     const verify = await script("verify.sh", "grep -q fixed work.txt");
     // Looked at when each step ends, while the sandbox (and its scratch folder) still exists.
     const afterStep: Array<{ node: string; fileExists: boolean; folderExists: boolean }> = [];
@@ -146,22 +201,32 @@ describe("runHarness: the agent's prompt file", () => {
       emit: (event: HarnessEvent) => {
         if (event.type !== "node.finished" || event.report.kind !== "agent") return;
         const file = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1] ?? "";
-        afterStep.push({ node: event.report.nodeId, fileExists: file !== "" && existsSync(file), folderExists: file !== "" && existsSync(dirname(file)) });
+        afterStep.push({
+          node: event.report.nodeId,
+          fileExists: file !== "" && existsSync(file),
+          folderExists: file !== "" && existsSync(dirname(file)),
+        });
       },
     };
-    const report = await runHarness(options({
-      intent: `add a greeting ${marker}`,
-      intentTrusted: false,
-      agent: commandAgent({ argv: [agent] }),
-      blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
-      reporter: watching,
-    }));
+    const report = await runHarness(
+      options({
+        intent: `add a greeting ${marker}`,
+        intentTrusted: false,
+        agent: commandAgent({ argv: [agent] }),
+        blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
+        reporter: watching,
+      }),
+    );
 
     expect(report.status).toBe("succeeded");
     const agentSteps = report.nodes.filter((node) => node.kind === "agent");
     expect(agentSteps.map((node) => node.nodeId)).toEqual(["implement", "fix"]);
     const workDir = created.at(-1)?.workDir ?? "";
-    const seen = agentSteps.map((node) => Object.fromEntries([...(node.summary ?? "").matchAll(/^([A-Z]+)=(.*)$/gm)].map((match) => [match[1] ?? "", match[2] ?? ""])));
+    const seen = agentSteps.map((node) =>
+      Object.fromEntries(
+        [...(node.summary ?? "").matchAll(/^([A-Z]+)=(.*)$/gm)].map((match) => [match[1] ?? "", match[2] ?? ""]),
+      ),
+    );
     for (const facts of seen) {
       expect(facts["FILE"]?.startsWith("/")).toBe(true);
       expect(facts["FILE"]?.startsWith(`${workDir}/`)).toBe(false);
@@ -187,11 +252,17 @@ describe("runHarness: secrets", () => {
   test("the agent's env holds only the credentials it declares, never a GitHub token", async () => {
     const agent = await script("agent.sh", `env > ${logDir}/env.txt\necho x > x.txt`);
     const openaiKey = fakeToken("sk-", 32);
-    await runHarness(options({
-      agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY", "GITHUB_TOKEN"] }),
-      agentCredentials: { OPENAI_API_KEY: openaiKey, ANTHROPIC_API_KEY: "not-declared-value", GITHUB_TOKEN: "ghs_shouldnotappear" },
-      githubToken: "ghs_shouldnotappear",
-    }));
+    await runHarness(
+      options({
+        agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY", "GITHUB_TOKEN"] }),
+        agentCredentials: {
+          OPENAI_API_KEY: openaiKey,
+          ANTHROPIC_API_KEY: "not-declared-value",
+          GITHUB_TOKEN: "ghs_shouldnotappear",
+        },
+        githubToken: "ghs_shouldnotappear",
+      }),
+    );
     const env = await readFile(join(logDir, "env.txt"), "utf8");
     expect(env).toContain(`OPENAI_API_KEY=${openaiKey}`);
     expect(env).not.toContain("not-declared-value");
@@ -203,7 +274,14 @@ describe("runHarness: secrets", () => {
     const token = fakeToken("ghs_", 36);
     const agent = await script("agent.sh", `echo "using ${token} and sk-secret-value-123456789"\necho x > x.txt`);
     const reporter = new MemoryReporter();
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY"] }), agentCredentials: { OPENAI_API_KEY: "sk-secret-value-123456789" }, githubToken: token, reporter }));
+    const report = await runHarness(
+      options({
+        agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY"] }),
+        agentCredentials: { OPENAI_API_KEY: "sk-secret-value-123456789" },
+        githubToken: token,
+        reporter,
+      }),
+    );
     const everything = JSON.stringify(reporter.events) + JSON.stringify(report);
     expect(everything).not.toContain(token);
     expect(everything).not.toContain("sk-secret-value-123456789");
@@ -229,8 +307,14 @@ describe("runHarness: budgets and cancellation", () => {
     const marker = `sleep 30.${String(Date.now() % 100000)}2`;
     const agent = await script("agent.sh", `echo started\n${marker} & wait`);
     const controller = new AbortController();
-    const reporter = { emit: (event: { type: string }) => { if (event.type === "node.output") controller.abort(); } };
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }), signal: controller.signal, reporter }));
+    const reporter = {
+      emit: (event: { type: string }) => {
+        if (event.type === "node.output") controller.abort();
+      },
+    };
+    const report = await runHarness(
+      options({ agent: commandAgent({ argv: [agent] }), signal: controller.signal, reporter }),
+    );
     expect(report.status).toBe("cancelled");
     expect(report.nodes[0]?.status).toBe("cancelled");
     expect(processesRunning(marker)).toEqual([]);
@@ -238,7 +322,13 @@ describe("runHarness: budgets and cancellation", () => {
   });
 
   test("a per-node timeout fails that node with a readable reason", async () => {
-    const blueprint = validateBlueprint({ name: "slow", nodes: [{ id: "slow", kind: "exec", title: "Slow step", argv: ["sleep", "5"], timeoutMinutes: 0.005 }] }, "test");
+    const blueprint = validateBlueprint(
+      {
+        name: "slow",
+        nodes: [{ id: "slow", kind: "exec", title: "Slow step", argv: ["sleep", "5"], timeoutMinutes: 0.005 }],
+      },
+      "test",
+    );
     const report = await runHarness(options({ blueprint }));
     expect(report.status).toBe("failed");
     expect(report.nodes[0]?.status).toBe("timed_out");
@@ -248,7 +338,20 @@ describe("runHarness: budgets and cancellation", () => {
 
 describe("runHarness: live output", () => {
   test("output tails are throttled: a chatty step yields a handful of events, the last one current", async () => {
-    const blueprint = validateBlueprint({ name: "chatty", nodes: [{ id: "chatty", kind: "exec", title: "Chatty", argv: ["sh", "-c", "for i in $(seq 1 2000); do echo line $i; done; sleep 0.2; echo done"] }] }, "test");
+    const blueprint = validateBlueprint(
+      {
+        name: "chatty",
+        nodes: [
+          {
+            id: "chatty",
+            kind: "exec",
+            title: "Chatty",
+            argv: ["sh", "-c", "for i in $(seq 1 2000); do echo line $i; done; sleep 0.2; echo done"],
+          },
+        ],
+      },
+      "test",
+    );
     const reporter = new MemoryReporter();
     await runHarness(options({ blueprint, reporter, outputThrottleMs: 100 }));
     const outputs = reporter.ofType("node.output");
@@ -272,7 +375,9 @@ describe("runHarness: bad input", () => {
   });
 
   test("a sandbox that cannot be created ends the run failed with the reason, not a throw", async () => {
-    const report = await runHarness(options({ repo: join(dir.path, "missing"), agent: commandAgent({ argv: ["true"] }) }));
+    const report = await runHarness(
+      options({ repo: join(dir.path, "missing"), agent: commandAgent({ argv: ["true"] }) }),
+    );
     expect(report.status).toBe("failed");
     expect(report.error).toMatch(/does not exist/);
   });

@@ -17,7 +17,10 @@ let stopping = false;
 const stop = (): void => {
   if (stopping) return;
   stopping = true;
-  server.close().then(() => process.exit(0), () => process.exit(1));
+  server.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
 };
 process.on("SIGTERM", stop);
 process.on("SIGINT", stop);

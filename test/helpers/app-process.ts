@@ -46,15 +46,25 @@ export async function startAppProcess(env: Record<string, string>, options: Star
     stdio: ["ignore", "pipe", "pipe"],
   });
   let output = "";
-  child.stdout.on("data", (chunk: Buffer) => { output += chunk.toString(); });
-  child.stderr.on("data", (chunk: Buffer) => { output += chunk.toString(); });
+  child.stdout.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
+  child.stderr.on("data", (chunk: Buffer) => {
+    output += chunk.toString();
+  });
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => {
-    child.once("exit", (code, signal) => { resolve({ code, signal }); });
+    child.once("exit", (code, signal) => {
+      resolve({ code, signal });
+    });
   });
   const url = await new Promise<string>((resolve, reject) => {
     const timer = setTimeout(() => {
       child.kill("SIGKILL");
-      reject(new Error(`${name} did not start listening within ${String(options.startTimeoutMs ?? 30_000)} ms; it wrote:\n${output}`));
+      reject(
+        new Error(
+          `${name} did not start listening within ${String(options.startTimeoutMs ?? 30_000)} ms; it wrote:\n${output}`,
+        ),
+      );
     }, options.startTimeoutMs ?? 30_000);
     const look = (): void => {
       const match = /Harness is listening on (http:\/\/\S+)/.exec(output);
@@ -87,11 +97,16 @@ export async function startAppProcess(env: Record<string, string>, options: Star
  * Waits until `condition` holds, checking every `intervalMs`: the tests synchronise on what the
  * fakes and the app show, never on a fixed sleep. The error names what was awaited.
  */
-export async function waitFor(what: string, condition: () => boolean | Promise<boolean>, options: { timeoutMs?: number; intervalMs?: number; diagnostics?: () => string } = {}): Promise<void> {
+export async function waitFor(
+  what: string,
+  condition: () => boolean | Promise<boolean>,
+  options: { timeoutMs?: number; intervalMs?: number; diagnostics?: () => string } = {},
+): Promise<void> {
   const deadline = Date.now() + (options.timeoutMs ?? 30_000);
   for (;;) {
     if (await condition()) return;
-    if (Date.now() > deadline) throw new Error(`Timed out waiting for ${what}${options.diagnostics ? `\n${options.diagnostics()}` : ""}`);
+    if (Date.now() > deadline)
+      throw new Error(`Timed out waiting for ${what}${options.diagnostics ? `\n${options.diagnostics()}` : ""}`);
     await new Promise((resolve) => setTimeout(resolve, options.intervalMs ?? 50));
   }
 }

@@ -36,7 +36,9 @@ export interface TestBrowser {
 
 export async function launchBrowser(options: { timeoutMs?: number } = {}): Promise<TestBrowser> {
   if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`${CHROMIUM_PATH} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`);
+    throw new Error(
+      `${CHROMIUM_PATH} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`,
+    );
   }
   const profile = await mkdtemp(join(tmpdir(), "harness-chromium-"));
   try {

@@ -17,8 +17,15 @@ function randomFrom(alphabet: string, length: number): string {
 }
 
 /** `prefix` then `length` random letters and digits, e.g. `fakeToken("ghs_")`. */
-export function fakeToken(prefix: string, length = 36, alphabet: "alphanumeric" | "upper" | "url-safe" = "alphanumeric"): string {
-  return prefix + randomFrom(alphabet === "upper" ? UPPER_ALPHANUMERIC : alphabet === "url-safe" ? URL_SAFE : ALPHANUMERIC, length);
+export function fakeToken(
+  prefix: string,
+  length = 36,
+  alphabet: "alphanumeric" | "upper" | "url-safe" = "alphanumeric",
+): string {
+  return (
+    prefix +
+    randomFrom(alphabet === "upper" ? UPPER_ALPHANUMERIC : alphabet === "url-safe" ? URL_SAFE : ALPHANUMERIC, length)
+  );
 }
 
 /** A JWT-shaped value (three base64url parts, the first two JSON objects). */

@@ -17,7 +17,16 @@ export function fill(size: number, unit: (i: number) => string): string {
 
 /** Nine aliases of nine aliases of …: 9^9 leaves once expanded; padded to `size` with a comment. */
 function billionLaughs(size: number): string {
-  const levels = ["a0: &a0 [x, x, x, x, x, x, x, x, x]", ...Array.from({ length: 9 }, (_, i) => `a${String(i + 1)}: &a${String(i + 1)} [${Array(9).fill(`*a${String(i)}`).join(", ")}]`)];
+  const levels = [
+    "a0: &a0 [x, x, x, x, x, x, x, x, x]",
+    ...Array.from(
+      { length: 9 },
+      (_, i) =>
+        `a${String(i + 1)}: &a${String(i + 1)} [${Array(9)
+          .fill(`*a${String(i)}`)
+          .join(", ")}]`,
+    ),
+  ];
   const text = `${levels.join("\n")}\n# `;
   return `${text}${"x".repeat(size - text.length - 1)}\n`;
 }

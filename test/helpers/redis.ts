@@ -3,7 +3,10 @@ import { assertRedisReachable } from "../../src/store/redis-connection.js";
 
 /** Why Redis cannot be used at `url` (for a printed skip reason), or undefined when it can. */
 export async function redisUnreachable(url: string): Promise<string | undefined> {
-  return assertRedisReachable(url, 1_000).then(() => undefined, (error: unknown) => (error instanceof Error ? error.message : String(error)));
+  return assertRedisReachable(url, 1_000).then(
+    () => undefined,
+    (error: unknown) => (error instanceof Error ? error.message : String(error)),
+  );
 }
 
 /** Deletes every key under `prefix:` (a test's own namespace), scanning rather than blocking Redis with KEYS. */

@@ -25,7 +25,13 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  await new Promise<void>((resolve) => { if (server) server.close(() => { resolve(); }); else resolve(); });
+  await new Promise<void>((resolve) => {
+    if (server)
+      server.close(() => {
+        resolve();
+      });
+    else resolve();
+  });
   server = undefined;
   await dir.cleanup();
 });
@@ -34,20 +40,29 @@ afterEach(async () => {
 async function serve(metrics: HarnessMetrics): Promise<string> {
   const handle = metricsEndpoint(metrics);
   const listening = createServer((req, res) => {
-    void handle(req, res).then((handled) => { if (!handled) res.writeHead(404).end("not found\n"); });
+    void handle(req, res).then((handled) => {
+      if (!handled) res.writeHead(404).end("not found\n");
+    });
   });
   server = listening;
   await new Promise<void>((resolve) => listening.listen(0, "127.0.0.1", resolve));
   return `http://127.0.0.1:${String((listening.address() as AddressInfo).port)}`;
 }
 
-async function get(url: string, method = "GET"): Promise<{ status: number; contentType: string | undefined; body: string }> {
+async function get(
+  url: string,
+  method = "GET",
+): Promise<{ status: number; contentType: string | undefined; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request(url, { method }, (res) => {
       let body = "";
       res.setEncoding("utf8");
-      res.on("data", (chunk: string) => { body += chunk; });
-      res.on("end", () => { resolve({ status: res.statusCode ?? 0, contentType: res.headers["content-type"], body }); });
+      res.on("data", (chunk: string) => {
+        body += chunk;
+      });
+      res.on("end", () => {
+        resolve({ status: res.statusCode ?? 0, contentType: res.headers["content-type"], body });
+      });
     });
     req.on("error", reject);
     req.end();
@@ -61,13 +76,23 @@ async function scrape(base: string): Promise<Map<string, MetricFamily>> {
   return parsePrometheusText(answer.body);
 }
 
-const value = (families: Map<string, MetricFamily>, name: string, labels: Record<string, string> = {}, family = name) => sampleValue(families, family, name, labels);
+const value = (families: Map<string, MetricFamily>, name: string, labels: Record<string, string> = {}, family = name) =>
+  sampleValue(families, family, name, labels);
 
 /** Resolves on the first event matching `predicate`. */
 function waitFor(predicate: (event: HarnessEvent) => boolean): { reporter: Reporter; seen: Promise<void> } {
   let resolve!: () => void;
-  const seen = new Promise<void>((r) => { resolve = r; });
-  return { reporter: { emit: (event) => { if (predicate(event)) resolve(); } }, seen };
+  const seen = new Promise<void>((r) => {
+    resolve = r;
+  });
+  return {
+    reporter: {
+      emit: (event) => {
+        if (predicate(event)) resolve();
+      },
+    },
+    seen,
+  };
 }
 
 describe("/metrics", () => {
@@ -78,7 +103,8 @@ describe("/metrics", () => {
     const base = await serve(metrics);
 
     const before = await scrape(base);
-    for (const state of ["succeeded", "failed", "timed_out", "cancelled", "no_changes", "interrupted"]) expect(value(before, "harness_runs_total", { state })).toBe(0);
+    for (const state of ["succeeded", "failed", "timed_out", "cancelled", "no_changes", "interrupted"])
+      expect(value(before, "harness_runs_total", { state })).toBe(0);
     expect(value(before, "harness_runs_in_flight")).toBe(0);
     expect(value(before, "harness_live_sandboxes")).toBe(0);
     expect(value(before, "harness_queue_depth", { state: "queued" })).toBe(3);
@@ -90,7 +116,10 @@ describe("/metrics", () => {
     // An agent that holds the run open until the test lets it go (a file appears).
     const release = join(dir.path, "release");
     const agent = join(dir.path, "agent.sh");
-    await writeFile(agent, `#!/bin/sh\nwhile [ ! -f '${release}' ]; do sleep 0.02; done\necho hello > greeting.txt\necho "Added greeting.txt"\n`);
+    await writeFile(
+      agent,
+      `#!/bin/sh\nwhile [ ! -f '${release}' ]; do sleep 0.02; done\necho hello > greeting.txt\necho "Added greeting.txt"\n`,
+    );
     await chmod(agent, 0o755);
     const repo = await makeRepo(join(dir.path, "repo"));
     const agentStarted = waitFor((event) => event.type === "node.started" && event.nodeId === "implement");
@@ -122,10 +151,28 @@ describe("/metrics", () => {
     expect(value(after, "harness_runs_total", { state: "failed" })).toBe(0);
     expect(value(after, "harness_runs_in_flight")).toBe(0);
     expect(value(after, "harness_live_sandboxes")).toBe(0);
-    expect(value(after, "harness_run_duration_seconds_count", { state: "succeeded" }, "harness_run_duration_seconds")).toBe(1);
-    expect(value(after, "harness_run_duration_seconds_sum", { state: "succeeded" }, "harness_run_duration_seconds")).toBeCloseTo(report.durationMs / 1000, 6);
-    expect(value(after, "harness_step_duration_seconds_count", { kind: "agent", status: "succeeded" }, "harness_step_duration_seconds")).toBe(1);
-    expect(value(after, "harness_step_duration_seconds_count", { kind: "exec", status: "succeeded" }, "harness_step_duration_seconds")).toBe(1);
+    expect(
+      value(after, "harness_run_duration_seconds_count", { state: "succeeded" }, "harness_run_duration_seconds"),
+    ).toBe(1);
+    expect(
+      value(after, "harness_run_duration_seconds_sum", { state: "succeeded" }, "harness_run_duration_seconds"),
+    ).toBeCloseTo(report.durationMs / 1000, 6);
+    expect(
+      value(
+        after,
+        "harness_step_duration_seconds_count",
+        { kind: "agent", status: "succeeded" },
+        "harness_step_duration_seconds",
+      ),
+    ).toBe(1);
+    expect(
+      value(
+        after,
+        "harness_step_duration_seconds_count",
+        { kind: "exec", status: "succeeded" },
+        "harness_step_duration_seconds",
+      ),
+    ).toBe(1);
     expect(value(after, "harness_queue_depth", { state: "queued" })).toBe(0);
   });
 
@@ -141,15 +188,50 @@ describe("/metrics", () => {
     await runs.instrument(() => Promise.resolve())(request("early-cancel"), cancelled.signal);
     // A processor that throws mid-run leaves no in-flight run or live sandbox behind.
     const threw = runs.instrument(() => {
-      runs.emit({ type: "run.started", runId: "threw", repo: "acme/widgets", branch: "b", intent: "i", blueprint: "default", nodes: [], at: "" });
+      runs.emit({
+        type: "run.started",
+        runId: "threw",
+        repo: "acme/widgets",
+        branch: "b",
+        intent: "i",
+        blueprint: "default",
+        nodes: [],
+        at: "",
+      });
       runs.emit({ type: "sandbox.ready", runId: "threw", workDir: "/tmp/x", at: "" });
       return Promise.reject(new Error("engine threw"));
     })(request("threw"), new AbortController().signal);
     await expect(threw).rejects.toThrow("engine threw");
     // A run the engine reported is counted from its event, not again by the processor.
     await runs.instrument(() => {
-      runs.emit({ type: "run.started", runId: "full", repo: "acme/widgets", branch: "b", intent: "i", blueprint: "default", nodes: [], at: "" });
-      runs.emit({ type: "run.finished", runId: "full", report: { runId: "full", repo: "acme/widgets", branch: "b", intent: "i", blueprint: "default", status: "succeeded", startedAt: "", finishedAt: "", durationMs: 2_000, nodes: [], pushResult: { pushed: true, error: "PR refused" } }, at: "" });
+      runs.emit({
+        type: "run.started",
+        runId: "full",
+        repo: "acme/widgets",
+        branch: "b",
+        intent: "i",
+        blueprint: "default",
+        nodes: [],
+        at: "",
+      });
+      runs.emit({
+        type: "run.finished",
+        runId: "full",
+        report: {
+          runId: "full",
+          repo: "acme/widgets",
+          branch: "b",
+          intent: "i",
+          blueprint: "default",
+          status: "succeeded",
+          startedAt: "",
+          finishedAt: "",
+          durationMs: 2_000,
+          nodes: [],
+          pushResult: { pushed: true, error: "PR refused" },
+        },
+        at: "",
+      });
       return Promise.resolve();
     })(request("full"), new AbortController().signal);
     runs.interrupted();
@@ -196,7 +278,11 @@ describe("/metrics", () => {
     const one = new HarnessMetrics();
     const two = new HarnessMetrics();
     one.runEnded("succeeded", 1);
-    expect(value(parsePrometheusText(await one.registry.metrics()), "harness_runs_total", { state: "succeeded" })).toBe(1);
-    expect(value(parsePrometheusText(await two.registry.metrics()), "harness_runs_total", { state: "succeeded" })).toBe(0);
+    expect(value(parsePrometheusText(await one.registry.metrics()), "harness_runs_total", { state: "succeeded" })).toBe(
+      1,
+    );
+    expect(value(parsePrometheusText(await two.registry.metrics()), "harness_runs_total", { state: "succeeded" })).toBe(
+      0,
+    );
   });
 });

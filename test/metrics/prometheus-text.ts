@@ -46,7 +46,8 @@ export class ExpositionError extends Error {
 
 /** Parses and validates a whole exposition; returns its families by name. */
 export function parsePrometheusText(text: string): Map<string, MetricFamily> {
-  if (text.length > 0 && !text.endsWith("\n")) throw new ExpositionError(text.split("\n").length, "the exposition must end with a newline", text.slice(-40));
+  if (text.length > 0 && !text.endsWith("\n"))
+    throw new ExpositionError(text.split("\n").length, "the exposition must end with a newline", text.slice(-40));
   const families = new Map<string, MetricFamily>();
   const closed = new Set<string>();
   const seenSeries = new Set<string>();
@@ -96,16 +97,22 @@ export function parsePrometheusText(text: string): Map<string, MetricFamily> {
     const sample = parseSample(line, lineNo);
     const familyName = resolveFamily(sample.name, families);
     const family = familyOf(familyName, lineNo, line);
-    const seriesKey = `${sample.name}{${Object.entries(sample.labels).sort(([a], [b]) => a.localeCompare(b)).map(([k, v]) => `${k}=${JSON.stringify(v)}`).join(",")}}`;
+    const seriesKey = `${sample.name}{${Object.entries(sample.labels)
+      .sort(([a], [b]) => a.localeCompare(b))
+      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+      .join(",")}}`;
     if (seenSeries.has(seriesKey)) throw new ExpositionError(lineNo, "the same series twice", line);
     seenSeries.add(seriesKey);
-    if (family.type === "counter" && (sample.value < 0 || Number.isNaN(sample.value))) throw new ExpositionError(lineNo, "a counter below zero", line);
+    if (family.type === "counter" && (sample.value < 0 || Number.isNaN(sample.value)))
+      throw new ExpositionError(lineNo, "a counter below zero", line);
     if (family.type === "summary" && sample.name === familyName) {
       const quantile = sample.labels["quantile"];
       const q = Number(quantile);
-      if (quantile === undefined || !(q >= 0 && q <= 1)) throw new ExpositionError(lineNo, "a summary quantile without a quantile label in [0, 1]", line);
+      if (quantile === undefined || !(q >= 0 && q <= 1))
+        throw new ExpositionError(lineNo, "a summary quantile without a quantile label in [0, 1]", line);
     }
-    if (family.type === "histogram" && sample.name === `${familyName}_bucket` && sample.labels["le"] === undefined) throw new ExpositionError(lineNo, "a histogram bucket without le", line);
+    if (family.type === "histogram" && sample.name === `${familyName}_bucket` && sample.labels["le"] === undefined)
+      throw new ExpositionError(lineNo, "a histogram bucket without le", line);
     family.samples.push(sample);
   });
   for (const family of families.values()) {
@@ -143,10 +150,12 @@ function parseSample(line: string, lineNo: number): Sample {
       const labelMatch = /^[a-zA-Z_][a-zA-Z0-9_]*/.exec(line.slice(i));
       if (!labelMatch) throw new ExpositionError(lineNo, "invalid label name", line);
       const labelName = labelMatch[0];
-      if (!LABEL_NAME.test(labelName) || labelName.startsWith("__")) throw new ExpositionError(lineNo, `reserved or invalid label name ${labelName}`, line);
+      if (!LABEL_NAME.test(labelName) || labelName.startsWith("__"))
+        throw new ExpositionError(lineNo, `reserved or invalid label name ${labelName}`, line);
       if (labelName in labels) throw new ExpositionError(lineNo, `label ${labelName} twice`, line);
       i += labelName.length;
-      if (line[i] !== "=" || line[i + 1] !== '"') throw new ExpositionError(lineNo, `label ${labelName} must be followed by ="`, line);
+      if (line[i] !== "=" || line[i + 1] !== '"')
+        throw new ExpositionError(lineNo, `label ${labelName} must be followed by ="`, line);
       i += 2;
       let value = "";
       for (;;) {
@@ -180,9 +189,14 @@ function parseSample(line: string, lineNo: number): Sample {
       throw new ExpositionError(lineNo, "labels must be separated by commas and closed by }", line);
     }
   }
-  if (line[i] !== " " && line[i] !== "\t") throw new ExpositionError(lineNo, "the value must follow after whitespace", line);
-  const fields = line.slice(i).trim().split(/[ \t]+/);
-  if (fields.length < 1 || fields.length > 2) throw new ExpositionError(lineNo, "a sample has a value and at most a timestamp", line);
+  if (line[i] !== " " && line[i] !== "\t")
+    throw new ExpositionError(lineNo, "the value must follow after whitespace", line);
+  const fields = line
+    .slice(i)
+    .trim()
+    .split(/[ \t]+/);
+  if (fields.length < 1 || fields.length > 2)
+    throw new ExpositionError(lineNo, "a sample has a value and at most a timestamp", line);
   const value = parseValue(fields[0] ?? "", lineNo, line);
   const sample: Sample = { name, labels, value };
   if (fields[1] !== undefined) {
@@ -218,7 +232,11 @@ function unescapeHelp(text: string, lineNo: number, line: string): string {
 
 /** Label set without `le`/`quantile`, as a key: one histogram or summary series per key. */
 function seriesKey(labels: Record<string, string>, drop: string): string {
-  return JSON.stringify(Object.entries(labels).filter(([k]) => k !== drop).sort(([a], [b]) => a.localeCompare(b)));
+  return JSON.stringify(
+    Object.entries(labels)
+      .filter(([k]) => k !== drop)
+      .sort(([a], [b]) => a.localeCompare(b)),
+  );
 }
 
 function checkHistogram(family: MetricFamily): void {
@@ -233,14 +251,16 @@ function checkHistogram(family: MetricFamily): void {
     if (sample.name === `${family.name}_bucket`) {
       const le = sample.labels["le"] ?? "";
       const bound = le === "+Inf" ? Infinity : Number(le);
-      if (le !== "+Inf" && (!FLOAT.test(le) || Number.isNaN(bound))) throw new Error(`${family.name}: invalid le="${le}"`);
+      if (le !== "+Inf" && (!FLOAT.test(le) || Number.isNaN(bound)))
+        throw new Error(`${family.name}: invalid le="${le}"`);
       group(sample.labels).buckets.push([bound, sample.value]);
     } else if (sample.name === `${family.name}_sum`) group(sample.labels).sum = sample.value;
     else if (sample.name === `${family.name}_count`) group(sample.labels).count = sample.value;
     else throw new Error(`${family.name}: unexpected sample ${sample.name} in a histogram`);
   }
   for (const [key, entry] of groups) {
-    if (entry.sum === undefined || entry.count === undefined) throw new Error(`${family.name}${key}: a histogram needs _sum and _count`);
+    if (entry.sum === undefined || entry.count === undefined)
+      throw new Error(`${family.name}${key}: a histogram needs _sum and _count`);
     let previousBound = -Infinity;
     let previousCount = 0;
     for (const [bound, count] of entry.buckets) {
@@ -251,7 +271,10 @@ function checkHistogram(family: MetricFamily): void {
     }
     const last = entry.buckets.at(-1);
     if (!last || last[0] !== Infinity) throw new Error(`${family.name}${key}: the last bucket must be le="+Inf"`);
-    if (last[1] !== entry.count) throw new Error(`${family.name}${key}: the +Inf bucket (${String(last[1])}) must equal _count (${String(entry.count)})`);
+    if (last[1] !== entry.count)
+      throw new Error(
+        `${family.name}${key}: the +Inf bucket (${String(last[1])}) must equal _count (${String(entry.count)})`,
+      );
   }
 }
 
@@ -265,12 +288,25 @@ function checkSummary(family: MetricFamily): void {
     else if (sample.name === `${family.name}_count`) entry.count = sample.value;
   }
   for (const [key, entry] of groups) {
-    if (entry.sum === undefined || entry.count === undefined) throw new Error(`${family.name}${key}: a summary needs _sum and _count`);
+    if (entry.sum === undefined || entry.count === undefined)
+      throw new Error(`${family.name}${key}: a summary needs _sum and _count`);
   }
 }
 
 /** The value of one series, or undefined when it is not exposed. */
-export function sampleValue(families: Map<string, MetricFamily>, family: string, name: string, labels: Record<string, string> = {}): number | undefined {
-  const match = families.get(family)?.samples.find((sample) => sample.name === name && Object.keys(labels).length === Object.keys(sample.labels).length && Object.entries(labels).every(([k, v]) => sample.labels[k] === v));
+export function sampleValue(
+  families: Map<string, MetricFamily>,
+  family: string,
+  name: string,
+  labels: Record<string, string> = {},
+): number | undefined {
+  const match = families
+    .get(family)
+    ?.samples.find(
+      (sample) =>
+        sample.name === name &&
+        Object.keys(labels).length === Object.keys(sample.labels).length &&
+        Object.entries(labels).every(([k, v]) => sample.labels[k] === v),
+    );
   return match?.value;
 }

@@ -9,7 +9,13 @@ import { parsePrometheusText, sampleValue } from "./prometheus-text.js";
 let server: Server | undefined;
 
 afterEach(async () => {
-  await new Promise<void>((resolve) => { if (server) server.close(() => { resolve(); }); else resolve(); });
+  await new Promise<void>((resolve) => {
+    if (server)
+      server.close(() => {
+        resolve();
+      });
+    else resolve();
+  });
   server = undefined;
 });
 
@@ -21,8 +27,10 @@ function fakeFetch(answers: Array<Record<string, string>>): typeof globalThis.fe
 
 async function gauges(metrics: HarnessMetrics) {
   const families = parsePrometheusText(await metrics.registry.metrics());
-  const remaining = (resource: string) => sampleValue(families, "harness_github_rate_limit_remaining", "harness_github_rate_limit_remaining", { resource });
-  const limit = (resource: string) => sampleValue(families, "harness_github_rate_limit_limit", "harness_github_rate_limit_limit", { resource });
+  const remaining = (resource: string) =>
+    sampleValue(families, "harness_github_rate_limit_remaining", "harness_github_rate_limit_remaining", { resource });
+  const limit = (resource: string) =>
+    sampleValue(families, "harness_github_rate_limit_limit", "harness_github_rate_limit_limit", { resource });
   return { remaining, limit, series: families.get("harness_github_rate_limit_remaining")?.samples ?? [] };
 }
 
@@ -31,11 +39,29 @@ describe("withRateLimitObserver", () => {
     let now = 1_700_000_000_000;
     const metrics = new HarnessMetrics({ defaultMetrics: false, now: () => now });
     const reset = String(now / 1000 + 3600);
-    const fetch = withRateLimitObserver(fakeFetch([
-      { "x-ratelimit-remaining": "4990", "x-ratelimit-limit": "5000", "x-ratelimit-reset": reset, "x-ratelimit-resource": "core" },
-      { "x-ratelimit-remaining": "29", "x-ratelimit-limit": "30", "x-ratelimit-reset": reset, "x-ratelimit-resource": "search" },
-      { "x-ratelimit-remaining": "4989", "x-ratelimit-limit": "5000", "x-ratelimit-reset": reset, "x-ratelimit-resource": "core" },
-    ]), metrics);
+    const fetch = withRateLimitObserver(
+      fakeFetch([
+        {
+          "x-ratelimit-remaining": "4990",
+          "x-ratelimit-limit": "5000",
+          "x-ratelimit-reset": reset,
+          "x-ratelimit-resource": "core",
+        },
+        {
+          "x-ratelimit-remaining": "29",
+          "x-ratelimit-limit": "30",
+          "x-ratelimit-reset": reset,
+          "x-ratelimit-resource": "search",
+        },
+        {
+          "x-ratelimit-remaining": "4989",
+          "x-ratelimit-limit": "5000",
+          "x-ratelimit-reset": reset,
+          "x-ratelimit-resource": "core",
+        },
+      ]),
+      metrics,
+    );
     const response = await fetch("https://api.github.com/repos/acme/widgets");
     expect(await response.json()).toEqual({ ok: true });
     await fetch("https://api.github.com/search/issues");
@@ -53,10 +79,17 @@ describe("withRateLimitObserver", () => {
   test("several installations' windows: the gauge shows the one closest to running out", async () => {
     const now = 1_700_000_000_000;
     const metrics = new HarnessMetrics({ defaultMetrics: false, now: () => now });
-    const fetch = withRateLimitObserver(fakeFetch([
-      { "x-ratelimit-remaining": "120", "x-ratelimit-limit": "5000", "x-ratelimit-reset": String(now / 1000 + 600) },
-      { "x-ratelimit-remaining": "4700", "x-ratelimit-limit": "15000", "x-ratelimit-reset": String(now / 1000 + 1200) },
-    ]), metrics);
+    const fetch = withRateLimitObserver(
+      fakeFetch([
+        { "x-ratelimit-remaining": "120", "x-ratelimit-limit": "5000", "x-ratelimit-reset": String(now / 1000 + 600) },
+        {
+          "x-ratelimit-remaining": "4700",
+          "x-ratelimit-limit": "15000",
+          "x-ratelimit-reset": String(now / 1000 + 1200),
+        },
+      ]),
+      metrics,
+    );
     await fetch("https://api.github.com/a");
     await fetch("https://api.github.com/b");
     const seen = await gauges(metrics);
@@ -67,12 +100,15 @@ describe("withRateLimitObserver", () => {
 
   test("responses without the headers, or with nonsense in them, change nothing; odd resource names share one series", async () => {
     const metrics = new HarnessMetrics({ defaultMetrics: false });
-    const fetch = withRateLimitObserver(fakeFetch([
-      {},
-      { "x-ratelimit-remaining": "lots" },
-      { "x-ratelimit-remaining": "-3" },
-      { "x-ratelimit-remaining": "7", "x-ratelimit-resource": "Evil Resource\"}" },
-    ]), metrics);
+    const fetch = withRateLimitObserver(
+      fakeFetch([
+        {},
+        { "x-ratelimit-remaining": "lots" },
+        { "x-ratelimit-remaining": "-3" },
+        { "x-ratelimit-remaining": "7", "x-ratelimit-resource": 'Evil Resource"}' },
+      ]),
+      metrics,
+    );
     for (let i = 0; i < 4; i++) await fetch("https://ghes.example/api/v3/x");
     const seen = await gauges(metrics);
     expect(seen.series.map((sample) => [sample.labels, sample.value])).toEqual([[{ resource: "other" }, 7]]);
@@ -80,7 +116,15 @@ describe("withRateLimitObserver", () => {
 
   test("wrapping the node:http fetch Octokit uses, against a real server sending GitHub's headers", async () => {
     server = createServer((_req, res) => {
-      res.writeHead(200, { "content-type": "application/json", "x-ratelimit-limit": "5000", "x-ratelimit-remaining": "4321", "x-ratelimit-reset": String(Math.floor(Date.now() / 1000) + 3600), "x-ratelimit-resource": "core" }).end("{}");
+      res
+        .writeHead(200, {
+          "content-type": "application/json",
+          "x-ratelimit-limit": "5000",
+          "x-ratelimit-remaining": "4321",
+          "x-ratelimit-reset": String(Math.floor(Date.now() / 1000) + 3600),
+          "x-ratelimit-resource": "core",
+        })
+        .end("{}");
     });
     await new Promise<void>((resolve) => server?.listen(0, "127.0.0.1", resolve));
     const metrics = new HarnessMetrics({ defaultMetrics: false });

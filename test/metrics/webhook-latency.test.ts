@@ -8,12 +8,23 @@ import { parsePrometheusText, sampleValue } from "./prometheus-text.js";
 let server: Server | undefined;
 
 afterEach(async () => {
-  await new Promise<void>((resolve) => { if (server) { server.closeAllConnections(); server.close(() => { resolve(); }); } else resolve(); });
+  await new Promise<void>((resolve) => {
+    if (server) {
+      server.closeAllConnections();
+      server.close(() => {
+        resolve();
+      });
+    } else resolve();
+  });
   server = undefined;
 });
 
 /** A server that times each request with `observeWebhook` and then lets `answer` respond. */
-async function serve(metrics: HarnessMetrics, answer: (req: IncomingMessage, res: ServerResponse) => void, now?: () => number): Promise<string> {
+async function serve(
+  metrics: HarnessMetrics,
+  answer: (req: IncomingMessage, res: ServerResponse) => void,
+  now?: () => number,
+): Promise<string> {
   server = createServer((req, res) => {
     observeWebhook(req, res, metrics, now);
     answer(req, res);
@@ -24,10 +35,19 @@ async function serve(metrics: HarnessMetrics, answer: (req: IncomingMessage, res
 
 function post(url: string, event: string | undefined): Promise<number> {
   return new Promise((resolve, reject) => {
-    const req = request(url, { method: "POST", headers: { "content-type": "application/json", ...(event ? { "x-github-event": event } : {}) } }, (res) => {
-      res.resume();
-      res.on("end", () => { resolve(res.statusCode ?? 0); });
-    });
+    const req = request(
+      url,
+      {
+        method: "POST",
+        headers: { "content-type": "application/json", ...(event ? { "x-github-event": event } : {}) },
+      },
+      (res) => {
+        res.resume();
+        res.on("end", () => {
+          resolve(res.statusCode ?? 0);
+        });
+      },
+    );
     req.on("error", reject);
     req.end("{}");
   });
@@ -48,10 +68,14 @@ describe("observeWebhook", () => {
     const metrics = new HarnessMetrics({ defaultMetrics: false });
     // A clock that advances 30 ms between the request's arrival and its response.
     let clock = 0;
-    const url = await serve(metrics, (req, res) => {
-      clock += 30;
-      res.writeHead(req.headers["x-github-event"] === "issues" ? 400 : 200).end("ok");
-    }, () => clock);
+    const url = await serve(
+      metrics,
+      (req, res) => {
+        clock += 30;
+        res.writeHead(req.headers["x-github-event"] === "issues" ? 400 : 200).end("ok");
+      },
+      () => clock,
+    );
     expect(await post(url, "issue_comment")).toBe(200);
     expect(await post(url, "issue_comment")).toBe(200);
     expect(await post(url, "issues")).toBe(400);
@@ -72,15 +96,21 @@ describe("observeWebhook", () => {
   test("a delivery whose client hangs up before the answer is counted as aborted", async () => {
     const metrics = new HarnessMetrics({ defaultMetrics: false });
     let closed!: () => void;
-    const serverSawClose = new Promise<void>((resolve) => { closed = resolve; });
+    const serverSawClose = new Promise<void>((resolve) => {
+      closed = resolve;
+    });
     const url = await serve(metrics, (req, res) => {
       // Never answers; the test's client gives up first.
-      res.once("close", () => { closed(); });
+      res.once("close", () => {
+        closed();
+      });
       req.resume();
     });
     const req = request(url, { method: "POST", headers: { "x-github-event": "issue_comment" } });
     req.on("error", () => undefined);
-    req.end("{}", () => { req.destroy(); });
+    req.end("{}", () => {
+      req.destroy();
+    });
     await serverSawClose;
     expect((await histogram(metrics)).count({ event: "issue_comment", status: "aborted" })).toBe(1);
   });

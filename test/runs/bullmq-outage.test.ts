@@ -25,9 +25,17 @@ describe.skipIf(!hasRedisServer)("BullMQ queue through a Redis outage", () => {
   beforeAll(async () => {
     const port = await freePort();
     url = `redis://127.0.0.1:${String(port)}`;
-    redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdio: "ignore" });
+    redis = spawn("redis-server", ["--port", String(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], {
+      stdio: "ignore",
+    });
     for (;;) {
-      if (await assertRedisReachable(url, 500).then(() => true, () => false)) break;
+      if (
+        await assertRedisReachable(url, 500).then(
+          () => true,
+          () => false,
+        )
+      )
+        break;
       await new Promise((resolve) => setTimeout(resolve, 50));
     }
   });
@@ -39,7 +47,12 @@ describe.skipIf(!hasRedisServer)("BullMQ queue through a Redis outage", () => {
 
   test("a run that finishes while Redis is unreachable is recorded once Redis is back; a request accepted meanwhile is not lost", async () => {
     const processor = new ControlledProcessor();
-    const queue = new BullmqRunQueue(processor.process, { redisUrl: url, prefix: "outage", concurrency: 2, leaseMs: 10_000 });
+    const queue = new BullmqRunQueue(processor.process, {
+      redisUrl: url,
+      prefix: "outage",
+      concurrency: 2,
+      leaseMs: 10_000,
+    });
     try {
       const first = request(700);
       await queue.enqueue(first);
@@ -50,7 +63,9 @@ describe.skipIf(!hasRedisServer)("BullMQ queue through a Redis outage", () => {
       const second = request(701);
       const accepting = queue.enqueue(second);
       let acceptedDuringOutage = false;
-      void accepting.then(() => { acceptedDuringOutage = true; });
+      void accepting.then(() => {
+        acceptedDuringOutage = true;
+      });
       // The outage itself lasts a while (a scenario, not a synchronisation): long enough for
       // heartbeats and the run's finish to be attempted against a silent Redis.
       await new Promise((resolve) => setTimeout(resolve, 1_000));

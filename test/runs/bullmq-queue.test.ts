@@ -6,11 +6,14 @@ import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, describeQueueConformance, request } from "./queue-conformance.js";
 
 const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
-const reachable = await assertRedisReachable(REDIS_URL, 1_000).then(() => true, (error: unknown) => {
-  // Said out loud, never a silent pass: CI starts Redis, so this only happens on a bare machine.
-  console.warn(`BullMQ queue tests skipped: ${error instanceof Error ? error.message : String(error)}`);
-  return false;
-});
+const reachable = await assertRedisReachable(REDIS_URL, 1_000).then(
+  () => true,
+  (error: unknown) => {
+    // Said out loud, never a silent pass: CI starts Redis, so this only happens on a bare machine.
+    console.warn(`BullMQ queue tests skipped: ${error instanceof Error ? error.message : String(error)}`);
+    return false;
+  },
+);
 
 const prefixes: string[] = [];
 function freshPrefix(): string {
@@ -31,7 +34,16 @@ afterAll(async () => {
 
 if (reachable) {
   describeQueueConformance("BullMQ on Redis", (processor, { concurrency, limits }) =>
-    Promise.resolve({ queue: new BullmqRunQueue(processor, { redisUrl: REDIS_URL, prefix: freshPrefix(), concurrency, waitPollMs: 200, leaseMs: 2_000, ...(limits ? { limits } : {}) }) }),
+    Promise.resolve({
+      queue: new BullmqRunQueue(processor, {
+        redisUrl: REDIS_URL,
+        prefix: freshPrefix(),
+        concurrency,
+        waitPollMs: 200,
+        leaseMs: 2_000,
+        ...(limits ? { limits } : {}),
+      }),
+    }),
   );
 }
 
@@ -41,7 +53,16 @@ describe.skipIf(!reachable)("BullMQ queue on Redis", () => {
     const processor = new ControlledProcessor();
     processor.autoFinish = false;
     const web = new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 0 });
-    const workers = [1, 2].map(() => new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 3, maxInFlight: 2, waitPollMs: 200 }));
+    const workers = [1, 2].map(
+      () =>
+        new BullmqRunQueue(processor.process, {
+          redisUrl: REDIS_URL,
+          prefix,
+          concurrency: 3,
+          maxInFlight: 2,
+          waitPollMs: 200,
+        }),
+    );
     try {
       const requests = [1, 2, 3, 4, 5].map((issue) => request(300 + issue));
       for (const item of requests) await web.enqueue(item);
@@ -95,8 +116,14 @@ describe.skipIf(!reachable)("BullMQ queue on Redis", () => {
     await first.close();
     const second = new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 1 });
     try {
-      expect(await second.enqueue({ ...request(500, "4242:comment:9001") })).toEqual({ status: "duplicate", runId: original.runId });
-      expect(await second.enqueue({ ...request(500), deliveryId: original.deliveryId })).toEqual({ status: "duplicate", runId: original.runId });
+      expect(await second.enqueue({ ...request(500, "4242:comment:9001") })).toEqual({
+        status: "duplicate",
+        runId: original.runId,
+      });
+      expect(await second.enqueue({ ...request(500), deliveryId: original.deliveryId })).toEqual({
+        status: "duplicate",
+        runId: original.runId,
+      });
       await second.idle();
       expect(processor.started).toEqual([original.runId]);
     } finally {
@@ -110,16 +137,32 @@ describe.skipIf(!reachable)("BullMQ queue on Redis", () => {
     // A processor that never finishes stands for a worker that died: its queue is dropped
     // without closing, so its lock lapses and BullMQ puts the job back.
     const hung = new ControlledProcessor();
-    const doomed = new BullmqRunQueue(hung.process, { redisUrl: REDIS_URL, prefix, concurrency: 1, leaseMs: 500, maxAttempts: 1 });
+    const doomed = new BullmqRunQueue(hung.process, {
+      redisUrl: REDIS_URL,
+      prefix,
+      concurrency: 1,
+      leaseMs: 500,
+      maxAttempts: 1,
+    });
     const item = request(600);
     await doomed.enqueue(item);
     await hung.startedCount(1);
     await (doomed as unknown as { worker: { close(force: boolean): Promise<void> } }).worker.close(true);
     let resolveInterrupted = (): void => undefined;
-    const gaveUp = new Promise<void>((resolve) => { resolveInterrupted = resolve; });
+    const gaveUp = new Promise<void>((resolve) => {
+      resolveInterrupted = resolve;
+    });
     const survivor = new BullmqRunQueue(new ControlledProcessor().process, {
-      redisUrl: REDIS_URL, prefix, concurrency: 1, leaseMs: 500, maxAttempts: 1,
-      onInterrupted: (interruptedRequest, reason) => { interrupted.push(`${interruptedRequest.runId}: ${reason}`); resolveInterrupted(); return Promise.resolve(); },
+      redisUrl: REDIS_URL,
+      prefix,
+      concurrency: 1,
+      leaseMs: 500,
+      maxAttempts: 1,
+      onInterrupted: (interruptedRequest, reason) => {
+        interrupted.push(`${interruptedRequest.runId}: ${reason}`);
+        resolveInterrupted();
+        return Promise.resolve();
+      },
     });
     try {
       await gaveUp;
@@ -133,6 +176,8 @@ describe.skipIf(!reachable)("BullMQ queue on Redis", () => {
 });
 
 test("Redis unreachable at start: a clear error naming the address", async () => {
-  await expect(assertRedisReachable("redis://user:hunter2@127.0.0.1:1", 1_000)).rejects.toThrow(/Cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1 \(REDIS_URL\)/);
+  await expect(assertRedisReachable("redis://user:hunter2@127.0.0.1:1", 1_000)).rejects.toThrow(
+    /Cannot reach Redis at redis:\/\/user:\*\*\*@127\.0\.0\.1:1 \(REDIS_URL\)/,
+  );
   await expect(assertRedisReachable("redis://user:hunter2@127.0.0.1:1", 1_000)).rejects.not.toThrow(/hunter2/);
 });

@@ -8,7 +8,14 @@ const [path = "", runId = "", count = "0", tag = ""] = process.argv.slice(2);
 const journal = new SqliteRunJournal({ path });
 try {
   for (let i = 0; i < Number(count); i++) {
-    await journal.append(runId, { type: "node.log", runId, nodeId: "n", attempt: 1, text: `${tag} ${String(i)}\n`, at: new Date().toISOString() });
+    await journal.append(runId, {
+      type: "node.log",
+      runId,
+      nodeId: "n",
+      attempt: 1,
+      text: `${tag} ${String(i)}\n`,
+      at: new Date().toISOString(),
+    });
   }
   process.send?.({ done: true });
 } catch (error) {

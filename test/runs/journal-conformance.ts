@@ -36,7 +36,16 @@ export function runRequest(overrides: Partial<RunRequest> = {}): RunRequest {
 const at = "2026-11-22T10:00:00.000Z";
 
 export function started(runId: string): JournalEvent {
-  return { type: "run.started", runId, repo: "acme/widgets", branch: "harness/x", intent: "fix", blueprint: "default", nodes: [{ id: "implement", title: "Implement", kind: "agent", onFailureOnly: false }], at };
+  return {
+    type: "run.started",
+    runId,
+    repo: "acme/widgets",
+    branch: "harness/x",
+    intent: "fix",
+    blueprint: "default",
+    nodes: [{ id: "implement", title: "Implement", kind: "agent", onFailureOnly: false }],
+    at,
+  };
 }
 
 export function log(runId: string, text: string): JournalEvent {
@@ -51,12 +60,28 @@ export function finished(runId: string, report: Partial<RunReport> = {}): Journa
   return {
     type: "run.finished",
     runId,
-    report: { runId, repo: "acme/widgets", branch: "harness/x", intent: "fix", blueprint: "default", status: "succeeded", startedAt: at, finishedAt: at, durationMs: 1000, nodes: [], pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/3" }, ...report },
+    report: {
+      runId,
+      repo: "acme/widgets",
+      branch: "harness/x",
+      intent: "fix",
+      blueprint: "default",
+      status: "succeeded",
+      startedAt: at,
+      finishedAt: at,
+      durationMs: 1000,
+      nodes: [],
+      pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/3" },
+      ...report,
+    },
     at: "2026-11-22T10:05:00.000Z",
   };
 }
 
-async function collect(iterable: AsyncIterable<JournalEntry>, count = Number.POSITIVE_INFINITY): Promise<JournalEntry[]> {
+async function collect(
+  iterable: AsyncIterable<JournalEntry>,
+  count = Number.POSITIVE_INFINITY,
+): Promise<JournalEntry[]> {
   const out: JournalEntry[] = [];
   for await (const entry of iterable) {
     out.push(entry);
@@ -84,7 +109,17 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       const { journal } = await open();
       const request = runRequest();
       await journal.accepted(request);
-      expect(await journal.get(request.runId)).toMatchObject({ runId: request.runId, repo: { owner: "acme", name: "widgets" }, issue: { number: 12, url: request.issue.htmlUrl }, intent: "fix the typo", requester: "octocat", state: "queued", lastSeq: 0, outputBytes: 0, outputDroppedBytes: 0 });
+      expect(await journal.get(request.runId)).toMatchObject({
+        runId: request.runId,
+        repo: { owner: "acme", name: "widgets" },
+        issue: { number: 12, url: request.issue.htmlUrl },
+        intent: "fix the typo",
+        requester: "octocat",
+        state: "queued",
+        lastSeq: 0,
+        outputBytes: 0,
+        outputDroppedBytes: 0,
+      });
       await journal.append(request.runId, started(request.runId));
       await journal.accepted(request);
       expect(await journal.get(request.runId)).toMatchObject({ state: "running", startedAt: at, lastSeq: 1 });
@@ -94,7 +129,14 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       const { journal } = await open();
       const { runId } = runRequest();
       await journal.accepted(runRequest({ runId }));
-      const appended = [started(runId), nodeStarted(runId), log(runId, "one\n"), log(runId, "two\n"), nodeStarted(runId), log(runId, "three\n")];
+      const appended = [
+        started(runId),
+        nodeStarted(runId),
+        log(runId, "one\n"),
+        log(runId, "two\n"),
+        nodeStarted(runId),
+        log(runId, "three\n"),
+      ];
       for (const event of appended) await journal.append(runId, event);
       const all = await journal.events(runId, 0);
       expect(all.map((entry) => entry.seq)).toEqual([1, 2, 3, 4, 5, 6]);
@@ -112,7 +154,13 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       await journal.append(runId, started(runId));
       await journal.append(runId, finished(runId));
       const summary = await journal.get(runId);
-      expect(summary).toMatchObject({ state: "succeeded", startedAt: at, finishedAt: "2026-11-22T10:05:00.000Z", prUrl: "https://github.com/acme/widgets/pull/3", lastSeq: 2 });
+      expect(summary).toMatchObject({
+        state: "succeeded",
+        startedAt: at,
+        finishedAt: "2026-11-22T10:05:00.000Z",
+        prUrl: "https://github.com/acme/widgets/pull/3",
+        lastSeq: 2,
+      });
       expect(summary?.error).toBeUndefined();
     });
 
@@ -120,8 +168,23 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       const { journal } = await open();
       const { runId } = runRequest();
       await journal.accepted(runRequest({ runId }));
-      await journal.append(runId, finished(runId, { pushResult: { pushed: false, errorKind: "protected_branch", error: "push refused: protected branch", remedy: "Allow the app to push" } }));
-      expect(await journal.get(runId)).toMatchObject({ state: "failed", errorKind: "protected_branch", error: "push refused: protected branch", remedy: "Allow the app to push" });
+      await journal.append(
+        runId,
+        finished(runId, {
+          pushResult: {
+            pushed: false,
+            errorKind: "protected_branch",
+            error: "push refused: protected branch",
+            remedy: "Allow the app to push",
+          },
+        }),
+      );
+      expect(await journal.get(runId)).toMatchObject({
+        state: "failed",
+        errorKind: "protected_branch",
+        error: "push refused: protected branch",
+        remedy: "Allow the app to push",
+      });
     });
 
     test("an ended run is final, except that a new start (a queue running it again) reopens it", async () => {
@@ -130,13 +193,23 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       await journal.accepted(runRequest({ runId }));
       await journal.append(runId, { type: "run.ended", runId, state: "cancelled", error: "The run was cancelled", at });
       await journal.append(runId, log(runId, "late output\n"));
-      expect(await journal.get(runId)).toMatchObject({ state: "cancelled", error: "The run was cancelled", lastSeq: 1 });
+      expect(await journal.get(runId)).toMatchObject({
+        state: "cancelled",
+        error: "The run was cancelled",
+        lastSeq: 1,
+      });
       await journal.append(runId, started(runId));
       const reopened = await journal.get(runId);
       expect(reopened).toMatchObject({ state: "running", lastSeq: 2 });
       expect(reopened?.error).toBeUndefined();
       expect(reopened?.finishedAt).toBeUndefined();
-      await journal.append(runId, { type: "run.ended", runId, state: "interrupted", error: "The run was interrupted: its worker stopped 3 times", at });
+      await journal.append(runId, {
+        type: "run.ended",
+        runId,
+        state: "interrupted",
+        error: "The run was interrupted: its worker stopped 3 times",
+        at,
+      });
       expect(await journal.get(runId)).toMatchObject({ state: "interrupted", errorKind: "interrupted" });
     });
 
@@ -154,11 +227,19 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       expect(summary?.outputDroppedBytes).toBeGreaterThanOrEqual(2000);
       const entries = await journal.events(runId, 0);
       const output = entries.filter((entry) => entry.event.type === "node.log");
-      const keptBytes = output.reduce((sum, entry) => sum + (entry.event.type === "node.log" ? entry.event.text.length : 0), 0);
+      const keptBytes = output.reduce(
+        (sum, entry) => sum + (entry.event.type === "node.log" ? entry.event.text.length : 0),
+        0,
+      );
       expect(keptBytes).toBeLessThanOrEqual(1000);
       expect(keptBytes + (summary?.outputDroppedBytes ?? 0)).toBe(3000);
       expect(output.at(-1)?.event).toEqual(log(runId, `9${"x".repeat(298)}\n`));
-      expect(entries.filter((entry) => entry.event.type !== "node.log").map((entry) => [entry.seq, entry.event.type])).toEqual([[1, "run.started"], [7, "node.started"]]);
+      expect(
+        entries.filter((entry) => entry.event.type !== "node.log").map((entry) => [entry.seq, entry.event.type]),
+      ).toEqual([
+        [1, "run.started"],
+        [7, "node.started"],
+      ]);
     });
 
     test("step events beyond their cap are not kept, but the final one always is", async () => {
@@ -207,17 +288,25 @@ export function describeJournalConformance(name: string, factory: JournalFactory
           wake?.();
         }
       })();
-      const until = (count: number): Promise<void> => new Promise((resolve) => {
-        const check = (): void => { if (seen.length >= count) resolve(); };
-        wake = check;
-        check();
-      });
+      const until = (count: number): Promise<void> =>
+        new Promise((resolve) => {
+          const check = (): void => {
+            if (seen.length >= count) resolve();
+          };
+          wake = check;
+          check();
+        });
       await until(2);
       await journal.append(runId, log(runId, "live\n"));
       await until(3);
       await journal.append(runId, finished(runId));
       await follower;
-      expect(seen.map((entry) => [entry.seq, entry.event.type])).toEqual([[1, "run.started"], [2, "node.log"], [3, "node.log"], [4, "run.finished"]]);
+      expect(seen.map((entry) => [entry.seq, entry.event.type])).toEqual([
+        [1, "run.started"],
+        [2, "node.log"],
+        [3, "node.log"],
+        [4, "run.finished"],
+      ]);
     });
 
     test("following an ended run replays from the cursor and ends; from its end, yields nothing", async () => {
@@ -225,7 +314,9 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       const { runId } = runRequest();
       await journal.accepted(runRequest({ runId }));
       for (const event of [started(runId), log(runId, "a\n"), finished(runId)]) await journal.append(runId, event);
-      expect((await collect(journal.follow(runId, 1, new AbortController().signal))).map((entry) => entry.seq)).toEqual([2, 3]);
+      expect((await collect(journal.follow(runId, 1, new AbortController().signal))).map((entry) => entry.seq)).toEqual(
+        [2, 3],
+      );
       expect(await collect(journal.follow(runId, 3, new AbortController().signal))).toEqual([]);
     });
 
@@ -255,7 +346,9 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       expect(await other.get(runId)).toMatchObject({ state: "running" });
       const seen: number[] = [];
       let firstSeen!: () => void;
-      const first = new Promise<void>((resolve) => { firstSeen = resolve; });
+      const first = new Promise<void>((resolve) => {
+        firstSeen = resolve;
+      });
       const follower = (async () => {
         for await (const entry of other.follow(runId, 0, new AbortController().signal)) {
           seen.push(entry.seq);

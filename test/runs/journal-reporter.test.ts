@@ -23,7 +23,9 @@ class GatedJournal extends MemoryRunJournal {
 
   constructor() {
     super();
-    this.gate = new Promise((resolve) => { this.openGate = resolve; });
+    this.gate = new Promise((resolve) => {
+      this.openGate = resolve;
+    });
   }
 
   override async append(runId: string, event: JournalEvent): Promise<void> {
@@ -39,7 +41,9 @@ class GatedJournal extends MemoryRunJournal {
 
 function recordingLog(): Log & { lines: string[] } {
   const lines: string[] = [];
-  const record = (obj: Record<string, unknown>, msg?: string): void => { lines.push(`${msg ?? ""} ${JSON.stringify(obj)}`); };
+  const record = (obj: Record<string, unknown>, msg?: string): void => {
+    lines.push(`${msg ?? ""} ${JSON.stringify(obj)}`);
+  };
   return { lines, info: record, warn: record, error: record };
 }
 
@@ -51,13 +55,27 @@ describe("JournalReporter", () => {
     const reporter = new JournalReporter(journal);
     const runId = request.runId;
     reporter.emit(started(runId) as Parameters<JournalReporter["emit"]>[0]);
-    reporter.emit({ type: "node.output", runId, nodeId: "implement", attempt: 1, tail: "tail\n", at: "2026-11-22T10:00:00.000Z" });
-    for (let i = 0; i < 50; i++) reporter.emit(log(runId, `line ${String(i)}\n`) as Parameters<JournalReporter["emit"]>[0]);
+    reporter.emit({
+      type: "node.output",
+      runId,
+      nodeId: "implement",
+      attempt: 1,
+      tail: "tail\n",
+      at: "2026-11-22T10:00:00.000Z",
+    });
+    for (let i = 0; i < 50; i++)
+      reporter.emit(log(runId, `line ${String(i)}\n`) as Parameters<JournalReporter["emit"]>[0]);
     reporter.emit(finished(runId) as Parameters<JournalReporter["emit"]>[0]);
     await reporter.settled(runId);
     const entries = await journal.events(runId, 0);
-    expect(entries.map((entry) => entry.event.type)).toEqual(["run.started", ...Array<string>(50).fill("node.log"), "run.finished"]);
-    expect(entries.map((entry) => (entry.event.type === "node.log" ? entry.event.text : "")).join("")).toBe(Array.from({ length: 50 }, (_, i) => `line ${String(i)}\n`).join(""));
+    expect(entries.map((entry) => entry.event.type)).toEqual([
+      "run.started",
+      ...Array<string>(50).fill("node.log"),
+      "run.finished",
+    ]);
+    expect(entries.map((entry) => (entry.event.type === "node.log" ? entry.event.text : "")).join("")).toBe(
+      Array.from({ length: 50 }, (_, i) => `line ${String(i)}\n`).join(""),
+    );
     expect(await journal.get(runId)).toMatchObject({ state: "succeeded" });
   });
 
@@ -69,7 +87,8 @@ describe("JournalReporter", () => {
     const reporter = new JournalReporter(journal, { maxPending: 10, log: logger });
     const runId = request.runId;
     reporter.emit(started(runId) as Parameters<JournalReporter["emit"]>[0]);
-    for (let i = 0; i < 100; i++) reporter.emit(log(runId, `line ${String(i)}\n`) as Parameters<JournalReporter["emit"]>[0]);
+    for (let i = 0; i < 100; i++)
+      reporter.emit(log(runId, `line ${String(i)}\n`) as Parameters<JournalReporter["emit"]>[0]);
     reporter.emit(nodeStarted(runId) as Parameters<JournalReporter["emit"]>[0]);
     reporter.emit(finished(runId) as Parameters<JournalReporter["emit"]>[0]);
     journal.open();
@@ -85,28 +104,49 @@ describe("JournalReporter", () => {
     journal.append = () => Promise.reject(new Error("Redis is away"));
     const logger = recordingLog();
     const reporter = new JournalReporter(journal, { log: logger });
-    expect(() => { reporter.emit(started("r1") as Parameters<JournalReporter["emit"]>[0]); }).not.toThrow();
+    expect(() => {
+      reporter.emit(started("r1") as Parameters<JournalReporter["emit"]>[0]);
+    }).not.toThrow();
     await reporter.close();
     expect(logger.lines.join("\n")).toContain("Redis is away");
   });
 });
 
 describe("journaledQueue", () => {
-  const build = (journal: RunJournal, processor: RunProcessor, interrupted: Array<[string, string]> = []): { queue: RunQueue; hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> } } => {
+  const build = (
+    journal: RunJournal,
+    processor: RunProcessor,
+    interrupted: Array<[string, string]> = [],
+  ): { queue: RunQueue; hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> } } => {
     const reporter = new JournalReporter(journal);
     let hooksSeen!: { interrupted: (request: RunRequest, reason: string) => Promise<void> };
-    const factory = journaledQueue((inner, hooks) => {
-      hooksSeen = hooks;
-      return new InProcessRunQueue(inner, { concurrency: 1 });
-    }, journal, reporter);
-    const queue = factory(processor, { interrupted: (request, reason) => { interrupted.push([request.runId, reason]); return Promise.resolve(); } });
+    const factory = journaledQueue(
+      (inner, hooks) => {
+        hooksSeen = hooks;
+        return new InProcessRunQueue(inner, { concurrency: 1 });
+      },
+      journal,
+      reporter,
+    );
+    const queue = factory(processor, {
+      interrupted: (request, reason) => {
+        interrupted.push([request.runId, reason]);
+        return Promise.resolve();
+      },
+    });
     return { queue, hooks: hooksSeen };
   };
 
   test("an enqueued run is recorded queued; a duplicate is not recorded again", async () => {
     const journal = new MemoryRunJournal();
     const release: Array<() => void> = [];
-    const { queue } = build(journal, () => new Promise<void>((resolve) => { release.push(resolve); }));
+    const { queue } = build(
+      journal,
+      () =>
+        new Promise<void>((resolve) => {
+          release.push(resolve);
+        }),
+    );
     const first = runRequest();
     const waiting = runRequest({ issue: first.issue });
     expect((await queue.enqueue(first)).status).toBe("queued");
@@ -128,17 +168,26 @@ describe("journaledQueue", () => {
     const plain = runRequest();
     await queue.enqueue(plain);
     await queue.idle();
-    expect(await journal.get(plain.runId)).toMatchObject({ state: "failed", error: expect.stringContaining("status comment") as string });
+    expect(await journal.get(plain.runId)).toMatchObject({
+      state: "failed",
+      error: expect.stringContaining("status comment") as string,
+    });
 
     const blocking = new MemoryRunJournal();
     // Runs only until cancelled, like a worker that stops at the abort before the harness starts.
     const starts = new Map<string, () => void>();
-    const startedRun = (runId: string): Promise<void> => new Promise((resolve) => { starts.set(runId, resolve); });
-    const untilCancelled: RunProcessor = (request, signal) => new Promise<void>((resolve) => {
-      starts.get(request.runId)?.();
-      if (signal.aborted) resolve();
-      signal.addEventListener("abort", () => { resolve(); });
-    });
+    const startedRun = (runId: string): Promise<void> =>
+      new Promise((resolve) => {
+        starts.set(runId, resolve);
+      });
+    const untilCancelled: RunProcessor = (request, signal) =>
+      new Promise<void>((resolve) => {
+        starts.get(request.runId)?.();
+        if (signal.aborted) resolve();
+        signal.addEventListener("abort", () => {
+          resolve();
+        });
+      });
     const { queue: second } = build(blocking, untilCancelled);
     const busy = runRequest();
     const waiting = runRequest({ issue: busy.issue });
@@ -151,7 +200,10 @@ describe("journaledQueue", () => {
     await waitingStarted;
     expect(await second.cancel("1#12")).toBe(true);
     await second.idle();
-    expect(await blocking.get(busy.runId)).toMatchObject({ state: "cancelled", error: "The run was cancelled before its steps started" });
+    expect(await blocking.get(busy.runId)).toMatchObject({
+      state: "cancelled",
+      error: "The run was cancelled before its steps started",
+    });
     expect(await blocking.get(waiting.runId)).toMatchObject({ state: "cancelled" });
     await queue.close(1000);
     await second.close(1000);
@@ -161,16 +213,25 @@ describe("journaledQueue", () => {
     const journal = new MemoryRunJournal();
     const reporter = new JournalReporter(journal);
     const factory = journaledQueue((inner) => new InProcessRunQueue(inner, { concurrency: 1 }), journal, reporter);
-    const queue = factory((request) => {
-      reporter.emit(started(request.runId) as Parameters<JournalReporter["emit"]>[0]);
-      reporter.emit(finished(request.runId) as Parameters<JournalReporter["emit"]>[0]);
-      return Promise.resolve();
-    }, { interrupted: () => Promise.resolve() });
+    const queue = factory(
+      (request) => {
+        reporter.emit(started(request.runId) as Parameters<JournalReporter["emit"]>[0]);
+        reporter.emit(finished(request.runId) as Parameters<JournalReporter["emit"]>[0]);
+        return Promise.resolve();
+      },
+      { interrupted: () => Promise.resolve() },
+    );
     const request = runRequest();
     await queue.enqueue(request);
     await queue.idle();
-    expect(await journal.get(request.runId)).toMatchObject({ state: "succeeded", prUrl: "https://github.com/acme/widgets/pull/3" });
-    expect((await journal.events(request.runId, 0)).map((entry) => entry.event.type)).toEqual(["run.started", "run.finished"]);
+    expect(await journal.get(request.runId)).toMatchObject({
+      state: "succeeded",
+      prUrl: "https://github.com/acme/widgets/pull/3",
+    });
+    expect((await journal.events(request.runId, 0)).map((entry) => entry.event.type)).toEqual([
+      "run.started",
+      "run.finished",
+    ]);
     await queue.close(1000);
   });
 
@@ -180,7 +241,11 @@ describe("journaledQueue", () => {
     const { queue, hooks } = build(journal, () => Promise.resolve(), heard);
     const request = runRequest();
     await hooks.interrupted(request, "its worker stopped 3 times");
-    expect(await journal.get(request.runId)).toMatchObject({ state: "interrupted", errorKind: "interrupted", error: "The run was interrupted: its worker stopped 3 times" });
+    expect(await journal.get(request.runId)).toMatchObject({
+      state: "interrupted",
+      errorKind: "interrupted",
+      error: "The run was interrupted: its worker stopped 3 times",
+    });
     expect(heard).toEqual([[request.runId, "its worker stopped 3 times"]]);
     await queue.close(1000);
   });
@@ -188,8 +253,12 @@ describe("journaledQueue", () => {
 
 describe("the harness into the journal", () => {
   let dir: { path: string; cleanup: () => Promise<void> };
-  beforeAll(async () => { dir = await scratchDir("harness-journal-e2e-"); });
-  afterAll(async () => { await dir.cleanup(); });
+  beforeAll(async () => {
+    dir = await scratchDir("harness-journal-e2e-");
+  });
+  afterAll(async () => {
+    await dir.cleanup();
+  });
 
   test("a real run's steps, output (redacted, whole lines) and outcome land in the journal", async () => {
     const repo = await makeRepo(join(dir.path, "repo"));
@@ -198,14 +267,47 @@ describe("the harness into the journal", () => {
     await journal.accepted(request);
     const reporter = new JournalReporter(journal);
     const secret = fakeToken("sk-ant-api03-", 24);
-    const blueprint = validateBlueprint({ name: "print", nodes: [{ id: "print", kind: "exec", title: "Print", argv: ["sh", "-c", `printf '\\033[31mred\\033[0m <b>\\n'; echo "using ${secret}"; for i in 1 2 3; do echo "n $i"; done`] }] }, "test");
-    const report = await runHarness({ runId: request.runId, repo, branch: "harness/j", intent: "print", blueprint, createSandbox: createLocalSandbox, reporter, outputLogMs: 20 });
+    const blueprint = validateBlueprint(
+      {
+        name: "print",
+        nodes: [
+          {
+            id: "print",
+            kind: "exec",
+            title: "Print",
+            argv: [
+              "sh",
+              "-c",
+              `printf '\\033[31mred\\033[0m <b>\\n'; echo "using ${secret}"; for i in 1 2 3; do echo "n $i"; done`,
+            ],
+          },
+        ],
+      },
+      "test",
+    );
+    const report = await runHarness({
+      runId: request.runId,
+      repo,
+      branch: "harness/j",
+      intent: "print",
+      blueprint,
+      createSandbox: createLocalSandbox,
+      reporter,
+      outputLogMs: 20,
+    });
     await reporter.settled(request.runId);
     expect(report.status).toBe("no_changes");
     const entries = await journal.events(request.runId, 0);
     const text = entries.map((entry) => (entry.event.type === "node.log" ? entry.event.text : "")).join("");
     expect(text).toBe("\x1b[31mred\x1b[0m <b>\nusing [REDACTED]\nn 1\nn 2\nn 3\n");
-    expect(entries.map((entry) => entry.event.type).filter((type) => type !== "node.log")).toEqual(["run.started", "sandbox.ready", "node.started", "node.finished", "commit.finished", "run.finished"]);
+    expect(entries.map((entry) => entry.event.type).filter((type) => type !== "node.log")).toEqual([
+      "run.started",
+      "sandbox.ready",
+      "node.started",
+      "node.finished",
+      "commit.finished",
+      "run.finished",
+    ]);
     expect(await journal.get(request.runId)).toMatchObject({ state: "failed", errorKind: "no_changes" });
   });
 });

@@ -49,7 +49,13 @@ describeJournalConformance("Redis", ({ limits, now }) => {
   const prefix = `${prefixRoot}-${String(redisCase)}`;
   const opened: RedisRunJournal[] = [];
   const open = (): RedisRunJournal => {
-    const journal = new RedisRunJournal({ redis: redisUrl, prefix, now, blockMs: 2_000, ...(limits ? { limits } : {}) });
+    const journal = new RedisRunJournal({
+      redis: redisUrl,
+      prefix,
+      now,
+      blockMs: 2_000,
+      ...(limits ? { limits } : {}),
+    });
     opened.push(journal);
     return journal;
   };

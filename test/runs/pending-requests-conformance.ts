@@ -1,5 +1,13 @@
 import { afterEach, describe, expect, test } from "vitest";
-import { DEFAULT_PENDING_LIMITS, MAX_PENDING_INTENT_BYTES, type PendingRequest, type PendingRequestInput, type PendingRequestStore, type PendingRequestStoreOptions, type PutOutcome } from "../../src/runs/pending-requests.js";
+import {
+  DEFAULT_PENDING_LIMITS,
+  MAX_PENDING_INTENT_BYTES,
+  type PendingRequest,
+  type PendingRequestInput,
+  type PendingRequestStore,
+  type PendingRequestStoreOptions,
+  type PutOutcome,
+} from "../../src/runs/pending-requests.js";
 
 /** A store under test; `another` opens a second handle on the same store, as another process would. */
 export interface PendingRequestHarness {
@@ -45,7 +53,11 @@ function idsInTurn(...ids: string[]): () => string {
  * The behaviour every pending request store must show. `durable` stores are also checked to keep
  * their requests and reply windows when closed and opened again.
  */
-export function describePendingRequestConformance(name: string, factory: PendingRequestFactory, { durable = true }: { durable?: boolean } = {}): void {
+export function describePendingRequestConformance(
+  name: string,
+  factory: PendingRequestFactory,
+  { durable = true }: { durable?: boolean } = {},
+): void {
   describe(`pending request store conformance: ${name}`, () => {
     const disposers: Array<() => Promise<void>> = [];
     const start = Date.parse("2026-11-22T09:00:00.000Z");
@@ -65,7 +77,13 @@ export function describePendingRequestConformance(name: string, factory: Pending
       const { store } = await open();
       const intent = 'fix the "typo" in README\n\n  keep the 1 2 {spacing} 🎉';
       const request = stored(await store.put(ask(alice, intent)));
-      expect(request).toMatchObject({ issueKey: ISSUE, intent, requester: alice, createdAt: start, expiresAt: start + DEFAULT_PENDING_LIMITS.ttlMs });
+      expect(request).toMatchObject({
+        issueKey: ISSUE,
+        intent,
+        requester: alice,
+        createdAt: start,
+        expiresAt: start + DEFAULT_PENDING_LIMITS.ttlMs,
+      });
       expect(request.id).toMatch(/^[a-z0-9]+$/);
       expect(await store.list(ISSUE)).toEqual([request]);
 
@@ -117,10 +135,15 @@ export function describePendingRequestConformance(name: string, factory: Pending
     });
 
     test("a second request from the same person replaces the first under a new id, even at the caps", async () => {
-      const { store } = await open({ limits: { maxPerIssue: 1, maxPerPerson: 1 }, newId: idsInTurn("aaaaaa", "aaaaaa", "bbbbbb") });
+      const { store } = await open({
+        limits: { maxPerIssue: 1, maxPerPerson: 1 },
+        newId: idsInTurn("aaaaaa", "aaaaaa", "bbbbbb"),
+      });
       const first = stored(await store.put(ask(alice, "fix the typo")));
       clock += 1000;
-      const { request: second, replaced } = storing(await store.put(ask({ ...alice, login: "alice-renamed" }, "actually, delete the tests")));
+      const { request: second, replaced } = storing(
+        await store.put(ask({ ...alice, login: "alice-renamed" }, "actually, delete the tests")),
+      );
       expect(replaced).toEqual(first);
       expect(second.id).toBe("bbbbbb");
 
@@ -188,7 +211,11 @@ export function describePendingRequestConformance(name: string, factory: Pending
       const { store } = await open({ limits: { maxPerPerson: 2 } });
       const first = stored(await store.put(ask(alice, "one", "101#1")));
       stored(await store.put(ask(alice, "two", "202#5")));
-      expect(await store.put(ask(alice, "three", "303#9"))).toEqual({ status: "refused", reason: "person_full", limit: 2 });
+      expect(await store.put(ask(alice, "three", "303#9"))).toEqual({
+        status: "refused",
+        reason: "person_full",
+        limit: 2,
+      });
       stored(await store.put(ask(bob, "bob's", "303#9")));
 
       expect(await store.take("101#1", first.id)).toBeDefined();
@@ -241,12 +268,22 @@ export function describePendingRequestConformance(name: string, factory: Pending
       const second = await another();
       for (let round = 0; round < 10; round++) {
         const request = stored(await store.put(ask(alice, `round ${String(round)}`)));
-        const results = await Promise.all([store.take(ISSUE, request.id), second.take(ISSUE, request.id), store.take(ISSUE, request.id), second.take(ISSUE, request.id)]);
+        const results = await Promise.all([
+          store.take(ISSUE, request.id),
+          second.take(ISSUE, request.id),
+          store.take(ISSUE, request.id),
+          second.take(ISSUE, request.id),
+        ]);
         expect(results.filter((result) => result !== undefined)).toEqual([request]);
       }
       for (let round = 0; round < 10; round++) {
         const request = stored(await store.put(ask(alice, `bare round ${String(round)}`)));
-        const results = await Promise.all([store.takeOnly(ISSUE), second.takeOnly(ISSUE), store.takeOnly(ISSUE), second.takeOnly(ISSUE)]);
+        const results = await Promise.all([
+          store.takeOnly(ISSUE),
+          second.takeOnly(ISSUE),
+          store.takeOnly(ISSUE),
+          second.takeOnly(ISSUE),
+        ]);
         expect(results.filter((result) => result.status === "taken")).toEqual([{ status: "taken", request }]);
         expect(results.filter((result) => result.status === "none")).toHaveLength(3);
       }
@@ -255,7 +292,12 @@ export function describePendingRequestConformance(name: string, factory: Pending
     test("two processes storing for the same person at once leave one request, and the cap holds", async () => {
       const { store, another } = await open({ limits: { maxPerPerson: 1 } });
       const second = await another();
-      const outcomes = await Promise.all([store.put(ask(alice, "a")), second.put(ask(alice, "b")), store.put(ask(alice, "c", OTHER_ISSUE)), second.put(ask(alice, "d", OTHER_ISSUE))]);
+      const outcomes = await Promise.all([
+        store.put(ask(alice, "a")),
+        second.put(ask(alice, "b")),
+        store.put(ask(alice, "c", OTHER_ISSUE)),
+        second.put(ask(alice, "d", OTHER_ISSUE)),
+      ]);
       const pending = [...(await store.list(ISSUE)), ...(await store.list(OTHER_ISSUE))];
       expect(pending).toHaveLength(1);
       expect(outcomes.filter((outcome) => outcome.status === "refused")).not.toHaveLength(0);
@@ -282,7 +324,12 @@ export function describePendingRequestConformance(name: string, factory: Pending
       const second = await another();
       for (let round = 0; round < 10; round++) {
         const scope = `${ISSUE}/round-${String(round)}`;
-        const claims = await Promise.all([store.claimReply(scope, "alice", 60_000), second.claimReply(scope, "Alice", 60_000), store.claimReply(scope, "ALICE", 60_000), second.claimReply(scope, "alice", 60_000)]);
+        const claims = await Promise.all([
+          store.claimReply(scope, "alice", 60_000),
+          second.claimReply(scope, "Alice", 60_000),
+          store.claimReply(scope, "ALICE", 60_000),
+          second.claimReply(scope, "alice", 60_000),
+        ]);
         expect(claims.filter(Boolean)).toHaveLength(1);
       }
     });
@@ -297,7 +344,8 @@ export function describePendingRequestConformance(name: string, factory: Pending
       await expect(store.claimReply(ISSUE, "x".repeat(40), 60_000)).rejects.toThrow(/1 to 39 characters/);
       expect((await store.list(ISSUE)).map((request) => request.requester.login)).toEqual(["Alice"]);
 
-      for (const typed of ["", "   ", "x".repeat(1000), "../aaaa", "k7q2m9; DROP", "*"]) expect(await store.take(ISSUE, typed)).toBeUndefined();
+      for (const typed of ["", "   ", "x".repeat(1000), "../aaaa", "k7q2m9; DROP", "*"])
+        expect(await store.take(ISSUE, typed)).toBeUndefined();
       expect(await store.list(ISSUE)).toHaveLength(1);
     });
 

@@ -7,7 +7,11 @@ import Database from "better-sqlite3";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, test } from "vitest";
 import { createPendingRequestStore } from "../../src/runs/create-pending-requests.js";
-import { MemoryPendingRequestStore, type PendingRequestStore, type PendingRequestStoreOptions } from "../../src/runs/pending-requests.js";
+import {
+  MemoryPendingRequestStore,
+  type PendingRequestStore,
+  type PendingRequestStoreOptions,
+} from "../../src/runs/pending-requests.js";
 import { RedisPendingRequestStore } from "../../src/runs/redis-pending-requests.js";
 import { SqlitePendingRequestStore } from "../../src/runs/sqlite-pending-requests.js";
 import { scratchDir } from "../helpers/git.js";
@@ -85,7 +89,11 @@ interface Racer {
 }
 
 function racer(path: string, issueKeys: string[]): Racer {
-  const child = spawn(process.execPath, ["--import", "tsx", "--input-type=module", "-e", RACER, sqliteStoreModule, path, JSON.stringify(issueKeys)], { stdio: ["pipe", "pipe", "inherit"] });
+  const child = spawn(
+    process.execPath,
+    ["--import", "tsx", "--input-type=module", "-e", RACER, sqliteStoreModule, path, JSON.stringify(issueKeys)],
+    { stdio: ["pipe", "pipe", "inherit"] },
+  );
   const lines = createInterface({ input: child.stdout })[Symbol.asyncIterator]();
   const nextLine = async (): Promise<string> => {
     const line = await lines.next();
@@ -110,16 +118,28 @@ describe("SQLite pending requests", () => {
     const stores = await sqliteStores({ now: () => clock, limits: { ttlMs: HOUR } });
     disposers.push(stores.dispose);
     for (let person = 1; person <= 20; person++) {
-      await stores.store.put({ issueKey: `9#${String(person)}`, intent: "please", requester: { login: `p${String(person)}`, id: person }, commentId: person });
+      await stores.store.put({
+        issueKey: `9#${String(person)}`,
+        intent: "please",
+        requester: { login: `p${String(person)}`, id: person },
+        commentId: person,
+      });
       await stores.store.claimReply(`9#${String(person)}`, `p${String(person)}`, 60_000);
     }
     clock += HOUR;
-    await stores.store.put({ issueKey: "9#100", intent: "late", requester: { login: "late", id: 100 }, commentId: 100 });
+    await stores.store.put({
+      issueKey: "9#100",
+      intent: "late",
+      requester: { login: "late", id: 100 },
+      commentId: 100,
+    });
     await stores.store.claimReply("9#100", "late", 60_000);
 
     const db = new Database(stores.path, { readonly: true });
     try {
-      expect(db.prepare("SELECT issue_key, intent FROM pending_requests").all()).toEqual([{ issue_key: "9#100", intent: "late" }]);
+      expect(db.prepare("SELECT issue_key, intent FROM pending_requests").all()).toEqual([
+        { issue_key: "9#100", intent: "late" },
+      ]);
       expect(db.prepare("SELECT scope, login FROM pending_replies").all()).toEqual([{ scope: "9#100", login: "late" }]);
     } finally {
       db.close();
@@ -132,7 +152,12 @@ describe("SQLite pending requests", () => {
     const issueKeys = Array.from({ length: 300 }, (_, i) => `77#${String(i)}`);
     const ids: string[] = [];
     for (const issueKey of issueKeys) {
-      const outcome = await stores.store.put({ issueKey, intent: "fix the typo", requester: { login: `p${String(ids.length)}`, id: ids.length + 1 }, commentId: ids.length });
+      const outcome = await stores.store.put({
+        issueKey,
+        intent: "fix the typo",
+        requester: { login: `p${String(ids.length)}`, id: ids.length + 1 },
+        commentId: ids.length,
+      });
       if (outcome.status === "stored") ids.push(outcome.request.id);
     }
     expect(ids).toHaveLength(300);
@@ -158,14 +183,24 @@ describe("SQLite pending requests", () => {
     disposers.push(stores.dispose);
     const created = createPendingRequestStore({ kind: "sqlite", path: stores.path });
     disposers.push(() => created.close());
-    const outcome = await created.put({ issueKey: "9#1", intent: "fix the typo", requester: { login: "alice", id: 1 }, commentId: 1 });
+    const outcome = await created.put({
+      issueKey: "9#1",
+      intent: "fix the typo",
+      requester: { login: "alice", id: 1 },
+      commentId: 1,
+    });
     expect(await stores.store.list("9#1")).toEqual(outcome.status === "stored" ? [outcome.request] : []);
   });
 });
 
 test("the factory keeps requests in memory when no store is configured", async () => {
   const store = createPendingRequestStore(undefined);
-  const outcome = await store.put({ issueKey: "9#1", intent: "fix the typo", requester: { login: "alice", id: 1 }, commentId: 1 });
+  const outcome = await store.put({
+    issueKey: "9#1",
+    intent: "fix the typo",
+    requester: { login: "alice", id: 1 },
+    commentId: 1,
+  });
   expect(outcome.status).toBe("stored");
   expect(await store.list("9#1")).toHaveLength(1);
   expect(store).toBeInstanceOf(MemoryPendingRequestStore);
@@ -214,8 +249,18 @@ if (redisProblem) {
     test("every key the store writes has a TTL, so nothing outlives its requests", async () => {
       const stores = await redisStores({});
       disposers.push(stores.dispose);
-      await stores.store.put({ issueKey: "9#1", intent: "fix the typo", requester: { login: "alice", id: 1 }, commentId: 1 });
-      await stores.store.put({ issueKey: "9#2", intent: "and this", requester: { login: "alice", id: 1 }, commentId: 2 });
+      await stores.store.put({
+        issueKey: "9#1",
+        intent: "fix the typo",
+        requester: { login: "alice", id: 1 },
+        commentId: 1,
+      });
+      await stores.store.put({
+        issueKey: "9#2",
+        intent: "and this",
+        requester: { login: "alice", id: 1 },
+        commentId: 2,
+      });
       await stores.store.claimReply("9#1", "bob", 60_000);
 
       const admin = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
@@ -223,7 +268,12 @@ if (redisProblem) {
         await admin.quit();
       });
       const keys = (await admin.keys(`${stores.prefix}:*`)).sort();
-      expect(keys.map((key) => key.slice(stores.prefix.length))).toEqual([":pending:issue:9#1", ":pending:issue:9#2", ":pending:person:1", ":pending:reply:bob:9#1"]);
+      expect(keys.map((key) => key.slice(stores.prefix.length))).toEqual([
+        ":pending:issue:9#1",
+        ":pending:issue:9#2",
+        ":pending:person:1",
+        ":pending:reply:bob:9#1",
+      ]);
       for (const key of keys) expect(await admin.pttl(key)).toBeGreaterThan(0);
     });
 
@@ -232,7 +282,12 @@ if (redisProblem) {
       disposers.push(stores.dispose);
       const created = createPendingRequestStore({ kind: "bullmq", redisUrl, prefix: stores.prefix });
       disposers.push(() => created.close());
-      const outcome = await created.put({ issueKey: "9#1", intent: "fix the typo", requester: { login: "alice", id: 1 }, commentId: 1 });
+      const outcome = await created.put({
+        issueKey: "9#1",
+        intent: "fix the typo",
+        requester: { login: "alice", id: 1 },
+        commentId: 1,
+      });
       expect(await stores.store.list("9#1")).toEqual(outcome.status === "stored" ? [outcome.request] : []);
     });
   });

@@ -20,7 +20,13 @@ export function request(issue = 1, key?: string, where: { repoId?: number; insta
     key: key ?? `${String(repoId)}:comment:${id}`,
     deliveryId: `delivery-${id}`,
     installationId: where.installationId ?? 2,
-    repo: { id: repoId, owner: "acme", name: `widgets-${String(repoId)}`, htmlUrl: "https://github.com/acme/widgets", defaultBranch: "main" },
+    repo: {
+      id: repoId,
+      owner: "acme",
+      name: `widgets-${String(repoId)}`,
+      htmlUrl: "https://github.com/acme/widgets",
+      defaultBranch: "main",
+    },
     issue: { number: issue, title: "t", body: "", htmlUrl: "https://github.com/acme/widgets/issues/1" },
     trigger: { kind: "comment", commentId: counter },
     requester: { login: "maintainer", id: 1 },
@@ -65,7 +71,14 @@ export class ControlledProcessor {
         done();
         return;
       }
-      signal.addEventListener("abort", () => { if (!ended) this.aborted.push(request.runId); done(); }, { once: true });
+      signal.addEventListener(
+        "abort",
+        () => {
+          if (!ended) this.aborted.push(request.runId);
+          done();
+        },
+        { once: true },
+      );
       if (this.autoFinish) queueMicrotask(done);
       else this.releases.set(request.runId, done);
     });
@@ -87,7 +100,13 @@ export class ControlledProcessor {
  * The behaviour every RunQueue adapter must have, run against each adapter (in-process,
  * SQLite, BullMQ) so they behave the same.
  */
-export function describeQueueConformance(name: string, build: (processor: RunProcessor, options: { concurrency: number; limits?: Partial<QueueLimits> }) => Promise<QueueHarness>): void {
+export function describeQueueConformance(
+  name: string,
+  build: (
+    processor: RunProcessor,
+    options: { concurrency: number; limits?: Partial<QueueLimits> },
+  ) => Promise<QueueHarness>,
+): void {
   describe(`RunQueue conformance: ${name}`, () => {
     const built: QueueHarness[] = [];
     const make = async (processor: RunProcessor, concurrency = 2, limits?: Partial<QueueLimits>): Promise<RunQueue> => {
@@ -231,7 +250,9 @@ export function describeQueueConformance(name: string, build: (processor: RunPro
       const flood = Array.from({ length: 58 }, () => request(60));
       const outcomes = [];
       for (const item of flood) outcomes.push(await queue.enqueue(item));
-      expect(outcomes).toEqual(flood.map(() => ({ status: "refused", reason: "issue_busy", limit: 1, active: waiting.runId })));
+      expect(outcomes).toEqual(
+        flood.map(() => ({ status: "refused", reason: "issue_busy", limit: 1, active: waiting.runId })),
+      );
       // A refused request was not recorded: asked again later, it is judged afresh.
       expect(await queue.seen(flood[0]?.key ?? "")).toBe(false);
       expect(await queue.admission(request(60))).toMatchObject({ status: "refused", reason: "issue_busy" });
@@ -267,12 +288,23 @@ export function describeQueueConformance(name: string, build: (processor: RunPro
       const blocker = request(1, undefined, { repoId: 1, installationId: 7 });
       await queue.enqueue(blocker);
       await processor.startedCount(1);
-      const inRepo = [request(2, undefined, { repoId: 1, installationId: 7 }), request(3, undefined, { repoId: 1, installationId: 7 })];
+      const inRepo = [
+        request(2, undefined, { repoId: 1, installationId: 7 }),
+        request(3, undefined, { repoId: 1, installationId: 7 }),
+      ];
       for (const item of inRepo) expect((await queue.enqueue(item)).status).toBe("queued");
-      expect(await queue.enqueue(request(4, undefined, { repoId: 1, installationId: 7 }))).toEqual({ status: "refused", reason: "repository_full", limit: 2 });
+      expect(await queue.enqueue(request(4, undefined, { repoId: 1, installationId: 7 }))).toEqual({
+        status: "refused",
+        reason: "repository_full",
+        limit: 2,
+      });
       const otherRepo = request(5, undefined, { repoId: 2, installationId: 7 });
       expect((await queue.enqueue(otherRepo)).status).toBe("queued");
-      expect(await queue.enqueue(request(6, undefined, { repoId: 3, installationId: 7 }))).toEqual({ status: "refused", reason: "installation_full", limit: 3 });
+      expect(await queue.enqueue(request(6, undefined, { repoId: 3, installationId: 7 }))).toEqual({
+        status: "refused",
+        reason: "installation_full",
+        limit: 3,
+      });
       // Another installation is not held back by this one's quota.
       const elsewhere = request(7, undefined, { repoId: 9, installationId: 8 });
       expect((await queue.enqueue(elsewhere)).status).toBe("queued");
@@ -293,7 +325,9 @@ export function describeQueueConformance(name: string, build: (processor: RunPro
     test("fair order: a busy installation's backlog does not starve another installation's first request", async () => {
       const processor = new ControlledProcessor();
       const queue = await make(processor.process, 1);
-      const busy = Array.from({ length: 5 }, (_, index) => request(100 + index, undefined, { repoId: 11, installationId: 21 }));
+      const busy = Array.from({ length: 5 }, (_, index) =>
+        request(100 + index, undefined, { repoId: 11, installationId: 21 }),
+      );
       for (const item of busy) await queue.enqueue(item);
       await processor.startedCount(1);
       const other = request(1, undefined, { repoId: 12, installationId: 22 });

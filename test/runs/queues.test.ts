@@ -4,9 +4,19 @@ import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
 import { scratchDir } from "../helpers/git.js";
 import { describeQueueConformance } from "./queue-conformance.js";
 
-describeQueueConformance("in-process", (processor, { concurrency, limits }) => Promise.resolve({ queue: new InProcessRunQueue(processor, { concurrency, limits }) }));
+describeQueueConformance("in-process", (processor, { concurrency, limits }) =>
+  Promise.resolve({ queue: new InProcessRunQueue(processor, { concurrency, limits }) }),
+);
 
 describeQueueConformance("SQLite", async (processor, { concurrency, limits }) => {
   const dir = await scratchDir("harness-db-");
-  return { queue: new SqliteRunQueue(processor, { path: join(dir.path, "harness.db"), concurrency, pollMs: 20, ...(limits ? { limits } : {}) }), dispose: dir.cleanup };
+  return {
+    queue: new SqliteRunQueue(processor, {
+      path: join(dir.path, "harness.db"),
+      concurrency,
+      pollMs: 20,
+      ...(limits ? { limits } : {}),
+    }),
+    dispose: dir.cleanup,
+  };
 });

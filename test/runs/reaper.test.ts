@@ -13,8 +13,12 @@ import { makeBareRepo, scratchDir } from "../helpers/git.js";
 import { request } from "./queue-conformance.js";
 
 let dir: { path: string; cleanup: () => Promise<void> };
-beforeEach(async () => { dir = await scratchDir("reaper-"); });
-afterEach(async () => { await dir.cleanup(); });
+beforeEach(async () => {
+  dir = await scratchDir("reaper-");
+});
+afterEach(async () => {
+  await dir.cleanup();
+});
 
 async function localSandboxDir(name: string, manifest: Record<string, unknown> | undefined): Promise<void> {
   await mkdir(join(dir.path, name, "work"), { recursive: true });
@@ -33,7 +37,8 @@ describe("the orphan reaper", () => {
     const reaped = await reapOrphans(localInventory(dir.path), (runId) => runId === "live");
     expect(reaped.map((record) => record.id)).toEqual(["harness-orphan-aaaa"]);
     expect(existsSync(join(dir.path, "harness-orphan-aaaa"))).toBe(false);
-    for (const kept of ["harness-live-bbbb", "harness-young-cccc", "harness-notours-dddd", "harness-cli-eeee"]) expect(existsSync(join(dir.path, kept))).toBe(true);
+    for (const kept of ["harness-live-bbbb", "harness-young-cccc", "harness-notours-dddd", "harness-cli-eeee"])
+      expect(existsSync(join(dir.path, kept))).toBe(true);
   });
 
   test("Daytona: lists sandboxes by the app's label and deletes the orphans only", async () => {
@@ -43,7 +48,14 @@ describe("the orphan reaper", () => {
     const server = await startGitHttpServer({ projectRoot: git.path });
     try {
       const options = { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl };
-      const make = (runId: string) => createDaytonaSandbox({ repo: "acme/widgets", branch: `b-${runId}`, runId, githubServerUrl: server.url, daytona: options });
+      const make = (runId: string) =>
+        createDaytonaSandbox({
+          repo: "acme/widgets",
+          branch: `b-${runId}`,
+          runId,
+          githubServerUrl: server.url,
+          daytona: options,
+        });
       const orphan = await make("crashed-run");
       await make("live-run");
       const inventory = daytonaInventory(options);
@@ -52,7 +64,9 @@ describe("the orphan reaper", () => {
       const reaped = await reapOrphans(inventory, (runId) => runId === "live-run", { minAgeMs: 0 });
       await inventory.close();
       expect(reaped.map((record) => record.id)).toEqual([orphan.id]);
-      expect([...daytona.sandboxes.values()].filter((box) => !box.deletedAt).map((box) => box.labels["harness-run"])).toEqual(["live-run"]);
+      expect(
+        [...daytona.sandboxes.values()].filter((box) => !box.deletedAt).map((box) => box.labels["harness-run"]),
+      ).toEqual(["live-run"]);
     } finally {
       await server.close();
       await daytona.close();
@@ -72,8 +86,14 @@ describe("the orphan reaper", () => {
     const run = async (action: string) => {
       const out = new PassThrough();
       let text = "";
-      out.on("data", (chunk: Buffer) => { text += chunk.toString(); });
-      const code = await main(["sandboxes", action, "--sandbox", "local"], { env: { TMPDIR: dir.path, HARNESS_DB: db }, stdout: out, stderr: new PassThrough() });
+      out.on("data", (chunk: Buffer) => {
+        text += chunk.toString();
+      });
+      const code = await main(["sandboxes", action, "--sandbox", "local"], {
+        env: { TMPDIR: dir.path, HARNESS_DB: db },
+        stdout: out,
+        stderr: new PassThrough(),
+      });
       return { code, text };
     };
     const listed = await run("list");
@@ -89,8 +109,14 @@ describe("the orphan reaper", () => {
     await writeFile(join(dir.path, "broken.db"), "not a database at all".repeat(50));
     const err = new PassThrough();
     let text = "";
-    err.on("data", (chunk: Buffer) => { text += chunk.toString(); });
-    const code = await main(["sandboxes", "reap", "--sandbox", "local"], { env: { TMPDIR: dir.path, HARNESS_DB: join(dir.path, "broken.db") }, stdout: new PassThrough(), stderr: err });
+    err.on("data", (chunk: Buffer) => {
+      text += chunk.toString();
+    });
+    const code = await main(["sandboxes", "reap", "--sandbox", "local"], {
+      env: { TMPDIR: dir.path, HARNESS_DB: join(dir.path, "broken.db") },
+      stdout: new PassThrough(),
+      stderr: err,
+    });
     expect(code).toBe(1);
     expect(text).toMatch(/Cannot read the run store at .*broken\.db/);
   });
@@ -100,17 +126,50 @@ describe("the server's reaper", () => {
   test("runs on start with a durable store and removes orphans", async () => {
     const { startHarnessServer } = await import("../../src/server.js");
     const { generateKeyPairSync } = await import("node:crypto");
-    const { privateKey } = generateKeyPairSync("rsa", { modulusLength: 2048, privateKeyEncoding: { type: "pkcs1", format: "pem" }, publicKeyEncoding: { type: "spki", format: "pem" } });
+    const { privateKey } = generateKeyPairSync("rsa", {
+      modulusLength: 2048,
+      privateKeyEncoding: { type: "pkcs1", format: "pem" },
+      publicKeyEncoding: { type: "spki", format: "pem" },
+    });
     const sandboxes = join(dir.path, "tmp");
     await mkdir(sandboxes);
     await mkdir(join(sandboxes, "harness-old-ffff", "work"), { recursive: true });
-    await writeFile(join(sandboxes, "harness-old-ffff", "harness-sandbox.json"), JSON.stringify({ runId: "dead", createdAt: new Date(Date.now() - 3600_000).toISOString() }));
+    await writeFile(
+      join(sandboxes, "harness-old-ffff", "harness-sandbox.json"),
+      JSON.stringify({ runId: "dead", createdAt: new Date(Date.now() - 3600_000).toISOString() }),
+    );
     let reaped: () => void = () => undefined;
-    const done = new Promise<void>((resolve) => { reaped = resolve; });
+    const done = new Promise<void>((resolve) => {
+      reaped = resolve;
+    });
     const inventory = localInventory(sandboxes);
-    const watched = { list: () => inventory.list(), remove: async (record: Parameters<typeof inventory.remove>[0]) => { await inventory.remove(record); reaped(); } };
+    const watched = {
+      list: () => inventory.list(),
+      remove: async (record: Parameters<typeof inventory.remove>[0]) => {
+        await inventory.remove(record);
+        reaped();
+      },
+    };
     const server = await startHarnessServer(
-      { mode: "app", port: 0, host: "127.0.0.1", appId: 1, privateKey, webhookSecret: "s", webhookPath: "/api/github/webhooks", apiBaseUrl: "http://127.0.0.1:1/api/v3", logLevel: "silent", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {}, concurrency: 1, statusIntervalMs: 0, queue: { kind: "sqlite", path: join(dir.path, "h.db") }, warnings: [] },
+      {
+        mode: "app",
+        port: 0,
+        host: "127.0.0.1",
+        appId: 1,
+        privateKey,
+        webhookSecret: "s",
+        webhookPath: "/api/github/webhooks",
+        apiBaseUrl: "http://127.0.0.1:1/api/v3",
+        logLevel: "silent",
+        logFormat: "json",
+        sandbox: "local",
+        allowedSandboxes: ["local"],
+        daytona: {},
+        concurrency: 1,
+        statusIntervalMs: 0,
+        queue: { kind: "sqlite", path: join(dir.path, "h.db") },
+        warnings: [],
+      },
       { environment: {}, reaper: { inventory: watched } },
     );
     await done;

@@ -29,7 +29,9 @@ describe("SharedReads", () => {
 
   test("a failed read fails its caller, and the next caller reads again", async () => {
     let fail = true;
-    const shared = new SharedReads(() => (fail ? Promise.reject(new Error("store away")) : Promise.resolve([entry(1)])));
+    const shared = new SharedReads(() =>
+      fail ? Promise.reject(new Error("store away")) : Promise.resolve([entry(1)]),
+    );
     await expect(shared.events("r", 0, 10)).rejects.toThrow("store away");
     fail = false;
     expect(await shared.events("r", 0, 10)).toEqual([entry(1)]);

@@ -22,14 +22,20 @@ afterEach(async () => {
   await dir.cleanup();
 });
 
-function queue(processor: ControlledProcessor, options: Partial<ConstructorParameters<typeof SqliteRunQueue>[1]> = {}): SqliteRunQueue {
+function queue(
+  processor: ControlledProcessor,
+  options: Partial<ConstructorParameters<typeof SqliteRunQueue>[1]> = {},
+): SqliteRunQueue {
   const built = new SqliteRunQueue(processor.process, { path, pollMs: 20, ...options });
   open.push(built);
   return built;
 }
 
 const state = (runId: string): { state: string; attempts: number } =>
-  new Database(path, { readonly: true }).prepare("SELECT state, attempts FROM runs WHERE run_id = ?").get(runId) as { state: string; attempts: number };
+  new Database(path, { readonly: true }).prepare("SELECT state, attempts FROM runs WHERE run_id = ?").get(runId) as {
+    state: string;
+    attempts: number;
+  };
 
 describe("SQLite run queue: durability", () => {
   test("a request accepted by a web-only process is run by a worker that starts later, from the same file", async () => {
@@ -56,7 +62,10 @@ describe("SQLite run queue: durability", () => {
     await first.idle();
     await first.close(0);
     const later = queue(new ControlledProcessor(), { now: () => Date.now() + 3 * 24 * 3600_000 });
-    expect(await later.enqueue({ ...request(1, "4242:comment:1234") })).toEqual({ status: "duplicate", runId: item.runId });
+    expect(await later.enqueue({ ...request(1, "4242:comment:1234") })).toEqual({
+      status: "duplicate",
+      runId: item.runId,
+    });
   });
 
   test("a run whose worker died is resumed by another worker once its lease lapses", async () => {
@@ -82,10 +91,19 @@ describe("SQLite run queue: durability", () => {
     await dead.enqueue(item);
     await stuck.startedCount(1);
     const told: Array<{ request: RunRequest; reason: string }> = [];
-    const observer = queue(new ControlledProcessor(), { now: () => Date.now() + 10 * 60_000, maxAttempts: 1, onInterrupted: (request, reason) => { told.push({ request, reason }); return Promise.resolve(); } });
+    const observer = queue(new ControlledProcessor(), {
+      now: () => Date.now() + 10 * 60_000,
+      maxAttempts: 1,
+      onInterrupted: (request, reason) => {
+        told.push({ request, reason });
+        return Promise.resolve();
+      },
+    });
     await observer.idle();
     expect(state(item.runId).state).toBe("interrupted");
-    expect(told.map((entry) => [entry.request.runId, entry.reason])).toEqual([[item.runId, "its worker stopped 1 time"]]);
+    expect(told.map((entry) => [entry.request.runId, entry.reason])).toEqual([
+      [item.runId, "its worker stopped 1 time"],
+    ]);
   });
 
   test("shutdown past the grace period hands the run back; a run finished within it is not run again", async () => {
@@ -104,17 +122,27 @@ describe("SQLite run queue: durability", () => {
 
   test("a corrupt or unwritable store fails at start with the path in the message", async () => {
     await writeFile(join(dir.path, "corrupt.db"), "this is not a database".repeat(100));
-    expect(() => new SqliteRunQueue(new ControlledProcessor().process, { path: join(dir.path, "corrupt.db"), concurrency: 0 })).toThrow(RunStoreError);
-    expect(() => new SqliteRunQueue(new ControlledProcessor().process, { path: join(dir.path, "corrupt.db"), concurrency: 0 })).toThrow(new RegExp(`run store at ${join(dir.path, "corrupt.db")}`));
+    expect(
+      () =>
+        new SqliteRunQueue(new ControlledProcessor().process, { path: join(dir.path, "corrupt.db"), concurrency: 0 }),
+    ).toThrow(RunStoreError);
+    expect(
+      () =>
+        new SqliteRunQueue(new ControlledProcessor().process, { path: join(dir.path, "corrupt.db"), concurrency: 0 }),
+    ).toThrow(new RegExp(`run store at ${join(dir.path, "corrupt.db")}`));
     // A directory that cannot exist: its parent is a regular file.
     const unwritable = join(dir.path, "corrupt.db", "data", "harness.db");
-    expect(() => new SqliteRunQueue(new ControlledProcessor().process, { path: unwritable, concurrency: 0 })).toThrow(`Cannot open the run store at ${unwritable}`);
+    expect(() => new SqliteRunQueue(new ControlledProcessor().process, { path: unwritable, concurrency: 0 })).toThrow(
+      `Cannot open the run store at ${unwritable}`,
+    );
   });
 
   test("no token is stored: the request is identifiers and text only", async () => {
     const web = queue(new ControlledProcessor(), { concurrency: 0 });
     await web.enqueue(request(6));
-    const rows = new Database(path, { readonly: true }).prepare("SELECT request FROM runs").all() as Array<{ request: string }>;
+    const rows = new Database(path, { readonly: true }).prepare("SELECT request FROM runs").all() as Array<{
+      request: string;
+    }>;
     expect(rows.map((row) => row.request).join()).not.toMatch(/ghs_|token|private/i);
   });
 });
@@ -122,7 +150,10 @@ describe("SQLite run queue: durability", () => {
 describe("SQLite run queue: processes sharing one file", () => {
   test("the in-flight cap holds across processes, and stats count what waits and runs", async () => {
     const processor = new ControlledProcessor();
-    const workers = [queue(processor, { concurrency: 3, maxInFlight: 2 }), queue(processor, { concurrency: 3, maxInFlight: 2 })];
+    const workers = [
+      queue(processor, { concurrency: 3, maxInFlight: 2 }),
+      queue(processor, { concurrency: 3, maxInFlight: 2 }),
+    ];
     const [first] = workers;
     if (!first) throw new Error("no worker");
     const requests = [1, 2, 3, 4, 5].map((issue) => request(800 + issue));

@@ -62,7 +62,8 @@ async function sandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox
   return created;
 }
 
-const requestsTo = (pattern: RegExp) => daytona.requests.filter((request) => pattern.test(`${request.method} ${request.path}`));
+const requestsTo = (pattern: RegExp) =>
+  daytona.requests.filter((request) => pattern.test(`${request.method} ${request.path}`));
 
 describe("Daytona sandbox: creation", () => {
   test("network none is set at creation (networkBlockAll); an allowlist, which Daytona cannot enforce by name, is refused before anything is created", async () => {
@@ -70,7 +71,9 @@ describe("Daytona sandbox: creation", () => {
     const [create] = requestsTo(/^POST \/api\/sandbox$/);
     expect((create?.body as { networkBlockAll?: boolean }).networkBlockAll).toBe(true);
     const before = daytona.requests.length;
-    await expect(createDaytonaSandbox(options({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } }))).rejects.toThrow(/cannot enforce a network allowlist/);
+    await expect(
+      createDaytonaSandbox(options({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } })),
+    ).rejects.toThrow(/cannot enforce a network allowlist/);
     expect(daytona.requests.length).toBe(before);
   });
 
@@ -86,7 +89,12 @@ describe("Daytona sandbox: creation", () => {
     });
     expect(box.workDir).toBe(join(daytona.sandbox(box.id).workDir, "workspace", "widgets"));
     const [clone] = requestsTo(/\/git\/clone$/);
-    expect(clone?.body).toMatchObject({ url: `${gitServer.url}/acme/widgets.git`, path: "workspace/widgets", username: "x-access-token", password: token });
+    expect(clone?.body).toMatchObject({
+      url: `${gitServer.url}/acme/widgets.git`,
+      path: "workspace/widgets",
+      username: "x-access-token",
+      password: token,
+    });
     expect((clone?.body as { branch?: string }).branch).toBeUndefined();
     expect(requestsTo(/\/git\/checkout$/)).toEqual([]);
     expect(git(box.workDir, "branch", "--show-current")).toBe("harness/7-fix");
@@ -96,7 +104,10 @@ describe("Daytona sandbox: creation", () => {
   test("bootstrap is three sequential round trips: create → clone ‖ work dir ‖ session → branch ‖ scratch folder", async () => {
     daytona.setLatency(40);
     await sandbox();
-    const steps = daytona.requests.map((request) => `${request.method} ${request.path.replace(/\/toolbox\/[^/]+/, "").replace(/\/process\/session\/[^/]+/, "/process/session/:id")}`);
+    const steps = daytona.requests.map(
+      (request) =>
+        `${request.method} ${request.path.replace(/\/toolbox\/[^/]+/, "").replace(/\/process\/session\/[^/]+/, "/process/session/:id")}`,
+    );
     expect(steps.slice(0, 1)).toEqual(["POST /api/sandbox"]);
     expect(new Set(steps.slice(1, 4))).toEqual(new Set(["GET /work-dir", "POST /git/clone", "POST /process/session"]));
     expect(new Set(steps.slice(4, 6))).toEqual(new Set(["POST /git/branches", "POST /files/folder"]));
@@ -127,25 +138,35 @@ describe("Daytona sandbox: creation", () => {
 
 describe("Daytona sandbox: bad input and failures leave nothing behind", () => {
   test("no API key", async () => {
-    await expect(createDaytonaSandbox({ ...options(), daytona: { apiKey: "", apiUrl: daytona.apiUrl } })).rejects.toThrow("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
+    await expect(
+      createDaytonaSandbox({ ...options(), daytona: { apiKey: "", apiUrl: daytona.apiUrl } }),
+    ).rejects.toThrow("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
     expect(daytona.requests).toEqual([]);
   });
 
   test("a local path", async () => {
-    await expect(createDaytonaSandbox(options({ repo: "./my-project" }))).rejects.toThrow("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
+    await expect(createDaytonaSandbox(options({ repo: "./my-project" }))).rejects.toThrow(
+      "Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path",
+    );
   });
 
   test("a wrong API key", async () => {
-    await expect(createDaytonaSandbox({ ...options(), daytona: { apiKey: "wrong", apiUrl: daytona.apiUrl } })).rejects.toThrow(/Daytona rejected the API key/);
+    await expect(
+      createDaytonaSandbox({ ...options(), daytona: { apiKey: "wrong", apiUrl: daytona.apiUrl } }),
+    ).rejects.toThrow(/Daytona rejected the API key/);
   });
 
   test("an unknown snapshot", async () => {
-    await expect(createDaytonaSandbox(options({ daytona: { snapshot: "nope" } }))).rejects.toThrow("snapshot 'nope' does not exist");
+    await expect(createDaytonaSandbox(options({ daytona: { snapshot: "nope" } }))).rejects.toThrow(
+      "snapshot 'nope' does not exist",
+    );
   });
 
   test("a sandbox that does not start in time", async () => {
     daytona.setStartDelay(5_000);
-    await expect(createDaytonaSandbox(options({ daytona: { startTimeoutSeconds: 1 } }))).rejects.toThrow("sandbox failed to start within 1 s");
+    await expect(createDaytonaSandbox(options({ daytona: { startTimeoutSeconds: 1 } }))).rejects.toThrow(
+      "sandbox failed to start within 1 s",
+    );
   });
 
   test.each([
@@ -171,7 +192,11 @@ describe("Daytona sandbox: exec", () => {
   test("one round trip, cwd honoured, stdout and stderr separate", async () => {
     const box = await sandbox();
     const before = daytona.requests.length;
-    const result = await box.exec({ argv: ["sh", "-c", "pwd; echo oops >&2; exit 3"], cwd: box.workDir, timeout: 10_000 });
+    const result = await box.exec({
+      argv: ["sh", "-c", "pwd; echo oops >&2; exit 3"],
+      cwd: box.workDir,
+      timeout: 10_000,
+    });
     expect(result).toMatchObject({ exitCode: 3, stdout: `${box.workDir}\n`, stderr: "oops\n" });
     // The command itself is the first request after the call; cleanup comes after the result.
     expect(daytona.requests[before]?.path).toMatch(/\/process\/session\/[^/]+\/exec$/);
@@ -179,7 +204,11 @@ describe("Daytona sandbox: exec", () => {
 
   test("argv reaches the program literally", async () => {
     const box = await sandbox();
-    const result = await box.exec({ argv: ["printf", "%s|", "$(id)", "`id`", "a'b", "x y"], cwd: box.workDir, timeout: 10_000 });
+    const result = await box.exec({
+      argv: ["printf", "%s|", "$(id)", "`id`", "a'b", "x y"],
+      cwd: box.workDir,
+      timeout: 10_000,
+    });
     expect(result.stdout).toBe("$(id)|`id`|a'b|x y|");
   });
 
@@ -192,8 +221,12 @@ describe("Daytona sandbox: exec", () => {
 
   test("env keys are validated", async () => {
     const box = await sandbox();
-    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "A B": "x" } })).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "$(id)": "x" } })).rejects.toThrow('Invalid env key "$(id)" — must match [A-Za-z_][A-Za-z0-9_]*');
+    await expect(
+      box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "A B": "x" } }),
+    ).rejects.toBeInstanceOf(InvalidInputError);
+    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 1000, env: { "$(id)": "x" } })).rejects.toThrow(
+      'Invalid env key "$(id)" — must match [A-Za-z_][A-Za-z0-9_]*',
+    );
   });
 
   test("a command past its deadline returns timedOut and is really gone", async () => {
@@ -207,11 +240,18 @@ describe("Daytona sandbox: exec", () => {
 
   test("a 100 MB flood of output comes back as a bounded tail", async () => {
     const box = await sandbox();
-    const result = await box.exec({ argv: ["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo END"], cwd: box.workDir, timeout: 60_000, maxOutput: 2000 });
+    const result = await box.exec({
+      argv: ["sh", "-c", "head -c 100000000 /dev/zero | tr '\\0' x; echo; echo END"],
+      cwd: box.workDir,
+      timeout: 60_000,
+      maxOutput: 2000,
+    });
     expect(result.truncated).toBe(true);
     expect(Buffer.byteLength(result.stdout)).toBeLessThanOrEqual(2000);
     expect(result.stdout.endsWith("END\n")).toBe(true);
-    const [marker = "", tail = ""] = result.stdout.split("\n", 1).concat(result.stdout.slice(result.stdout.indexOf("\n") + 1));
+    const [marker = "", tail = ""] = result.stdout
+      .split("\n", 1)
+      .concat(result.stdout.slice(result.stdout.indexOf("\n") + 1));
     expect(marker).toBe(`[… ${String(100_000_005 - Buffer.byteLength(tail))} bytes truncated …]`);
   });
 
@@ -220,15 +260,26 @@ describe("Daytona sandbox: exec", () => {
     const prompt = "a private prompt ".repeat(100);
     const result = await box.exec({ argv: ["wc", "-c"], cwd: box.workDir, timeout: 10_000, stdin: prompt });
     expect(result.stdout.trim()).toBe(String(prompt.length));
-    expect(daytona.requestsMentioning("a private prompt").every((request) => request.path.endsWith("/files/bulk-upload"))).toBe(true);
+    expect(
+      daytona.requestsMentioning("a private prompt").every((request) => request.path.endsWith("/files/bulk-upload")),
+    ).toBe(true);
   });
 
   test("agent credentials reach the one command through the sandbox env API, never a command string or envVars", async () => {
     const box = await sandbox();
     const key = fakeToken("sk-ant-", 29);
-    const withKey = await box.exec({ argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'], cwd: box.workDir, timeout: 10_000, env: { ANTHROPIC_API_KEY: key, EXPECTED: key } });
+    const withKey = await box.exec({
+      argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'],
+      cwd: box.workDir,
+      timeout: 10_000,
+      env: { ANTHROPIC_API_KEY: key, EXPECTED: key },
+    });
     expect(withKey.stdout).toBe("seen\n");
-    const later = await box.exec({ argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'], cwd: box.workDir, timeout: 10_000 });
+    const later = await box.exec({
+      argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'],
+      cwd: box.workDir,
+      timeout: 10_000,
+    });
     expect(later.stdout).toBe("[]\n");
     for (const request of daytona.requestsMentioning(key)) expect(request.path).toMatch(/\/env$/);
     expect(JSON.stringify(requestsTo(/^POST \/api\/sandbox$/)[0]?.body)).not.toContain(key);
@@ -249,7 +300,12 @@ describe("Daytona sandbox: exec", () => {
 
   test("streaming exec stops at its deadline and is killed", async () => {
     const box = await sandbox();
-    const result = await box.exec({ argv: ["sh", "-c", "echo start; sleep 30"], cwd: box.workDir, timeout: 400, onOutput: () => undefined });
+    const result = await box.exec({
+      argv: ["sh", "-c", "echo start; sleep 30"],
+      cwd: box.workDir,
+      timeout: 400,
+      onOutput: () => undefined,
+    });
     expect(result.timedOut).toBe(true);
     expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
   });
@@ -257,7 +313,15 @@ describe("Daytona sandbox: exec", () => {
   test("cancel through the signal kills the command", async () => {
     const box = await sandbox();
     const controller = new AbortController();
-    const result = await box.exec({ argv: ["sh", "-c", "echo start; sleep 30"], cwd: box.workDir, timeout: 60_000, signal: controller.signal, onOutput: () => { controller.abort(); } });
+    const result = await box.exec({
+      argv: ["sh", "-c", "echo start; sleep 30"],
+      cwd: box.workDir,
+      timeout: 60_000,
+      signal: controller.signal,
+      onOutput: () => {
+        controller.abort();
+      },
+    });
     expect(result.cancelled).toBe(true);
     expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
   });
@@ -282,8 +346,13 @@ describe("Daytona sandbox: exec", () => {
 
   test("a 5xx mid-run is a typed error, and teardown still deletes the sandbox", async () => {
     const box = await sandbox();
-    daytona.injectFault({ method: "POST", pathPattern: /\/exec$/, times: 1 }, { status: 503, body: { statusCode: 503, message: "upstream unavailable" } });
-    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 5000 })).rejects.toThrow(/Daytona answered 503 while running true: upstream unavailable/);
+    daytona.injectFault(
+      { method: "POST", pathPattern: /\/exec$/, times: 1 },
+      { status: 503, body: { statusCode: 503, message: "upstream unavailable" } },
+    );
+    await expect(box.exec({ argv: ["true"], cwd: box.workDir, timeout: 5000 })).rejects.toThrow(
+      /Daytona answered 503 while running true: upstream unavailable/,
+    );
     await box.teardown();
     expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
   });
@@ -294,7 +363,9 @@ describe("Daytona sandbox: files, git, teardown", () => {
     const box = await sandbox();
     await box.uploadFiles([{ path: "src/new/file.txt", content: "hello" }]);
     expect(await box.downloadFile("src/new/file.txt")).toBe("hello");
-    expect(requestsTo(/\/files\/folder$/).some((request) => request.query["path"] === join(box.workDir, "src/new"))).toBe(true);
+    expect(
+      requestsTo(/\/files\/folder$/).some((request) => request.query["path"] === join(box.workDir, "src/new")),
+    ).toBe(true);
     const before = daytona.requests.length;
     await expect(box.uploadFiles([{ path: "../escape.txt", content: "x" }])).rejects.toThrow(/path confinement/);
     await expect(box.downloadFile("/etc/passwd")).rejects.toThrow(/path confinement/);
@@ -310,7 +381,11 @@ describe("Daytona sandbox: files, git, teardown", () => {
     expect((await stat(dirname(path))).mode & 0o777).toBe(0o700);
     const read = await box.exec({ argv: ["cat", path], cwd: box.workDir, timeout: 10_000 });
     expect(read.stdout).toBe("the prompt PROMPT-MARKER-d4e5");
-    const search = await box.exec({ argv: ["grep", "-rl", "PROMPT-MARKER-d4e5", "."], cwd: box.workDir, timeout: 10_000 });
+    const search = await box.exec({
+      argv: ["grep", "-rl", "PROMPT-MARKER-d4e5", "."],
+      cwd: box.workDir,
+      timeout: 10_000,
+    });
     expect(search.stdout).toBe("");
     expect(git(box.workDir, "status", "--porcelain", "--ignored")).toBe("");
 
@@ -339,7 +414,10 @@ describe("Daytona sandbox: files, git, teardown", () => {
     await box.teardown();
     expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
     const other = await createDaytonaSandbox(options());
-    daytona.injectFault({ method: "DELETE", pathPattern: /^\/api\/sandbox\//, times: 1 }, { status: 404, body: { statusCode: 404, message: "Sandbox not found" } });
+    daytona.injectFault(
+      { method: "DELETE", pathPattern: /^\/api\/sandbox\//, times: 1 },
+      { status: 404, body: { statusCode: 404, message: "Sandbox not found" } },
+    );
     await expect(other.teardown()).resolves.toBeUndefined();
   });
 
@@ -349,7 +427,9 @@ describe("Daytona sandbox: files, git, teardown", () => {
     await box.teardown();
     expect(requestsTo(/^POST \/api\/sandbox$/)).toHaveLength(1);
     expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
-    expect(daytona.requestsMentioning(token).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual(["/git/clone"]);
+    expect(daytona.requestsMentioning(token).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual([
+      "/git/clone",
+    ]);
   });
 });
 
@@ -391,7 +471,9 @@ describe("Daytona sandbox: an agent step's prompt", () => {
     expect(fileAfterStep).toMatch(/\/\.harness\/prompt-implement-1\.md$/);
     expect(existedAfterStep).toBe(false);
     // Nothing was uploaded into the clone for the prompt.
-    const uploads = requestsTo(/\/files\/bulk-upload$/).map((request) => JSON.stringify(request.multipart?.files.map((file) => file.destination)));
+    const uploads = requestsTo(/\/files\/bulk-upload$/).map((request) =>
+      JSON.stringify(request.multipart?.files.map((file) => file.destination)),
+    );
     expect(uploads.some((destinations) => destinations.includes("/.harness/prompt-implement-1.md"))).toBe(true);
     expect(uploads.some((destinations) => destinations.includes("/workspace/"))).toBe(false);
   });
@@ -401,9 +483,16 @@ describe("Daytona sandbox: org secrets", () => {
   test("a credential held as an org secret is never sent; the sandbox sees the placeholder", async () => {
     daytona.addOrgSecret("anthropic-key", fakeToken("sk-ant-", 24), ["api.anthropic.com"]);
     const box = await sandbox({ daytona: { secrets: { ANTHROPIC_API_KEY: "anthropic-key" } } });
-    expect(requestsTo(/^POST \/api\/sandbox$/)[0]?.body).toMatchObject({ secrets: [{ ANTHROPIC_API_KEY: "anthropic-key" }] });
+    expect(requestsTo(/^POST \/api\/sandbox$/)[0]?.body).toMatchObject({
+      secrets: [{ ANTHROPIC_API_KEY: "anthropic-key" }],
+    });
     const real = fakeToken("sk-ant-", 32);
-    const result = await box.exec({ argv: ["sh", "-c", 'echo "$ANTHROPIC_API_KEY"'], cwd: box.workDir, timeout: 10_000, env: { ANTHROPIC_API_KEY: real } });
+    const result = await box.exec({
+      argv: ["sh", "-c", 'echo "$ANTHROPIC_API_KEY"'],
+      cwd: box.workDir,
+      timeout: 10_000,
+      env: { ANTHROPIC_API_KEY: real },
+    });
     expect(result.stdout).toMatch(/^dtn_secret_/);
     expect(daytona.requestsMentioning(real)).toEqual([]);
   });
@@ -423,7 +512,12 @@ async function waitFor(condition: () => boolean, attempts = 100): Promise<boolea
 /** What a worker that died mid-run leaves: its sandbox, with its agent still running in it. */
 async function deadAttempt(runId: string): Promise<string> {
   const left = await createDaytonaSandbox(options({ runId }));
-  const client = new Daytona({ apiKey: daytona.apiKey, apiUrl: daytona.apiUrl, target: "us", useDeprecatedPolling: true });
+  const client = new Daytona({
+    apiKey: daytona.apiKey,
+    apiUrl: daytona.apiUrl,
+    target: "us",
+    useDeprecatedPolling: true,
+  });
   try {
     const remote = await client.get(left.id);
     await remote.process.createSession("agent");
@@ -435,7 +529,8 @@ async function deadAttempt(runId: string): Promise<string> {
   return left.id;
 }
 
-const live = () => [...daytona.sandboxes.values()].filter((sandbox) => sandbox.state !== "destroyed").map((sandbox) => sandbox.id);
+const live = () =>
+  [...daytona.sandboxes.values()].filter((sandbox) => sandbox.state !== "destroyed").map((sandbox) => sandbox.id);
 
 describe("a retried attempt replaces the sandbox of the dead one", () => {
   test("the earlier attempt's sandbox is deleted (its agent killed), other runs' sandboxes are left alone", async () => {
@@ -468,7 +563,9 @@ describe("a retried attempt replaces the sandbox of the dead one", () => {
     const dead = await deadAttempt("run-7");
     const before = daytona.requests.length;
     open.push(await createDaytonaSandbox(options()));
-    expect(daytona.requests.slice(before).filter((request) => request.method === "GET" && request.path === "/api/sandbox")).toEqual([]);
+    expect(
+      daytona.requests.slice(before).filter((request) => request.method === "GET" && request.path === "/api/sandbox"),
+    ).toEqual([]);
     expect(daytona.sandbox(dead).state).not.toBe("destroyed");
   });
 
@@ -482,7 +579,9 @@ describe("a retried attempt replaces the sandbox of the dead one", () => {
 
   test("a create that fails still deletes the earlier attempt's sandbox", async () => {
     const dead = await deadAttempt("run-7");
-    await expect(createDaytonaSandbox(options({ replaceEarlierAttempts: true, daytona: { snapshot: "nope" } }))).rejects.toThrow("snapshot 'nope' does not exist");
+    await expect(
+      createDaytonaSandbox(options({ replaceEarlierAttempts: true, daytona: { snapshot: "nope" } })),
+    ).rejects.toThrow("snapshot 'nope' does not exist");
     expect(daytona.sandbox(dead).state).toBe("destroyed");
     expect(live()).toEqual([]);
   });

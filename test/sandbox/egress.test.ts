@@ -6,9 +6,21 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import { addressAllowed, AllowlistError, hostAllowed, isInternalAddress, parseAllowlist, type AllowEntry } from "../../src/sandbox/egress/allowlist.js";
+import {
+  addressAllowed,
+  AllowlistError,
+  hostAllowed,
+  isInternalAddress,
+  parseAllowlist,
+  type AllowEntry,
+} from "../../src/sandbox/egress/allowlist.js";
 import { egressCommand, FORWARDER_SOURCE, PROXY_PORT } from "../../src/sandbox/egress/forwarder.js";
-import { startEgressProxy, type EgressDecision, type EgressProxy, type EgressProxyOptions } from "../../src/sandbox/egress/proxy.js";
+import {
+  startEgressProxy,
+  type EgressDecision,
+  type EgressProxy,
+  type EgressProxyOptions,
+} from "../../src/sandbox/egress/proxy.js";
 import { isolatedArgv, probeIsolation } from "../../src/sandbox/isolation.js";
 import { runProcess } from "../../src/sandbox/process.js";
 
@@ -24,7 +36,8 @@ const probe = await probeIsolation();
 if (!probe.available) console.warn(`[egress.test] sandboxed egress tests skipped: ${probe.reason}; fix: ${probe.fix}`);
 // curl is the client the sandboxed tests speak through, as agents' tools do.
 const curlPath = ["/usr/bin/curl", "/bin/curl"].find((path) => existsSync(path));
-if (probe.available && !curlPath) console.warn("[egress.test] sandboxed egress tests skipped: curl is not installed (apt-get install curl)");
+if (probe.available && !curlPath)
+  console.warn("[egress.test] sandboxed egress tests skipped: curl is not installed (apt-get install curl)");
 
 // node outside /usr (nvm, a tarball in /opt) must be made visible for the forwarder to run.
 const nodeDir = dirname(process.execPath);
@@ -34,7 +47,17 @@ const allow = (...entries: string[]): AllowEntry[] => parseAllowlist(entries).en
 
 describe("parseAllowlist", () => {
   test("reads domains, wildcards, CIDRs and bare IPs into a normal form", () => {
-    expect(allow("Example.COM", "*.github.com", "10.1.2.3/8", "2001:db8::1/32", "192.0.2.7", "[2606:4700::1111]", "::ffff:192.0.2.0/120")).toEqual([
+    expect(
+      allow(
+        "Example.COM",
+        "*.github.com",
+        "10.1.2.3/8",
+        "2001:db8::1/32",
+        "192.0.2.7",
+        "[2606:4700::1111]",
+        "::ffff:192.0.2.0/120",
+      ),
+    ).toEqual([
       { kind: "domain", name: "example.com", wildcard: false },
       { kind: "domain", name: "github.com", wildcard: true },
       { kind: "cidr", network: "10.0.0.0", prefix: 8, family: 4 },
@@ -99,7 +122,15 @@ describe("hostAllowed and addressAllowed", () => {
   });
 
   test("names that are not names never match, whatever they end with", () => {
-    for (const host of ["evil.net\0.github.com", "evil net.github.com", "", ".github.com", "a..github.com", "x.github.com:443", "2130706433"]) {
+    for (const host of [
+      "evil.net\0.github.com",
+      "evil net.github.com",
+      "",
+      ".github.com",
+      "a..github.com",
+      "x.github.com:443",
+      "2130706433",
+    ]) {
       expect(hostAllowed(list, host), host).toBe(false);
     }
   });
@@ -124,14 +155,43 @@ describe("hostAllowed and addressAllowed", () => {
 });
 
 describe("isInternalAddress", () => {
-  test.each(["127.0.0.1", "127.8.9.10", "10.1.2.3", "172.20.0.1", "192.168.1.1", "169.254.169.254", "100.100.100.200", "0.0.0.0", "224.0.0.1", "255.255.255.255", "::1", "::", "fe80::1", "fe80::1%eth0", "fd00:ec2::254", "fc00::1", "ff02::1", "::ffff:127.0.0.1", "::ffff:169.254.169.254", "::ffff:7f00:1", "64:ff9b::a9fe:a9fe", "2002:7f00:1::", "not an ip"])(
-    "%s is internal",
-    (ip) => {
-      expect(isInternalAddress(ip)).toBe(true);
-    },
-  );
+  test.each([
+    "127.0.0.1",
+    "127.8.9.10",
+    "10.1.2.3",
+    "172.20.0.1",
+    "192.168.1.1",
+    "169.254.169.254",
+    "100.100.100.200",
+    "0.0.0.0",
+    "224.0.0.1",
+    "255.255.255.255",
+    "::1",
+    "::",
+    "fe80::1",
+    "fe80::1%eth0",
+    "fd00:ec2::254",
+    "fc00::1",
+    "ff02::1",
+    "::ffff:127.0.0.1",
+    "::ffff:169.254.169.254",
+    "::ffff:7f00:1",
+    "64:ff9b::a9fe:a9fe",
+    "2002:7f00:1::",
+    "not an ip",
+  ])("%s is internal", (ip) => {
+    expect(isInternalAddress(ip)).toBe(true);
+  });
 
-  test.each(["1.1.1.1", "8.8.8.8", "172.32.0.1", "100.128.0.1", "2606:4700::1111", "::ffff:1.1.1.1", "2001:4860:4860::8888"])("%s is not internal", (ip) => {
+  test.each([
+    "1.1.1.1",
+    "8.8.8.8",
+    "172.32.0.1",
+    "100.128.0.1",
+    "2606:4700::1111",
+    "::ffff:1.1.1.1",
+    "2001:4860:4860::8888",
+  ])("%s is not internal", (ip) => {
     expect(isInternalAddress(ip)).toBe(false);
   });
 });
@@ -194,7 +254,9 @@ async function startSite(name: string): Promise<Site> {
   return site;
 }
 
-async function startProxy(options: Partial<EgressProxyOptions> & { allowlist: AllowEntry[] }): Promise<{ proxy: EgressProxy; socketPath: string; decisions: EgressDecision[] }> {
+async function startProxy(
+  options: Partial<EgressProxyOptions> & { allowlist: AllowEntry[] },
+): Promise<{ proxy: EgressProxy; socketPath: string; decisions: EgressDecision[] }> {
   const socketPath = join(base, "egress", "proxy.sock");
   const decisions: EgressDecision[] = [];
   const proxy = await startEgressProxy({ socketPath, onDecision: (decision) => decisions.push(decision), ...options });
@@ -203,10 +265,15 @@ async function startProxy(options: Partial<EgressProxyOptions> & { allowlist: Al
 }
 
 /** Names under .test resolve to 127.0.0.1, everything else to nothing: no test reaches real DNS. */
-const testResolver = (host: string): Promise<string[]> => Promise.resolve(host.endsWith(".test") || host === "localhost" ? ["127.0.0.1"] : []);
+const testResolver = (host: string): Promise<string[]> =>
+  Promise.resolve(host.endsWith(".test") || host === "localhost" ? ["127.0.0.1"] : []);
 
 /** A plain-HTTP proxy request (absolute URI) over the Unix socket. */
-function proxyGet(socketPath: string, url: string, headers: Record<string, string> = {}): Promise<{ status: number; body: string }> {
+function proxyGet(
+  socketPath: string,
+  url: string,
+  headers: Record<string, string> = {},
+): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const req = request({ socketPath, method: "GET", path: url, headers }, (res) => {
       let body = "";
@@ -256,7 +323,11 @@ async function eventually(condition: () => boolean, what: string, timeoutMs = 5_
 describe("the egress proxy", () => {
   test("forwards an allowed plain http:// request to the checked address, without proxy credentials", async () => {
     const site = await startSite("site");
-    const { socketPath, decisions } = await startProxy({ allowlist: allow("allowed.test", "127.0.0.1/32"), ports: [site.port], resolve: testResolver });
+    const { socketPath, decisions } = await startProxy({
+      allowlist: allow("allowed.test", "127.0.0.1/32"),
+      ports: [site.port],
+      resolve: testResolver,
+    });
     const answer = await proxyGet(socketPath, `http://allowed.test:${site.port}/hello?x=1`, {
       host: "somewhere-else.test",
       "proxy-authorization": "Basic c2VjcmV0",
@@ -282,7 +353,10 @@ describe("the egress proxy", () => {
     // The tunnelled request in the same write as the CONNECT: it arrives in `head` or buffered
     // while the proxy resolves and connects, and must not be lost either way.
     const tunnelled = `GET /through HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`;
-    const { text } = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\nHost: 127.0.0.1:${site.port}\r\n\r\n${tunnelled}`);
+    const { text } = await rawExchange(
+      socketPath,
+      `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\nHost: 127.0.0.1:${site.port}\r\n\r\n${tunnelled}`,
+    );
     expect(text.startsWith("HTTP/1.1 200 Connection Established\r\n\r\nHTTP/1.1 200 OK\r\n")).toBe(true);
     expect(text).toContain("site says hello /through\n");
   });
@@ -292,17 +366,32 @@ describe("the egress proxy", () => {
     const { socketPath, decisions } = await startProxy({ allowlist: allow("127.0.0.1/32"), ports: [443] });
     const { text } = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`);
     expect(text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
-    expect(text).toContain(`Harness egress policy: 127.0.0.1:${site.port} is not allowed for this run (port ${site.port} is not one of the allowed ports 443)\n`);
+    expect(text).toContain(
+      `Harness egress policy: 127.0.0.1:${site.port} is not allowed for this run (port ${site.port} is not one of the allowed ports 443)\n`,
+    );
     expect(site.connections).toBe(0);
-    expect(decisions).toEqual([{ host: "127.0.0.1", port: site.port, allowed: false, reason: `port ${site.port} is not one of the allowed ports 443` }]);
+    expect(decisions).toEqual([
+      {
+        host: "127.0.0.1",
+        port: site.port,
+        allowed: false,
+        reason: `port ${site.port} is not one of the allowed ports 443`,
+      },
+    ]);
   });
 
   test("hosts off the list are 403, including IP literals when only domains are listed", async () => {
     const site = await startSite("site");
-    const { socketPath } = await startProxy({ allowlist: allow("allowed.test"), ports: [site.port], resolve: testResolver });
+    const { socketPath } = await startProxy({
+      allowlist: allow("allowed.test"),
+      ports: [site.port],
+      resolve: testResolver,
+    });
     const byName = await proxyGet(socketPath, `http://other.test:${site.port}/`);
     expect(byName.status).toBe(403);
-    expect(byName.body).toBe(`Harness egress policy: other.test:${site.port} is not allowed for this run (other.test is not on the allowlist)\n`);
+    expect(byName.body).toBe(
+      `Harness egress policy: other.test:${site.port} is not allowed for this run (other.test is not on the allowlist)\n`,
+    );
     const byAddress = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`);
     expect(byAddress.text).toContain("(127.0.0.1 is not on the allowlist)");
     expect(site.connections).toBe(0);
@@ -310,7 +399,11 @@ describe("the egress proxy", () => {
 
   test("a listed name that resolves to an internal address is refused unless a CIDR entry covers that address", async () => {
     const site = await startSite("site");
-    const { socketPath, decisions } = await startProxy({ allowlist: allow("localhost", "metadata.test"), ports: [site.port], resolve: (host) => Promise.resolve(host === "localhost" ? ["127.0.0.1"] : ["203.0.113.10", "169.254.169.254"]) });
+    const { socketPath, decisions } = await startProxy({
+      allowlist: allow("localhost", "metadata.test"),
+      ports: [site.port],
+      resolve: (host) => Promise.resolve(host === "localhost" ? ["127.0.0.1"] : ["203.0.113.10", "169.254.169.254"]),
+    });
     const viaGet = await proxyGet(socketPath, `http://localhost:${site.port}/`);
     expect(viaGet.status).toBe(403);
     expect(viaGet.body).toContain("(localhost resolves to the internal address 127.0.0.1, which no CIDR entry allows)");
@@ -325,14 +418,28 @@ describe("the egress proxy", () => {
 
     // Control: the same name with the address listed explicitly goes through, so the refusal
     // above is the rule at work and not a broken path.
-    const explicit = await startEgressProxy({ socketPath: join(base, "explicit.sock"), allowlist: allow("localhost", "127.0.0.1/32"), ports: [site.port], resolve: testResolver });
+    const explicit = await startEgressProxy({
+      socketPath: join(base, "explicit.sock"),
+      allowlist: allow("localhost", "127.0.0.1/32"),
+      ports: [site.port],
+      resolve: testResolver,
+    });
     cleanups.push(() => explicit.close());
-    expect(await proxyGet(join(base, "explicit.sock"), `http://localhost:${site.port}/ok`)).toEqual({ status: 200, body: "site says hello /ok\n" });
+    expect(await proxyGet(join(base, "explicit.sock"), `http://localhost:${site.port}/ok`)).toEqual({
+      status: 200,
+      body: "site says hello /ok\n",
+    });
   });
 
   test("malformed requests are 400, unreachable or unresolvable targets 502", async () => {
-    const { socketPath } = await startProxy({ allowlist: allow("allowed.test", "nowhere.test", "127.0.0.1/32"), ports: [1], resolve: (host) => (host === "nowhere.test" ? Promise.reject(new Error("ENOTFOUND")) : testResolver(host)) });
-    expect((await rawExchange(socketPath, "CONNECT no-port-here HTTP/1.1\r\n\r\n")).text).toMatch(/^HTTP\/1\.1 400 Bad Request\r\n/);
+    const { socketPath } = await startProxy({
+      allowlist: allow("allowed.test", "nowhere.test", "127.0.0.1/32"),
+      ports: [1],
+      resolve: (host) => (host === "nowhere.test" ? Promise.reject(new Error("ENOTFOUND")) : testResolver(host)),
+    });
+    expect((await rawExchange(socketPath, "CONNECT no-port-here HTTP/1.1\r\n\r\n")).text).toMatch(
+      /^HTTP\/1\.1 400 Bad Request\r\n/,
+    );
     expect((await rawExchange(socketPath, "CONNECT [::1:443 HTTP/1.1\r\n\r\n")).text).toMatch(/^HTTP\/1\.1 400 /);
     expect((await rawExchange(socketPath, "CONNECT a b:443 HTTP/1.1\r\n\r\n")).text).toMatch(/^HTTP\/1\.1 400 /);
     expect((await proxyGet(socketPath, "/relative")).status).toBe(400);
@@ -350,14 +457,21 @@ describe("the egress proxy", () => {
 
   test("connections over the cap get 503 while the others keep working", async () => {
     const site = await startSite("site");
-    const { proxy, socketPath } = await startProxy({ allowlist: allow("127.0.0.1/32"), ports: [site.port], maxConnections: 2 });
+    const { proxy, socketPath } = await startProxy({
+      allowlist: allow("127.0.0.1/32"),
+      ports: [site.port],
+      maxConnections: 2,
+    });
     const idle = [connect(socketPath), connect(socketPath)];
     cleanups.push(async () => {
       for (const socket of idle) socket.destroy();
       await Promise.resolve();
     });
     await eventually(() => proxy.openConnections() === 2, "two open connections");
-    const extra = await rawExchange(socketPath, `GET http://127.0.0.1:${site.port}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`);
+    const extra = await rawExchange(
+      socketPath,
+      `GET http://127.0.0.1:${site.port}/ HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n`,
+    );
     expect(extra.text).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
     expect(site.connections).toBe(0);
     idle[0]!.destroy();
@@ -369,9 +483,17 @@ describe("the egress proxy", () => {
     const site = await startSite("site");
     const { proxy, socketPath } = await startProxy({ allowlist: allow("127.0.0.1/32"), ports: [site.port] });
     expect((await stat(socketPath)).mode & 0o777).toBe(0o600);
-    const { socket } = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`, /Connection Established\r\n\r\n/);
+    const { socket } = await rawExchange(
+      socketPath,
+      `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`,
+      /Connection Established\r\n\r\n/,
+    );
     await eventually(() => site.open.size === 1, "the tunnel to reach the site");
-    const clientClosed = new Promise<void>((resolve) => socket.on("close", () => { resolve(); }));
+    const clientClosed = new Promise<void>((resolve) =>
+      socket.on("close", () => {
+        resolve();
+      }),
+    );
     await proxy.close();
     await clientClosed;
     await eventually(() => site.open.size === 0, "the site to see the tunnel close");
@@ -387,7 +509,16 @@ describe("the egress proxy", () => {
     await expect(startEgressProxy({ socketPath, allowlist: [] })).rejects.toThrow("is not a socket");
     await rm(socketPath);
     // What a harness killed with SIGKILL leaves behind: a socket file nobody listens on.
-    const crashed = await runProcess({ argv: [process.execPath, "-e", `require("node:net").createServer().listen(${JSON.stringify(socketPath)}, () => process.kill(process.pid, "SIGKILL"))`], cwd: base, env: {}, timeout: 10_000 });
+    const crashed = await runProcess({
+      argv: [
+        process.execPath,
+        "-e",
+        `require("node:net").createServer().listen(${JSON.stringify(socketPath)}, () => process.kill(process.pid, "SIGKILL"))`,
+      ],
+      cwd: base,
+      env: {},
+      timeout: 10_000,
+    });
     expect(crashed.exitCode).toBe(128 + 9);
     expect((await stat(socketPath)).isSocket()).toBe(true);
     const again = await startEgressProxy({ socketPath, allowlist: [] });
@@ -397,8 +528,22 @@ describe("the egress proxy", () => {
 
 describe("egressCommand", () => {
   test("puts node, the forwarder, the socket and the port before the command", () => {
-    expect(egressCommand("/opt/f.mjs", "/run/egress.sock", ["git", "fetch"])).toEqual([process.execPath, "/opt/f.mjs", "/run/egress.sock", String(PROXY_PORT), "--", "git", "fetch"]);
-    expect(egressCommand("/opt/f.mjs", "/s", ["true"], 8080, "/usr/bin/node").slice(0, 5)).toEqual(["/usr/bin/node", "/opt/f.mjs", "/s", "8080", "--"]);
+    expect(egressCommand("/opt/f.mjs", "/run/egress.sock", ["git", "fetch"])).toEqual([
+      process.execPath,
+      "/opt/f.mjs",
+      "/run/egress.sock",
+      String(PROXY_PORT),
+      "--",
+      "git",
+      "fetch",
+    ]);
+    expect(egressCommand("/opt/f.mjs", "/s", ["true"], 8080, "/usr/bin/node").slice(0, 5)).toEqual([
+      "/usr/bin/node",
+      "/opt/f.mjs",
+      "/s",
+      "8080",
+      "--",
+    ]);
     expect(() => egressCommand("f.mjs", "/s", ["true"])).toThrow("absolute");
     expect(() => egressCommand("/f.mjs", "/s", [])).toThrow("needs a command");
     expect(() => egressCommand("/f.mjs", "/s", ["true"], 70000)).toThrow("not a TCP port");
@@ -424,7 +569,12 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     const forwarderFile = join(forwarderDir, "forwarder.mjs");
     await writeFile(forwarderFile, FORWARDER_SOURCE);
     const { proxy, socketPath, decisions } = await startProxy({ resolve: testResolver, ...options });
-    const spec = { workDir, homeDir, network: "none" as const, readOnlyPaths: [forwarderDir, socketDir, ...nodeReadOnly] };
+    const spec = {
+      workDir,
+      homeDir,
+      network: "none" as const,
+      readOnlyPaths: [forwarderDir, socketDir, ...nodeReadOnly],
+    };
     const run: Sandboxed["run"] = (argv, { timeout = 20_000, proxied = true } = {}) =>
       runProcess({
         argv: isolatedArgv(spec, proxied ? egressCommand(forwarderFile, socketPath, argv) : argv),
@@ -437,11 +587,21 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
 
   test("curl reaches an allowed site by name and by address, over plain HTTP and through CONNECT", async () => {
     const site = await startSite("allowed");
-    const { run, decisions } = await sandboxed({ allowlist: allow("allowed.test", "127.0.0.1/32"), ports: [site.port] });
+    const { run, decisions } = await sandboxed({
+      allowlist: allow("allowed.test", "127.0.0.1/32"),
+      ports: [site.port],
+    });
     const url = `http://allowed.test:${site.port}`;
     // The forwarder sets NO_PROXY=127.0.0.1 (loopback stays inside the sandbox), so a URL with
     // the literal 127.0.0.1 only goes to the proxy when curl is told to ignore NO_PROXY.
-    const result = await run(["sh", "-c", `curl -sS "$1/hello" && curl -sS -p "$1/tunnel" && curl -sS --noproxy '' "http://127.0.0.1:$2/literal"`, "sh", url, String(site.port)]);
+    const result = await run([
+      "sh",
+      "-c",
+      `curl -sS "$1/hello" && curl -sS -p "$1/tunnel" && curl -sS --noproxy '' "http://127.0.0.1:$2/literal"`,
+      "sh",
+      url,
+      String(site.port),
+    ]);
     expect(result.stderr).toBe("");
     expect(result.stdout).toBe("allowed says hello /hello\nallowed says hello /tunnel\nallowed says hello /literal\n");
     expect(result.exitCode).toBe(0);
@@ -452,20 +612,37 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     const allowed = await startSite("allowed");
     const denied = await startSite("denied");
     const { run } = await sandboxed({ allowlist: allow("allowed.test", "127.0.0.1/32"), ports: [allowed.port] });
-    const viaProxy = await run(["curl", "-sS", "-w", "\n%{http_code}", "--noproxy", "", `http://127.0.0.1:${denied.port}/secret`]);
-    expect(viaProxy.stdout).toBe(`Harness egress policy: 127.0.0.1:${denied.port} is not allowed for this run (port ${denied.port} is not one of the allowed ports ${allowed.port})\n\n403`);
+    const viaProxy = await run([
+      "curl",
+      "-sS",
+      "-w",
+      "\n%{http_code}",
+      "--noproxy",
+      "",
+      `http://127.0.0.1:${denied.port}/secret`,
+    ]);
+    expect(viaProxy.stdout).toBe(
+      `Harness egress policy: 127.0.0.1:${denied.port} is not allowed for this run (port ${denied.port} is not one of the allowed ports ${allowed.port})\n\n403`,
+    );
     const tunnel = await run(["curl", "-sS", "-p", `http://denied.test:${denied.port}/secret`]);
     expect(tunnel.exitCode).not.toBe(0);
     expect(tunnel.stderr).toContain("403");
 
     // Straight to the host's 127.0.0.1, bypassing the proxy: the sandbox's loopback is its own.
     for (const port of [denied.port, allowed.port]) {
-      const direct = await run(["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${port}/direct`], { proxied: false });
+      const direct = await run(["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${port}/direct`], {
+        proxied: false,
+      });
       expect(direct.exitCode).toBe(7); // CURLE_COULDNT_CONNECT
     }
     expect(denied.connections).toBe(0);
     // Control: the server was up the whole time and reachable from the host.
-    const fromHost = await runProcess({ argv: ["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${denied.port}/control`], cwd: base, env: { PATH: "/usr/bin:/bin" }, timeout: 10_000 });
+    const fromHost = await runProcess({
+      argv: ["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${denied.port}/control`],
+      cwd: base,
+      env: { PATH: "/usr/bin:/bin" },
+      timeout: 10_000,
+    });
     expect(fromHost.stdout).toBe("denied says hello /control\n");
   });
 
@@ -483,7 +660,9 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     const inner = egressCommand(join(base, "forwarder", "forwarder.mjs"), socketPath, ["true"]);
     const result = await run(inner);
     expect(result.exitCode).toBe(125);
-    expect(result.stderr).toContain(`harness egress forwarder: 127.0.0.1:${PROXY_PORT} is already in use inside the sandbox`);
+    expect(result.stderr).toContain(
+      `harness egress forwarder: 127.0.0.1:${PROXY_PORT} is already in use inside the sandbox`,
+    );
   });
 
   test("a command killed by the timeout leaves no connection open at the proxy or the site", async () => {

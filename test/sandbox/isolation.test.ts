@@ -7,7 +7,13 @@ import { basename, dirname, join } from "node:path";
 import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { ExecResult } from "../../src/contracts/types.js";
-import { isolatedArgv, probeIsolation, SANDBOX_UID, type IsolationSpec, type NetworkMode } from "../../src/sandbox/isolation.js";
+import {
+  isolatedArgv,
+  probeIsolation,
+  SANDBOX_UID,
+  type IsolationSpec,
+  type NetworkMode,
+} from "../../src/sandbox/isolation.js";
 import { runProcess } from "../../src/sandbox/process.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
@@ -20,7 +26,8 @@ import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
  */
 
 const probe = await probeIsolation();
-if (!probe.available) console.warn(`[isolation.test] real-process isolation tests skipped: ${probe.reason}; fix: ${probe.fix}`);
+if (!probe.available)
+  console.warn(`[isolation.test] real-process isolation tests skipped: ${probe.reason}; fix: ${probe.fix}`);
 const noBwrap = !probe.available;
 const bwrapPath = probe.available ? probe.bwrapPath : "/usr/bin/bwrap";
 
@@ -29,7 +36,25 @@ const nodeDir = dirname(process.execPath);
 const nodeReadOnly = nodeDir.startsWith("/usr/") ? [] : [nodeDir];
 
 /** What the tests below allow in the sandbox's /etc: widening it should be a deliberate change. */
-const ALLOWED_ETC = new Set(["resolv.conf", "hosts", "host.conf", "nsswitch.conf", "gai.conf", "services", "protocols", "passwd", "group", "ssl", "ca-certificates", "alternatives", "localtime", "timezone", "ld.so.cache", "ld.so.conf", "ld.so.conf.d"]);
+const ALLOWED_ETC = new Set([
+  "resolv.conf",
+  "hosts",
+  "host.conf",
+  "nsswitch.conf",
+  "gai.conf",
+  "services",
+  "protocols",
+  "passwd",
+  "group",
+  "ssl",
+  "ca-certificates",
+  "alternatives",
+  "localtime",
+  "timezone",
+  "ld.so.cache",
+  "ld.so.conf",
+  "ld.so.conf.d",
+]);
 
 let base: string;
 let workDir: string;
@@ -58,7 +83,11 @@ function sandboxEnv(extra: Record<string, string> = {}): Record<string, string> 
 }
 
 /** `sh -c script sh ...args` inside the sandbox: paths travel as arguments, never spliced into the script. */
-function runIsolated(script: string, args: readonly string[] = [], opts: { network?: NetworkMode; env?: Record<string, string>; timeout?: number } = {}): Promise<ExecResult> {
+function runIsolated(
+  script: string,
+  args: readonly string[] = [],
+  opts: { network?: NetworkMode; env?: Record<string, string>; timeout?: number } = {},
+): Promise<ExecResult> {
   return runProcess({
     argv: isolatedArgv(spec(opts.network), ["sh", "-c", script, "sh", ...args], { bwrapPath }),
     cwd: workDir,
@@ -111,7 +140,11 @@ async function stopsBeating(path: string, quietMs = 1_000, withinMs = 3_000): Pr
 /** Kills a host process and, first, its children (a sandbox's init without --die-with-parent outlives bwrap). */
 function killHostTree(pid: number): void {
   try {
-    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8").trim().split(/\s+/).filter(Boolean).map(Number);
+    const children = readFileSync(`/proc/${pid}/task/${pid}/children`, "utf8")
+      .trim()
+      .split(/\s+/)
+      .filter(Boolean)
+      .map(Number);
     for (const child of children) killHostTree(child);
   } catch {
     // Already gone.
@@ -127,7 +160,8 @@ function killHostTree(pid: number): void {
  * A heartbeat every 100 ms into "$1/<name>", writing its own pid to "$1/<name>.pid" first.
  * Bounded to ~20 s so a test that fails half-way cannot leave it running for ever.
  */
-const HEARTBEAT_LOOP = 'echo $$ > "$1/$2.pid"; i=0; while [ $i -lt 200 ]; do date +%s%N > "$1/$2"; sleep 0.1; i=$((i+1)); done';
+const HEARTBEAT_LOOP =
+  'echo $$ > "$1/$2.pid"; i=0; while [ $i -lt 200 ]; do date +%s%N > "$1/$2"; sleep 0.1; i=$((i+1)); done';
 
 /**
  * Starts a heartbeat loop that escapes the command twice over (a subshell that exits at once,
@@ -155,7 +189,14 @@ describe("isolatedArgv", () => {
     expect(argv[0]).toBe("/opt/bwrap");
     const separator = argv.indexOf("--");
     expect(argv.slice(separator + 1)).toEqual(["sh", "-c", "echo $HOME; --not-an-option"]);
-    for (const option of ["--unshare-all", "--unshare-user", "--die-with-parent", "--new-session", "--disable-userns", "--cap-drop"]) {
+    for (const option of [
+      "--unshare-all",
+      "--unshare-user",
+      "--die-with-parent",
+      "--new-session",
+      "--disable-userns",
+      "--cap-drop",
+    ]) {
       expect(argv.slice(0, separator)).toContain(option);
     }
     expect(argv).not.toContain("--setenv");
@@ -188,12 +229,19 @@ describe("probeIsolation", () => {
 
   test("a bwrap that does not exist: unavailable, with the install command", async () => {
     const result = await probeIsolation({ bwrapPath: join(tmpdir(), "harness-no-such-dir", "bwrap") });
-    expect(result).toEqual({ available: false, reason: expect.stringContaining("bwrap not found") as unknown, fix: expect.stringContaining("apt-get install bubblewrap") as unknown });
+    expect(result).toEqual({
+      available: false,
+      reason: expect.stringContaining("bwrap not found") as unknown,
+      fix: expect.stringContaining("apt-get install bubblewrap") as unknown,
+    });
   });
 
   test("a kernel that refuses namespaces: unavailable, with bwrap's words and the sysctl to change", async () => {
     const fake = join(base, "bwrap-refused");
-    await writeFile(fake, '#!/bin/sh\necho "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n');
+    await writeFile(
+      fake,
+      '#!/bin/sh\necho "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
+    );
     await chmod(fake, 0o755);
     const result = await probeIsolation({ bwrapPath: fake });
     expect(result.available).toBe(false);
@@ -208,7 +256,11 @@ describe("probeIsolation", () => {
     await writeFile(fake, '#!/bin/sh\necho "bwrap: Unknown option --disable-userns" >&2\nexit 1\n');
     await chmod(fake, 0o755);
     const result = await probeIsolation({ bwrapPath: fake });
-    expect(result).toMatchObject({ available: false, reason: expect.stringContaining("Unknown option --disable-userns") as unknown, fix: expect.stringContaining("0.8.0") as unknown });
+    expect(result).toMatchObject({
+      available: false,
+      reason: expect.stringContaining("Unknown option --disable-userns") as unknown,
+      fix: expect.stringContaining("0.8.0") as unknown,
+    });
   });
 });
 
@@ -217,11 +269,18 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     const hostSecret = fakeToken("ghs_");
     const parentSecret = fakeToken("sk-ant-api03-", 64, "url-safe");
     // A host process whose initial environment holds a secret, as the harness's own does.
-    const helper = spawn("sleep", ["30"], { env: { PATH: "/usr/bin:/bin", GITHUB_TOKEN: hostSecret }, stdio: "ignore" });
-    cleanups.push(() => { helper.kill("SIGKILL"); });
+    const helper = spawn("sleep", ["30"], {
+      env: { PATH: "/usr/bin:/bin", GITHUB_TOKEN: hostSecret },
+      stdio: "ignore",
+    });
+    cleanups.push(() => {
+      helper.kill("SIGKILL");
+    });
     const helperPid = helper.pid!;
     process.env["HARNESS_TEST_PARENT_SECRET"] = parentSecret;
-    cleanups.push(() => { delete process.env["HARNESS_TEST_PARENT_SECRET"]; });
+    cleanups.push(() => {
+      delete process.env["HARNESS_TEST_PARENT_SECRET"];
+    });
     // Control: from the host, /proc hands the secret to anyone allowed to read it.
     await expect.poll(() => readOrUndefined(`/proc/${helperPid}/environ`)).toContain(hostSecret);
 
@@ -235,9 +294,17 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     // (A killed helper, even one not yet reaped, would have no environment left to read.)
     expect(await readOrUndefined(`/proc/${helperPid}/environ`)).toContain(hostSecret);
 
-    const listing = await runProcess({ argv: isolatedArgv(spec(), ["ls", "/proc"], { bwrapPath }), cwd: workDir, env: sandboxEnv(), timeout: 15_000 });
+    const listing = await runProcess({
+      argv: isolatedArgv(spec(), ["ls", "/proc"], { bwrapPath }),
+      cwd: workDir,
+      env: sandboxEnv(),
+      timeout: 15_000,
+    });
     expect(listing.exitCode).toBe(0);
-    const pids = listing.stdout.split("\n").filter((entry) => /^\d+$/.test(entry)).map(Number);
+    const pids = listing.stdout
+      .split("\n")
+      .filter((entry) => /^\d+$/.test(entry))
+      .map(Number);
     // bwrap's init (1) and ls (2): nothing from the host.
     expect(pids.length).toBeGreaterThan(0);
     expect(pids.length).toBeLessThanOrEqual(3);
@@ -253,8 +320,25 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     await writeFile(join(sibling, ".env"), `GITHUB_TOKEN=${secret}\nGITHUB_PRIVATE_KEY="${fakePem()}"\n`);
     expect(await readFile(join(sibling, ".env"), "utf8")).toContain(secret); // control: it is there on the host
 
-    const paths = [join(sibling, ".env"), sibling, homedir(), process.cwd(), join(process.cwd(), "package.json"), "/etc/shadow", "/etc/gitconfig", "/root", "/home", "/var", "/run", "/sys", "/srv"];
-    const result = await runIsolated('for p in "$@"; do if [ -e "$p" ]; then echo "visible: $p"; cat "$p" 2>/dev/null; fi; done; true', paths);
+    const paths = [
+      join(sibling, ".env"),
+      sibling,
+      homedir(),
+      process.cwd(),
+      join(process.cwd(), "package.json"),
+      "/etc/shadow",
+      "/etc/gitconfig",
+      "/root",
+      "/home",
+      "/var",
+      "/run",
+      "/sys",
+      "/srv",
+    ];
+    const result = await runIsolated(
+      'for p in "$@"; do if [ -e "$p" ]; then echo "visible: $p"; cat "$p" 2>/dev/null; fi; done; true',
+      paths,
+    );
     expect(result.exitCode).toBe(0);
     expect(result.stdout).not.toContain("visible:");
     expect(result.stdout).not.toContain(secret);
@@ -274,9 +358,14 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     const readOnlyTargets = [`/usr/local/bin/${tag}`, `/usr/bin/${tag}`, `/etc/${tag}`, `/${tag}`];
     // These exist on the host, but inside they are only the sandbox's throwaway /tmp.
     const hostTargets = [join(sibling, tag), join(tmpdir(), tag), join(base, tag)];
-    cleanups.push(() => Promise.all([...readOnlyTargets, ...hostTargets].map((path) => rm(path, { force: true }))).then(() => undefined));
+    cleanups.push(() =>
+      Promise.all([...readOnlyTargets, ...hostTargets].map((path) => rm(path, { force: true }))).then(() => undefined),
+    );
 
-    const result = await runIsolated('for p in "$@"; do mkdir -p "${p%/*}" 2>/dev/null; if echo pwned > "$p"; then echo "wrote: $p"; fi; done; true', [...readOnlyTargets, ...hostTargets]);
+    const result = await runIsolated(
+      'for p in "$@"; do mkdir -p "${p%/*}" 2>/dev/null; if echo pwned > "$p"; then echo "wrote: $p"; fi; done; true',
+      [...readOnlyTargets, ...hostTargets],
+    );
     for (const path of readOnlyTargets) expect(result.stdout).not.toContain(`wrote: ${path}`);
     expect(result.stderr).toMatch(/Read-only file system/);
     for (const path of [...readOnlyTargets, ...hostTargets]) expect(existsSync(path), path).toBe(false);
@@ -303,7 +392,7 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
 
   test("a real toolchain works: git commits in the checkout (no dubious-ownership refusal), names resolve", async () => {
     const result = await runIsolated(
-      'git init -q . && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m from-sandbox && git log --format=%s && getent hosts localhost >/dev/null && echo resolved',
+      "git init -q . && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m from-sandbox && git log --format=%s && getent hosts localhost >/dev/null && echo resolved",
       [],
       { env: { GIT_CONFIG_NOSYSTEM: "1" } },
     );
@@ -312,15 +401,34 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
   });
 
   test("holds no capabilities, cannot gain new privileges, cannot make a user namespace to get them back", async () => {
-    const result = await runIsolated("grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; if unshare --user --map-root-user true 2>/dev/null; then echo unshared; fi");
-    const fields = Object.fromEntries(result.stdout.trim().split("\n").map((line) => line.split(/:\s+/) as [string, string]));
-    expect(fields).toEqual({ CapInh: "0000000000000000", CapPrm: "0000000000000000", CapEff: "0000000000000000", CapBnd: "0000000000000000", CapAmb: "0000000000000000", NoNewPrivs: "1" });
+    const result = await runIsolated(
+      "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; if unshare --user --map-root-user true 2>/dev/null; then echo unshared; fi",
+    );
+    const fields = Object.fromEntries(
+      result.stdout
+        .trim()
+        .split("\n")
+        .map((line) => line.split(/:\s+/) as [string, string]),
+    );
+    expect(fields).toEqual({
+      CapInh: "0000000000000000",
+      CapPrm: "0000000000000000",
+      CapEff: "0000000000000000",
+      CapBnd: "0000000000000000",
+      CapAmb: "0000000000000000",
+      NoNewPrivs: "1",
+    });
     expect(result.stdout).not.toContain("unshared");
   });
 
   test("runs in a session of its own, so it has no controlling terminal of the caller's to push keystrokes into", async () => {
     const sessionOf = async (argv: string[]): Promise<string> => {
-      const result = await runProcess({ argv: [...argv, "sh", "-c", "cut -d' ' -f6 /proc/self/stat"], cwd: workDir, env: sandboxEnv(), timeout: 15_000 });
+      const result = await runProcess({
+        argv: [...argv, "sh", "-c", "cut -d' ' -f6 /proc/self/stat"],
+        cwd: workDir,
+        env: sandboxEnv(),
+        timeout: 15_000,
+      });
       expect(result.exitCode).toBe(0);
       return result.stdout.trim();
     };
@@ -333,7 +441,9 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
 
   test("passes the spawn environment to the command, and none of its values ever appears in the argv", async () => {
     const env = { GITHUB_TOKEN: fakeToken("ghs_"), ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 64, "url-safe") };
-    const argv = isolatedArgv(spec(), ["sh", "-c", 'printf "%s\\n%s\\n" "$GITHUB_TOKEN" "$ANTHROPIC_API_KEY"'], { bwrapPath });
+    const argv = isolatedArgv(spec(), ["sh", "-c", 'printf "%s\\n%s\\n" "$GITHUB_TOKEN" "$ANTHROPIC_API_KEY"'], {
+      bwrapPath,
+    });
     for (const value of Object.values(env)) expect(argv.join("\0")).not.toContain(value);
     const result = await runProcess({ argv, cwd: workDir, env: sandboxEnv(env), timeout: 15_000 });
     expect(result.exitCode).toBe(0);
@@ -347,7 +457,14 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
       socket.end("hello\n");
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => { resolve(); })));
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) =>
+          server.close(() => {
+            resolve();
+          }),
+        ),
+    );
     const { port } = server.address() as AddressInfo;
     const connect = [
       process.execPath,
@@ -359,7 +476,12 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
       String(port),
     ];
     const attempt = (network: NetworkMode): Promise<ExecResult> =>
-      runProcess({ argv: isolatedArgv(spec(network), connect, { bwrapPath }), cwd: workDir, env: sandboxEnv(), timeout: 15_000 });
+      runProcess({
+        argv: isolatedArgv(spec(network), connect, { bwrapPath }),
+        cwd: workDir,
+        env: sandboxEnv(),
+        timeout: 15_000,
+      });
 
     const closed = await attempt("none");
     expect(closed.stdout).toMatch(/^error: (ECONNREFUSED|ENETUNREACH|EHOSTUNREACH)$/);
@@ -378,8 +500,15 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
 
   test("control: without isolation the same orphan survives runProcess (so the test above can fail)", async () => {
     const orphanPid = async (): Promise<number> => Number(await readFile(join(workDir, "orphan.pid"), "utf8"));
-    cleanups.push(async () => { killHostTree(await orphanPid()); });
-    const result = await runProcess({ argv: ["sh", "-c", ORPHAN_SCRIPT, "sh", workDir], cwd: workDir, env: sandboxEnv(), timeout: 15_000 });
+    cleanups.push(async () => {
+      killHostTree(await orphanPid());
+    });
+    const result = await runProcess({
+      argv: ["sh", "-c", ORPHAN_SCRIPT, "sh", workDir],
+      cwd: workDir,
+      env: sandboxEnv(),
+      timeout: 15_000,
+    });
     expect(result.stdout.trim()).toBe("beating");
     expect(await stopsBeating(join(workDir, "orphan"))).toBe(false);
   });
@@ -399,24 +528,39 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
   // parent-death signal. bwrap is started in its own session here so that runProcess's group
   // kill of the (killed) wrapper cannot be what ends it.
   for (const dieWithParent of [true, false]) {
-    test(dieWithParent ? "dies with its parent when the harness is killed outright" : "control: without --die-with-parent it survives the harness", async () => {
-      const inner = isolatedArgv(spec(), ["sh", "-c", HEARTBEAT_LOOP, "sh", workDir, "beat"], { bwrapPath }).filter((arg) => dieWithParent || arg !== "--die-with-parent");
-      const wrapperPidFile = join(base, "wrapper.pid");
-      const bwrapPidFile = join(base, "bwrap.pid");
-      cleanups.push(async () => {
-        const pid = Number(await readOrUndefined(bwrapPidFile));
-        if (pid > 0) killHostTree(pid);
-      });
-      const running = runProcess({
-        argv: ["sh", "-c", 'echo $$ > "$1"; shift; bwrap_pid_file=$1; shift; setsid "$@" </dev/null >/dev/null 2>&1 & echo $! > "$bwrap_pid_file"; wait', "sh", wrapperPidFile, bwrapPidFile, ...inner],
-        cwd: workDir,
-        env: sandboxEnv(),
-        timeout: 15_000,
-      });
-      await waitUntilBeating(join(workDir, "beat"));
-      process.kill(Number(await readFile(wrapperPidFile, "utf8")), "SIGKILL");
-      expect((await running).exitCode).toBe(137);
-      expect(await stopsBeating(join(workDir, "beat"))).toBe(dieWithParent);
-    });
+    test(
+      dieWithParent
+        ? "dies with its parent when the harness is killed outright"
+        : "control: without --die-with-parent it survives the harness",
+      async () => {
+        const inner = isolatedArgv(spec(), ["sh", "-c", HEARTBEAT_LOOP, "sh", workDir, "beat"], { bwrapPath }).filter(
+          (arg) => dieWithParent || arg !== "--die-with-parent",
+        );
+        const wrapperPidFile = join(base, "wrapper.pid");
+        const bwrapPidFile = join(base, "bwrap.pid");
+        cleanups.push(async () => {
+          const pid = Number(await readOrUndefined(bwrapPidFile));
+          if (pid > 0) killHostTree(pid);
+        });
+        const running = runProcess({
+          argv: [
+            "sh",
+            "-c",
+            'echo $$ > "$1"; shift; bwrap_pid_file=$1; shift; setsid "$@" </dev/null >/dev/null 2>&1 & echo $! > "$bwrap_pid_file"; wait',
+            "sh",
+            wrapperPidFile,
+            bwrapPidFile,
+            ...inner,
+          ],
+          cwd: workDir,
+          env: sandboxEnv(),
+          timeout: 15_000,
+        });
+        await waitUntilBeating(join(workDir, "beat"));
+        process.kill(Number(await readFile(wrapperPidFile, "utf8")), "SIGKILL");
+        expect((await running).exitCode).toBe(137);
+        expect(await stopsBeating(join(workDir, "beat"))).toBe(dieWithParent);
+      },
+    );
   }
 });

@@ -51,22 +51,38 @@ afterEach(async () => {
 });
 
 async function isolatedSandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox> {
-  const sandbox = await createLocalSandbox({ repo: "acme/widgets", branch: "harness/iso", githubToken: token, githubServerUrl: server.url, localIsolation: { mode: "namespaces" }, ...overrides });
+  const sandbox = await createLocalSandbox({
+    repo: "acme/widgets",
+    branch: "harness/iso",
+    githubToken: token,
+    githubServerUrl: server.url,
+    localIsolation: { mode: "namespaces" },
+    ...overrides,
+  });
   sandboxes.push(sandbox);
   return sandbox;
 }
 
-const sh = (sandbox: Sandbox, script: string, timeout = 30_000) => sandbox.exec({ argv: ["sh", "-c", script], cwd: sandbox.workDir, timeout });
+const sh = (sandbox: Sandbox, script: string, timeout = 30_000) =>
+  sandbox.exec({ argv: ["sh", "-c", script], cwd: sandbox.workDir, timeout });
 
 describe.skipIf(!probe.available)("the isolated local sandbox", () => {
   test("an agent cannot read the App's environment through /proc", async () => {
     const sandbox = await isolatedSandbox();
-    const result = await sh(sandbox, `for f in /proc/*/environ; do cat "$f"; echo; done; cat /proc/$PPID/environ /proc/${String(process.pid)}/environ; echo CMDLINES; for f in /proc/*/cmdline; do tr "\\0" " " < "$f"; echo; done`);
+    const result = await sh(
+      sandbox,
+      `for f in /proc/*/environ; do cat "$f"; echo; done; cat /proc/$PPID/environ /proc/${String(process.pid)}/environ; echo CMDLINES; for f in /proc/*/cmdline; do tr "\\0" " " < "$f"; echo; done`,
+    );
     expect(result.stdout + result.stderr).not.toContain(appSecret);
     // No host process is visible at all: not the test runner, not the harness.
     expect(result.stdout.split("CMDLINES")[1]).not.toMatch(/vitest|node/);
     // The command still gets the environment the harness gives it.
-    const given = await sandbox.exec({ argv: ["sh", "-c", 'printf %s "$GIVEN"'], cwd: sandbox.workDir, timeout: 10_000, env: { GIVEN: "yes" } });
+    const given = await sandbox.exec({
+      argv: ["sh", "-c", 'printf %s "$GIVEN"'],
+      cwd: sandbox.workDir,
+      timeout: 10_000,
+      env: { GIVEN: "yes" },
+    });
     expect(given.stdout).toBe("yes");
   });
 
@@ -78,7 +94,15 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     const other = await isolatedSandbox({ runId: "other", branch: "harness/other" });
     await writeFile(join(other.workDir, "private.txt"), appSecret);
 
-    const attempts = [`cat ${data}/.env`, `ls ${data}`, `ls ${root.path}`, `cat ${other.workDir}/private.txt`, `ls ${join(other.workDir, "..")}`, `ls -a ${homedir()}`, "cat /etc/shadow"];
+    const attempts = [
+      `cat ${data}/.env`,
+      `ls ${data}`,
+      `ls ${root.path}`,
+      `cat ${other.workDir}/private.txt`,
+      `ls ${join(other.workDir, "..")}`,
+      `ls -a ${homedir()}`,
+      "cat /etc/shadow",
+    ];
     for (const attempt of attempts) {
       const result = await sh(mine, attempt);
       expect(result.exitCode, `${attempt} succeeded: ${result.stdout}`).not.toBe(0);
@@ -113,7 +137,12 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
 
     const inside = await sh(mine, `cat ${path}; echo; grep -rl ${appSecret} . ; echo searched`);
     expect(inside.stdout).toBe(`the prompt ${appSecret}\nsearched\n`);
-    for (const attempt of [`echo x > ${path}`, `rm -f ${path}`, `echo x > ${dirname(path)}/planted`, `ln -s /etc/passwd ${dirname(path)}/link`]) {
+    for (const attempt of [
+      `echo x > ${path}`,
+      `rm -f ${path}`,
+      `echo x > ${dirname(path)}/planted`,
+      `ln -s /etc/passwd ${dirname(path)}/link`,
+    ]) {
       const result = await sh(mine, attempt);
       expect(result.exitCode, `${attempt} succeeded`).not.toBe(0);
     }
@@ -168,7 +197,10 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
   test("a setsid, double-forked child does not outlive its command", async () => {
     const sandbox = await isolatedSandbox();
     // The child beats every 50 ms into the checkout; the command returns at once.
-    const result = await sh(sandbox, 'setsid sh -c \'(while :; do date +%s%N > beat; sleep 0.05; done) &\' ; sleep 0.3; echo started');
+    const result = await sh(
+      sandbox,
+      "setsid sh -c '(while :; do date +%s%N > beat; sleep 0.05; done) &' ; sleep 0.3; echo started",
+    );
     expect(result.stdout.trim()).toBe("started");
     const beat = join(sandbox.workDir, "beat");
     const first = await readFile(beat, "utf8");
@@ -189,14 +221,22 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
 
   test("a repository on this machine is refused with the mode that serves it", async () => {
     const repo = await makeRepo(join(root.path, "local-repo"));
-    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(InvalidInputError);
-    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(/--sandbox worktree/);
+    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(
+      InvalidInputError,
+    );
+    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(
+      /--sandbox worktree/,
+    );
   });
 
   test("network none: the agent reaches nothing, not even the host's loopback services", async () => {
     const sandbox = await isolatedSandbox({ localIsolation: { mode: "namespaces", network: "none" } });
     const port = new URL(server.url).port;
-    const result = await sandbox.exec({ argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`], cwd: sandbox.workDir, timeout: 20_000 });
+    const result = await sandbox.exec({
+      argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`],
+      cwd: sandbox.workDir,
+      timeout: 20_000,
+    });
     expect(result.exitCode).not.toBe(0);
     expect(result.stderr).toMatch(/Failed to connect|Connection refused|Couldn't connect/);
   });
@@ -219,7 +259,9 @@ describe("the isolation argv's scratch folder", () => {
     ["inside HOME", "/runs/r1/home/scratch"],
     ["relative", "scratch"],
   ])("is refused when %s", (_label, scratchDir) => {
-    expect(() => isolatedArgv({ ...spec, scratchDir }, ["true"], { bwrapPath: "/usr/bin/bwrap" })).toThrow(InvalidInputError);
+    expect(() => isolatedArgv({ ...spec, scratchDir }, ["true"], { bwrapPath: "/usr/bin/bwrap" })).toThrow(
+      InvalidInputError,
+    );
   });
 });
 
@@ -230,10 +272,23 @@ describe.skipIf(!probe.available)("the isolated local sandbox with a network all
     const env = await sh(sandbox, 'printf "%s\\n" "$HTTPS_PROXY" "$HTTP_PROXY"');
     expect(env.stdout).toBe("http://127.0.0.1:3128\nhttp://127.0.0.1:3128\n");
     // Through the proxy: a destination off the list is refused with the policy's words.
-    const viaProxy = await sandbox.exec({ argv: ["node", "-e", `require("http").get({ host: "127.0.0.1", port: 3128, path: "http://example.invalid:${port}/", headers: { host: "example.invalid" } }, (res) => { let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => { console.log(res.statusCode, body.trim()); }); }).on("error", (e) => console.log("error", e.message))`], cwd: sandbox.workDir, timeout: 20_000 });
+    const viaProxy = await sandbox.exec({
+      argv: [
+        "node",
+        "-e",
+        `require("http").get({ host: "127.0.0.1", port: 3128, path: "http://example.invalid:${port}/", headers: { host: "example.invalid" } }, (res) => { let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => { console.log(res.statusCode, body.trim()); }); }).on("error", (e) => console.log("error", e.message))`,
+      ],
+      cwd: sandbox.workDir,
+      timeout: 20_000,
+    });
     expect(viaProxy.stdout).toMatch(/^403 Harness egress policy: example\.invalid:\d+ is not allowed for this run/);
     // Around the proxy: the host's services (the git server here) are out of reach.
-    const direct = await sandbox.exec({ argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`], cwd: sandbox.workDir, timeout: 20_000, env: { NO_PROXY: "*" } });
+    const direct = await sandbox.exec({
+      argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`],
+      cwd: sandbox.workDir,
+      timeout: 20_000,
+      env: { NO_PROXY: "*" },
+    });
     expect(direct.exitCode).not.toBe(0);
     // The proxy goes with the sandbox.
     await sandbox.teardown();
@@ -241,6 +296,15 @@ describe.skipIf(!probe.available)("the isolated local sandbox with a network all
   });
 
   test("an allowlist entry that is not a domain or a CIDR is refused before the sandbox is made", async () => {
-    await expect(createLocalSandbox({ repo: "acme/widgets", branch: "b", githubToken: token, githubServerUrl: server.url, localIsolation: { mode: "namespaces" }, network: { mode: "allowlist", allow: ["https://example.com/x"] } })).rejects.toThrow(/https:\/\/example\.com\/x/);
+    await expect(
+      createLocalSandbox({
+        repo: "acme/widgets",
+        branch: "b",
+        githubToken: token,
+        githubServerUrl: server.url,
+        localIsolation: { mode: "namespaces" },
+        network: { mode: "allowlist", allow: ["https://example.com/x"] },
+      }),
+    ).rejects.toThrow(/https:\/\/example\.com\/x/);
   });
 });

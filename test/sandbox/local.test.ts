@@ -84,21 +84,31 @@ describe("local sandbox: seed behaviour", () => {
   // The old "daytona stub throws" test: the stub is gone (the Daytona issue replaced it), so
   // this now checks the real adapter's first guard instead.
   test("daytona without an API key throws before any network", async () => {
-    await expect(createDaytonaSandbox({ repo: "acme/widgets", branch: "test", daytona: { apiKey: "" } })).rejects.toThrow(/Daytona API key required/);
+    await expect(
+      createDaytonaSandbox({ repo: "acme/widgets", branch: "test", daytona: { apiKey: "" } }),
+    ).rejects.toThrow(/Daytona API key required/);
   });
 });
 
 describe("local sandbox: exec", () => {
   test("passes argv literally: no shell ever sees it", async () => {
     const sandbox = await sandboxFor(testRepo);
-    const result = await sandbox.exec({ argv: ["echo", "$(id)", "`id`", "a;b", "*"], cwd: sandbox.workDir, timeout: 5000 });
+    const result = await sandbox.exec({
+      argv: ["echo", "$(id)", "`id`", "a;b", "*"],
+      cwd: sandbox.workDir,
+      timeout: 5000,
+    });
     expect(result.stdout).toBe("$(id) `id` a;b *\n");
   });
 
   test("runs in a subdirectory and separates stdout from stderr", async () => {
     const sandbox = await sandboxFor(testRepo);
     await sandbox.uploadFiles([{ path: "sub/x.txt", content: "x" }]);
-    const result = await sandbox.exec({ argv: ["sh", "-c", "pwd; ls; echo oops >&2; exit 3"], cwd: join(sandbox.workDir, "sub"), timeout: 5000 });
+    const result = await sandbox.exec({
+      argv: ["sh", "-c", "pwd; ls; echo oops >&2; exit 3"],
+      cwd: join(sandbox.workDir, "sub"),
+      timeout: 5000,
+    });
     expect(result.exitCode).toBe(3);
     expect(result.stdout).toBe(`${join(sandbox.workDir, "sub")}\nx.txt\n`);
     expect(result.stderr).toBe("oops\n");
@@ -106,7 +116,13 @@ describe("local sandbox: exec", () => {
 
   test("feeds stdin and adds env for this command only", async () => {
     const sandbox = await sandboxFor(testRepo);
-    const result = await sandbox.exec({ argv: ["sh", "-c", 'cat; printf " %s" "$GREETING"'], cwd: sandbox.workDir, timeout: 5000, stdin: "from stdin", env: { GREETING: "hi" } });
+    const result = await sandbox.exec({
+      argv: ["sh", "-c", 'cat; printf " %s" "$GREETING"'],
+      cwd: sandbox.workDir,
+      timeout: 5000,
+      stdin: "from stdin",
+      env: { GREETING: "hi" },
+    });
     expect(result.stdout).toBe("from stdin hi");
   });
 
@@ -126,7 +142,12 @@ describe("local sandbox: exec", () => {
 
   test("keeps the tail of long output within maxOutput and marks it truncated", async () => {
     const sandbox = await sandboxFor(testRepo);
-    const result = await sandbox.exec({ argv: ["sh", "-c", "seq 1 100000; echo THE-END"], cwd: sandbox.workDir, timeout: 10_000, maxOutput: 1000 });
+    const result = await sandbox.exec({
+      argv: ["sh", "-c", "seq 1 100000; echo THE-END"],
+      cwd: sandbox.workDir,
+      timeout: 10_000,
+      maxOutput: 1000,
+    });
     expect(result.truncated).toBe(true);
     expect(Buffer.byteLength(result.stdout)).toBeLessThanOrEqual(1000);
     expect(result.stdout.endsWith("99999\n100000\nTHE-END\n")).toBe(true);
@@ -161,7 +182,15 @@ describe("local sandbox: exec", () => {
   test("cancelling through the signal kills the process tree", async () => {
     const sandbox = await sandboxFor(testRepo);
     const controller = new AbortController();
-    const pending = sandbox.exec({ argv: ["sh", "-c", "echo started; sleep 30 & wait"], cwd: sandbox.workDir, timeout: 60_000, signal: controller.signal, onOutput: () => { controller.abort(); } });
+    const pending = sandbox.exec({
+      argv: ["sh", "-c", "echo started; sleep 30 & wait"],
+      cwd: sandbox.workDir,
+      timeout: 60_000,
+      signal: controller.signal,
+      onOutput: () => {
+        controller.abort();
+      },
+    });
     const result = await pending;
     expect(result.cancelled).toBe(true);
     expect(result.exitCode).toBe(130);
@@ -190,26 +219,35 @@ describe("local sandbox: exec", () => {
 
   test("rejects a cwd in a sibling directory sharing the prefix", async () => {
     const sandbox = await sandboxFor(testRepo);
-    await expect(sandbox.exec({ argv: ["true"], cwd: `${sandbox.workDir}-evil`, timeout: 5000 })).rejects.toBeInstanceOf(PathConfinementError);
+    await expect(
+      sandbox.exec({ argv: ["true"], cwd: `${sandbox.workDir}-evil`, timeout: 5000 }),
+    ).rejects.toBeInstanceOf(PathConfinementError);
   });
 
   test("rejects a cwd that escapes through a symlink", async () => {
     const sandbox = await sandboxFor(testRepo);
     await symlink("/tmp", join(sandbox.workDir, "out"));
-    await expect(sandbox.exec({ argv: ["true"], cwd: join(sandbox.workDir, "out"), timeout: 5000 })).rejects.toThrow(/path confinement/);
+    await expect(sandbox.exec({ argv: ["true"], cwd: join(sandbox.workDir, "out"), timeout: 5000 })).rejects.toThrow(
+      /path confinement/,
+    );
   });
 
   test("refuses to run after teardown", async () => {
     const sandbox = await createLocalSandbox({ repo: testRepo, branch: "b" });
     await sandbox.teardown();
-    await expect(sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 1000 })).rejects.toBeInstanceOf(SandboxError);
+    await expect(sandbox.exec({ argv: ["true"], cwd: sandbox.workDir, timeout: 1000 })).rejects.toBeInstanceOf(
+      SandboxError,
+    );
   });
 });
 
 describe("local sandbox: files", () => {
   test("uploadFiles creates directories as needed", async () => {
     const sandbox = await sandboxFor(testRepo);
-    await sandbox.uploadFiles([{ path: "a/b/c.txt", content: "deep" }, { path: join(sandbox.workDir, "abs.txt"), content: "abs" }]);
+    await sandbox.uploadFiles([
+      { path: "a/b/c.txt", content: "deep" },
+      { path: join(sandbox.workDir, "abs.txt"), content: "abs" },
+    ]);
     expect(await readFile(join(sandbox.workDir, "a/b/c.txt"), "utf8")).toBe("deep");
     expect(await readFile(join(sandbox.workDir, "abs.txt"), "utf8")).toBe("abs");
   });
@@ -221,7 +259,12 @@ describe("local sandbox: files", () => {
     ["a NUL byte", "a\0.txt"],
   ])("uploadFiles rejects %s and writes nothing at all", async (_label, path) => {
     const sandbox = await sandboxFor(testRepo);
-    await expect(sandbox.uploadFiles([{ path: "ok.txt", content: "fine" }, { path, content: "bad" }])).rejects.toBeInstanceOf(PathConfinementError);
+    await expect(
+      sandbox.uploadFiles([
+        { path: "ok.txt", content: "fine" },
+        { path, content: "bad" },
+      ]),
+    ).rejects.toBeInstanceOf(PathConfinementError);
     expect(existsSync(join(sandbox.workDir, "ok.txt"))).toBe(false);
     expect(existsSync("/tmp/harness-escape.txt")).toBe(false);
   });
@@ -231,7 +274,9 @@ describe("local sandbox: files", () => {
     const outside = await scratchDir("harness-outside-");
     try {
       await symlink(outside.path, join(sandbox.workDir, "link"));
-      await expect(sandbox.uploadFiles([{ path: "link/pwned.txt", content: "bad" }])).rejects.toThrow(/path confinement/);
+      await expect(sandbox.uploadFiles([{ path: "link/pwned.txt", content: "bad" }])).rejects.toThrow(
+        /path confinement/,
+      );
       await symlink(join(outside.path, "target.txt"), join(sandbox.workDir, "file-link"));
       await expect(sandbox.uploadFiles([{ path: "file-link", content: "bad" }])).rejects.toThrow(/path confinement/);
       expect(await readdir(outside.path)).toEqual([]);
@@ -260,7 +305,11 @@ describe("local sandbox: scratch files", () => {
     const read = await sandbox.exec({ argv: ["cat", path], cwd: sandbox.workDir, timeout: 5000 });
     expect(read.stdout).toBe("the prompt");
     // Nothing in the checkout knows of it: not a search, not git.
-    const search = await sandbox.exec({ argv: ["grep", "-rl", "the prompt", "."], cwd: sandbox.workDir, timeout: 5000 });
+    const search = await sandbox.exec({
+      argv: ["grep", "-rl", "the prompt", "."],
+      cwd: sandbox.workDir,
+      timeout: 5000,
+    });
     expect(search.stdout).toBe("");
     expect(git(sandbox.workDir, "status", "--porcelain", "--ignored")).toBe("");
 
@@ -313,7 +362,9 @@ describe("local sandbox: scratch files", () => {
 
   test("refuses a scratch file over the size limit", async () => {
     const sandbox = await sandboxFor(testRepo);
-    await expect(sandbox.writeScratchFile("huge.md", "x".repeat(MAX_SCRATCH_FILE_BYTES + 1))).rejects.toThrow(/over the 8,388,608-byte limit/);
+    await expect(sandbox.writeScratchFile("huge.md", "x".repeat(MAX_SCRATCH_FILE_BYTES + 1))).rejects.toThrow(
+      /over the 8,388,608-byte limit/,
+    );
   });
 });
 
@@ -355,12 +406,18 @@ describe("local sandbox: git lifecycle", () => {
 
   test("a missing path or a ref that is neither a path nor GitHub is a typed error, and leaves nothing behind", async () => {
     const runId = "badref";
-    await expect(createLocalSandbox({ repo: "/nonexistent/repo", branch: "b", runId })).rejects.toThrow(/does not exist/);
+    await expect(createLocalSandbox({ repo: "/nonexistent/repo", branch: "b", runId })).rejects.toThrow(
+      /does not exist/,
+    );
     await expect(createLocalSandbox({ repo: "not a repo", branch: "b", runId })).rejects.toBeInstanceOf(RepoRefError);
-    await expect(createLocalSandbox({ repo: "https://gitlab.com/a/b", branch: "b", runId })).rejects.toThrow(/neither a local path .* nor a GitHub repository/);
+    await expect(createLocalSandbox({ repo: "https://gitlab.com/a/b", branch: "b", runId })).rejects.toThrow(
+      /neither a local path .* nor a GitHub repository/,
+    );
     const notGit = await scratchDir();
     try {
-      await expect(createLocalSandbox({ repo: notGit.path, branch: "b", runId })).rejects.toThrow(/not a git repository/);
+      await expect(createLocalSandbox({ repo: notGit.path, branch: "b", runId })).rejects.toThrow(
+        /not a git repository/,
+      );
     } finally {
       await notGit.cleanup();
     }
@@ -385,7 +442,12 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
   });
 
   test("clones with the token in an environment-scoped header, never in .git/config", async () => {
-    const sandbox = await createLocalSandbox({ repo: `${server.url}/acme/widgets.git`, branch: "harness/1-fix", githubToken: token, githubServerUrl: server.url });
+    const sandbox = await createLocalSandbox({
+      repo: `${server.url}/acme/widgets.git`,
+      branch: "harness/1-fix",
+      githubToken: token,
+      githubServerUrl: server.url,
+    });
     sandboxes.push(sandbox);
     expect(await sandbox.downloadFile("README.md")).toBe("# test repo\n");
     expect(git(sandbox.workDir, "branch", "--show-current")).toBe("harness/1-fix");
@@ -397,7 +459,12 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
   });
 
   test("accepts owner/name shorthand against the configured server", async () => {
-    const sandbox = await createLocalSandbox({ repo: "acme/widgets", branch: "b", githubToken: token, githubServerUrl: server.url });
+    const sandbox = await createLocalSandbox({
+      repo: "acme/widgets",
+      branch: "b",
+      githubToken: token,
+      githubServerUrl: server.url,
+    });
     sandboxes.push(sandbox);
     expect(git(sandbox.workDir, "rev-parse", "--abbrev-ref", "HEAD")).toBe("b");
     expect(await sandbox.downloadFile("README.md")).toBe("# test repo\n");
@@ -405,7 +472,13 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
 
   test("a wrong token fails with a readable error that does not contain the token, and leaves nothing behind", async () => {
     const wrong = fakeToken("ghs_", 37);
-    const attempt = createLocalSandbox({ repo: "acme/widgets", branch: "b", githubToken: wrong, githubServerUrl: server.url, runId: "wrongtoken" });
+    const attempt = createLocalSandbox({
+      repo: "acme/widgets",
+      branch: "b",
+      githubToken: wrong,
+      githubServerUrl: server.url,
+      runId: "wrongtoken",
+    });
     await expect(attempt).rejects.toBeInstanceOf(SandboxError);
     await expect(attempt).rejects.toThrow(/Cloning acme\/widgets failed/);
     await attempt.catch((error: unknown) => {
@@ -424,7 +497,12 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
       git(work, "add", ".");
       git(work, "commit", "--quiet", "-m", "feature");
       git(work, "push", "--quiet", "origin", "feature");
-      const sandbox = await createLocalSandbox({ repo: "acme/widgets", branch: "feature", githubToken: token, githubServerUrl: server.url });
+      const sandbox = await createLocalSandbox({
+        repo: "acme/widgets",
+        branch: "feature",
+        githubToken: token,
+        githubServerUrl: server.url,
+      });
       sandboxes.push(sandbox);
       expect(await sandbox.downloadFile("feature.txt")).toBe("on the branch\n");
     } finally {

@@ -22,9 +22,12 @@ describe("parseCommand", () => {
     expect(parseCommand(body)).toEqual(expected);
   });
 
-  test.each([["/harnessing the wind"], ["please /harness do it"], ["> /harness quoted"], ["/deploy"], [""]])("%j is not a command", (body) => {
-    expect(parseCommand(body)).toBeUndefined();
-  });
+  test.each([["/harnessing the wind"], ["please /harness do it"], ["> /harness quoted"], ["/deploy"], [""]])(
+    "%j is not a command",
+    (body) => {
+      expect(parseCommand(body)).toBeUndefined();
+    },
+  );
 
   test("a configured command word", () => {
     expect(parseCommand("/bot do it", "/bot")).toEqual({ kind: "run", intent: "do it" });
@@ -32,7 +35,10 @@ describe("parseCommand", () => {
   });
 
   test("invisible and bidirectional control characters are removed; shell text is kept verbatim", () => {
-    expect(parseCommand("/harness a\u202Eb\u200Bc $(id) `x` ; rm")).toEqual({ kind: "run", intent: "abc $(id) `x` ; rm" });
+    expect(parseCommand("/harness a\u202Eb\u200Bc $(id) `x` ; rm")).toEqual({
+      kind: "run",
+      intent: "abc $(id) `x` ; rm",
+    });
   });
 
   test("label intents are title and body", () => {
@@ -51,6 +57,7 @@ describe("issue text is bounded before it is carried anywhere", () => {
 
   test("headOf keeps short text as it is and never exceeds the limit", () => {
     expect(headOf("short", 100)).toBe("short");
-    for (const limit of [60, 61, 62, 63, 200]) expect(Buffer.byteLength(headOf("€".repeat(1_000), limit))).toBeLessThanOrEqual(limit);
+    for (const limit of [60, 61, 62, 63, 200])
+      expect(Buffer.byteLength(headOf("€".repeat(1_000), limit))).toBeLessThanOrEqual(limit);
   });
 });

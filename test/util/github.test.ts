@@ -48,9 +48,18 @@ describe("parseGitHubRepo: extensions", () => {
 
   test("accepts the configured GitHub Enterprise host, in https and SSH form", () => {
     const serverUrl = "https://ghe.example.com";
-    expect(parseGitHubRepo("https://ghe.example.com/platform/api.git", { serverUrl })).toEqual({ owner: "platform", name: "api" });
-    expect(parseGitHubRepo("git@ghe.example.com:platform/api.git", { serverUrl })).toEqual({ owner: "platform", name: "api" });
-    expect(parseGitHubRepo("https://github.com/platform/api", { serverUrl })).toEqual({ owner: "platform", name: "api" });
+    expect(parseGitHubRepo("https://ghe.example.com/platform/api.git", { serverUrl })).toEqual({
+      owner: "platform",
+      name: "api",
+    });
+    expect(parseGitHubRepo("git@ghe.example.com:platform/api.git", { serverUrl })).toEqual({
+      owner: "platform",
+      name: "api",
+    });
+    expect(parseGitHubRepo("https://github.com/platform/api", { serverUrl })).toEqual({
+      owner: "platform",
+      name: "api",
+    });
   });
 
   test("rejects an Enterprise host that is not configured", () => {
@@ -80,7 +89,9 @@ describe("parseGitHubRepo: extensions", () => {
 
   test("githubCloneUrl builds the https clone URL, on github.com or the Enterprise server", () => {
     expect(githubCloneUrl({ owner: "acme", name: "widgets" })).toBe("https://github.com/acme/widgets.git");
-    expect(githubCloneUrl({ owner: "acme", name: "widgets" }, "https://ghe.example.com/")).toBe("https://ghe.example.com/acme/widgets.git");
+    expect(githubCloneUrl({ owner: "acme", name: "widgets" }, "https://ghe.example.com/")).toBe(
+      "https://ghe.example.com/acme/widgets.git",
+    );
   });
 });
 

@@ -47,7 +47,9 @@ describe("assertPathConfined", () => {
         } catch (error) {
           expect(error).toBeInstanceOf(PathConfinementError);
         }
-        const lexical = target.startsWith(sep) ? normalize(target).replace(/(.)\/$/, "$1") : join(root, target).replace(/(.)\/$/, "$1");
+        const lexical = target.startsWith(sep)
+          ? normalize(target).replace(/(.)\/$/, "$1")
+          : join(root, target).replace(/(.)\/$/, "$1");
         const inside = lexical === root || lexical.startsWith(root + sep);
         if (target !== "") expect(accepted !== undefined).toBe(inside);
         if (accepted !== undefined) expect(accepted === root || accepted.startsWith(root + sep)).toBe(true);

@@ -38,13 +38,25 @@ const table: Array<[label: string, line: string, secret: string]> = [
   ["PEM private key block", `PRIVATE_KEY loaded:\n${pem}\ndone`, pemFirstLine],
   ["PEM key cut off by truncation", `key is ${truncatedPem}`, truncatedBody],
   ["Bearer Authorization header", "Authorization: Bearer abc.def-ghi_jkl", "abc.def-ghi_jkl"],
-  ["Basic Authorization header (base64 credentials)", "authorization: Basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0", "eC1hY2Nlc3MtdG9rZW46c2VjcmV0"],
-  ["git http.extraHeader trace", "http.extraheader=AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0", "eC1hY2Nlc3MtdG9rZW46c2VjcmV0"],
+  [
+    "Basic Authorization header (base64 credentials)",
+    "authorization: Basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0",
+    "eC1hY2Nlc3MtdG9rZW46c2VjcmV0",
+  ],
+  [
+    "git http.extraHeader trace",
+    "http.extraheader=AUTHORIZATION: basic eC1hY2Nlc3MtdG9rZW46c2VjcmV0",
+    "eC1hY2Nlc3MtdG9rZW46c2VjcmV0",
+  ],
   ["password in a URL", "cloning https://deploy:hunter2hunter2@git.example.com/repo", "hunter2hunter2"],
   ["DB password assignment", "DATABASE_PASSWORD=correct-horse-battery", "correct-horse-battery"],
   ["webhook secret in YAML", "webhook_secret: 9f8e7d6c5b4a39f8e7d6", "9f8e7d6c5b4a39f8e7d6"],
   ["client secret in JSON", `{"client_secret": "f00dbabe1234deadbeef5678"}`, "f00dbabe1234deadbeef5678"],
-  ["NPM token in .npmrc", "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789", "npm_abcdefghijklmnopqrstuvwxyz0123456789"],
+  [
+    "NPM token in .npmrc",
+    "//registry.npmjs.org/:_authToken=npm_abcdefghijklmnopqrstuvwxyz0123456789",
+    "npm_abcdefghijklmnopqrstuvwxyz0123456789",
+  ],
 ];
 
 describe("redact: well-known shapes in realistic log lines", () => {
@@ -79,7 +91,15 @@ describe("redact: known values", () => {
   });
 
   test("secretsFromEnv picks values of KEY/TOKEN/SECRET/PASSWORD variables only", () => {
-    const env = { ANTHROPIC_API_KEY: "k-123456789", GITHUB_TOKEN: "t-123456789", WEBHOOK_SECRET: "s-123456789", PGPASSWORD: "p-123456789", PATH: "/usr/bin", HOME: "/root", EMPTY_TOKEN: "" };
+    const env = {
+      ANTHROPIC_API_KEY: "k-123456789",
+      GITHUB_TOKEN: "t-123456789",
+      WEBHOOK_SECRET: "s-123456789",
+      PGPASSWORD: "p-123456789",
+      PATH: "/usr/bin",
+      HOME: "/root",
+      EMPTY_TOKEN: "",
+    };
     expect(secretsFromEnv(env).sort()).toEqual(["k-123456789", "p-123456789", "s-123456789", "t-123456789"]);
     const scrub = createRedactor(secretsFromEnv(env));
     expect(scrub("path /usr/bin key k-123456789")).toBe(`path /usr/bin key ${REDACTED}`);
@@ -124,17 +144,41 @@ describe("redact: hostile input costs time linear in its length", () => {
   });
 
   test("any mix of the hostile pieces, up to 1 MB, redacts within the budget, and a secret planted after it is still caught", () => {
-    const pieces = ["key", "-", "=", ":", " ", '"', "'", "token", "a", "://", "@", "-----BEGIN ", "PRIVATE KEY-----", "sk-", "x", "secret_", "\n", ",", "[REDACTED]"];
+    const pieces = [
+      "key",
+      "-",
+      "=",
+      ":",
+      " ",
+      '"',
+      "'",
+      "token",
+      "a",
+      "://",
+      "@",
+      "-----BEGIN ",
+      "PRIVATE KEY-----",
+      "sk-",
+      "x",
+      "secret_",
+      "\n",
+      ",",
+      "[REDACTED]",
+    ];
     fc.assert(
-      fc.property(fc.array(fc.constantFrom(...pieces), { minLength: 1, maxLength: 64 }), fc.integer({ min: 1, max: 40_000 }), (units, repeat) => {
-        const hostile = units.join("").repeat(repeat).slice(0, MB);
-        const value = fakeToken("", 24);
-        const started = performance.now();
-        const out = redactor(`${hostile}\nDATABASE_PASSWORD=${value}\n`);
-        expect(performance.now() - started).toBeLessThan(BUDGET_MS);
-        // Either the assignment rule or an unterminated private key before it took the value.
-        expect(out).not.toContain(value);
-      }),
+      fc.property(
+        fc.array(fc.constantFrom(...pieces), { minLength: 1, maxLength: 64 }),
+        fc.integer({ min: 1, max: 40_000 }),
+        (units, repeat) => {
+          const hostile = units.join("").repeat(repeat).slice(0, MB);
+          const value = fakeToken("", 24);
+          const started = performance.now();
+          const out = redactor(`${hostile}\nDATABASE_PASSWORD=${value}\n`);
+          expect(performance.now() - started).toBeLessThan(BUDGET_MS);
+          // Either the assignment rule or an unterminated private key before it took the value.
+          expect(out).not.toContain(value);
+        },
+      ),
       { numRuns: 25 },
     );
   });

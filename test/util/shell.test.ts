@@ -19,13 +19,11 @@ describe("shellQuote", () => {
   });
 
   test("spaces in args", () => {
-    expect(shellQuote(["git", "commit", "-m", "fix: the bug"]))
-      .toBe("'git' 'commit' '-m' 'fix: the bug'");
+    expect(shellQuote(["git", "commit", "-m", "fix: the bug"])).toBe("'git' 'commit' '-m' 'fix: the bug'");
   });
 
   test("backticks and dollar signs", () => {
-    expect(shellQuote(["echo", "`whoami` $HOME"]))
-      .toBe("'echo' '`whoami` $HOME'");
+    expect(shellQuote(["echo", "`whoami` $HOME"])).toBe("'echo' '`whoami` $HOME'");
   });
 
   test("empty string arg", () => {
@@ -52,11 +50,34 @@ function roundTrip(argv: string[]): string[] {
 }
 
 describe("shellQuote: property, through a real /bin/sh", () => {
-  const nasty = fc.constantFrom("'", '"', "\\", "$(id)", "`id`", "$HOME", "\n", "\t", " ", "*", "?", "~", ";", "&&", "|", "é", "日本", "🦀", "-n", "'\\''");
-  const word = fc.oneof(
-    fc.string({ unit: "grapheme", maxLength: 12 }),
-    fc.array(nasty, { maxLength: 6 }).map((parts) => parts.join("")),
-  ).filter((text) => !text.includes("\0"));
+  const nasty = fc.constantFrom(
+    "'",
+    '"',
+    "\\",
+    "$(id)",
+    "`id`",
+    "$HOME",
+    "\n",
+    "\t",
+    " ",
+    "*",
+    "?",
+    "~",
+    ";",
+    "&&",
+    "|",
+    "é",
+    "日本",
+    "🦀",
+    "-n",
+    "'\\''",
+  );
+  const word = fc
+    .oneof(
+      fc.string({ unit: "grapheme", maxLength: 12 }),
+      fc.array(nasty, { maxLength: 6 }).map((parts) => parts.join("")),
+    )
+    .filter((text) => !text.includes("\0"));
 
   test("every argv arrives at the program exactly as given", () => {
     fc.assert(

@@ -20,7 +20,8 @@ describe("ANSI output as segments", () => {
   });
 
   test("every other escape and control character is dropped", () => {
-    const text = "a\x1b[2J\x1b[H\x1b]0;title\x07b\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\c\x1b(Bd\x07\x08\x00e\x1b[?25lf\x9bg\x1b";
+    const text =
+      "a\x1b[2J\x1b[H\x1b]0;title\x07b\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\c\x1b(Bd\x07\x08\x00e\x1b[?25lf\x9bg\x1b";
     expect(stripAnsi(text)).toBe("ablinkcdefg");
     expect(stripAnsi("one\r\ntwo\rthree")).toBe("one\ntwo\nthree");
     expect(stripAnsi("tab\there")).toBe("tab\there");
@@ -29,15 +30,20 @@ describe("ANSI output as segments", () => {
   test("whatever the input, segments hold no escape or control character and lose no plain text", () => {
     fc.assert(
       fc.property(fc.string({ unit: "binary", maxLength: 200 }), (text) => {
-        const out = ansiSegments(text).map(([, segment]) => segment).join("");
+        const out = ansiSegments(text)
+          .map(([, segment]) => segment)
+          .join("");
         // eslint-disable-next-line no-control-regex -- looking for control characters is the test
         expect(out).not.toMatch(/[\x00-\x08\x0b-\x1f\x7f-\x9f]/);
         return true;
       }),
     );
     fc.assert(
-      // eslint-disable-next-line no-control-regex -- looking for control characters is the test
-      fc.property(fc.string({ maxLength: 200 }).filter((text) => !/[\x00-\x1f\x7f-\x9f]/.test(text)), (text) => stripAnsi(text) === text),
+      fc.property(
+        // eslint-disable-next-line no-control-regex -- looking for control characters is the test
+        fc.string({ maxLength: 200 }).filter((text) => !/[\x00-\x1f\x7f-\x9f]/.test(text)),
+        (text) => stripAnsi(text) === text,
+      ),
     );
   });
 });
@@ -45,7 +51,9 @@ describe("ANSI output as segments", () => {
 describe("HTML helpers", () => {
   test("interpolated text is escaped, markup built with html is not escaped twice", () => {
     const inner = html`<b>${"<i>"}</b>`;
-    expect(html`<p title="${'"x" & \'y\''}">${inner}${["<", 1]}</p>`.value).toBe('<p title="&quot;x&quot; &amp; &#39;y&#39;"><b>&lt;i&gt;</b>&lt;1</p>');
+    expect(html`<p title="${"\"x\" & 'y'"}">${inner}${["<", 1]}</p>`.value).toBe(
+      '<p title="&quot;x&quot; &amp; &#39;y&#39;"><b>&lt;i&gt;</b>&lt;1</p>',
+    );
     expect(escapeHtml("<script>alert(1)</script>")).toBe("&lt;script&gt;alert(1)&lt;/script&gt;");
   });
 

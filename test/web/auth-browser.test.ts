@@ -32,7 +32,13 @@ describe("sign-in in a browser", () => {
     expect(page.url()).toBe(`${world.appUrl}/repos/acme/widgets`);
     expect(await page.locator("#who").textContent()).toBe("Signed in as octocat");
     expect(await page.locator("#access").textContent()).toBe("can read acme/widgets");
-    expect(visited).toEqual(["/repos/acme/widgets", "/auth/login", "/login/oauth/authorize", "/auth/callback", "/repos/acme/widgets"]);
+    expect(visited).toEqual([
+      "/repos/acme/widgets",
+      "/auth/login",
+      "/login/oauth/authorize",
+      "/auth/callback",
+      "/repos/acme/widgets",
+    ]);
 
     const cookies = await browser.context.cookies(world.appUrl);
     const session = cookies.find((c) => c.name === "harness_session");

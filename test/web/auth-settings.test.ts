@@ -4,21 +4,38 @@ import { githubWebUrlFor, webAuthSetupFromEnv } from "../../src/web/auth/setting
 import { SettingsError } from "../../src/util/errors.js";
 
 const SECRET = "s".repeat(32);
-const FULL = { GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "shh-0123456789", HARNESS_PUBLIC_URL: "https://harness.example.com", HARNESS_SESSION_SECRET: SECRET };
+const FULL = {
+  GITHUB_CLIENT_ID: "Iv1.abc",
+  GITHUB_CLIENT_SECRET: "shh-0123456789",
+  HARNESS_PUBLIC_URL: "https://harness.example.com",
+  HARNESS_SESSION_SECRET: SECRET,
+};
 
 describe("webAuthSetupFromEnv", () => {
   it("is off, with the reason, when no OAuth credentials are set", () => {
-    expect(webAuthSetupFromEnv({}, "https://api.github.com")).toEqual({ enabled: false, reason: "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET are not set" });
+    expect(webAuthSetupFromEnv({}, "https://api.github.com")).toEqual({
+      enabled: false,
+      reason: "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET are not set",
+    });
   });
 
   it("is off when only the manifest flow's client credentials are set (no public URL yet)", () => {
-    expect(webAuthSetupFromEnv({ GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "x" }, "https://api.github.com")).toEqual({ enabled: false, reason: "HARNESS_PUBLIC_URL is not set" });
+    expect(
+      webAuthSetupFromEnv({ GITHUB_CLIENT_ID: "Iv1.abc", GITHUB_CLIENT_SECRET: "x" }, "https://api.github.com"),
+    ).toEqual({ enabled: false, reason: "HARNESS_PUBLIC_URL is not set" });
   });
 
   it("is on for github.com with everything set", () => {
     expect(webAuthSetupFromEnv(FULL, "https://api.github.com")).toEqual({
       enabled: true,
-      settings: { clientId: "Iv1.abc", clientSecret: "shh-0123456789", sessionSecret: SECRET, publicUrl: "https://harness.example.com", githubWebUrl: "https://github.com", apiBaseUrl: "https://api.github.com" },
+      settings: {
+        clientId: "Iv1.abc",
+        clientSecret: "shh-0123456789",
+        sessionSecret: SECRET,
+        publicUrl: "https://harness.example.com",
+        githubWebUrl: "https://github.com",
+        apiBaseUrl: "https://api.github.com",
+      },
     });
   });
 
@@ -44,18 +61,38 @@ describe("webAuthSetupFromEnv", () => {
   });
 
   it("accepts a trailing slash on the public URL", () => {
-    const setup = webAuthSetupFromEnv({ ...FULL, HARNESS_PUBLIC_URL: "https://harness.example.com/" }, "https://api.github.com");
+    const setup = webAuthSetupFromEnv(
+      { ...FULL, HARNESS_PUBLIC_URL: "https://harness.example.com/" },
+      "https://api.github.com",
+    );
     expect(setup.enabled && setup.settings.publicUrl).toBe("https://harness.example.com");
   });
 });
 
 describe("createGitHubAuth", () => {
   it("refuses a short session secret itself, too", () => {
-    expect(() => createGitHubAuth({ clientId: "a", clientSecret: "b", githubWebUrl: "https://github.com", apiBaseUrl: "https://api.github.com", publicUrl: "https://h.example", sessionSecret: "short" })).toThrow(/at least 32 characters/);
+    expect(() =>
+      createGitHubAuth({
+        clientId: "a",
+        clientSecret: "b",
+        githubWebUrl: "https://github.com",
+        apiBaseUrl: "https://api.github.com",
+        publicUrl: "https://h.example",
+        sessionSecret: "short",
+      }),
+    ).toThrow(/at least 32 characters/);
   });
 
   it("builds the sign-in link against the configured GitHub web root", () => {
-    const auth = createGitHubAuth({ clientId: "a", clientSecret: "b", githubWebUrl: "https://github.com", apiBaseUrl: "https://api.github.com", publicUrl: "https://h.example", sessionSecret: SECRET, fetch: () => Promise.reject(new Error("no network in this test")) });
+    const auth = createGitHubAuth({
+      clientId: "a",
+      clientSecret: "b",
+      githubWebUrl: "https://github.com",
+      apiBaseUrl: "https://api.github.com",
+      publicUrl: "https://h.example",
+      sessionSecret: SECRET,
+      fetch: () => Promise.reject(new Error("no network in this test")),
+    });
     expect(auth.loginUrl("/runs/7")).toBe("/auth/login?returnTo=%2Fruns%2F7");
   });
 });

@@ -42,9 +42,14 @@ export interface AuthWorldOptions {
 export async function startAuthWorld(options: AuthWorldOptions = {}): Promise<AuthWorld> {
   const fake = await startFakeGitHub();
   fake.addApp({ id: 7, slug: "harness" });
-  for (const name of ["widgets", "secret", "outside"]) await fake.addRepo({ owner: "acme", name, ownerType: "Organization" });
+  for (const name of ["widgets", "secret", "outside"])
+    await fake.addRepo({ owner: "acme", name, ownerType: "Organization" });
   await fake.addRepo({ owner: "acme", name: "public-docs", ownerType: "Organization", private: false });
-  fake.addInstallation({ account: "acme", accountType: "Organization", repositories: ["widgets", "secret", "public-docs"] });
+  fake.addInstallation({
+    account: "acme",
+    accountType: "Organization",
+    repositories: ["widgets", "secret", "public-docs"],
+  });
   fake.setCollaborator("acme", "widgets", "octocat", "read");
   fake.setCollaborator("acme", "outside", "octocat", "write");
   fake.addUser("mallory");
@@ -65,7 +70,12 @@ export async function startAuthWorld(options: AuthWorldOptions = {}): Promise<Au
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
   const appUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
   const publicUrl = options.publicUrl ?? appUrl;
-  fake.oauth.registerClient({ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, appId: 7, callbackUrls: [`${publicUrl}/auth/callback`] });
+  fake.oauth.registerClient({
+    clientId: CLIENT_ID,
+    clientSecret: CLIENT_SECRET,
+    appId: 7,
+    callbackUrls: [`${publicUrl}/auth/callback`],
+  });
   const auth = createGitHubAuth({
     clientId: CLIENT_ID,
     clientSecret: CLIENT_SECRET,
@@ -123,9 +133,13 @@ async function serve(auth: WebAuth, req: IncomingMessage, res: ServerResponse): 
     }
     const full = `${repo[1]}/${repo[2]}`;
     if (await auth.canRead(viewer, { owner: repo[1], name: repo[2] })) {
-      res.writeHead(200, { "content-type": "text/html" }).end(`<p id="who">Signed in as ${viewer.login}</p><p id="access">can read ${full}</p>`);
+      res
+        .writeHead(200, { "content-type": "text/html" })
+        .end(`<p id="who">Signed in as ${viewer.login}</p><p id="access">can read ${full}</p>`);
     } else {
-      res.writeHead(403, { "content-type": "text/html" }).end(`<p id="who">Signed in as ${viewer.login}</p><p id="access">refused: ${full}</p>`);
+      res
+        .writeHead(403, { "content-type": "text/html" })
+        .end(`<p id="who">Signed in as ${viewer.login}</p><p id="access">refused: ${full}</p>`);
     }
     return;
   }

@@ -32,10 +32,12 @@ class Client {
   async request(target: string, init: RequestInit = {}): Promise<Hop> {
     let url = new URL(target, this.world.appUrl).toString();
     // Pages that name the public URL (https in one test) are served by the local app.
-    if (this.world.publicUrl !== this.world.appUrl && url.startsWith(this.world.publicUrl)) url = this.world.appUrl + url.slice(this.world.publicUrl.length);
+    if (this.world.publicUrl !== this.world.appUrl && url.startsWith(this.world.publicUrl))
+      url = this.world.appUrl + url.slice(this.world.publicUrl.length);
     const toApp = url.startsWith(this.world.appUrl);
     const headers = new Headers(init.headers);
-    if (toApp && this.jar.size > 0 && !headers.has("cookie")) headers.set("cookie", [...this.jar].map(([k, v]) => `${k}=${v}`).join("; "));
+    if (toApp && this.jar.size > 0 && !headers.has("cookie"))
+      headers.set("cookie", [...this.jar].map(([k, v]) => `${k}=${v}`).join("; "));
     const response = await fetch(url, { ...init, headers, redirect: "manual" });
     const hop: Hop = {
       url,
@@ -109,7 +111,9 @@ function exchangeCount(world: AuthWorld): number {
 }
 
 function repoChecks(world: AuthWorld, repo: string): number {
-  return world.fake.requests.filter((r) => r.path === `/api/v3/repos/${repo}` && /ghu_/.test(String(r.headers.authorization))).length;
+  return world.fake.requests.filter(
+    (r) => r.path === `/api/v3/repos/${repo}` && /ghu_/.test(String(r.headers.authorization)),
+  ).length;
 }
 
 let world: AuthWorld;
@@ -135,7 +139,9 @@ describe("sign-in round trip", () => {
     expect(toGitHub.searchParams.get("client_id")).toBe(CLIENT_ID);
     expect(toGitHub.searchParams.get("redirect_uri")).toBe(`${world.appUrl}/auth/callback`);
     expect(toGitHub.searchParams.get("state")).toMatch(/^[\w-]+\.[\w-]+$/);
-    expect(login?.setCookies).toEqual([expect.stringMatching(/^harness_login=[\w-]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=600$/)]);
+    expect(login?.setCookies).toEqual([
+      expect.stringMatching(/^harness_login=[\w-]{43}; Path=\/; HttpOnly; SameSite=Lax; Max-Age=600$/),
+    ]);
     expect(authorize?.location).toMatch(new RegExp(`^${world.appUrl}/auth/callback\\?code=\\w+&state=`));
     expect(callback?.location).toBe("/repos/acme/widgets?tab=log");
     expect(callback?.setCookies).toEqual([
@@ -150,7 +156,10 @@ describe("sign-in round trip", () => {
   });
 
   it("over https: Secure, __Host- cookies, and a session no longer than the 8 h user token", async () => {
-    const secure = await startAuthWorld({ publicUrl: "https://harness.example", auth: { sessionTtlMs: 24 * 3600_000 } });
+    const secure = await startAuthWorld({
+      publicUrl: "https://harness.example",
+      auth: { sessionTtlMs: 24 * 3600_000 },
+    });
     try {
       const client = new Client(secure);
       const { callbackUrl, authorizeUrl } = await client.startSignIn();
@@ -158,7 +167,9 @@ describe("sign-in round trip", () => {
       expect(callbackUrl.startsWith("https://harness.example/auth/callback?")).toBe(true);
       const callback = await client.request(callbackUrl);
       expect(callback.status).toBe(302);
-      expect(callback.setCookies[0]).toMatch(/^__Host-harness_session=[\w.-]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=28800; Secure$/);
+      expect(callback.setCookies[0]).toMatch(
+        /^__Host-harness_session=[\w.-]+; Path=\/; HttpOnly; SameSite=Lax; Max-Age=28800; Secure$/,
+      );
       expect(callback.setCookies[1]).toBe("__Host-harness_login=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0; Secure");
       expect(await client.whoami()).toBe("signed in as octocat");
       for (const { token } of secure.fake.oauth.userTokens()) expect(JSON.stringify(fromApp)).not.toContain(token);
@@ -183,7 +194,9 @@ describe("sign-in round trip", () => {
     expect(out.status).toBe(200);
     expect(out.setCookies).toEqual(["harness_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"]);
     expect(await client.whoami()).toBe("signed out");
-    expect((await client.request("/whoami", { headers: { cookie: `harness_session=${copied}` } })).body).toBe("signed out");
+    expect((await client.request("/whoami", { headers: { cookie: `harness_session=${copied}` } })).body).toBe(
+      "signed out",
+    );
     expect(world.fake.oauth.userTokens().filter((t) => !t.revoked).length).toBe(tokensBefore - 1);
   });
 });
@@ -194,7 +207,8 @@ describe("session cookies", () => {
     await client.signIn();
     const good = client.jar.get("harness_session") ?? "";
     const [body = "", mac = ""] = good.split(".");
-    const as = async (value: string): Promise<string> => (await client.request("/whoami", { headers: { cookie: `harness_session=${value}` } })).body;
+    const as = async (value: string): Promise<string> =>
+      (await client.request("/whoami", { headers: { cookie: `harness_session=${value}` } })).body;
 
     expect(await as(good)).toBe("signed in as octocat");
     // Payload changed (login → admin), signature kept.
@@ -207,9 +221,17 @@ describe("session cookies", () => {
     expect(await as("garbage")).toBe("signed out");
 
     // A well-formed session signed with another secret is refused; the same one signed with ours is accepted.
-    const session = { sid: "0123456789abcdef0123", login: "admin", id: 1, token: "ghu_notarealtoken", expiresAt: world.now() + 60_000 };
+    const session = {
+      sid: "0123456789abcdef0123",
+      login: "admin",
+      id: 1,
+      token: "ghu_notarealtoken",
+      expiresAt: world.now() + 60_000,
+    };
     const iv = Buffer.alloc(12, 1);
-    expect(await as(encodeSession(deriveAuthKeys("another-secret-that-is-long-enough-0123456789"), session, iv))).toBe("signed out");
+    expect(await as(encodeSession(deriveAuthKeys("another-secret-that-is-long-enough-0123456789"), session, iv))).toBe(
+      "signed out",
+    );
     expect(await as(encodeSession(deriveAuthKeys(SESSION_SECRET), session, iv))).toBe("signed in as admin");
   });
 
@@ -341,15 +363,24 @@ describe("returnTo", () => {
   it("refuses a callback whose signed state names an off-site returnTo (defence in depth)", async () => {
     // Only a holder of the secret can sign a state; the callback re-checks returnTo anyway.
     const nonce = "n".repeat(43);
-    const stateFor = (returnTo: string): string => createLoginState(deriveAuthKeys(SESSION_SECRET).stateMac, nonce, { id: `state-${returnTo.length}-0123456789abcdef`, returnTo, expiresAt: world.now() + 60_000 });
+    const stateFor = (returnTo: string): string =>
+      createLoginState(deriveAuthKeys(SESSION_SECRET).stateMac, nonce, {
+        id: `state-${returnTo.length}-0123456789abcdef`,
+        returnTo,
+        expiresAt: world.now() + 60_000,
+      });
     const client = new Client(world);
     const exchanges = exchangeCount(world);
-    const offSite = await client.request(`/auth/callback?code=abc&state=${stateFor("//evil.example/")}`, { headers: { cookie: `harness_login=${nonce}` } });
+    const offSite = await client.request(`/auth/callback?code=abc&state=${stateFor("//evil.example/")}`, {
+      headers: { cookie: `harness_login=${nonce}` },
+    });
     expect(offSite.status).toBe(400);
     expect(offSite.location).toBeUndefined();
     expect(exchangeCount(world)).toBe(exchanges);
     // Control: the same forged-by-key-holder state with a same-site path gets as far as the code exchange.
-    const onSite = await client.request(`/auth/callback?code=abc&state=${stateFor("/whoami")}`, { headers: { cookie: `harness_login=${nonce}` } });
+    const onSite = await client.request(`/auth/callback?code=abc&state=${stateFor("/whoami")}`, {
+      headers: { cookie: `harness_login=${nonce}` },
+    });
     expect(onSite.body).toContain("wrong or has expired");
     expect(exchangeCount(world)).toBe(exchanges + 1);
   });
@@ -441,7 +472,10 @@ describe("canRead", () => {
     const client = new Client(world);
     await client.signIn();
     world.fake.oauth.signInAs("octocat");
-    world.fake.injectFault({ method: "GET", pathPattern: "/repos/acme/public-docs" }, { status: 502, body: "bad gateway" });
+    world.fake.injectFault(
+      { method: "GET", pathPattern: "/repos/acme/public-docs" },
+      { status: 502, body: "bad gateway" },
+    );
     expect((await client.request("/repos/acme/public-docs")).status).toBe(403);
     expect((await client.request("/repos/acme/public-docs")).status).toBe(200);
   });
@@ -469,7 +503,9 @@ describe("errors during the callback", () => {
   it("never echoes what the query string says: markup and tokens in error parameters stay off the page", async () => {
     const client = new Client(world);
     const token = fakeToken("ghp_");
-    const page = await client.request(`/auth/callback?error=${encodeURIComponent("<script>alert(1)</script>")}&error_description=${encodeURIComponent(`${token} call +1 555`)}`);
+    const page = await client.request(
+      `/auth/callback?error=${encodeURIComponent("<script>alert(1)</script>")}&error_description=${encodeURIComponent(`${token} call +1 555`)}`,
+    );
     expect(page.status).toBe(400);
     expect(page.body).toContain("unknown error");
     expect(page.body).not.toContain("<script>");
@@ -483,7 +519,11 @@ describe("errors during the callback", () => {
     const { callbackUrl } = await client.startSignIn();
     const code = new URL(callbackUrl).searchParams.get("code") ?? "";
     // Someone else redeems the code first.
-    await fetch(`${world.fake.url}/login/oauth/access_token`, { method: "POST", headers: { accept: "application/json" }, body: new URLSearchParams({ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, code }) });
+    await fetch(`${world.fake.url}/login/oauth/access_token`, {
+      method: "POST",
+      headers: { accept: "application/json" },
+      body: new URLSearchParams({ client_id: CLIENT_ID, client_secret: CLIENT_SECRET, code }),
+    });
     const page = await client.request(callbackUrl);
     expect(page.status).toBe(400);
     expect(page.body).toContain("wrong or has expired");
@@ -491,7 +531,12 @@ describe("errors during the callback", () => {
   });
 
   it("explains wrong client credentials without showing them", async () => {
-    world.fake.oauth.registerClient({ clientId: CLIENT_ID, clientSecret: "rotated-secret", appId: 7, callbackUrls: [`${world.appUrl}/auth/callback`] });
+    world.fake.oauth.registerClient({
+      clientId: CLIENT_ID,
+      clientSecret: "rotated-secret",
+      appId: 7,
+      callbackUrls: [`${world.appUrl}/auth/callback`],
+    });
     try {
       const client = new Client(world);
       const page = last(await client.signIn());
@@ -499,13 +544,21 @@ describe("errors during the callback", () => {
       expect(page.body).toContain("GITHUB_CLIENT_SECRET");
       expect(page.body).not.toContain(CLIENT_SECRET);
     } finally {
-      world.fake.oauth.registerClient({ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, appId: 7, callbackUrls: [`${world.appUrl}/auth/callback`] });
+      world.fake.oauth.registerClient({
+        clientId: CLIENT_ID,
+        clientSecret: CLIENT_SECRET,
+        appId: 7,
+        callbackUrls: [`${world.appUrl}/auth/callback`],
+      });
     }
   });
 
   it("shows GitHub's failure as a page: HTTP 500 on the exchange, then GitHub unreachable", async () => {
     const client = new Client(world);
-    world.fake.injectFault({ method: "POST", pathPattern: "/login/oauth/access_token" }, { status: 500, body: "Traceback (most recent call last): boom" });
+    world.fake.injectFault(
+      { method: "POST", pathPattern: "/login/oauth/access_token" },
+      { status: 500, body: "Traceback (most recent call last): boom" },
+    );
     const failed = last(await client.signIn());
     expect(failed.status).toBe(502);
     expect(failed.body).toContain("GitHub answered HTTP 500");

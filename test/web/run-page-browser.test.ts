@@ -38,8 +38,14 @@ beforeAll(async () => {
   dir = await scratchDir("harness-browser-");
   github = await startFakeGitHub();
   const app = github.addApp({ id: 4200, slug: "harness" });
-  github.addInstallation({ id: 88, appId: app.id, account: "acme", permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" } });
-  for (const name of ["widgets", "vault"]) await github.addRepo({ owner: "acme", name, files: { "README.md": `# ${name}\n` } });
+  github.addInstallation({
+    id: 88,
+    appId: app.id,
+    account: "acme",
+    permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" },
+  });
+  for (const name of ["widgets", "vault"])
+    await github.addRepo({ owner: "acme", name, files: { "README.md": `# ${name}\n` } });
   github.setCollaborator("acme", "widgets", "maintainer", "write");
   github.setCollaborator("acme", "vault", "maintainer", "write");
   // The viewer reads widgets and nothing else.
@@ -49,25 +55,62 @@ beforeAll(async () => {
   // The agent writes HTML and colours, then waits (on a file, not a clock) until the test lets it finish.
   release = join(dir.path, "release");
   const agent = join(dir.path, "agent.sh");
-  await writeFile(agent, `#!/bin/sh\nprintf 'starting <script>alert(1)</script>\\n'\nprintf '\\033[32mgreen light\\033[0m\\n'\nwhile [ ! -f '${release}' ]; do sleep 0.05; done\nprintf 'done\\n' > DONE.md\necho 'agent finished'\n`);
+  await writeFile(
+    agent,
+    `#!/bin/sh\nprintf 'starting <script>alert(1)</script>\\n'\nprintf '\\033[32mgreen light\\033[0m\\n'\nwhile [ ! -f '${release}' ]; do sleep 0.05; done\nprintf 'done\\n' > DONE.md\necho 'agent finished'\n`,
+  );
   await chmod(agent, 0o755);
-  for (const name of ["widgets", "vault"]) await github.setFile("acme", name, ".github/harness.yml", `agent: command\nagent_command: ["${agent}"]\n`);
+  for (const name of ["widgets", "vault"])
+    await github.setFile("acme", name, ".github/harness.yml", `agent: command\nagent_command: ["${agent}"]\n`);
 
   const port = await freePort();
   const publicUrl = `http://127.0.0.1:${String(port)}`;
-  github.oauth.registerClient({ clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, appId: app.id, callbackUrls: [`${publicUrl}/auth/callback`] });
+  github.oauth.registerClient({
+    clientId: CLIENT_ID,
+    clientSecret: CLIENT_SECRET,
+    appId: app.id,
+    callbackUrls: [`${publicUrl}/auth/callback`],
+  });
   await mkdir(join(dir.path, "data"), { recursive: true });
   const settings: AppSettings = {
-    mode: "app", port, host: "127.0.0.1", appId: app.id, privateKey: app.privateKeyPem ?? "", webhookSecret: SECRET, webhookPath: "/api/github/webhooks",
-    apiBaseUrl: github.apiUrl, logLevel: "info", logFormat: "json", sandbox: "local", allowedSandboxes: ["local"], daytona: {},
-    concurrency: 2, statusIntervalMs: 0, warnings: [], queue: { kind: "sqlite", path: join(dir.path, "data", "harness.db") },
+    mode: "app",
+    port,
+    host: "127.0.0.1",
+    appId: app.id,
+    privateKey: app.privateKeyPem ?? "",
+    webhookSecret: SECRET,
+    webhookPath: "/api/github/webhooks",
+    apiBaseUrl: github.apiUrl,
+    logLevel: "info",
+    logFormat: "json",
+    sandbox: "local",
+    allowedSandboxes: ["local"],
+    daytona: {},
+    concurrency: 2,
+    statusIntervalMs: 0,
+    warnings: [],
+    queue: { kind: "sqlite", path: join(dir.path, "data", "harness.db") },
     // Isolated, as the App runs it; the agent script and the file it waits on are readable.
     localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
-    web: { clientId: CLIENT_ID, clientSecret: CLIENT_SECRET, sessionSecret: SESSION_SECRET, publicUrl, githubWebUrl: github.url, apiBaseUrl: github.apiUrl },
+    web: {
+      clientId: CLIENT_ID,
+      clientSecret: CLIENT_SECRET,
+      sessionSecret: SESSION_SECRET,
+      publicUrl,
+      githubWebUrl: github.url,
+      apiBaseUrl: github.apiUrl,
+    },
   };
   server = await startHarnessServer(settings, {
     environment: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
-    log: pino({ level: "warn" }, new Writable({ write: (_chunk, _encoding, done) => { done(); } })),
+    log: pino(
+      { level: "warn" },
+      new Writable({
+        write: (_chunk, _encoding, done) => {
+          done();
+        },
+      }),
+    ),
     octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
   });
   browser = await launchBrowser();
@@ -84,12 +127,24 @@ afterAll(async () => {
 /** Comments `/harness …` on issue 1 of a repository and returns the run id from the status comment's link. */
 async function startRun(repoName: string): Promise<string> {
   const repo = github.repo("acme", repoName);
-  const issue = github.issue("acme", repoName, 1) ?? github.createIssue("acme", repoName, { title: "Say done", body: "", user: "maintainer" });
-  const posted = github.addComment("acme", repoName, issue.number, { body: "/harness write DONE.md", user: "maintainer" });
-  const payload = issueCommentCreated({ repo, issue: { number: issue.number, title: issue.title, body: issue.body }, comment: { id: posted.id, body: "/harness write DONE.md", user: { login: "maintainer" } }, installationId: 88 });
+  const issue =
+    github.issue("acme", repoName, 1) ??
+    github.createIssue("acme", repoName, { title: "Say done", body: "", user: "maintainer" });
+  const posted = github.addComment("acme", repoName, issue.number, {
+    body: "/harness write DONE.md",
+    user: "maintainer",
+  });
+  const payload = issueCommentCreated({
+    repo,
+    issue: { number: issue.number, title: issue.title, body: issue.body },
+    comment: { id: posted.id, body: "/harness write DONE.md", user: { login: "maintainer" } },
+    installationId: 88,
+  });
   expect((await sendWebhook(server.url, SECRET, "issue_comment", payload)).status).toBe(200);
   for (;;) {
-    const status = github.issueComments("acme", repoName, 1).find((comment) => comment.body.includes("<!-- harness:run="));
+    const status = github
+      .issueComments("acme", repoName, 1)
+      .find((comment) => comment.body.includes("<!-- harness:run="));
     const match = status?.body.match(/<!-- harness:run=([A-Za-z0-9_-]+) -->/);
     if (match?.[1]) return match[1];
     await new Promise((resolve) => setTimeout(resolve, 20));
@@ -112,7 +167,9 @@ describe("the run page in a real browser", () => {
     expect(await page.locator("#output script").count()).toBe(0);
     expect(await page.locator("#output .ansi-green, #output [class*=green]").count()).toBeGreaterThan(0);
     const navigations: string[] = [];
-    page.on("framenavigated", (frame) => { if (frame === page.mainFrame()) navigations.push(frame.url()); });
+    page.on("framenavigated", (frame) => {
+      if (frame === page.mainFrame()) navigations.push(frame.url());
+    });
 
     await writeFile(release, "");
     await step.and(page.locator('[data-state="succeeded"]')).waitFor();
@@ -121,10 +178,15 @@ describe("the run page in a real browser", () => {
     expect(await page.locator("#run-state").textContent()).toMatch(/succeeded|opened|done/i);
     expect(await page.locator("#output").textContent()).toContain("agent finished");
     // docs/run-page.png is refreshed on request only, so a test run leaves the tree clean.
-    const shot = await page.screenshot({ path: process.env["UPDATE_SCREENSHOTS"] ? "docs/run-page.png" : join(dir.path, "run-page.png"), fullPage: true });
+    const shot = await page.screenshot({
+      path: process.env["UPDATE_SCREENSHOTS"] ? "docs/run-page.png" : join(dir.path, "run-page.png"),
+      fullPage: true,
+    });
     expect(shot.length).toBeGreaterThan(10_000);
     // The finished status comment links to this page.
-    expect(github.issueComments("acme", "widgets", 1).find((comment) => comment.body.includes("<!-- harness:run="))?.body).toContain(`[Run page](${server.url.replace("localhost", "127.0.0.1")}/runs/${runId})`);
+    expect(
+      github.issueComments("acme", "widgets", 1).find((comment) => comment.body.includes("<!-- harness:run="))?.body,
+    ).toContain(`[Run page](${server.url.replace("localhost", "127.0.0.1")}/runs/${runId})`);
   });
 
   test("a run of a repository the viewer cannot read is refused", async () => {

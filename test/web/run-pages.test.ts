@@ -14,8 +14,14 @@ import { openSse } from "./sse-client.js";
 
 /** Sessions by cookie value, and which repositories each viewer can read. */
 class StubAuth implements WebAuth {
-  readonly readable = new Map<string, Set<string>>([["alice", new Set(["acme/widgets"])], ["bob", new Set(["acme/widgets", "secret/vault"])]]);
-  readonly sessions = new Map<string, Viewer>([["s-alice", { login: "alice", id: 1 }], ["s-bob", { login: "bob", id: 2 }]]);
+  readonly readable = new Map<string, Set<string>>([
+    ["alice", new Set(["acme/widgets"])],
+    ["bob", new Set(["acme/widgets", "secret/vault"])],
+  ]);
+  readonly sessions = new Map<string, Viewer>([
+    ["s-alice", { login: "alice", id: 1 }],
+    ["s-bob", { login: "bob", id: 2 }],
+  ]);
 
   handle(): Promise<boolean> {
     return Promise.resolve(false);
@@ -59,7 +65,11 @@ class CountingJournal extends MemoryRunJournal {
   }
 
   idle(): Promise<void> {
-    return this.active === 0 ? Promise.resolve() : new Promise((resolve) => { this.idleWaiters.push(resolve); });
+    return this.active === 0
+      ? Promise.resolve()
+      : new Promise((resolve) => {
+          this.idleWaiters.push(resolve);
+        });
   }
 }
 
@@ -70,17 +80,43 @@ let server: Server;
 let base = "";
 
 const done = runRequest({ intent: "Fix the <img src=x onerror=alert(1)> typo" });
-const secret = runRequest({ repo: { id: 9, owner: "secret", name: "vault", htmlUrl: "https://github.com/secret/vault", defaultBranch: "main" }, issue: { number: 5, title: "t", body: "", htmlUrl: "https://github.com/secret/vault/issues/5" } });
+const secret = runRequest({
+  repo: { id: 9, owner: "secret", name: "vault", htmlUrl: "https://github.com/secret/vault", defaultBranch: "main" },
+  issue: { number: 5, title: "t", body: "", htmlUrl: "https://github.com/secret/vault/issues/5" },
+});
 const failed = runRequest({ intent: "add the export flag" });
 
-const nodes = [{ id: "implement", title: "Implement the change", kind: "agent" as const, onFailureOnly: false }, { id: "verify", title: "Run the tests", kind: "exec" as const, onFailureOnly: false }, { id: "fix", title: "Fix the failures", kind: "agent" as const, onFailureOnly: true }];
+const nodes = [
+  { id: "implement", title: "Implement the change", kind: "agent" as const, onFailureOnly: false },
+  { id: "verify", title: "Run the tests", kind: "exec" as const, onFailureOnly: false },
+  { id: "fix", title: "Fix the failures", kind: "agent" as const, onFailureOnly: true },
+];
 
 function started(runId: string): JournalEvent {
-  return { type: "run.started", runId, repo: "acme/widgets", branch: `harness/issue-12-${runId}`, intent: "x", blueprint: "default", nodes, at: at(0) };
+  return {
+    type: "run.started",
+    runId,
+    repo: "acme/widgets",
+    branch: `harness/issue-12-${runId}`,
+    intent: "x",
+    blueprint: "default",
+    nodes,
+    at: at(0),
+  };
 }
 
 function nodeReport(nodeId: string, title: string, extra: Partial<NodeReport> = {}): NodeReport {
-  return { nodeId, title, kind: "exec", attempt: 1, status: "succeeded", startedAt: at(1), finishedAt: at(5), durationMs: 4000, ...extra };
+  return {
+    nodeId,
+    title,
+    kind: "exec",
+    attempt: 1,
+    status: "succeeded",
+    startedAt: at(1),
+    finishedAt: at(5),
+    durationMs: 4000,
+    ...extra,
+  };
 }
 
 async function fill(runId: string, events: JournalEvent[]): Promise<void> {
@@ -91,28 +127,167 @@ beforeAll(async () => {
   for (const request of [done, secret, failed]) await journal.accepted(request);
   await fill(done.runId, [
     started(done.runId),
-    { type: "node.started", runId: done.runId, nodeId: "implement", title: "Implement the change", kind: "agent", attempt: 1, at: at(1) },
-    { type: "node.log", runId: done.runId, nodeId: "implement", attempt: 1, text: "<script>alert(1)</script>\n\x1b[31mred\x1b[0m and plain\n\x1b]0;window title\x07\x1b[2Jcleared\n", at: at(2) },
+    {
+      type: "node.started",
+      runId: done.runId,
+      nodeId: "implement",
+      title: "Implement the change",
+      kind: "agent",
+      attempt: 1,
+      at: at(1),
+    },
+    {
+      type: "node.log",
+      runId: done.runId,
+      nodeId: "implement",
+      attempt: 1,
+      text: "<script>alert(1)</script>\n\x1b[31mred\x1b[0m and plain\n\x1b]0;window title\x07\x1b[2Jcleared\n",
+      at: at(2),
+    },
     // An entry that escaped redaction when recorded: the page redacts once more.
-    { type: "node.log", runId: done.runId, nodeId: "implement", attempt: 1, text: `token ${TOKEN} and hunter2-secret-value\n`, at: at(3) },
-    { type: "node.finished", runId: done.runId, report: nodeReport("implement", "Implement the change", { kind: "agent", summary: "Fixed the typo in README", durationMs: 65_000 }), at: at(5) },
-    { type: "node.started", runId: done.runId, nodeId: "verify", title: "Run the tests", kind: "exec", attempt: 1, at: at(6) },
-    { type: "node.finished", runId: done.runId, report: nodeReport("verify", "Run the tests", { durationMs: 2500 }), at: at(9) },
-    { type: "commit.finished", runId: done.runId, commitSha: "0123456789abcdef0123456789abcdef01234567", changedFiles: 1, at: at(10) },
-    { type: "run.finished", runId: done.runId, report: { runId: done.runId, repo: "acme/widgets", branch: "b", intent: "x", blueprint: "default", status: "succeeded", startedAt: at(0), finishedAt: at(30), durationMs: 30_000, nodes: [nodeReport("implement", "Implement the change", { kind: "agent", summary: "Fixed the typo in README" })], pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/77" } }, at: at(30) },
+    {
+      type: "node.log",
+      runId: done.runId,
+      nodeId: "implement",
+      attempt: 1,
+      text: `token ${TOKEN} and hunter2-secret-value\n`,
+      at: at(3),
+    },
+    {
+      type: "node.finished",
+      runId: done.runId,
+      report: nodeReport("implement", "Implement the change", {
+        kind: "agent",
+        summary: "Fixed the typo in README",
+        durationMs: 65_000,
+      }),
+      at: at(5),
+    },
+    {
+      type: "node.started",
+      runId: done.runId,
+      nodeId: "verify",
+      title: "Run the tests",
+      kind: "exec",
+      attempt: 1,
+      at: at(6),
+    },
+    {
+      type: "node.finished",
+      runId: done.runId,
+      report: nodeReport("verify", "Run the tests", { durationMs: 2500 }),
+      at: at(9),
+    },
+    {
+      type: "commit.finished",
+      runId: done.runId,
+      commitSha: "0123456789abcdef0123456789abcdef01234567",
+      changedFiles: 1,
+      at: at(10),
+    },
+    {
+      type: "run.finished",
+      runId: done.runId,
+      report: {
+        runId: done.runId,
+        repo: "acme/widgets",
+        branch: "b",
+        intent: "x",
+        blueprint: "default",
+        status: "succeeded",
+        startedAt: at(0),
+        finishedAt: at(30),
+        durationMs: 30_000,
+        nodes: [
+          nodeReport("implement", "Implement the change", { kind: "agent", summary: "Fixed the typo in README" }),
+        ],
+        pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/77" },
+      },
+      at: at(30),
+    },
   ]);
   await fill(secret.runId, [started(secret.runId)]);
   await fill(failed.runId, [
     started(failed.runId),
-    { type: "run.finished", runId: failed.runId, report: { runId: failed.runId, repo: "acme/widgets", branch: "b", intent: "x", blueprint: "default", status: "succeeded", startedAt: at(0), finishedAt: at(40), durationMs: 40_000, nodes: [], pushResult: { pushed: false, errorKind: "protected_branch", error: "GitHub refused the push: the branch is protected", remedy: "Let the app push to harness/* branches" } }, at: at(40) },
+    {
+      type: "run.finished",
+      runId: failed.runId,
+      report: {
+        runId: failed.runId,
+        repo: "acme/widgets",
+        branch: "b",
+        intent: "x",
+        blueprint: "default",
+        status: "succeeded",
+        startedAt: at(0),
+        finishedAt: at(40),
+        durationMs: 40_000,
+        nodes: [],
+        pushResult: {
+          pushed: false,
+          errorKind: "protected_branch",
+          error: "GitHub refused the push: the branch is protected",
+          remedy: "Let the app push to harness/* branches",
+        },
+      },
+      at: at(40),
+    },
   ]);
-  await audit.record({ action: "run.requested", repo: "acme/widgets", installationId: 7, issue: 12, runId: done.runId, actor: "octocat", at: at(0), details: { trigger: "comment" } });
-  await audit.record({ action: "request.approved", repo: "acme/widgets", runId: done.runId, requestId: "req-42", actor: "<img src=x onerror=alert(2)>", at: at(1), details: { requester: "octocat", note: "approved with hunter2-secret-value <b>bold</b>" } });
-  await audit.record({ action: "token.minted", repo: "acme/widgets", runId: done.runId, at: at(2), details: { permissions: ["contents:write", "pull_requests:write"], repositories: ["acme/widgets"] } });
-  await audit.record({ action: "branch.pushed", repo: "acme/widgets", runId: done.runId, at: at(29), details: { branch: "harness/issue-12", commit: "0123456789abcdef" } });
-  await audit.record({ action: "pull_request.opened", repo: "acme/widgets", runId: done.runId, at: at(30), details: { url: "https://github.com/acme/widgets/pull/77", number: 77 } });
-  await audit.record({ action: "run.requested", repo: "acme/widgets", runId: failed.runId, actor: "someone-else", at: at(0) });
-  const pages = createRunPages({ journal, auth, audit, now: () => fixedNow, redactor: createRedactor(["hunter2-secret-value"]), heartbeatMs: 60_000 });
+  await audit.record({
+    action: "run.requested",
+    repo: "acme/widgets",
+    installationId: 7,
+    issue: 12,
+    runId: done.runId,
+    actor: "octocat",
+    at: at(0),
+    details: { trigger: "comment" },
+  });
+  await audit.record({
+    action: "request.approved",
+    repo: "acme/widgets",
+    runId: done.runId,
+    requestId: "req-42",
+    actor: "<img src=x onerror=alert(2)>",
+    at: at(1),
+    details: { requester: "octocat", note: "approved with hunter2-secret-value <b>bold</b>" },
+  });
+  await audit.record({
+    action: "token.minted",
+    repo: "acme/widgets",
+    runId: done.runId,
+    at: at(2),
+    details: { permissions: ["contents:write", "pull_requests:write"], repositories: ["acme/widgets"] },
+  });
+  await audit.record({
+    action: "branch.pushed",
+    repo: "acme/widgets",
+    runId: done.runId,
+    at: at(29),
+    details: { branch: "harness/issue-12", commit: "0123456789abcdef" },
+  });
+  await audit.record({
+    action: "pull_request.opened",
+    repo: "acme/widgets",
+    runId: done.runId,
+    at: at(30),
+    details: { url: "https://github.com/acme/widgets/pull/77", number: 77 },
+  });
+  await audit.record({
+    action: "run.requested",
+    repo: "acme/widgets",
+    runId: failed.runId,
+    actor: "someone-else",
+    at: at(0),
+  });
+  const pages = createRunPages({
+    journal,
+    auth,
+    audit,
+    now: () => fixedNow,
+    redactor: createRedactor(["hunter2-secret-value"]),
+    heartbeatMs: 60_000,
+  });
   server = createServer((req, res) => {
     void pages(req, res).then((answered) => {
       if (!answered) res.writeHead(418).end("not a run page");
@@ -124,11 +299,22 @@ beforeAll(async () => {
 
 afterAll(async () => {
   server.closeAllConnections();
-  await new Promise<void>((resolve) => server.close(() => { resolve(); }));
+  await new Promise<void>((resolve) =>
+    server.close(() => {
+      resolve();
+    }),
+  );
 });
 
 const get = (path: string, viewer?: string, init: RequestInit = {}) =>
-  fetch(`${base}${path}`, { redirect: "manual", ...init, headers: { ...(viewer ? { cookie: `theme=dark; session=s-${viewer}` } : {}), ...(init.headers as Record<string, string> | undefined) } });
+  fetch(`${base}${path}`, {
+    redirect: "manual",
+    ...init,
+    headers: {
+      ...(viewer ? { cookie: `theme=dark; session=s-${viewer}` } : {}),
+      ...(init.headers as Record<string, string> | undefined),
+    },
+  });
 
 describe("run pages: access", () => {
   test("a signed-out viewer is sent to sign in and brought back to the page asked for", async () => {
@@ -198,7 +384,9 @@ describe("run pages: what they show", () => {
     const res = await get(`/runs/${done.runId}`, "alice");
     expect(res.status).toBe(200);
     const html = await res.text();
-    expect(html).toMatch(/<li class="step" data-step="implement" data-state="succeeded"><span class="step-state">succeeded<\/span> <span class="step-title">Implement the change<\/span><span class="step-attempt"><\/span> <span class="step-duration">1 min 05 s<\/span>/);
+    expect(html).toMatch(
+      /<li class="step" data-step="implement" data-state="succeeded"><span class="step-state">succeeded<\/span> <span class="step-title">Implement the change<\/span><span class="step-attempt"><\/span> <span class="step-duration">1 min 05 s<\/span>/,
+    );
     expect(html).toMatch(/data-step="verify" data-state="succeeded">.*2\.5 s/);
     // The fix step runs only after a failure: it stays pending, never "skipped".
     expect(html).toMatch(/data-step="fix" data-state="pending" data-on-failure-only="true"/);
@@ -263,10 +451,19 @@ describe("run pages: what they show", () => {
 describe("run pages: the audit trail", () => {
   test("a run's page lists its audit entries: who asked, who approved, the token, the push and the PR", async () => {
     const html = await (await get(`/runs/${done.runId}`, "alice")).text();
-    const section = html.slice(html.indexOf('<section class="audit-section" id="audit">'), html.indexOf("</section>", html.indexOf('id="audit"')));
+    const section = html.slice(
+      html.indexOf('<section class="audit-section" id="audit">'),
+      html.indexOf("</section>", html.indexOf('id="audit"')),
+    );
     expect(section).toContain("<h2>Audit</h2>");
     const rows = section.split("<tr data-seq=").slice(1);
-    expect(rows.map((row) => /<code>([^<]+)<\/code>/.exec(row)?.[1])).toEqual(["run.requested", "request.approved", "token.minted", "branch.pushed", "pull_request.opened"]);
+    expect(rows.map((row) => /<code>([^<]+)<\/code>/.exec(row)?.[1])).toEqual([
+      "run.requested",
+      "request.approved",
+      "token.minted",
+      "branch.pushed",
+      "pull_request.opened",
+    ]);
     expect(rows[0]).toContain('<time datetime="2026-11-22T10:00:00.000Z">2026-11-22 10:00:00 UTC</time>');
     expect(rows[0]).toContain("<td>octocat</td>");
     expect(rows[1]).toContain('<span class="muted">request:</span> req-42');
@@ -288,12 +485,21 @@ describe("run pages: the audit trail", () => {
 
   test("a run with no entries says so; a trail that cannot be read costs only the Audit section", async () => {
     expect(await (await get(`/runs/${secret.runId}`, "bob")).text()).toContain("No audit entries for this run yet.");
-    const broken: AuditLog = { record: () => Promise.resolve(), after: () => Promise.resolve([]), forRun: () => Promise.reject(new Error("redis is down")), close: () => Promise.resolve() };
+    const broken: AuditLog = {
+      record: () => Promise.resolve(),
+      after: () => Promise.resolve([]),
+      forRun: () => Promise.reject(new Error("redis is down")),
+      close: () => Promise.resolve(),
+    };
     const pages = createRunPages({ journal, auth, audit: broken, now: () => fixedNow });
-    const other = createServer((req, res) => { void pages(req, res); });
+    const other = createServer((req, res) => {
+      void pages(req, res);
+    });
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
     try {
-      const res = await fetch(`http://127.0.0.1:${String((other.address() as AddressInfo).port)}/runs/${done.runId}`, { headers: { cookie: "session=s-alice" } });
+      const res = await fetch(`http://127.0.0.1:${String((other.address() as AddressInfo).port)}/runs/${done.runId}`, {
+        headers: { cookie: "session=s-alice" },
+      });
       expect(res.status).toBe(200);
       const html = await res.text();
       expect(html).toContain("The audit trail could not be read just now");
@@ -301,21 +507,35 @@ describe("run pages: the audit trail", () => {
       expect(html).not.toContain("redis is down");
     } finally {
       other.closeAllConnections();
-      await new Promise<void>((resolve) => other.close(() => { resolve(); }));
+      await new Promise<void>((resolve) =>
+        other.close(() => {
+          resolve();
+        }),
+      );
     }
   });
 
   test("without an audit trail the page has no Audit section", async () => {
     const pages = createRunPages({ journal, auth, now: () => fixedNow });
-    const other = createServer((req, res) => { void pages(req, res); });
+    const other = createServer((req, res) => {
+      void pages(req, res);
+    });
     await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
     try {
-      const html = await (await fetch(`http://127.0.0.1:${String((other.address() as AddressInfo).port)}/runs/${done.runId}`, { headers: { cookie: "session=s-alice" } })).text();
+      const html = await (
+        await fetch(`http://127.0.0.1:${String((other.address() as AddressInfo).port)}/runs/${done.runId}`, {
+          headers: { cookie: "session=s-alice" },
+        })
+      ).text();
       expect(html).toContain("Fixed the typo in README");
       expect(html).not.toContain('id="audit"');
     } finally {
       other.closeAllConnections();
-      await new Promise<void>((resolve) => other.close(() => { resolve(); }));
+      await new Promise<void>((resolve) =>
+        other.close(() => {
+          resolve();
+        }),
+      );
     }
   });
 });
@@ -326,26 +546,70 @@ describe("run pages: the live event stream", () => {
     await journal.accepted(live);
     await fill(live.runId, [
       started(live.runId),
-      { type: "node.started", runId: live.runId, nodeId: "implement", title: "Implement the change", kind: "agent", attempt: 1, at: at(1) },
+      {
+        type: "node.started",
+        runId: live.runId,
+        nodeId: "implement",
+        title: "Implement the change",
+        kind: "agent",
+        attempt: 1,
+        at: at(1),
+      },
       { type: "node.log", runId: live.runId, nodeId: "implement", attempt: 1, text: "first line\n", at: at(2) },
     ]);
-    const stream = await openSse(`${base}/runs/${live.runId}/events?after=0`, { cookie: "session=s-alice", "last-event-id": "1" });
+    const stream = await openSse(`${base}/runs/${live.runId}/events?after=0`, {
+      cookie: "session=s-alice",
+      "last-event-id": "1",
+    });
     expect(stream.status).toBe(200);
     expect(stream.headers["content-type"]).toContain("text/event-stream");
     const replayed = [await stream.next(), await stream.next()];
-    expect(replayed.map((m) => [m?.id, m?.event])).toEqual([["2", "step"], ["3", "output"]]);
-    expect(JSON.parse(replayed[0]?.data ?? "{}")).toMatchObject({ id: "implement", state: "running", heading: "▶ Implement the change\n" });
+    expect(replayed.map((m) => [m?.id, m?.event])).toEqual([
+      ["2", "step"],
+      ["3", "output"],
+    ]);
+    expect(JSON.parse(replayed[0]?.data ?? "{}")).toMatchObject({
+      id: "implement",
+      state: "running",
+      heading: "▶ Implement the change\n",
+    });
     expect(JSON.parse(replayed[1]?.data ?? "{}")).toEqual({ segments: [["", "first line\n"]] });
 
-    await journal.append(live.runId, { type: "node.log", runId: live.runId, nodeId: "implement", attempt: 1, text: `\x1b[32mok\x1b[0m <b>bold?</b> ${TOKEN}\n`, at: at(3) });
+    await journal.append(live.runId, {
+      type: "node.log",
+      runId: live.runId,
+      nodeId: "implement",
+      attempt: 1,
+      text: `\x1b[32mok\x1b[0m <b>bold?</b> ${TOKEN}\n`,
+      at: at(3),
+    });
     const output = await stream.next();
     expect(output?.id).toBe("4");
-    expect(JSON.parse(output?.data ?? "{}")).toEqual({ segments: [["ansi-green", "ok"], ["", " <b>bold?</b> [REDACTED]\n"]] });
+    expect(JSON.parse(output?.data ?? "{}")).toEqual({
+      segments: [
+        ["ansi-green", "ok"],
+        ["", " <b>bold?</b> [REDACTED]\n"],
+      ],
+    });
 
-    await journal.append(live.runId, { type: "node.finished", runId: live.runId, report: nodeReport("implement", "Implement the change", { durationMs: 1500 }), at: at(4) });
-    await journal.append(live.runId, { type: "run.ended", runId: live.runId, state: "cancelled", error: "The run was cancelled", at: at(5) });
+    await journal.append(live.runId, {
+      type: "node.finished",
+      runId: live.runId,
+      report: nodeReport("implement", "Implement the change", { durationMs: 1500 }),
+      at: at(4),
+    });
+    await journal.append(live.runId, {
+      type: "run.ended",
+      runId: live.runId,
+      state: "cancelled",
+      error: "The run was cancelled",
+      at: at(5),
+    });
     const rest = await stream.rest();
-    expect(rest.map((m) => [m.id, m.event])).toEqual([["5", "step"], ["6", "end"]]);
+    expect(rest.map((m) => [m.id, m.event])).toEqual([
+      ["5", "step"],
+      ["6", "end"],
+    ]);
     expect(JSON.parse(rest[0]?.data ?? "{}")).toMatchObject({ id: "implement", state: "succeeded", durationMs: 1500 });
     expect(JSON.parse(rest[1]?.data ?? "{}")).toEqual({ state: "cancelled", error: "The run was cancelled" });
   });
@@ -354,7 +618,11 @@ describe("run pages: the live event stream", () => {
     const stream = await openSse(`${base}/runs/${done.runId}/events?after=7`, { cookie: "session=s-alice" });
     const messages = await stream.rest();
     expect(messages.map((m) => [m.id, m.event])).toEqual([["9", "end"]]);
-    expect(JSON.parse(messages[0]?.data ?? "{}")).toMatchObject({ state: "succeeded", prUrl: "https://github.com/acme/widgets/pull/77", durationMs: 30_000 });
+    expect(JSON.parse(messages[0]?.data ?? "{}")).toMatchObject({
+      state: "succeeded",
+      prUrl: "https://github.com/acme/widgets/pull/77",
+      durationMs: 30_000,
+    });
     const all = await (await openSse(`${base}/runs/${done.runId}/events`, { cookie: "session=s-alice" })).rest();
     expect(all.map((m) => m.event)).toEqual(["plan", "step", "output", "output", "step", "step", "step", "end"]);
     expect(all.map((m) => m.data).join("")).not.toContain(TOKEN);
@@ -363,13 +631,31 @@ describe("run pages: the live event stream", () => {
   test("a page rendered mid-run hands its cursor to the script, which resumes from there", async () => {
     const live = runRequest();
     await journal.accepted(live);
-    await fill(live.runId, [started(live.runId), { type: "node.started", runId: live.runId, nodeId: "verify", title: "Run the tests", kind: "exec", attempt: 1, at: at(1) }]);
+    await fill(live.runId, [
+      started(live.runId),
+      {
+        type: "node.started",
+        runId: live.runId,
+        nodeId: "verify",
+        title: "Run the tests",
+        kind: "exec",
+        attempt: 1,
+        at: at(1),
+      },
+    ]);
     const html = await (await get(`/runs/${live.runId}`, "alice")).text();
     const after = /data-after="(\d+)"/.exec(html)?.[1];
     expect(after).toBe("2");
     expect(html).toContain('data-step="verify" data-state="running"');
-    const stream = await openSse(`${base}/runs/${live.runId}/events?after=${after ?? ""}`, { cookie: "session=s-alice" });
-    await journal.append(live.runId, { type: "node.finished", runId: live.runId, report: nodeReport("verify", "Run the tests"), at: at(2) });
+    const stream = await openSse(`${base}/runs/${live.runId}/events?after=${after ?? ""}`, {
+      cookie: "session=s-alice",
+    });
+    await journal.append(live.runId, {
+      type: "node.finished",
+      runId: live.runId,
+      report: nodeReport("verify", "Run the tests"),
+      at: at(2),
+    });
     expect((await stream.next())?.id).toBe("3");
     stream.close();
   });

@@ -19,7 +19,11 @@ export interface SseStream {
   close(): void;
 }
 
-export function openSse(url: string, headers: Record<string, string> = {}, onMessage?: (message: SseMessage) => void): Promise<SseStream> {
+export function openSse(
+  url: string,
+  headers: Record<string, string> = {},
+  onMessage?: (message: SseMessage) => void,
+): Promise<SseStream> {
   return new Promise((resolve, reject) => {
     const req = request(url, { headers: { accept: "text/event-stream", ...headers } }, (res) => {
       res.setEncoding("utf8");
@@ -50,9 +54,16 @@ export function openSse(url: string, headers: Record<string, string> = {}, onMes
             const colon = line.indexOf(":");
             const field = colon >= 0 ? line.slice(0, colon) : line;
             const value = colon >= 0 ? line.slice(colon + 1).replace(/^ /, "") : "";
-            if (field === "data") { data.push(value); any = true; }
-            else if (field === "event") { message.event = value; any = true; }
-            else if (field === "id") { message.id = value; any = true; }
+            if (field === "data") {
+              data.push(value);
+              any = true;
+            } else if (field === "event") {
+              message.event = value;
+              any = true;
+            } else if (field === "id") {
+              message.id = value;
+              any = true;
+            }
           }
           if (!any || data.length === 0) continue;
           message.data = data.join("\n");
@@ -68,7 +79,9 @@ export function openSse(url: string, headers: Record<string, string> = {}, onMes
       const stream: SseStream = {
         status: res.statusCode ?? 0,
         headers: res.headers,
-        get bytes() { return bytes; },
+        get bytes() {
+          return bytes;
+        },
         next: () => {
           const queued = queue.shift();
           if (queued) return Promise.resolve(queued);
@@ -80,7 +93,9 @@ export function openSse(url: string, headers: Record<string, string> = {}, onMes
           for (let message = await stream.next(); message; message = await stream.next()) out.push(message);
           return out;
         },
-        close: () => { req.destroy(); },
+        close: () => {
+          req.destroy();
+        },
       };
       resolve(stream);
     });

@@ -61,7 +61,11 @@ export class ConsoleReporter implements Reporter {
         break;
       }
       case "commit.finished":
-        this.line(event.commitSha ? `✔ Committed ${String(event.changedFiles)} file(s) as ${event.commitSha.slice(0, 12)}` : "– No changes to commit");
+        this.line(
+          event.commitSha
+            ? `✔ Committed ${String(event.changedFiles)} file(s) as ${event.commitSha.slice(0, 12)}`
+            : "– No changes to commit",
+        );
         break;
       case "push.finished":
         if (event.result.pushed && event.result.prUrl) this.line(`✔ Pull request: ${event.result.prUrl}`);
@@ -70,7 +74,9 @@ export class ConsoleReporter implements Reporter {
         break;
       case "run.finished":
         this.stopSpinner();
-        this.line(`${event.report.status === "succeeded" ? "✔" : "✖"} Run ${event.report.status} in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`);
+        this.line(
+          `${event.report.status === "succeeded" ? "✔" : "✖"} Run ${event.report.status} in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`,
+        );
         break;
       case "sandbox.ready":
         break;
@@ -85,7 +91,9 @@ export class ConsoleReporter implements Reporter {
   private startSpinner(): void {
     this.stopSpinner();
     this.draw();
-    this.timer = setInterval(() => { this.draw(); }, FRAME_MS);
+    this.timer = setInterval(() => {
+      this.draw();
+    }, FRAME_MS);
     this.timer.unref();
   }
 
@@ -111,8 +119,10 @@ export class ConsoleReporter implements Reporter {
 }
 
 function lastLine(text: string): string {
-  // eslint-disable-next-line no-control-regex -- stripping ANSI escapes is the point
-  const lines = text.replace(/\x1b\[[0-9;]*[A-Za-z]/g, "").split(/\r?\n|\r/).filter((line) => line.trim() !== "");
+  const lines = text
+    // eslint-disable-next-line no-control-regex -- stripping ANSI escapes is the point
+    .replace(/\x1b\[[0-9;]*[A-Za-z]/g, "")
+    .split(/\r?\n|\r/)
+    .filter((line) => line.trim() !== "");
   return lines.at(-1)?.trim() ?? "";
 }
-

@@ -29,7 +29,9 @@ const HEX_NUMBER = /^0x[0-9a-f]*$/;
 
 export function parseAllowlist(entries: readonly string[]): { entries: AllowEntry[] } {
   if (entries.length > MAX_ALLOWLIST_ENTRIES) {
-    throw new AllowlistError(`The egress allowlist has ${entries.length} entries; at most ${MAX_ALLOWLIST_ENTRIES} are allowed (use a wildcard or a CIDR to cover many hosts)`);
+    throw new AllowlistError(
+      `The egress allowlist has ${entries.length} entries; at most ${MAX_ALLOWLIST_ENTRIES} are allowed (use a wildcard or a CIDR to cover many hosts)`,
+    );
   }
   return { entries: entries.map(parseEntry) };
 }
@@ -37,7 +39,9 @@ export function parseAllowlist(entries: readonly string[]): { entries: AllowEntr
 function parseEntry(raw: string): AllowEntry {
   const entry = raw.trim();
   if (entry.length > MAX_ENTRY_LENGTH) {
-    throw new AllowlistError(`${quote(entry)} is longer than ${MAX_ENTRY_LENGTH} characters, so it is neither a domain nor a CIDR nor an IP`);
+    throw new AllowlistError(
+      `${quote(entry)} is longer than ${MAX_ENTRY_LENGTH} characters, so it is neither a domain nor a CIDR nor an IP`,
+    );
   }
   const slash = entry.indexOf("/");
   if (slash !== -1 && !entry.includes("://")) {
@@ -59,7 +63,9 @@ function parseEntry(raw: string): AllowEntry {
   if (name === undefined) throw invalidEntry(entry);
   if (wildcard && !name.includes(".")) {
     // `*.com` would open a whole top-level domain, which is never what a per-repo list means.
-    throw new AllowlistError(`${quote(entry)} would allow every name under a top-level domain; name at least two labels after "*." (*.example.com)`);
+    throw new AllowlistError(
+      `${quote(entry)} would allow every name under a top-level domain; name at least two labels after "*." (*.example.com)`,
+    );
   }
   return { kind: "domain", name, wildcard };
 }
@@ -82,7 +88,9 @@ function invalidEntry(entry: string): AllowlistError {
   if (entry.includes("://")) hint = "; write the host name alone, without a scheme";
   else if (entry.includes("/")) hint = "; write the host name alone, without a path";
   else if (/^[^:]+:[0-9]*$/.test(entry)) hint = "; ports are configured separately from hosts";
-  return new AllowlistError(`${quote(entry)} is neither a domain (example.com, *.example.com) nor a CIDR (10.0.0.0/8) nor an IP${hint}`);
+  return new AllowlistError(
+    `${quote(entry)} is neither a domain (example.com, *.example.com) nor a CIDR (10.0.0.0/8) nor an IP${hint}`,
+  );
 }
 
 /**
@@ -156,7 +164,9 @@ export function hostAllowed(list: readonly AllowEntry[], host: string): boolean 
   // address it happened to resolve to when the list was written.
   if (normalized.kind === "ip") return addressAllowed(list, normalized.address);
   const name = normalized.name;
-  return list.some((entry) => entry.kind === "domain" && (entry.wildcard ? name.endsWith(`.${entry.name}`) : name === entry.name));
+  return list.some(
+    (entry) => entry.kind === "domain" && (entry.wildcard ? name.endsWith(`.${entry.name}`) : name === entry.name),
+  );
 }
 
 export function addressAllowed(list: readonly AllowEntry[], ip: string): boolean {
@@ -275,7 +285,7 @@ function formatIp(bytes: Uint8Array): string {
   // RFC 5952: the longest run (of at least two) of zero groups becomes "::".
   let bestStart = -1;
   let bestLength = 1;
-  for (let i = 0; i < 8; ) {
+  for (let i = 0; i < 8;) {
     if (groups[i] !== 0) {
       i++;
       continue;

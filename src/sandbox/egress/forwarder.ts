@@ -24,13 +24,25 @@ export const EXIT_FORWARDER_FAILED = 125;
  * visible inside the sandbox (anything under /usr is; a node elsewhere needs its directory in
  * readOnlyPaths).
  */
-export function egressCommand(forwarderPath: string, socketPath: string, argv: readonly string[], port = PROXY_PORT, nodePath = process.execPath): string[] {
+export function egressCommand(
+  forwarderPath: string,
+  socketPath: string,
+  argv: readonly string[],
+  port = PROXY_PORT,
+  nodePath = process.execPath,
+): string[] {
   if (argv.length === 0) throw new InvalidInputError("egressCommand needs a command to run");
-  for (const [name, path] of [["forwarderPath", forwarderPath], ["socketPath", socketPath], ["nodePath", nodePath]] as const) {
+  for (const [name, path] of [
+    ["forwarderPath", forwarderPath],
+    ["socketPath", socketPath],
+    ["nodePath", nodePath],
+  ] as const) {
     // A relative path would be resolved against the command's working directory: the checkout.
-    if (!isAbsolute(path) || path.includes("\0")) throw new InvalidInputError(`egressCommand: ${name} must be an absolute path, got "${path}"`);
+    if (!isAbsolute(path) || path.includes("\0"))
+      throw new InvalidInputError(`egressCommand: ${name} must be an absolute path, got "${path}"`);
   }
-  if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidInputError(`egressCommand: ${port} is not a TCP port (1-65535)`);
+  if (!Number.isInteger(port) || port < 1 || port > 65535)
+    throw new InvalidInputError(`egressCommand: ${port} is not a TCP port (1-65535)`);
   return [nodePath, forwarderPath, socketPath, String(port), "--", ...argv];
 }
 

@@ -1,5 +1,12 @@
 import { chmod, lstat, mkdir, rm } from "node:fs/promises";
-import { createServer, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage, type OutgoingHttpHeaders, type ServerResponse } from "node:http";
+import {
+  createServer,
+  request as httpRequest,
+  type IncomingHttpHeaders,
+  type IncomingMessage,
+  type OutgoingHttpHeaders,
+  type ServerResponse,
+} from "node:http";
 import { lookup } from "node:dns/promises";
 import { connect, isIP, Socket } from "node:net";
 import { dirname, isAbsolute } from "node:path";
@@ -71,7 +78,18 @@ const LINGER_MS = 5_000;
 const MAX_SOCKET_PATH_BYTES = 107;
 
 /** Headers that describe one hop, never forwarded (RFC 9110 7.6.1), plus Expect, already answered here. */
-const HOP_BY_HOP = new Set(["connection", "keep-alive", "te", "trailer", "transfer-encoding", "upgrade", "expect", "proxy-connection", "proxy-authorization", "proxy-authenticate"]);
+const HOP_BY_HOP = new Set([
+  "connection",
+  "keep-alive",
+  "te",
+  "trailer",
+  "transfer-encoding",
+  "upgrade",
+  "expect",
+  "proxy-connection",
+  "proxy-authorization",
+  "proxy-authenticate",
+]);
 
 type Verdict = { ok: true; addresses: string[] } | { ok: false; status: 403 | 502; reason: string };
 
@@ -99,26 +117,45 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   };
 
   const decide = async (host: string, port: number): Promise<Verdict> => {
-    if (!ports.has(port)) return { ok: false, status: 403, reason: `port ${port} is not one of the allowed ports ${[...ports].join(", ")}` };
+    if (!ports.has(port))
+      return {
+        ok: false,
+        status: 403,
+        reason: `port ${port} is not one of the allowed ports ${[...ports].join(", ")}`,
+      };
     const normalized = normalizeHost(host);
-    if (!normalized || !hostAllowed(allowlist, host)) return { ok: false, status: 403, reason: `${displayHost(host)} is not on the allowlist` };
+    if (!normalized || !hostAllowed(allowlist, host))
+      return { ok: false, status: 403, reason: `${displayHost(host)} is not on the allowlist` };
     let addresses: string[];
     if (normalized.kind === "ip") {
       addresses = [normalized.address];
     } else {
       try {
-        addresses = await withTimeout(resolve(normalized.name), RESOLVE_TIMEOUT_MS, `no answer within ${RESOLVE_TIMEOUT_MS / 1000} s`);
+        addresses = await withTimeout(
+          resolve(normalized.name),
+          RESOLVE_TIMEOUT_MS,
+          `no answer within ${RESOLVE_TIMEOUT_MS / 1000} s`,
+        );
       } catch (error) {
         return { ok: false, status: 502, reason: `could not resolve ${normalized.name}: ${describeError(error)}` };
       }
       if (addresses.length === 0) return { ok: false, status: 502, reason: `${normalized.name} has no addresses` };
     }
     for (const address of addresses) {
-      if (isIP(address) === 0) return { ok: false, status: 502, reason: `the resolver returned "${printable(address)}", which is not an address` };
+      if (isIP(address) === 0)
+        return {
+          ok: false,
+          status: 502,
+          reason: `the resolver returned "${printable(address)}", which is not an address`,
+        };
       // Every address, not just the one used: a name that resolves to both a public address and
       // 127.0.0.1 is a rebinding attempt whichever one a retry would pick.
       if (isInternalAddress(address) && !addressAllowed(allowlist, address)) {
-        return { ok: false, status: 403, reason: `${displayHost(host)} resolves to the internal address ${address}, which no CIDR entry allows` };
+        return {
+          ok: false,
+          status: 403,
+          reason: `${displayHost(host)} resolves to the internal address ${address}, which no CIDR entry allows`,
+        };
       }
     }
     return { ok: true, addresses };
@@ -136,7 +173,9 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
         lastError = error;
       }
     }
-    throw lastError instanceof Error ? lastError : new Error(closing ? "the proxy is closing" : "no address to connect to");
+    throw lastError instanceof Error
+      ? lastError
+      : new Error(closing ? "the proxy is closing" : "no address to connect to");
   };
 
   const onConnect = async (req: IncomingMessage, client: Duplex, head: Buffer): Promise<void> => {
@@ -161,7 +200,12 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     try {
       upstream = await connectChecked(verdict.addresses, target.port);
     } catch (error) {
-      rawResponse(client, 502, "Bad Gateway", `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} (${describeError(error)})\n`);
+      rawResponse(
+        client,
+        502,
+        "Bad Gateway",
+        `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} (${describeError(error)})\n`,
+      );
       return;
     }
     if (client.destroyed || closing) {
@@ -180,7 +224,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     }
     const target = parseAbsoluteHttpUrl(req.url ?? "");
     if (!target) {
-      textResponse(res, 400, "Harness egress proxy: send CONNECT host:port, or a request for an absolute http:// URL\n");
+      textResponse(
+        res,
+        400,
+        "Harness egress proxy: send CONNECT host:port, or a request for an absolute http:// URL\n",
+      );
       return;
     }
     const verdict = await decide(target.host, target.port);
@@ -194,7 +242,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     try {
       upstream = await connectChecked(verdict.addresses, target.port);
     } catch (error) {
-      textResponse(res, 502, `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} (${describeError(error)})\n`);
+      textResponse(
+        res,
+        502,
+        `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} (${describeError(error)})\n`,
+      );
       return;
     }
     if (res.destroyed || closing) {
@@ -226,7 +278,12 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
   server.on("upgrade", (_req: IncomingMessage, client: Duplex) => {
     client.on("error", () => client.destroy());
     // WebSockets and friends reach the proxy through CONNECT (what ws:// clients do with a proxy).
-    rawResponse(client, 501, "Not Implemented", "Harness egress proxy: Upgrade is not supported on plain http:// requests; use CONNECT\n");
+    rawResponse(
+      client,
+      501,
+      "Not Implemented",
+      "Harness egress proxy: Upgrade is not supported on plain http:// requests; use CONNECT\n",
+    );
   });
 
   await prepareSocketPath(socketPath);
@@ -237,13 +294,21 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       resolveListen();
     });
   }).catch((error: unknown) => {
-    throw new SandboxError(`The egress proxy could not listen on ${socketPath}: ${describeError(error)}`, { cause: error });
+    throw new SandboxError(`The egress proxy could not listen on ${socketPath}: ${describeError(error)}`, {
+      cause: error,
+    });
   });
   try {
     await chmod(socketPath, options.socketMode ?? 0o600);
   } catch (error) {
-    await new Promise<void>((resolveClose) => server.close(() => { resolveClose(); }));
-    throw new SandboxError(`The egress proxy could not set the permissions of ${socketPath}: ${describeError(error)}`, { cause: error });
+    await new Promise<void>((resolveClose) =>
+      server.close(() => {
+        resolveClose();
+      }),
+    );
+    throw new SandboxError(`The egress proxy could not set the permissions of ${socketPath}: ${describeError(error)}`, {
+      cause: error,
+    });
   }
 
   let closed: Promise<void> | undefined;
@@ -252,7 +317,11 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
     close: () => {
       closed ??= (async () => {
         closing = true;
-        const stopped = new Promise<void>((resolveClose) => server.close(() => { resolveClose(); }));
+        const stopped = new Promise<void>((resolveClose) =>
+          server.close(() => {
+            resolveClose();
+          }),
+        );
         for (const socket of [...clients, ...upstreams]) socket.destroy();
         await stopped;
         await rm(socketPath, { force: true });
@@ -272,7 +341,9 @@ function connectOne(address: string, port: number, upstreams: Set<Socket>): Prom
     const socket = connect({ host: address, port, allowHalfOpen: true });
     upstreams.add(socket);
     socket.on("close", () => upstreams.delete(socket));
-    socket.setTimeout(CONNECT_TIMEOUT_MS, () => socket.destroy(new Error(`no connection to ${address} within ${CONNECT_TIMEOUT_MS / 1000} s`)));
+    socket.setTimeout(CONNECT_TIMEOUT_MS, () =>
+      socket.destroy(new Error(`no connection to ${address} within ${CONNECT_TIMEOUT_MS / 1000} s`)),
+    );
     socket.once("error", rejectConnect);
     socket.once("connect", () => {
       socket.off("error", rejectConnect);
@@ -305,7 +376,13 @@ function splice(client: Duplex, upstream: Socket, idleTimeoutMs: number): void {
   upstream.pipe(client);
 }
 
-function forward(req: IncomingMessage, res: ServerResponse, upstream: Socket, target: HttpTarget, idleTimeoutMs: number): void {
+function forward(
+  req: IncomingMessage,
+  res: ServerResponse,
+  upstream: Socket,
+  target: HttpTarget,
+  idleTimeoutMs: number,
+): void {
   const headers: OutgoingHttpHeaders = withoutHopByHop(req.headers);
   // RFC 9112 3.2.2: a proxy replaces Host with the authority of the URL it was asked for, so
   // a request for an allowed site cannot ask a shared server for another one by Host header.
@@ -327,7 +404,12 @@ function forward(req: IncomingMessage, res: ServerResponse, upstream: Socket, ta
     res.destroy();
   });
   outgoing.on("error", (error) => {
-    if (!res.headersSent) textResponse(res, 502, `Harness egress proxy: ${displayHost(target.host)}:${target.port} failed (${describeError(error)})\n`);
+    if (!res.headersSent)
+      textResponse(
+        res,
+        502,
+        `Harness egress proxy: ${displayHost(target.host)}:${target.port} failed (${describeError(error)})\n`,
+      );
     else res.destroy();
   });
   outgoing.on("response", (incoming) => {
@@ -402,7 +484,8 @@ function parseAuthority(text: string): { host: string; port: number } | undefine
 }
 
 function refusal(host: string, port: number, verdict: { status: 403 | 502; reason: string }): string {
-  if (verdict.status === 502) return `Harness egress proxy: could not reach ${displayHost(host)}:${port} (${printable(verdict.reason)})\n`;
+  if (verdict.status === 502)
+    return `Harness egress proxy: could not reach ${displayHost(host)}:${port} (${printable(verdict.reason)})\n`;
   return `Harness egress policy: ${displayHost(host)}:${port} is not allowed for this run (${printable(verdict.reason)})\n`;
 }
 
@@ -435,7 +518,11 @@ function textResponse(res: ServerResponse, status: number, body: string): void {
     res.destroy();
     return;
   }
-  res.writeHead(status, { "content-type": "text/plain; charset=utf-8", "content-length": Buffer.byteLength(body), connection: "close" });
+  res.writeHead(status, {
+    "content-type": "text/plain; charset=utf-8",
+    "content-length": Buffer.byteLength(body),
+    connection: "close",
+  });
   res.end(body);
 }
 
@@ -452,9 +539,12 @@ function withTimeout<T>(promise: Promise<T>, ms: number, message: string): Promi
 }
 
 function checkedSocketPath(path: string): string {
-  if (!isAbsolute(path) || path.includes("\0")) throw new InvalidInputError(`The egress proxy socket path must be absolute, got "${path}"`);
+  if (!isAbsolute(path) || path.includes("\0"))
+    throw new InvalidInputError(`The egress proxy socket path must be absolute, got "${path}"`);
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
-    throw new InvalidInputError(`The egress proxy socket path ${path} is longer than the ${MAX_SOCKET_PATH_BYTES} bytes a Unix socket path can have; use a shorter directory`);
+    throw new InvalidInputError(
+      `The egress proxy socket path ${path} is longer than the ${MAX_SOCKET_PATH_BYTES} bytes a Unix socket path can have; use a shorter directory`,
+    );
   }
   return path;
 }
@@ -462,13 +552,15 @@ function checkedSocketPath(path: string): string {
 function checkedPorts(ports: readonly number[]): number[] {
   if (ports.length === 0) throw new InvalidInputError("The egress proxy needs at least one allowed port");
   for (const port of ports) {
-    if (!Number.isInteger(port) || port < 1 || port > 65535) throw new InvalidInputError(`${port} is not a TCP port (1-65535)`);
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new InvalidInputError(`${port} is not a TCP port (1-65535)`);
   }
   return [...ports];
 }
 
 function positiveInteger(name: string, value: number): number {
-  if (!Number.isInteger(value) || value < 1) throw new InvalidInputError(`The egress proxy's ${name} must be a positive integer, got ${value}`);
+  if (!Number.isInteger(value) || value < 1)
+    throw new InvalidInputError(`The egress proxy's ${name} must be a positive integer, got ${value}`);
   return value;
 }
 
@@ -488,7 +580,10 @@ async function prepareSocketPath(socketPath: string): Promise<void> {
     if ((error as NodeJS.ErrnoException).code === "ENOENT") return;
     throw error;
   }
-  if (!stats.isSocket()) throw new SandboxError(`The egress proxy socket path ${socketPath} exists and is not a socket; refusing to replace it`);
+  if (!stats.isSocket())
+    throw new SandboxError(
+      `The egress proxy socket path ${socketPath} exists and is not a socket; refusing to replace it`,
+    );
   const live = await new Promise<boolean>((resolveProbe) => {
     const probe = connect(socketPath);
     probe.once("connect", () => {

@@ -6,7 +6,10 @@ import type { ServerResponse } from "node:http";
  */
 
 export function escapeHtml(text: string): string {
-  return text.replace(/[&<>"']/g, (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char] ?? char);
+  return text.replace(
+    /[&<>"']/g,
+    (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char] ?? char,
+  );
 }
 
 /** Headers for anything the auth routes answer: never cached, never framed, no referrer (the callback URL carries a code). */
@@ -15,7 +18,8 @@ export const AUTH_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
   "referrer-policy": "no-referrer",
   "x-content-type-options": "nosniff",
   "x-frame-options": "DENY",
-  "content-security-policy": "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+  "content-security-policy":
+    "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
 };
 
 export interface AuthPage {
@@ -38,7 +42,9 @@ export function sendAuthPage(res: ServerResponse, page: AuthPage): void {
     `<h1>${escapeHtml(page.title)}</h1>`,
     ...page.paragraphs.map((text) => `<p>${escapeHtml(text)}</p>`),
     page.link ? `<p><a href="${escapeHtml(page.link.href)}">${escapeHtml(page.link.text)}</a></p>` : "",
-    page.form ? `<form method="post" action="${escapeHtml(page.form.action)}"><button type="submit">${escapeHtml(page.form.button)}</button></form>` : "",
+    page.form
+      ? `<form method="post" action="${escapeHtml(page.form.action)}"><button type="submit">${escapeHtml(page.form.button)}</button></form>`
+      : "",
     `</body></html>\n`,
   ].join("");
   res.writeHead(page.status, {
@@ -50,6 +56,10 @@ export function sendAuthPage(res: ServerResponse, page: AuthPage): void {
 }
 
 export function sendRedirect(res: ServerResponse, location: string, setCookies: string[] = []): void {
-  res.writeHead(302, { ...AUTH_RESPONSE_HEADERS, location, ...(setCookies.length > 0 ? { "set-cookie": setCookies } : {}) });
+  res.writeHead(302, {
+    ...AUTH_RESPONSE_HEADERS,
+    location,
+    ...(setCookies.length > 0 ? { "set-cookie": setCookies } : {}),
+  });
   res.end();
 }

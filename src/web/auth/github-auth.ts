@@ -83,10 +83,13 @@ const NONCE = /^[A-Za-z0-9_-]{43}$/;
 
 export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
   if (options.sessionSecret.length < MIN_SESSION_SECRET_LENGTH) {
-    throw new Error(`the session secret must be at least ${MIN_SESSION_SECRET_LENGTH} characters long (HARNESS_SESSION_SECRET)`);
+    throw new Error(
+      `the session secret must be at least ${MIN_SESSION_SECRET_LENGTH} characters long (HARNESS_SESSION_SECRET)`,
+    );
   }
   const publicUrl = new URL(options.publicUrl);
-  if (publicUrl.protocol !== "https:" && publicUrl.protocol !== "http:") throw new Error(`the public URL must be http(s), got ${publicUrl.protocol}`);
+  if (publicUrl.protocol !== "https:" && publicUrl.protocol !== "http:")
+    throw new Error(`the public URL must be http(s), got ${publicUrl.protocol}`);
   const now = options.now ?? Date.now;
   const random = options.randomBytes ?? cryptoRandomBytes;
   const log = options.log ?? silentLog;
@@ -121,8 +124,10 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
   const sessions = new WeakMap<Viewer, Session>();
 
   const token = (bytes: number): string => random(bytes).toString("base64url");
-  const cookie = (name: string, value: string, maxAgeMs: number): string => serializeCookie(name, value, { maxAgeSeconds: maxAgeMs / 1000, secure });
-  const loginUrl = (returnTo: string): string => `/auth/login?returnTo=${encodeURIComponent(safeReturnTo(returnTo) ?? homePath)}`;
+  const cookie = (name: string, value: string, maxAgeMs: number): string =>
+    serializeCookie(name, value, { maxAgeSeconds: maxAgeMs / 1000, secure });
+  const loginUrl = (returnTo: string): string =>
+    `/auth/login?returnTo=${encodeURIComponent(safeReturnTo(returnTo) ?? homePath)}`;
   const signInAgain = { href: loginUrl(homePath), text: "Sign in again" };
 
   function readSession(req: IncomingMessage): Session | undefined {
@@ -140,7 +145,11 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
 
   function login(req: IncomingMessage, res: ServerResponse, url: URL): void {
     if (req.method !== "GET" && req.method !== "HEAD") {
-      sendAuthPage(res, { status: 405, title: "Method not allowed", paragraphs: ["Open the sign-in link in your browser."] });
+      sendAuthPage(res, {
+        status: 405,
+        title: "Method not allowed",
+        paragraphs: ["Open the sign-in link in your browser."],
+      });
       return;
     }
     const returnTo = safeReturnTo(url.searchParams.get("returnTo") ?? homePath);
@@ -148,7 +157,9 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
       sendAuthPage(res, {
         status: 400,
         title: "Sign-in link refused",
-        paragraphs: ["This sign-in link asks to send you to another site afterwards, so it was refused. Sign in from a Harness page instead."],
+        paragraphs: [
+          "This sign-in link asks to send you to another site afterwards, so it was refused. Sign in from a Harness page instead.",
+        ],
         link: { href: loginUrl(homePath), text: "Sign in" },
       });
       return;
@@ -163,19 +174,52 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
   async function callback(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
     const clearLogin = cookie(loginCookie, "", 0);
     const refuse = (page: Omit<AuthPage, "link" | "setCookies">): void => {
-      sendAuthPage(res, { ...page, paragraphs: page.paragraphs.map(redactText), link: signInAgain, setCookies: [clearLogin] });
+      sendAuthPage(res, {
+        ...page,
+        paragraphs: page.paragraphs.map(redactText),
+        link: signInAgain,
+        setCookies: [clearLogin],
+      });
     };
     if (req.method !== "GET") {
-      refuse({ status: 405, title: "Method not allowed", paragraphs: ["GitHub sends you back here with a GET request."] });
+      refuse({
+        status: 405,
+        title: "Method not allowed",
+        paragraphs: ["GitHub sends you back here with a GET request."],
+      });
       return;
     }
     const oauthError = url.searchParams.get("error");
     if (oauthError !== null) {
-      log.info({ error: redactText(oauthError.slice(0, 100)), description: redactText((url.searchParams.get("error_description") ?? "").slice(0, 300)) }, "GitHub sign-in returned an error");
+      log.info(
+        {
+          error: redactText(oauthError.slice(0, 100)),
+          description: redactText((url.searchParams.get("error_description") ?? "").slice(0, 300)),
+        },
+        "GitHub sign-in returned an error",
+      );
       // GitHub's description is not shown: the query string is anyone's to write, and only our own words go on the page.
-      refuse(oauthError === "access_denied"
-        ? { status: 403, title: "Sign-in cancelled", paragraphs: ["You declined to authorize Harness on GitHub, so you are not signed in.", "Run pages need to know who you are to show only the repositories you can read."] }
-        : { status: 400, title: "Sign-in failed", paragraphs: [`GitHub did not sign you in (${/^[a-z_]{1,64}$/.test(oauthError) ? oauthError : "unknown error"}).`, ...(oauthError === "redirect_uri_mismatch" ? [`The operator should add ${callbackUrl} as a callback URL in the GitHub App's settings.`] : [])] });
+      refuse(
+        oauthError === "access_denied"
+          ? {
+              status: 403,
+              title: "Sign-in cancelled",
+              paragraphs: [
+                "You declined to authorize Harness on GitHub, so you are not signed in.",
+                "Run pages need to know who you are to show only the repositories you can read.",
+              ],
+            }
+          : {
+              status: 400,
+              title: "Sign-in failed",
+              paragraphs: [
+                `GitHub did not sign you in (${/^[a-z_]{1,64}$/.test(oauthError) ? oauthError : "unknown error"}).`,
+                ...(oauthError === "redirect_uri_mismatch"
+                  ? [`The operator should add ${callbackUrl} as a callback URL in the GitHub App's settings.`]
+                  : []),
+              ],
+            },
+      );
       return;
     }
     const state = readLoginState(keys.stateMac, url.searchParams.get("state"), readCookie(req, loginCookie), now());
@@ -194,41 +238,88 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
     const exchange = await github.exchangeCode(code, callbackUrl);
     if (!exchange.ok) {
       if ("error" in exchange) {
-        log.warn({ error: redactText(exchange.error), description: redactText(exchange.description ?? "") }, "GitHub refused the sign-in code");
+        log.warn(
+          { error: redactText(exchange.error), description: redactText(exchange.description ?? "") },
+          "GitHub refused the sign-in code",
+        );
         refuse(exchangeErrorPage(exchange.error, callbackUrl));
       } else {
         log.warn({ status: exchange.status ?? "unreachable" }, "GitHub code exchange failed");
-        refuse({ status: 502, title: "GitHub did not answer", paragraphs: [exchange.status === undefined ? "GitHub could not be reached to finish signing you in. Try again in a minute." : `GitHub answered HTTP ${String(exchange.status)} when finishing the sign-in. Try again in a minute.`] });
+        refuse({
+          status: 502,
+          title: "GitHub did not answer",
+          paragraphs: [
+            exchange.status === undefined
+              ? "GitHub could not be reached to finish signing you in. Try again in a minute."
+              : `GitHub answered HTTP ${String(exchange.status)} when finishing the sign-in. Try again in a minute.`,
+          ],
+        });
       }
       return;
     }
     const user = await github.fetchUser(exchange.token);
     if (!("login" in user)) {
       log.warn({ status: user.status ?? "unreachable" }, "reading the signed-in GitHub user failed");
-      refuse({ status: 502, title: "GitHub did not answer", paragraphs: [`GitHub did not say who you are (${user.status === undefined ? "unreachable" : `HTTP ${String(user.status)}`}). Try again in a minute.`] });
+      refuse({
+        status: 502,
+        title: "GitHub did not answer",
+        paragraphs: [
+          `GitHub did not say who you are (${user.status === undefined ? "unreachable" : `HTTP ${String(user.status)}`}). Try again in a minute.`,
+        ],
+      });
       return;
     }
     const started = now();
-    const tokenEnds = exchange.expiresInSeconds === undefined ? Number.POSITIVE_INFINITY : started + exchange.expiresInSeconds * 1000;
-    const session: Session = { sid: token(18), login: user.login, id: user.id, token: exchange.token, expiresAt: Math.min(started + sessionTtlMs, tokenEnds) };
+    const tokenEnds =
+      exchange.expiresInSeconds === undefined ? Number.POSITIVE_INFINITY : started + exchange.expiresInSeconds * 1000;
+    const session: Session = {
+      sid: token(18),
+      login: user.login,
+      id: user.id,
+      token: exchange.token,
+      expiresAt: Math.min(started + sessionTtlMs, tokenEnds),
+    };
     log.info({ login: user.login }, "viewer signed in");
-    sendRedirect(res, state.returnTo, [cookie(sessionCookie, encodeSession(keys, session, random(12)), session.expiresAt - started), clearLogin]);
+    sendRedirect(res, state.returnTo, [
+      cookie(sessionCookie, encodeSession(keys, session, random(12)), session.expiresAt - started),
+      clearLogin,
+    ]);
   }
 
   async function logout(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const session = readSession(req);
     if (req.method !== "POST") {
       // Signing out is a POST (a form button): a GET link or image on another site cannot sign anyone out.
-      sendAuthPage(res, session
-        ? { status: 200, title: "Sign out", paragraphs: [`You are signed in as ${session.login}.`], form: { action: "/auth/logout", button: "Sign out" } }
-        : { status: 200, title: "Signed out", paragraphs: ["You are not signed in."], link: { href: loginUrl(homePath), text: "Sign in" } });
+      sendAuthPage(
+        res,
+        session
+          ? {
+              status: 200,
+              title: "Sign out",
+              paragraphs: [`You are signed in as ${session.login}.`],
+              form: { action: "/auth/logout", button: "Sign out" },
+            }
+          : {
+              status: 200,
+              title: "Signed out",
+              paragraphs: ["You are not signed in."],
+              link: { href: loginUrl(homePath), text: "Sign in" },
+            },
+      );
       return;
     }
     if (session) {
       endSession(session);
-      if (!(await github.revokeToken(session.token))) log.warn({ login: session.login }, "could not revoke the user token at GitHub on sign-out");
+      if (!(await github.revokeToken(session.token)))
+        log.warn({ login: session.login }, "could not revoke the user token at GitHub on sign-out");
     }
-    sendAuthPage(res, { status: 200, title: "Signed out", paragraphs: ["You are signed out of Harness."], link: { href: loginUrl(homePath), text: "Sign in again" }, setCookies: [cookie(sessionCookie, "", 0)] });
+    sendAuthPage(res, {
+      status: 200,
+      title: "Signed out",
+      paragraphs: ["You are signed out of Harness."],
+      link: { href: loginUrl(homePath), text: "Sign in again" },
+      setCookies: [cookie(sessionCookie, "", 0)],
+    });
   }
 
   async function askGitHub(session: Session, owner: string, name: string, cacheKey: string): Promise<boolean> {
@@ -244,7 +335,10 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
       return false;
     }
     // Unknown (GitHub down, rate-limited): refuse now, cache nothing, ask again next time.
-    log.warn({ login: session.login, repo: `${owner}/${name}`, status: answer.unknown }, "repository access check failed; refusing");
+    log.warn(
+      { login: session.login, repo: `${owner}/${name}`, status: answer.unknown },
+      "repository access check failed; refusing",
+    );
     return false;
   }
 
@@ -264,7 +358,15 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
       } catch (error) {
         log.error({ err: redactText(describeError(error)) }, "sign-in route failed");
         if (res.headersSent) res.end();
-        else sendAuthPage(res, { status: 500, title: "Sign-in failed", paragraphs: ["Something went wrong while signing you in. Try again; if it keeps happening, the operator will find the details in the log."], link: signInAgain });
+        else
+          sendAuthPage(res, {
+            status: 500,
+            title: "Sign-in failed",
+            paragraphs: [
+              "Something went wrong while signing you in. Try again; if it keeps happening, the operator will find the details in the log.",
+            ],
+            link: signInAgain,
+          });
       }
       return true;
     },
@@ -301,25 +403,69 @@ function stateProblemPage(problem: LoginStateProblem | "spent"): Omit<AuthPage, 
   switch (problem) {
     case "missing":
     case "invalid":
-      return { status: 400, title: "Sign-in link refused", paragraphs: ["The link back from GitHub did not carry a valid sign-in state, so it was refused. Start the sign-in again."] };
+      return {
+        status: 400,
+        title: "Sign-in link refused",
+        paragraphs: [
+          "The link back from GitHub did not carry a valid sign-in state, so it was refused. Start the sign-in again.",
+        ],
+      };
     case "expired":
-      return { status: 400, title: "Sign-in link expired", paragraphs: ["A sign-in must finish within 10 minutes of starting. Start it again."] };
+      return {
+        status: 400,
+        title: "Sign-in link expired",
+        paragraphs: ["A sign-in must finish within 10 minutes of starting. Start it again."],
+      };
     case "other-browser":
-      return { status: 400, title: "Sign-in link refused", paragraphs: ["This sign-in was not started in this browser (or its cookies were cleared), so it was refused: a sign-in must finish where it started."] };
+      return {
+        status: 400,
+        title: "Sign-in link refused",
+        paragraphs: [
+          "This sign-in was not started in this browser (or its cookies were cleared), so it was refused: a sign-in must finish where it started.",
+        ],
+      };
     case "spent":
-      return { status: 400, title: "Sign-in link already used", paragraphs: ["Each sign-in link works once. Start the sign-in again."] };
+      return {
+        status: 400,
+        title: "Sign-in link already used",
+        paragraphs: ["Each sign-in link works once. Start the sign-in again."],
+      };
   }
 }
 
 function exchangeErrorPage(error: string, callbackUrl: string): Omit<AuthPage, "link" | "setCookies"> {
   switch (error) {
     case "bad_verification_code":
-      return { status: 400, title: "Sign-in code refused", paragraphs: ["GitHub says the sign-in code is wrong or has expired (codes last 10 minutes and work once). Start the sign-in again."] };
+      return {
+        status: 400,
+        title: "Sign-in code refused",
+        paragraphs: [
+          "GitHub says the sign-in code is wrong or has expired (codes last 10 minutes and work once). Start the sign-in again.",
+        ],
+      };
     case "incorrect_client_credentials":
-      return { status: 502, title: "Sign-in is misconfigured", paragraphs: ["GitHub rejected Harness's OAuth client credentials. The operator should check GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET: they must be the GitHub App's own client id and secret."] };
+      return {
+        status: 502,
+        title: "Sign-in is misconfigured",
+        paragraphs: [
+          "GitHub rejected Harness's OAuth client credentials. The operator should check GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET: they must be the GitHub App's own client id and secret.",
+        ],
+      };
     case "redirect_uri_mismatch":
-      return { status: 502, title: "Sign-in is misconfigured", paragraphs: [`GitHub does not accept ${callbackUrl} as a callback URL. The operator should add it in the GitHub App's settings (and check HARNESS_PUBLIC_URL).`] };
+      return {
+        status: 502,
+        title: "Sign-in is misconfigured",
+        paragraphs: [
+          `GitHub does not accept ${callbackUrl} as a callback URL. The operator should add it in the GitHub App's settings (and check HARNESS_PUBLIC_URL).`,
+        ],
+      };
     default:
-      return { status: 502, title: "Sign-in failed", paragraphs: [`GitHub refused to finish the sign-in (${/^[a-z_]{1,64}$/.test(error) ? error : "unknown error"}). Start it again.`] };
+      return {
+        status: 502,
+        title: "Sign-in failed",
+        paragraphs: [
+          `GitHub refused to finish the sign-in (${/^[a-z_]{1,64}$/.test(error) ? error : "unknown error"}). Start it again.`,
+        ],
+      };
   }
 }

@@ -55,7 +55,12 @@ export function createGitHubOAuthClient(options: GitHubOAuthClientOptions) {
     },
 
     async exchangeCode(code: string, redirectUri: string): Promise<CodeExchange> {
-      const body = new URLSearchParams({ client_id: options.clientId, client_secret: options.clientSecret, code, redirect_uri: redirectUri });
+      const body = new URLSearchParams({
+        client_id: options.clientId,
+        client_secret: options.clientSecret,
+        code,
+        redirect_uri: redirectUri,
+      });
       const response = await send(`${web}/login/oauth/access_token`, {
         method: "POST",
         headers: { ...headers, accept: "application/json", "content-type": "application/x-www-form-urlencoded" },
@@ -66,9 +71,17 @@ export function createGitHubOAuthClient(options: GitHubOAuthClientOptions) {
       const parsed = exchangeSchema.safeParse(await response.json().catch(() => undefined));
       if (!parsed.success) return { ok: false, status: response.status };
       if ("error" in parsed.data) {
-        return { ok: false, error: parsed.data.error, ...(parsed.data.error_description ? { description: parsed.data.error_description } : {}) };
+        return {
+          ok: false,
+          error: parsed.data.error,
+          ...(parsed.data.error_description ? { description: parsed.data.error_description } : {}),
+        };
       }
-      return { ok: true, token: parsed.data.access_token, ...(parsed.data.expires_in === undefined ? {} : { expiresInSeconds: parsed.data.expires_in }) };
+      return {
+        ok: true,
+        token: parsed.data.access_token,
+        ...(parsed.data.expires_in === undefined ? {} : { expiresInSeconds: parsed.data.expires_in }),
+      };
     },
 
     async fetchUser(token: string): Promise<{ login: string; id: number } | { status?: number }> {
@@ -86,7 +99,9 @@ export function createGitHubOAuthClient(options: GitHubOAuthClientOptions) {
      * access, so it is "unknown", like a 5xx.
      */
     async repoAccess(token: string, owner: string, name: string): Promise<RepoAccess> {
-      const response = await send(`${api}/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}`, { headers: { ...headers, authorization: `Bearer ${token}` } });
+      const response = await send(`${api}/repos/${encodeURIComponent(owner)}/${encodeURIComponent(name)}`, {
+        headers: { ...headers, authorization: `Bearer ${token}` },
+      });
       if (!response) return { unknown: "network" };
       await response.body?.cancel().catch(() => undefined);
       if (response.status === 200) return "yes";

@@ -22,5 +22,9 @@ export function deriveAuthKeys(secret: string): AuthKeys {
     throw new Error(`the session secret must be at least ${MIN_SESSION_SECRET_LENGTH} characters long`);
   }
   const derive = (info: string): Buffer => Buffer.from(hkdfSync("sha256", secret, "harness web auth", info, 32));
-  return { sessionMac: derive("session-mac v1"), stateMac: derive("oauth-state-mac v1"), tokenKey: derive("user-token-aes-256-gcm v1") };
+  return {
+    sessionMac: derive("session-mac v1"),
+    stateMac: derive("oauth-state-mac v1"),
+    tokenKey: derive("user-token-aes-256-gcm v1"),
+  };
 }

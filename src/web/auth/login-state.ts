@@ -40,13 +40,23 @@ function sameNonce(nonce: string | undefined, digest: string): boolean {
 }
 
 export function createLoginState(key: Buffer, nonce: string, state: LoginState): string {
-  return signValue(key, PURPOSE, { j: state.id, n: nonceDigest(nonce).toString("base64url"), r: state.returnTo, exp: state.expiresAt });
+  return signValue(key, PURPOSE, {
+    j: state.id,
+    n: nonceDigest(nonce).toString("base64url"),
+    r: state.returnTo,
+    exp: state.expiresAt,
+  });
 }
 
 export type LoginStateProblem = "missing" | "invalid" | "expired" | "other-browser";
 
 /** The state, or why it is refused. Spent ids are the caller's to check. */
-export function readLoginState(key: Buffer, value: string | null, nonce: string | undefined, now: number): LoginState | LoginStateProblem {
+export function readLoginState(
+  key: Buffer,
+  value: string | null,
+  nonce: string | undefined,
+  now: number,
+): LoginState | LoginStateProblem {
   if (value === null || value === "") return "missing";
   const parsed = payloadSchema.safeParse(verifyValue(key, PURPOSE, value));
   if (!parsed.success) return "invalid";

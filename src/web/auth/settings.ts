@@ -27,19 +27,29 @@ export function webAuthSetupFromEnv(env: NodeJS.ProcessEnv, apiBaseUrl: string):
   const clientSecret = env["GITHUB_CLIENT_SECRET"] || undefined;
   const publicUrl = env["HARNESS_PUBLIC_URL"] || undefined;
   const sessionSecret = env["HARNESS_SESSION_SECRET"] || undefined;
-  if (!clientId && !clientSecret && !sessionSecret) return { enabled: false, reason: "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET are not set" };
+  if (!clientId && !clientSecret && !sessionSecret)
+    return { enabled: false, reason: "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET are not set" };
   if (!clientId || !clientSecret) {
-    throw new SettingsError(`${clientId ? "GITHUB_CLIENT_SECRET" : "GITHUB_CLIENT_ID"} is not set: sign-in to the run pages needs both the GitHub App's client id and client secret (the App's settings page, "Client secrets")`);
+    throw new SettingsError(
+      `${clientId ? "GITHUB_CLIENT_SECRET" : "GITHUB_CLIENT_ID"} is not set: sign-in to the run pages needs both the GitHub App's client id and client secret (the App's settings page, "Client secrets")`,
+    );
   }
   if (!publicUrl) {
-    if (sessionSecret) throw new SettingsError("HARNESS_SESSION_SECRET is set but HARNESS_PUBLIC_URL is not: sign-in needs the URL browsers reach Harness at (its /auth/callback is the GitHub App's callback URL)");
+    if (sessionSecret)
+      throw new SettingsError(
+        "HARNESS_SESSION_SECRET is set but HARNESS_PUBLIC_URL is not: sign-in needs the URL browsers reach Harness at (its /auth/callback is the GitHub App's callback URL)",
+      );
     return { enabled: false, reason: "HARNESS_PUBLIC_URL is not set" };
   }
   if (!sessionSecret) {
-    throw new SettingsError(`HARNESS_SESSION_SECRET is not set: the run pages need it to sign session cookies (at least ${MIN_SESSION_SECRET_LENGTH} characters, e.g. the output of \`openssl rand -hex 32\`)`);
+    throw new SettingsError(
+      `HARNESS_SESSION_SECRET is not set: the run pages need it to sign session cookies (at least ${MIN_SESSION_SECRET_LENGTH} characters, e.g. the output of \`openssl rand -hex 32\`)`,
+    );
   }
   if (sessionSecret.length < MIN_SESSION_SECRET_LENGTH) {
-    throw new SettingsError(`HARNESS_SESSION_SECRET is too short (${String(sessionSecret.length)} characters): use at least ${MIN_SESSION_SECRET_LENGTH}, e.g. the output of \`openssl rand -hex 32\``);
+    throw new SettingsError(
+      `HARNESS_SESSION_SECRET is too short (${String(sessionSecret.length)} characters): use at least ${MIN_SESSION_SECRET_LENGTH}, e.g. the output of \`openssl rand -hex 32\``,
+    );
   }
   let url: URL;
   try {
@@ -47,11 +57,26 @@ export function webAuthSetupFromEnv(env: NodeJS.ProcessEnv, apiBaseUrl: string):
   } catch {
     throw new SettingsError(`HARNESS_PUBLIC_URL is not a URL: "${publicUrl}"`);
   }
-  if (url.protocol !== "https:" && url.protocol !== "http:") throw new SettingsError(`HARNESS_PUBLIC_URL must start with https:// (or http:// for local use), got "${publicUrl}"`);
+  if (url.protocol !== "https:" && url.protocol !== "http:")
+    throw new SettingsError(
+      `HARNESS_PUBLIC_URL must start with https:// (or http:// for local use), got "${publicUrl}"`,
+    );
   if (url.pathname !== "/" || url.search !== "" || url.hash !== "") {
-    throw new SettingsError(`HARNESS_PUBLIC_URL must be an origin such as https://harness.example.com, without a path: the pages and /auth/callback are served at its root (got "${publicUrl}")`);
+    throw new SettingsError(
+      `HARNESS_PUBLIC_URL must be an origin such as https://harness.example.com, without a path: the pages and /auth/callback are served at its root (got "${publicUrl}")`,
+    );
   }
-  return { enabled: true, settings: { clientId, clientSecret, sessionSecret, publicUrl: url.origin, githubWebUrl: githubWebUrlFor(apiBaseUrl), apiBaseUrl } };
+  return {
+    enabled: true,
+    settings: {
+      clientId,
+      clientSecret,
+      sessionSecret,
+      publicUrl: url.origin,
+      githubWebUrl: githubWebUrlFor(apiBaseUrl),
+      apiBaseUrl,
+    },
+  };
 }
 
 /** The web root for an API base: `https://api.github.com` → `https://github.com`; GHES `<root>/api/v3` → `<root>`. */
@@ -60,6 +85,7 @@ export function githubWebUrlFor(apiBaseUrl: string): string {
   const url = new URL(api);
   if (url.hostname === "api.github.com") return "https://github.com";
   // GHE.com data residency: api.<sub>.ghe.com serves the API, <sub>.ghe.com the web.
-  if (url.hostname.startsWith("api.") && url.hostname.endsWith(".ghe.com")) return `${url.protocol}//${url.host.slice("api.".length)}`;
+  if (url.hostname.startsWith("api.") && url.hostname.endsWith(".ghe.com"))
+    return `${url.protocol}//${url.host.slice("api.".length)}`;
   return api.replace(/\/api\/v3$/, "");
 }

@@ -24,7 +24,10 @@ export function openToken(key: Buffer, sealed: string, context: string): string 
     const decipher = createDecipheriv("aes-256-gcm", key, bytes.subarray(0, IV_BYTES));
     decipher.setAAD(Buffer.from(context));
     decipher.setAuthTag(bytes.subarray(bytes.length - TAG_BYTES));
-    return Buffer.concat([decipher.update(bytes.subarray(IV_BYTES, bytes.length - TAG_BYTES)), decipher.final()]).toString("utf8");
+    return Buffer.concat([
+      decipher.update(bytes.subarray(IV_BYTES, bytes.length - TAG_BYTES)),
+      decipher.final(),
+    ]).toString("utf8");
   } catch {
     return undefined;
   }

@@ -1,5 +1,8 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
-export interface Viewer { login: string; id: number }
+export interface Viewer {
+  login: string;
+  id: number;
+}
 export interface WebAuth {
   /** Answers /auth/login, /auth/callback and /auth/logout; true when it answered. */
   handle(req: IncomingMessage, res: ServerResponse): Promise<boolean>;

@@ -19,7 +19,15 @@ export function addOrgSecret(world: FakeWorld, name: string, value: string, host
 }
 
 export function addSnapshot(world: FakeWorld, name: string, extra: Partial<FakeSnapshot> = {}): FakeSnapshot {
-  const snapshot: FakeSnapshot = { id: randomUUID(), name, state: "active", general: true, pendingPolls: 0, createdAt: Date.now(), ...extra };
+  const snapshot: FakeSnapshot = {
+    id: randomUUID(),
+    name,
+    state: "active",
+    general: true,
+    pendingPolls: 0,
+    createdAt: Date.now(),
+    ...extra,
+  };
   world.snapshots.set(snapshot.id, snapshot);
   return snapshot;
 }
@@ -38,7 +46,9 @@ function refreshState(sandbox: FakeSandbox): void {
 
 /** Live (not destroyed) sandbox by id or name. */
 export function findSandbox(world: FakeWorld, idOrName: string): FakeSandbox | undefined {
-  const sandbox = world.sandboxes.get(idOrName) ?? [...world.sandboxes.values()].find((s) => s.name === idOrName && s.state !== "destroyed");
+  const sandbox =
+    world.sandboxes.get(idOrName) ??
+    [...world.sandboxes.values()].find((s) => s.name === idOrName && s.state !== "destroyed");
   if (!sandbox || sandbox.state === "destroyed") return undefined;
   refreshState(sandbox);
   return sandbox;
@@ -116,13 +126,21 @@ function snapshotDto(snapshot: FakeSnapshot): Record<string, unknown> {
 
 function secretDto(secret: OrgSecret): Record<string, unknown> {
   const at = new Date(secret.createdAt).toISOString();
-  return { id: secret.id, name: secret.name, placeholder: secret.placeholder, hosts: secret.hosts, createdAt: at, updatedAt: at };
+  return {
+    id: secret.id,
+    name: secret.name,
+    placeholder: secret.placeholder,
+    hosts: secret.hosts,
+    createdAt: at,
+    updatedAt: at,
+  };
 }
 
 /** `secrets: [{ENV: secretName}, …]` → attached secrets; unknown names are a 400 (guess: text and status). */
 function resolveSecrets(ctx: RequestContext, value: unknown): AttachedSecret[] {
   if (value === undefined || value === null) return [];
-  if (!Array.isArray(value)) throw apiError(400, "secrets must be an array of {ENV_NAME: secretName} objects", ctx.path);
+  if (!Array.isArray(value))
+    throw apiError(400, "secrets must be an array of {ENV_NAME: secretName} objects", ctx.path);
   const attached: AttachedSecret[] = [];
   for (const item of value) {
     const map = stringMap(item);
@@ -146,7 +164,8 @@ function applySecretEnv(sandbox: FakeSandbox, previous: AttachedSecret[], next: 
 
 function intervalParam(ctx: RequestContext, raw: string | undefined): number {
   const value = Number(raw);
-  if (raw === undefined || !Number.isInteger(value)) throw apiError(400, `Validation failed (numeric string is expected)`, ctx.path);
+  if (raw === undefined || !Number.isInteger(value))
+    throw apiError(400, `Validation failed (numeric string is expected)`, ctx.path);
   return value;
 }
 
@@ -159,11 +178,17 @@ async function haltSandbox(sandbox: FakeSandbox): Promise<void> {
 async function createSandbox(ctx: RequestContext): Promise<void> {
   const { world, body } = ctx;
   if (!isRecord(body)) throw apiError(400, "request body must be a JSON object", ctx.path);
-  const snapshotName = str(body, "snapshot") ?? (body["buildInfo"] === undefined ? world.config.defaultSnapshot : undefined);
+  const snapshotName =
+    str(body, "snapshot") ?? (body["buildInfo"] === undefined ? world.config.defaultSnapshot : undefined);
   if (snapshotName !== undefined) {
     // Text and status from daytonaio/daytona apps/api sandbox.service.ts (BadRequestError).
     const snapshot = findSnapshot(world, snapshotName);
-    if (!snapshot) throw apiError(400, `Snapshot ${snapshotName} not found. Did you add it through the Daytona Dashboard?`, ctx.path);
+    if (!snapshot)
+      throw apiError(
+        400,
+        `Snapshot ${snapshotName} not found. Did you add it through the Daytona Dashboard?`,
+        ctx.path,
+      );
     if (snapshot.state !== "active") throw apiError(400, `Snapshot ${snapshotName} is ${snapshot.state}`, ctx.path);
   }
   const labels = body["labels"] === undefined ? {} : stringMap(body["labels"]);
@@ -273,7 +298,10 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
 
   if (seg[0] === "config" && seg.length === 1 && method === "GET") {
     // Only `sandbox.getMetrics()` reads this (for analyticsApiUrl). guess: field set trimmed to what the SDK reads.
-    sendJson(ctx.res, 200, { defaultSnapshot: world.config.defaultSnapshot, analyticsApiUrl: `${world.apiUrl}/analytics` });
+    sendJson(ctx.res, 200, {
+      defaultSnapshot: world.config.defaultSnapshot,
+      analyticsApiUrl: `${world.apiUrl}/analytics`,
+    });
     return true;
   }
 
@@ -319,11 +347,21 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
       sendJson(ctx.res, 200, { labels });
       return true;
     }
-    if (seg.length === 4 && method === "POST" && ["autostop", "autoarchive", "autodelete", "autopause", "ttl"].includes(action ?? "")) {
+    if (
+      seg.length === 4 &&
+      method === "POST" &&
+      ["autostop", "autoarchive", "autodelete", "autopause", "ttl"].includes(action ?? "")
+    ) {
       const value = intervalParam(ctx, seg[3]);
-      const key = ({ autostop: "autoStopInterval", autoarchive: "autoArchiveInterval", autodelete: "autoDeleteInterval", autopause: "autoPauseInterval", ttl: "ttlMinutes" } as const)[
-        action as "autostop" | "autoarchive" | "autodelete" | "autopause" | "ttl"
-      ];
+      const key = (
+        {
+          autostop: "autoStopInterval",
+          autoarchive: "autoArchiveInterval",
+          autodelete: "autoDeleteInterval",
+          autopause: "autoPauseInterval",
+          ttl: "ttlMinutes",
+        } as const
+      )[action as "autostop" | "autoarchive" | "autodelete" | "autopause" | "ttl"];
       sandbox.intervals[key] = value;
       sandbox.updatedAt = Date.now();
       sendJson(ctx.res, 200, toDto(world, sandbox, true)); // guess: the API answers with the DTO; the SDK ignores it
@@ -416,7 +454,12 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
       const value = str(body, "value");
       if (!name || value === undefined) throw apiError(400, "name and value are required", ctx.path);
       const hosts = field(body, "hosts");
-      const secret = addOrgSecret(world, name, value, Array.isArray(hosts) ? hosts.filter((h): h is string => typeof h === "string") : []);
+      const secret = addOrgSecret(
+        world,
+        name,
+        value,
+        Array.isArray(hosts) ? hosts.filter((h): h is string => typeof h === "string") : [],
+      );
       sendJson(ctx.res, 200, secretDto(secret));
       return true;
     }

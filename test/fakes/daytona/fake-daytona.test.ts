@@ -42,7 +42,10 @@ async function rejection(promise: Promise<unknown>): Promise<unknown> {
   throw new Error("expected a rejection");
 }
 
-function client(fake: FakeDaytona, extra: { apiKey?: string; requestTimeoutMs?: number; polling?: boolean } = {}): Daytona {
+function client(
+  fake: FakeDaytona,
+  extra: { apiKey?: string; requestTimeoutMs?: number; polling?: boolean } = {},
+): Daytona {
   return new Daytona({
     apiKey: extra.apiKey ?? fake.apiKey,
     apiUrl: fake.apiUrl,
@@ -104,7 +107,7 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     expect(state.secrets).toHaveLength(1);
     expect(state.secrets[0]?.placeholder).toMatch(/^dtn_secret_[0-9a-f]+$/);
     // The sandbox sees the placeholder, never the value; the value never crossed the wire.
-    const run = await created.process.executeCommand("printf %s \"$ANTHROPIC_API_KEY\"");
+    const run = await created.process.executeCommand('printf %s "$ANTHROPIC_API_KEY"');
     expect(run.result).toBe(state.secrets[0]?.placeholder);
     expect(fake.requestsMentioning(ORG_SECRET_VALUE)).toEqual([]);
     expect(created.env).toEqual({ PLAIN: "visible" });
@@ -161,7 +164,7 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     await sb.process.createSession("after-env");
     const after = await sb.process.executeSessionCommand("after-env", { command: "echo $NEWVAR" });
     expect(after.stdout).toBe("from-update-env\n");
-    const before = await sb.process.executeSessionCommand("before-env", { command: "echo \"[$NEWVAR]\"" });
+    const before = await sb.process.executeSessionCommand("before-env", { command: 'echo "[$NEWVAR]"' });
     expect(before.stdout).toBe("[]\n");
     await sb.updateEnv({}, { unset: ["NEWVAR"] });
     expect(fake.sandbox(sb.id).processEnv["NEWVAR"]).toBeUndefined();
@@ -216,11 +219,16 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     expect(await rejection(sb.git.checkoutBranch("repo", "no-such-branch"))).toBeInstanceOf(DaytonaNotFoundError);
 
     // The token appears in exactly the clone and push bodies, nowhere else.
-    expect(fake.requestsMentioning(GH_TOKEN).map((r) => r.path)).toEqual([`/toolbox/${sb.id}/git/clone`, `/toolbox/${sb.id}/git/push`]);
+    expect(fake.requestsMentioning(GH_TOKEN).map((r) => r.path)).toEqual([
+      `/toolbox/${sb.id}/git/clone`,
+      `/toolbox/${sb.id}/git/push`,
+    ]);
   });
 
   it("maps a bad token to DaytonaGitAuthFailedError (401) and a missing repo to 404", async () => {
-    const bad = await rejection(sb.git.clone(`${gitServer.url}/acme/widgets.git`, "bad-clone", undefined, undefined, "x-access-token", "wrong"));
+    const bad = await rejection(
+      sb.git.clone(`${gitServer.url}/acme/widgets.git`, "bad-clone", undefined, undefined, "x-access-token", "wrong"),
+    );
     expect(bad).toBeInstanceOf(DaytonaGitAuthFailedError);
     expect(bad).toBeInstanceOf(DaytonaAuthenticationError);
     expect((bad as DaytonaGitAuthFailedError).statusCode).toBe(401);
@@ -245,10 +253,14 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
 
   it("executeCommand merges stdout and stderr and honours cwd and env", async () => {
     await sb.fs.createFolder("exec-dir", "755");
-    const result = await sb.process.executeCommand("pwd; echo hi; echo oops >&2; echo $BAR; exit 2", "exec-dir", { BAR: "baz" });
+    const result = await sb.process.executeCommand("pwd; echo hi; echo oops >&2; echo $BAR; exit 2", "exec-dir", {
+      BAR: "baz",
+    });
     expect(result.exitCode).toBe(2);
     // Merged in arrival order; across two pipes that order is not guaranteed, so compare line sets.
-    expect(result.result.split("\n").sort()).toEqual(["", join(fake.sandbox(sb.id).workDir, "exec-dir"), "baz", "hi", "oops"].sort());
+    expect(result.result.split("\n").sort()).toEqual(
+      ["", join(fake.sandbox(sb.id).workDir, "exec-dir"), "baz", "hi", "oops"].sort(),
+    );
   });
 
   it("executeCommand timeout → DaytonaTimeoutError and the whole process group is really dead", async () => {
@@ -258,12 +270,17 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     const command = [...fake.sandbox(sb.id).commands.values()].find((c) => c.command.startsWith("sleep 30 &"));
     const pid = command?.pid;
     expect(pid).toBeDefined();
-    await eventually(() => pid !== undefined && !fake.isProcessAlive(pid) && fake.liveProcesses(sb.id).length === 0, "timed-out group to die");
+    await eventually(
+      () => pid !== undefined && !fake.isProcessAlive(pid) && fake.liveProcesses(sb.id).length === 0,
+      "timed-out group to die",
+    );
   });
 
   it("sync session exec returns separate stdout/stderr and the marker-framed output", async () => {
     await sb.process.createSession("sync");
-    const result = await sb.process.executeSessionCommand("sync", { command: "echo out1; echo err1 >&2; echo out2; exit 3" });
+    const result = await sb.process.executeSessionCommand("sync", {
+      command: "echo out1; echo err1 >&2; echo out2; exit 3",
+    });
     expect(result.exitCode).toBe(3);
     expect(result.stdout).toBe("out1\nout2\n");
     expect(result.stderr).toBe("err1\n");
@@ -320,12 +337,18 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
 
   it("deleteSession kills a running command's process group", async () => {
     await sb.process.createSession("doomed");
-    const { cmdId } = await sb.process.executeSessionCommand("doomed", { command: "sleep 30 & sleep 31", runAsync: true });
+    const { cmdId } = await sb.process.executeSessionCommand("doomed", {
+      command: "sleep 30 & sleep 31",
+      runAsync: true,
+    });
     const pid = fake.sandbox(sb.id).commands.get(cmdId)?.pid;
     expect(pid).toBeDefined();
     expect(pid !== undefined && fake.isProcessAlive(pid)).toBe(true);
     await sb.process.deleteSession("doomed");
-    await eventually(() => pid !== undefined && !fake.isProcessAlive(pid) && fake.liveProcesses(sb.id).length === 0, "session processes to die");
+    await eventually(
+      () => pid !== undefined && !fake.isProcessAlive(pid) && fake.liveProcesses(sb.id).length === 0,
+      "session processes to die",
+    );
     expect(await rejection(sb.process.getSession("doomed"))).toBeInstanceOf(DaytonaNotFoundError);
   });
 
@@ -372,7 +395,9 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     const count = fake.sandboxes.size;
     const error = await rejection(daytona.create({ snapshot: "no-such-snapshot" }));
     expect(error).toBeInstanceOf(DaytonaBadRequestError);
-    expect((error as Error).message).toBe("Snapshot no-such-snapshot not found. Did you add it through the Daytona Dashboard?");
+    expect((error as Error).message).toBe(
+      "Snapshot no-such-snapshot not found. Did you add it through the Daytona Dashboard?",
+    );
     expect(fake.sandboxes.size).toBe(count);
   });
 
@@ -386,7 +411,10 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
   });
 
   it("injects a 503 (DaytonaServiceUnavailableError), a reset the SDK retries, and a hang that times out", async () => {
-    const unavailable = fake.injectFault({ method: "GET", pathPattern: /\/work-dir$/, times: 1 }, { status: 503, body: { statusCode: 503, message: "upstream down" } });
+    const unavailable = fake.injectFault(
+      { method: "GET", pathPattern: /\/work-dir$/, times: 1 },
+      { status: 503, body: { statusCode: 503, message: "upstream down" } },
+    );
     expect(await rejection(sb.getWorkDir())).toBeInstanceOf(DaytonaServiceUnavailableError);
     expect(unavailable.hits).toBe(1);
     expect(await sb.getWorkDir()).toBe(fake.sandbox(sb.id).workDir);
@@ -423,7 +451,10 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
   it("streams a 20 MB flood over the WebSocket while retaining only a bounded tail", async () => {
     const total = 20 * 1024 * 1024;
     await sb.process.createSession("flood");
-    const { cmdId } = await sb.process.executeSessionCommand("flood", { command: `head -c ${String(total)} /dev/zero | tr '\\0' x; echo done >&2`, runAsync: true });
+    const { cmdId } = await sb.process.executeSessionCommand("flood", {
+      command: `head -c ${String(total)} /dev/zero | tr '\\0' x; echo done >&2`,
+      runAsync: true,
+    });
     let stdoutBytes = 0;
     let stderr = "";
     await sb.process.getSessionCommandLogs(
@@ -480,7 +511,10 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     const eventClient = client(fake, { polling: false });
     extraClients.push(eventClient);
     const created = await eventClient.create();
-    await eventually(() => fake.requests.some((r) => r.upgrade && r.path.startsWith("/api/socket.io") && r.status === 404), "socket.io upgrade refused");
+    await eventually(
+      () => fake.requests.some((r) => r.upgrade && r.path.startsWith("/api/socket.io") && r.status === 404),
+      "socket.io upgrade refused",
+    );
     await eventClient.delete(created);
     await eventClient[Symbol.asyncDispose]();
   });
@@ -506,9 +540,14 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     const builderClient = client(builder);
     extraClients.push(builderClient);
     const logs: string[] = [];
-    const snapshot = await builderClient.snapshot.create({ name: "slow-build", image: "node:22" }, { onLogs: (line) => logs.push(line) });
+    const snapshot = await builderClient.snapshot.create(
+      { name: "slow-build", image: "node:22" },
+      { onLogs: (line) => logs.push(line) },
+    );
     expect(snapshot.state).toBe("active");
-    expect(builder.requests.filter((r) => r.method === "GET" && r.path === "/api/snapshots/slow-build")).toHaveLength(1);
+    expect(builder.requests.filter((r) => r.method === "GET" && r.path === "/api/snapshots/slow-build")).toHaveLength(
+      1,
+    );
     expect(logs).toEqual(["Creating snapshot slow-build (pending)", "Created snapshot slow-build (active)"]);
     expect([...builder.snapshots.values()].find((s) => s.name === "slow-build")?.imageName).toBe("node:22");
   });
@@ -525,7 +564,10 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     expect(doomed.id).toBe(state.id); // the empty DELETE body left the SDK object intact
     expect(state.state).toBe("destroyed");
     expect(existsSync(state.dir)).toBe(false);
-    await eventually(() => pid !== undefined && !fake.isProcessAlive(pid) && fake.liveProcesses(doomed.id).length === 0, "deleted sandbox processes to die");
+    await eventually(
+      () => pid !== undefined && !fake.isProcessAlive(pid) && fake.liveProcesses(doomed.id).length === 0,
+      "deleted sandbox processes to die",
+    );
     const error = await rejection(daytona.get(doomed.id));
     expect(error).toBeInstanceOf(DaytonaNotFoundError);
     expect((error as Error).message).toBe(`Sandbox with ID or name ${doomed.id} not found`);

@@ -57,7 +57,8 @@ export class FaultRegistry {
       if (matcher.times !== undefined && entry.hits >= matcher.times) continue;
       if (matcher.method !== undefined && matcher.method.toUpperCase() !== method.toUpperCase()) continue;
       const pattern = matcher.pathPattern;
-      if (pattern !== undefined && !(typeof pattern === "string" ? path.includes(pattern) : pattern.test(path))) continue;
+      if (pattern !== undefined && !(typeof pattern === "string" ? path.includes(pattern) : pattern.test(path)))
+        continue;
       entry.hits += 1;
       return entry.fault;
     }

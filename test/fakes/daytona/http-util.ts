@@ -18,7 +18,10 @@ export interface RecordedRequest {
   /** Body text when it was not JSON (first 64 KiB), so a leak in a text body is still visible. */
   bodyText?: string;
   /** For `multipart/form-data` uploads: plain fields and the files (destination + size, never content). */
-  multipart?: { fields: Record<string, string>; files: { field: string; filename: string; destination: string; size: number }[] };
+  multipart?: {
+    fields: Record<string, string>;
+    files: { field: string; filename: string; destination: string; size: number }[];
+  };
   /** True for a WebSocket upgrade. */
   upgrade: boolean;
   /** Epoch ms when the request arrived (before injected latency). */
@@ -75,7 +78,12 @@ export function apiError(status: number, message: string, path: string): HttpErr
  * Sandbox-daemon error body: `{statusCode, message, code, source:'DAYTONA_DAEMON', timestamp, path, method}`.
  * The SDK picks a domain class from `source|code` (errors/DaytonaError.js CODE_TO_ERROR_CLASS), else by status.
  */
-export function daemonError(status: number, message: string, code: string | undefined, ctx: { path: string; method: string }): HttpError {
+export function daemonError(
+  status: number,
+  message: string,
+  code: string | undefined,
+  ctx: { path: string; method: string },
+): HttpError {
   return new HttpError(status, {
     statusCode: status,
     message,
@@ -90,7 +98,10 @@ export function daemonError(status: number, message: string, code: string | unde
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   if (res.headersSent || res.destroyed) return;
   const text = JSON.stringify(body);
-  res.writeHead(status, { "Content-Type": "application/json; charset=utf-8", "Content-Length": Buffer.byteLength(text) });
+  res.writeHead(status, {
+    "Content-Type": "application/json; charset=utf-8",
+    "Content-Length": Buffer.byteLength(text),
+  });
   res.end(text);
 }
 
@@ -110,7 +121,8 @@ export async function readBody(req: IncomingMessage): Promise<Buffer> {
   for await (const chunk of req) {
     const buf = Buffer.isBuffer(chunk) ? chunk : Buffer.from(String(chunk));
     size += buf.length;
-    if (size > MAX_BODY_BYTES) throw new HttpError(413, { statusCode: 413, message: "request body too large for the fake" });
+    if (size > MAX_BODY_BYTES)
+      throw new HttpError(413, { statusCode: 413, message: "request body too large for the fake" });
     chunks.push(buf);
   }
   return Buffer.concat(chunks);
@@ -164,11 +176,21 @@ export function stringMap(value: unknown): Record<string, string> | undefined {
  * Deviation (host safety): the fake's "sandbox" is a host directory, so any path outside the sandbox root is
  * refused with 403 FILE_ACCESS_DENIED instead of touching the host. A real sandbox would accept e.g. `/tmp/x`.
  */
-export function resolveSandboxPath(root: string, workDir: string, requested: string, ctx: { path: string; method: string }): string {
+export function resolveSandboxPath(
+  root: string,
+  workDir: string,
+  requested: string,
+  ctx: { path: string; method: string },
+): string {
   const target = isAbsolute(requested) ? resolve(requested) : resolve(workDir, requested);
   const rel = relative(root, target);
   if (rel === "" || (!rel.startsWith(`..${sep}`) && rel !== ".." && !isAbsolute(rel))) return target;
-  throw daemonError(403, `fake-daytona: path ${requested} is outside the sandbox root ${root}`, "FILE_ACCESS_DENIED", ctx);
+  throw daemonError(
+    403,
+    `fake-daytona: path ${requested} is outside the sandbox root ${root}`,
+    "FILE_ACCESS_DENIED",
+    ctx,
+  );
 }
 
 export function delay(ms: number): Promise<void> {

@@ -98,7 +98,14 @@ export class CommandOutput {
   private paused = false;
   private frameCounter = 0;
   private finished = false;
-  readonly stats: OutputStats = { stdoutBytes: 0, stderrBytes: 0, retainedBytes: 0, peakInFlightBytes: 0, pauses: 0, splitMarkers: 0 };
+  readonly stats: OutputStats = {
+    stdoutBytes: 0,
+    stderrBytes: 0,
+    retainedBytes: 0,
+    peakInFlightBytes: 0,
+    pauses: 0,
+    splitMarkers: 0,
+  };
 
   constructor(
     retentionBytes: number,
@@ -128,7 +135,9 @@ export class CommandOutput {
 
   /** `output` as the daemon returns it: the raw marker-framed log (SDK ≥ 0.167 gets markers in `output`). */
   output(): string {
-    return Buffer.concat(this.framed.list().flatMap((e) => [e.stream === "stdout" ? STDOUT_MARKER : STDERR_MARKER, e.data])).toString("utf8");
+    return Buffer.concat(
+      this.framed.list().flatMap((e) => [e.stream === "stdout" ? STDOUT_MARKER : STDERR_MARKER, e.data]),
+    ).toString("utf8");
   }
   stdoutText(): string {
     return Buffer.concat(this.stdout.list().map((e) => e.data)).toString("utf8");

@@ -10,7 +10,14 @@ import type { FakeConfig, FakeWorld, RequestContext } from "./context.js";
 import { addOrgSecret, addSnapshot, handleControlPlane } from "./control-plane.js";
 import { describeFault, FaultRegistry, type Fault, type FaultHandle, type FaultMatcher } from "./faults.js";
 import { delay, HttpError, parseJson, readBody, sendJson, type RecordedRequest } from "./http-util.js";
-import { isProcessAlive, killGroup, liveGroupMembers, type FakeSandbox, type FakeSnapshot, type OrgSecret } from "./state.js";
+import {
+  isProcessAlive,
+  killGroup,
+  liveGroupMembers,
+  type FakeSandbox,
+  type FakeSnapshot,
+  type OrgSecret,
+} from "./state.js";
 import { handleToolbox, toolboxSandbox } from "./toolbox.js";
 import { findLogsCommand, killSandboxProcesses, streamLogs } from "./toolbox-process.js";
 
@@ -143,7 +150,16 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     snapshotPendingPolls: options.snapshotPendingPolls ?? 0,
     defaultSnapshot: options.defaultSnapshot ?? "daytona-small",
   };
-  const world: FakeWorld = { config, rootDir, apiUrl: "", toolboxUrl: "", sandboxes: new Map(), snapshots: new Map(), secrets: new Map(), maxLiveSandboxes: 0 };
+  const world: FakeWorld = {
+    config,
+    rootDir,
+    apiUrl: "",
+    toolboxUrl: "",
+    sandboxes: new Map(),
+    snapshots: new Map(),
+    secrets: new Map(),
+    maxLiveSandboxes: 0,
+  };
   for (const name of [...DEFAULT_SNAPSHOTS, ...(options.snapshots ?? [])]) addSnapshot(world, name);
   for (const [name, value] of Object.entries(options.orgSecrets ?? {})) addOrgSecret(world, name, value);
 
@@ -211,10 +227,17 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
         else if (raw.length > 0) entry.bodyText = raw.subarray(0, 64 * 1024).toString("utf8");
         entry.body = body;
       }
-      if (isSocketIoPath(path)) throw new HttpError(404, { statusCode: 404, message: "fake-daytona: socket.io is not supported; use useDeprecatedPolling: true" });
+      if (isSocketIoPath(path))
+        throw new HttpError(404, {
+          statusCode: 404,
+          message: "fake-daytona: socket.io is not supported; use useDeprecatedPolling: true",
+        });
       if (!authorized(req)) throw new HttpError(401, UNAUTHORIZED);
 
-      const segments = path.split("/").filter((s) => s !== "").map(decodeURIComponent);
+      const segments = path
+        .split("/")
+        .filter((s) => s !== "")
+        .map(decodeURIComponent);
       const base = { world, req, res, method, path, query: url.searchParams, body, record: entry };
       let handled = false;
       if (segments[0] === "api") {
@@ -222,10 +245,15 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       } else if (segments[0] === "toolbox" && segments[1] !== undefined) {
         handled = await handleToolbox({ ...base, segments: segments.slice(2) }, segments[1]);
       }
-      if (!handled) throw new HttpError(404, { statusCode: 404, message: `fake-daytona: no route for ${method} ${path}` });
+      if (!handled)
+        throw new HttpError(404, { statusCode: 404, message: `fake-daytona: no route for ${method} ${path}` });
     } catch (error) {
       if (error instanceof HttpError) sendJson(res, error.status, error.body);
-      else sendJson(res, 500, { statusCode: 500, message: `fake-daytona internal error: ${error instanceof Error ? error.message : String(error)}` });
+      else
+        sendJson(res, 500, {
+          statusCode: 500,
+          message: `fake-daytona internal error: ${error instanceof Error ? error.message : String(error)}`,
+        });
     }
   };
 
@@ -261,20 +289,32 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       await delay(fault.delayMs);
     }
     if (isSocketIoPath(url.pathname)) {
-      refuse(404, { statusCode: 404, message: "fake-daytona: socket.io is not supported; use useDeprecatedPolling: true" });
+      refuse(404, {
+        statusCode: 404,
+        message: "fake-daytona: socket.io is not supported; use useDeprecatedPolling: true",
+      });
       return;
     }
     if (!authorized(req)) {
       refuse(401, UNAUTHORIZED);
       return;
     }
-    const segments = url.pathname.split("/").filter((s) => s !== "").map(decodeURIComponent);
+    const segments = url.pathname
+      .split("/")
+      .filter((s) => s !== "")
+      .map(decodeURIComponent);
     let command;
     try {
-      if (segments[0] !== "toolbox" || segments[1] === undefined) throw new HttpError(404, { statusCode: 404, message: `fake-daytona: no WebSocket route ${url.pathname}` });
+      if (segments[0] !== "toolbox" || segments[1] === undefined)
+        throw new HttpError(404, { statusCode: 404, message: `fake-daytona: no WebSocket route ${url.pathname}` });
       const sandbox = toolboxSandbox({ world, path: url.pathname }, segments[1]);
       command = findLogsCommand(sandbox, segments.slice(2));
-      if (!command) throw new HttpError(404, { statusCode: 404, message: `fake-daytona: no command log at ${url.pathname}`, source: "DAYTONA_DAEMON" });
+      if (!command)
+        throw new HttpError(404, {
+          statusCode: 404,
+          message: `fake-daytona: no command log at ${url.pathname}`,
+          source: "DAYTONA_DAEMON",
+        });
     } catch (error) {
       if (error instanceof HttpError) refuse(error.status, error.body);
       else refuse(500, { statusCode: 500, message: String(error) });
@@ -350,7 +390,15 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     addSnapshot: (name) => addSnapshot(world, name),
     addOrgSecret: (name, value, hosts) => addOrgSecret(world, name, value, hosts),
     requestsMentioning: (text) =>
-      requests.filter((r) => JSON.stringify({ url: r.url, headers: r.headers, body: r.body, bodyText: r.bodyText, multipart: r.multipart }).includes(text)),
+      requests.filter((r) =>
+        JSON.stringify({
+          url: r.url,
+          headers: r.headers,
+          body: r.body,
+          bodyText: r.bodyText,
+          multipart: r.multipart,
+        }).includes(text),
+      ),
     close: async () => {
       if (closed) return;
       closed = true;
@@ -363,7 +411,11 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       for (const client of wss.clients) client.terminate();
       for (const socket of upgradeSockets) socket.destroy();
       server.closeAllConnections();
-      await new Promise<void>((resolve) => server.close(() => { resolve(); }));
+      await new Promise<void>((resolve) =>
+        server.close(() => {
+          resolve();
+        }),
+      );
       wss.close();
       await rm(rootDir, { recursive: true, force: true });
     },

@@ -8,7 +8,8 @@ import type { ToolboxContext } from "./context.js";
 import { daemonError, HttpError, resolveSandboxPath, sendEmpty, sendJson, stringArray } from "./http-util.js";
 
 function sandboxPath(ctx: ToolboxContext, requested: string | null | undefined): string {
-  if (requested === null || requested === undefined || requested === "") throw daemonError(400, "path is required", "INVALID_FILE_PATH", ctx);
+  if (requested === null || requested === undefined || requested === "")
+    throw daemonError(400, "path is required", "INVALID_FILE_PATH", ctx);
   return resolveSandboxPath(ctx.sandbox.dir, ctx.sandbox.workDir, requested, ctx);
 }
 
@@ -136,7 +137,8 @@ async function bulkDownload(ctx: ToolboxContext): Promise<void> {
   const boundary = `fake-daytona-${randomBytes(12).toString("hex")}`;
   const parts: { head: string; file?: string; body?: Buffer }[] = [];
   for (const requested of paths) {
-    const disposition = (name: string) => `Content-Disposition: form-data; name="${name}"; filename="${quote(requested)}"`;
+    const disposition = (name: string) =>
+      `Content-Disposition: form-data; name="${name}"; filename="${quote(requested)}"`;
     let failure: HttpError | undefined;
     let target = "";
     let info: Stats | undefined;
@@ -149,9 +151,15 @@ async function bulkDownload(ctx: ToolboxContext): Promise<void> {
     }
     if (failure || !info) {
       const body = Buffer.from(JSON.stringify(failure?.body ?? {}));
-      parts.push({ head: `${disposition("error")}\r\nContent-Type: application/json\r\nContent-Length: ${String(body.length)}`, body });
+      parts.push({
+        head: `${disposition("error")}\r\nContent-Type: application/json\r\nContent-Length: ${String(body.length)}`,
+        body,
+      });
     } else {
-      parts.push({ head: `${disposition("file")}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${String(info.size)}`, file: target });
+      parts.push({
+        head: `${disposition("file")}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${String(info.size)}`,
+        file: target,
+      });
     }
   }
   ctx.res.writeHead(200, { "Content-Type": `multipart/form-data; boundary=${boundary}` });
@@ -179,7 +187,8 @@ export async function handleFiles(ctx: ToolboxContext): Promise<boolean> {
     case "POST folder": {
       const target = sandboxPath(ctx, query.get("path"));
       const mode = query.get("mode");
-      if (!mode || !/^[0-7]{3,4}$/.test(mode)) throw daemonError(400, "mode is required (octal, e.g. 755)", undefined, ctx); // guess: text
+      if (!mode || !/^[0-7]{3,4}$/.test(mode))
+        throw daemonError(400, "mode is required (octal, e.g. 755)", undefined, ctx); // guess: text
       await mkdir(target, { recursive: true, mode: Number.parseInt(mode, 8) });
       await chmod(target, Number.parseInt(mode, 8));
       sendEmpty(ctx.res, 201);
@@ -193,7 +202,8 @@ export async function handleFiles(ctx: ToolboxContext): Promise<boolean> {
       const mode = query.get("mode");
       if (mode !== null && !/^[0-7]{3,4}$/.test(mode)) throw daemonError(400, `invalid mode: ${mode}`, undefined, ctx); // guess: text
       // Every fake sandbox runs as the test's own user, so ownership is not modelled: say so rather than pretend.
-      if (query.get("owner") !== null || query.get("group") !== null) throw daemonError(501, "fake-daytona: changing owner or group is not modelled", undefined, ctx);
+      if (query.get("owner") !== null || query.get("group") !== null)
+        throw daemonError(501, "fake-daytona: changing owner or group is not modelled", undefined, ctx);
       if (mode !== null) await chmod(target, Number.parseInt(mode, 8));
       sendEmpty(ctx.res, 200); // guess: status and empty body
       return true;
@@ -228,7 +238,8 @@ export async function handleFiles(ctx: ToolboxContext): Promise<boolean> {
       const requested = query.get("path");
       const target = sandboxPath(ctx, requested);
       const info = await statOrNotFound(ctx, target, requested ?? "");
-      if (target === ctx.sandbox.dir) throw daemonError(403, "refusing to delete the sandbox root", "FILE_ACCESS_DENIED", ctx);
+      if (target === ctx.sandbox.dir)
+        throw daemonError(403, "refusing to delete the sandbox root", "FILE_ACCESS_DENIED", ctx);
       if (info.isDirectory() && query.get("recursive") !== "true") {
         throw daemonError(400, `${requested ?? ""} is a directory; pass recursive=true`, undefined, ctx); // guess
       }

@@ -1,6 +1,16 @@
 import { spawn } from "node:child_process";
 import type { ToolboxContext } from "./context.js";
-import { bool, daemonError, HttpError, num, resolveSandboxPath, sendEmpty, sendJson, str, stringArray } from "./http-util.js";
+import {
+  bool,
+  daemonError,
+  HttpError,
+  num,
+  resolveSandboxPath,
+  sendEmpty,
+  sendJson,
+  str,
+  stringArray,
+} from "./http-util.js";
 import type { FakeSandbox } from "./state.js";
 
 interface GitResult {
@@ -18,7 +28,11 @@ interface Credentials {
  * Environment for the fake daemon's own git runs: no user/system config, never a prompt (a prompt would hang the
  * request), `HOME` inside the sandbox.
  */
-function gitEnv(ctx: ToolboxContext, config: [string, string][], extra: Record<string, string> = {}): Record<string, string> {
+function gitEnv(
+  ctx: ToolboxContext,
+  config: [string, string][],
+  extra: Record<string, string> = {},
+): Record<string, string> {
   const env: Record<string, string> = {
     PATH: ctx.world.config.baseEnv["PATH"] ?? process.env["PATH"] ?? "/usr/bin:/bin",
     HOME: ctx.sandbox.homeDir,
@@ -49,11 +63,20 @@ function authConfig(credentials: Credentials): [string, string][] {
   return [["http.extraHeader", `Authorization: Basic ${basic}`]];
 }
 
-function runGit(ctx: ToolboxContext, args: string[], options: { config?: [string, string][]; env?: Record<string, string> } = {}): Promise<GitResult> {
+function runGit(
+  ctx: ToolboxContext,
+  args: string[],
+  options: { config?: [string, string][]; env?: Record<string, string> } = {},
+): Promise<GitResult> {
   const sandbox: FakeSandbox = ctx.sandbox;
   return new Promise((resolve) => {
     // Detached, like commands, so delete/close can kill a hung git (e.g. a remote that never answers) by group.
-    const child = spawn("git", args, { cwd: sandbox.dir, env: gitEnv(ctx, options.config ?? [], options.env), stdio: ["ignore", "pipe", "pipe"], detached: true });
+    const child = spawn("git", args, {
+      cwd: sandbox.dir,
+      env: gitEnv(ctx, options.config ?? [], options.env),
+      stdio: ["ignore", "pipe", "pipe"],
+      detached: true,
+    });
     if (child.pid !== undefined) sandbox.processes.set(child.pid, child);
     const out: Buffer[] = [];
     const err: Buffer[] = [];
@@ -64,12 +87,27 @@ function runGit(ctx: ToolboxContext, args: string[], options: { config?: [string
     });
     child.on("close", (code, signal) => {
       if (child.pid !== undefined) sandbox.processes.delete(child.pid);
-      resolve({ code: code ?? (signal ? 128 : -1), stdout: Buffer.concat(out).toString("utf8"), stderr: Buffer.concat(err).toString("utf8") });
+      resolve({
+        code: code ?? (signal ? 128 : -1),
+        stdout: Buffer.concat(out).toString("utf8"),
+        stderr: Buffer.concat(err).toString("utf8"),
+      });
     });
   });
 }
 
-type GitOp = "clone" | "push" | "pull" | "checkout" | "branch-create" | "branch-delete" | "add" | "commit" | "status" | "branches" | "init";
+type GitOp =
+  | "clone"
+  | "push"
+  | "pull"
+  | "checkout"
+  | "branch-create"
+  | "branch-delete"
+  | "add"
+  | "commit"
+  | "status"
+  | "branches"
+  | "init";
 
 /**
  * Maps a failed git run to the daemon's HTTP status and code (daemon v0.190 mapping: auth → 401, authorization →
@@ -84,24 +122,43 @@ function gitFailure(ctx: ToolboxContext, op: GitOp, result: GitResult, credentia
   if (credentials.password) text = text.split(credentials.password).join("***");
   const message = `git ${op} failed: ${text}`;
   const fail = (status: number, code?: string): HttpError => daemonError(status, message, code, ctx);
-  if (/Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP Basic: Access denied|returned error: 401|Invalid username or (password|token)/i.test(text)) {
+  if (
+    /Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP Basic: Access denied|returned error: 401|Invalid username or (password|token)/i.test(
+      text,
+    )
+  ) {
     return fail(401, "GIT_AUTH_FAILED");
   }
   if (/returned error: 403|Permission to .* denied/i.test(text)) return fail(403);
-  if (/\[remote rejected\]|pre-receive hook declined|protected branch|GH006|GH013/i.test(text)) return fail(422, "GIT_REMOTE_REJECTED");
-  if (/non-fast-forward|\[rejected\]|fetch first|Updates were rejected/i.test(text)) return fail(409, "GIT_PUSH_REJECTED");
-  if (/Remote branch .* not found|did not match any file\(s\) known to git|invalid reference|src refspec .* does not match any|branch '.*' not found|not a valid branch name/i.test(text)) {
+  if (/\[remote rejected\]|pre-receive hook declined|protected branch|GH006|GH013/i.test(text))
+    return fail(422, "GIT_REMOTE_REJECTED");
+  if (/non-fast-forward|\[rejected\]|fetch first|Updates were rejected/i.test(text))
+    return fail(409, "GIT_PUSH_REJECTED");
+  if (
+    /Remote branch .* not found|did not match any file\(s\) known to git|invalid reference|src refspec .* does not match any|branch '.*' not found|not a valid branch name/i.test(
+      text,
+    )
+  ) {
     return op === "add" ? fail(404) : fail(404, "GIT_BRANCH_NOT_FOUND");
   }
-  if (/repository '.*' not found|Repository not found|does not appear to be a git repository|repository '.*' does not exist|returned error: 404/i.test(text)) {
+  if (
+    /repository '.*' not found|Repository not found|does not appear to be a git repository|repository '.*' does not exist|returned error: 404/i.test(
+      text,
+    )
+  ) {
     return fail(404, "GIT_REPO_NOT_FOUND");
   }
   if (/not a git repository|cannot change to|pathspec .* did not match/i.test(text)) return fail(404);
-  if (/would be overwritten by checkout|Please commit your changes or stash them/i.test(text)) return fail(409, "GIT_DIRTY_WORKTREE");
+  if (/would be overwritten by checkout|Please commit your changes or stash them/i.test(text))
+    return fail(409, "GIT_DIRTY_WORKTREE");
   if (/CONFLICT|Automatic merge failed/.test(text)) return fail(409, "GIT_MERGE_CONFLICT");
   if (op === "branch-create" && /already exists/i.test(text)) return fail(409, "GIT_BRANCH_EXISTS");
   if (/already exists|checked out at/i.test(text)) return fail(409);
-  if (/Could not resolve host|Failed to connect|Connection refused|Connection timed out|SSL certificate problem|unable to access/i.test(text)) {
+  if (
+    /Could not resolve host|Failed to connect|Connection refused|Connection timed out|SSL certificate problem|unable to access/i.test(
+      text,
+    )
+  ) {
     return fail(502, "GIT_TRANSPORT_FAILED");
   }
   return fail(500);
@@ -162,7 +219,12 @@ function parseStatus(raw: string): unknown {
         extra = tokens[i + 1] ?? "";
         i += 1;
       }
-      fileStatus.push({ name, staging: STATUS_NAMES[xy[0] ?? "."] ?? "Unmodified", worktree: STATUS_NAMES[xy[1] ?? "."] ?? "Unmodified", extra });
+      fileStatus.push({
+        name,
+        staging: STATUS_NAMES[xy[0] ?? "."] ?? "Unmodified",
+        worktree: STATUS_NAMES[xy[1] ?? "."] ?? "Unmodified",
+        extra,
+      });
     }
   }
   return {
@@ -231,7 +293,10 @@ export async function handleGit(ctx: ToolboxContext): Promise<boolean> {
       const result = await runGit(ctx, ["-C", dir, "for-each-ref", "--format=%(refname:short)", "refs/heads/"]);
       if (result.code !== 0) throw gitFailure(ctx, "branches", result);
       const current = await currentBranch(ctx, dir);
-      sendJson(ctx.res, 200, { branches: result.stdout.split("\n").filter((line) => line !== ""), ...(current ? { current } : {}) });
+      sendJson(ctx.res, 200, {
+        branches: result.stdout.split("\n").filter((line) => line !== ""),
+        ...(current ? { current } : {}),
+      });
       return true;
     }
     case "DELETE branches": {
@@ -268,12 +333,21 @@ export async function handleGit(ctx: ToolboxContext): Promise<boolean> {
       const email = str(body, "email") ?? "";
       const allowEmpty = bool(body, "allow_empty") === true;
       // go-git signs both author and committer with the request's author/email.
-      const identity = { GIT_AUTHOR_NAME: author, GIT_AUTHOR_EMAIL: email, GIT_COMMITTER_NAME: author, GIT_COMMITTER_EMAIL: email };
+      const identity = {
+        GIT_AUTHOR_NAME: author,
+        GIT_AUTHOR_EMAIL: email,
+        GIT_COMMITTER_NAME: author,
+        GIT_COMMITTER_EMAIL: email,
+      };
       const args = ["-C", dir, "commit", "--quiet", "--no-verify", "-m", message];
       if (allowEmpty) args.push("--allow-empty");
       const result = await runGit(ctx, args, { env: identity });
       if (result.code !== 0) {
-        if (/nothing to commit|nothing added to commit|no changes added to commit/i.test(`${result.stdout}${result.stderr}`)) {
+        if (
+          /nothing to commit|nothing added to commit|no changes added to commit/i.test(
+            `${result.stdout}${result.stderr}`,
+          )
+        ) {
           // Daemon v0.190: go-git ErrEmptyCommit → HTTP 500 with go-git's text (code: none, guess).
           throw daemonError(500, "cannot create empty commit: clean working tree", undefined, ctx);
         }
@@ -295,7 +369,14 @@ export async function handleGit(ctx: ToolboxContext): Promise<boolean> {
       // refs/heads/<current>:refs/heads/<current> to origin; `branch`/`remote`/`set_upstream` are newer).
       const args =
         op === "push"
-          ? ["-C", dir, "push", ...(bool(body, "set_upstream") === true ? ["--set-upstream"] : []), remote, `refs/heads/${branch}:refs/heads/${branch}`]
+          ? [
+              "-C",
+              dir,
+              "push",
+              ...(bool(body, "set_upstream") === true ? ["--set-upstream"] : []),
+              remote,
+              `refs/heads/${branch}:refs/heads/${branch}`,
+            ]
           : ["-C", dir, "pull", "--no-rebase", "--no-edit", remote, branch];
       const result = await runGit(ctx, args, { config: authConfig(credentials) });
       if (result.code !== 0) throw gitFailure(ctx, op, result, credentials);
@@ -312,7 +393,13 @@ export async function handleGit(ctx: ToolboxContext): Promise<boolean> {
     case "POST init": {
       const dir = repoPath(ctx, str(body, "path"));
       const initialBranch = str(body, "initial_branch");
-      const args = ["init", "--quiet", ...(bool(body, "bare") === true ? ["--bare"] : []), ...(initialBranch ? [`--initial-branch=${initialBranch}`] : []), dir];
+      const args = [
+        "init",
+        "--quiet",
+        ...(bool(body, "bare") === true ? ["--bare"] : []),
+        ...(initialBranch ? [`--initial-branch=${initialBranch}`] : []),
+        dir,
+      ];
       const result = await runGit(ctx, args);
       if (result.code !== 0) throw gitFailure(ctx, "init", result);
       sendEmpty(ctx.res, 200);

@@ -116,7 +116,11 @@ function sessionJson(session: FakeSession): unknown {
 }
 
 function commandJson(command: FakeCommand): unknown {
-  return { id: command.id, command: command.command, ...(command.exitCode === undefined ? {} : { exitCode: command.exitCode }) };
+  return {
+    id: command.id,
+    command: command.command,
+    ...(command.exitCode === undefined ? {} : { exitCode: command.exitCode }),
+  };
 }
 
 /** `/process/...` routes. Returns false when the route is not a process route. */
@@ -132,7 +136,12 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
     const cwd = cwdRequested ? resolveSandboxPath(sandbox.dir, sandbox.workDir, cwdRequested, ctx) : sandbox.workDir;
     const envs = stringMap(field(body, "envs"));
     const timeout = num(body, "timeout");
-    const command = startCommand(world, sandbox, { command: commandText, cwd, env: commandEnv(sandbox.processEnv, envs), stdin: false });
+    const command = startCommand(world, sandbox, {
+      command: commandText,
+      cwd,
+      env: commandEnv(sandbox.processEnv, envs),
+      stdin: false,
+    });
     // An object, not a `let`: the flag flips inside the timer callback.
     const deadline = { hit: false };
     // v0.190 applies no timeout when none (or 0) is given, despite the OpenAPI text "defaults to 10 seconds".
@@ -231,7 +240,11 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
       return true;
     }
     if (seg[5] === "logs" && seg.length === 6 && method === "GET") {
-      sendJson(ctx.res, 200, { output: command.output.output(), stdout: command.output.stdoutText(), stderr: command.output.stderrText() });
+      sendJson(ctx.res, 200, {
+        output: command.output.output(),
+        stdout: command.output.stdoutText(),
+        stderr: command.output.stderrText(),
+      });
       return true;
     }
     if (seg[5] === "input" && seg.length === 6 && method === "POST") {
@@ -250,7 +263,13 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
 
 /** Finds the command a logs WebSocket asks for: `/process/session/{sid}/command/{cid}/logs`. */
 export function findLogsCommand(sandbox: FakeSandbox, segments: string[]): FakeCommand | undefined {
-  if (segments.length !== 6 || segments[0] !== "process" || segments[1] !== "session" || segments[3] !== "command" || segments[5] !== "logs") {
+  if (
+    segments.length !== 6 ||
+    segments[0] !== "process" ||
+    segments[1] !== "session" ||
+    segments[3] !== "command" ||
+    segments[5] !== "logs"
+  ) {
     return undefined;
   }
   const session = sandbox.sessions.get(segments[2] ?? "");

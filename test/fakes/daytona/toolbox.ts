@@ -12,9 +12,14 @@ import { handleProcess } from "./toolbox-process.js";
  */
 export function toolboxSandbox(ctx: Pick<RequestContext, "world" | "path">, sandboxId: string): FakeSandbox {
   const sandbox = findSandbox(ctx.world, sandboxId);
-  if (!sandbox) throw new HttpError(404, { statusCode: 404, message: `Sandbox ${sandboxId} not found`, source: "DAYTONA_PROXY" });
+  if (!sandbox)
+    throw new HttpError(404, { statusCode: 404, message: `Sandbox ${sandboxId} not found`, source: "DAYTONA_PROXY" });
   if (sandbox.state !== "started") {
-    throw new HttpError(409, { statusCode: 409, message: `Sandbox ${sandboxId} is not started (state: ${sandbox.state})`, source: "DAYTONA_PROXY" });
+    throw new HttpError(409, {
+      statusCode: 409,
+      message: `Sandbox ${sandboxId} is not started (state: ${sandbox.state})`,
+      source: "DAYTONA_PROXY",
+    });
   }
   return sandbox;
 }
@@ -27,10 +32,20 @@ function updateEnv(ctx: ToolboxContext): void {
   const set = field(body, "set") === undefined ? {} : stringMap(field(body, "set"));
   const unset = field(body, "unset") === undefined ? [] : stringArray(body, "unset");
   const prefix = str(body, "unsetValuePrefix");
-  if (!set || !unset) throw new HttpError(400, { statusCode: 400, message: "set must map strings to strings and unset must list names", source: "DAYTONA_DAEMON" });
+  if (!set || !unset)
+    throw new HttpError(400, {
+      statusCode: 400,
+      message: "set must map strings to strings and unset must list names",
+      source: "DAYTONA_DAEMON",
+    });
   for (const name of [...Object.keys(set), ...unset]) {
     // guess: the daemon rejects names the OS cannot hold (it may accept more than a shell can `export`).
-    if (!ENV_NAME.test(name)) throw new HttpError(400, { statusCode: 400, message: `invalid environment variable name: ${JSON.stringify(name)}`, source: "DAYTONA_DAEMON" });
+    if (!ENV_NAME.test(name))
+      throw new HttpError(400, {
+        statusCode: 400,
+        message: `invalid environment variable name: ${JSON.stringify(name)}`,
+        source: "DAYTONA_DAEMON",
+      });
   }
   // Order per the toolbox model docs: unset, then the value-prefix sweep (sparing keys of `set`), then set.
   for (const name of unset) Reflect.deleteProperty(sandbox.processEnv, name);

@@ -1,6 +1,15 @@
 import { verify } from "node:crypto";
 import { githubError, HttpError, notFound, type ApiContext } from "./http.js";
-import { levelCovers, type AppRecord, type FakeGitHubState, type InstallationRecord, type PermissionLevel, type Permissions, type RepoRecord, type TokenRecord } from "./state.js";
+import {
+  levelCovers,
+  type AppRecord,
+  type FakeGitHubState,
+  type InstallationRecord,
+  type PermissionLevel,
+  type Permissions,
+  type RepoRecord,
+  type TokenRecord,
+} from "./state.js";
 
 /*
  * Who is calling, and what they may do. GitHub Apps have two credentials: the app's own JWT
@@ -28,7 +37,10 @@ export function credentialFromHeader(header: string | undefined): string | undef
 }
 
 /** The live token record for `value`, or `undefined` when GitHub would answer "Bad credentials". */
-export function liveToken(state: FakeGitHubState, value: string): { token: TokenRecord; installation: InstallationRecord; app: AppRecord } | undefined {
+export function liveToken(
+  state: FakeGitHubState,
+  value: string,
+): { token: TokenRecord; installation: InstallationRecord; app: AppRecord } | undefined {
   const token = state.tokens.get(value);
   if (!token || token.revoked || token.expiresAt <= state.now()) return undefined;
   const installation = state.installations.get(token.installationId);
@@ -90,12 +102,18 @@ export function verifyAppJwt(state: FakeGitHubState, jwt: string): AppRecord {
   const exp = numberClaim(claims, "exp");
   const iat = numberClaim(claims, "iat");
   if (exp === undefined || exp <= now) {
-    throw githubError(401, "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires");
+    throw githubError(
+      401,
+      "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+    );
   }
   // guess: a minute of tolerance on both sides, as for clock drift; GitHub documents the 10-minute maximum.
   if (exp > now + 600 + 60) throw githubError(401, "'Expiration time' claim ('exp') is too far in the future");
   if (iat === undefined || iat > now + 60) {
-    throw githubError(401, "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued");
+    throw githubError(
+      401,
+      "'Issued at' claim ('iat') must be an Integer representing the time that the assertion was issued",
+    );
   }
   return app;
 }
@@ -131,7 +149,12 @@ export function tokenHas(permissions: Permissions, need: PermissionNeed): boolea
  * then the credential must reach it, then hold one of `anyOf` (metadata:read is implicit, so
  * an empty list only needs access). Public repositories are readable by anyone.
  */
-export function authorizeRepo(ctx: ApiContext, repo: RepoRecord | undefined, anyOf: readonly PermissionNeed[], access: "read" | "write"): RepoRecord {
+export function authorizeRepo(
+  ctx: ApiContext,
+  repo: RepoRecord | undefined,
+  anyOf: readonly PermissionNeed[],
+  access: "read" | "write",
+): RepoRecord {
   if (!repo) throw notFound();
   const { credential } = ctx;
   if (credential.kind === "none") {

@@ -41,10 +41,18 @@ export class GitCommandError extends Error {
 }
 
 /** Runs git in `cwd` and returns stdout as bytes; rejects with stderr on a non-zero exit. */
-export function runGit(cwd: string, args: readonly string[], options: { input?: Buffer | string; env?: Record<string, string> } = {}): Promise<Buffer> {
+export function runGit(
+  cwd: string,
+  args: readonly string[],
+  options: { input?: Buffer | string; env?: Record<string, string> } = {},
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     const { input } = options;
-    const child = spawn("git", args, { cwd, env: isolatedGitEnv({ ...IDENTITY, ...options.env }), stdio: ["pipe", "pipe", "pipe"] });
+    const child = spawn("git", args, {
+      cwd,
+      env: isolatedGitEnv({ ...IDENTITY, ...options.env }),
+      stdio: ["pipe", "pipe", "pipe"],
+    });
     const out: Buffer[] = [];
     const err: Buffer[] = [];
     child.stdout.on("data", (chunk: Buffer) => out.push(chunk));
@@ -61,7 +69,11 @@ export function runGit(cwd: string, args: readonly string[], options: { input?: 
   });
 }
 
-async function gitText(cwd: string, args: readonly string[], options: { input?: Buffer | string; env?: Record<string, string> } = {}): Promise<string> {
+async function gitText(
+  cwd: string,
+  args: readonly string[],
+  options: { input?: Buffer | string; env?: Record<string, string> } = {},
+): Promise<string> {
   return (await runGit(cwd, args, options)).toString("utf8").trim();
 }
 
@@ -104,7 +116,13 @@ export async function countCommitsBetween(bareDir: string, base: string, head: s
  * `null` content deletes the path. A branch that does not exist yet starts from `startFrom`
  * (a revision), or from nothing. Returns the new commit.
  */
-export async function commitFiles(bareDir: string, branch: string, files: Record<string, string | Buffer | null>, message: string, startFrom?: string): Promise<string> {
+export async function commitFiles(
+  bareDir: string,
+  branch: string,
+  files: Record<string, string | Buffer | null>,
+  message: string,
+  startFrom?: string,
+): Promise<string> {
   const scratch = await mkdtemp(join(tmpdir(), "fake-github-index-"));
   const env = { GIT_INDEX_FILE: join(scratch, "index") };
   try {
@@ -141,8 +159,7 @@ export interface TreeEntry {
 }
 
 export type PathContent =
-  | { type: "blob"; sha: string; content: Buffer }
-  | { type: "tree"; sha: string; entries: TreeEntry[] };
+  { type: "blob"; sha: string; content: Buffer } | { type: "tree"; sha: string; entries: TreeEntry[] };
 
 /** A file or directory at `commit:path`, or `undefined` when the path does not exist there. */
 export async function readPath(bareDir: string, commit: string, path: string): Promise<PathContent | undefined> {
@@ -150,7 +167,9 @@ export async function readPath(bareDir: string, commit: string, path: string): P
   let type: string;
   let sha: string;
   try {
-    [type, sha] = (await gitText(bareDir, ["cat-file", "--batch-check=%(objecttype) %(objectname)"], { input: `${spec}\n` })).split(" ") as [string, string];
+    [type, sha] = (
+      await gitText(bareDir, ["cat-file", "--batch-check=%(objecttype) %(objectname)"], { input: `${spec}\n` })
+    ).split(" ") as [string, string];
   } catch {
     return undefined;
   }

@@ -34,14 +34,20 @@ interface World {
 }
 
 /** One RSA key for the whole file: generating a 2048-bit key per test would dominate the run time. */
-const APP_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 }).privateKey.export({ type: "pkcs8", format: "pem" }).toString();
+const APP_KEY = generateKeyPairSync("rsa", { modulusLength: 2048 })
+  .privateKey.export({ type: "pkcs8", format: "pem" })
+  .toString();
 
 async function world(options: { rateLimit?: number } = {}): Promise<World> {
   const fake = await startFakeGitHub(options.rateLimit === undefined ? {} : { rateLimit: options.rateLimit });
   cleanups.push(() => fake.close());
   const app = fake.addApp({ id: 4242, slug: "harness", botUserId: 99001, privateKeyPem: APP_KEY });
   if (app.privateKeyPem === undefined) throw new Error("the fake should hand the key back");
-  const repo = await fake.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n", ".github/harness.yml": HARNESS_YML } });
+  const repo = await fake.addRepo({
+    owner: "acme",
+    name: "widgets",
+    files: { "README.md": "# widgets\n", ".github/harness.yml": HARNESS_YML },
+  });
   const installation = fake.addInstallation({ id: 77, account: "acme", permissions: { ...FULL } });
   return { fake, app: { ...app, privateKeyPem: app.privateKeyPem }, repo, installationId: installation.id };
 }
@@ -64,20 +70,29 @@ function tokenClient(w: World, token: string): Octokit {
 }
 
 /** Status and data of a request that may fail, so tests can assert on GitHub's error bodies. */
-async function attempt(run: () => Promise<{ status: number; data: unknown; headers: Record<string, unknown> }>): Promise<{ status: number; data: unknown; headers: Record<string, unknown> }> {
+async function attempt(
+  run: () => Promise<{ status: number; data: unknown; headers: Record<string, unknown> }>,
+): Promise<{ status: number; data: unknown; headers: Record<string, unknown> }> {
   try {
     return await run();
   } catch (error) {
     if (error instanceof Error && "status" in error && "response" in error) {
-      const response = error.response as { status: number; data: unknown; headers: Record<string, unknown> } | undefined;
+      const response = error.response as
+        { status: number; data: unknown; headers: Record<string, unknown> } | undefined;
       if (response) return response;
     }
     throw error;
   }
 }
 
-async function mintViaApi(w: World, body: Record<string, unknown> = {}): Promise<{ token: string; data: Record<string, unknown> }> {
-  const response = await jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: w.installationId, ...body });
+async function mintViaApi(
+  w: World,
+  body: Record<string, unknown> = {},
+): Promise<{ token: string; data: Record<string, unknown> }> {
+  const response = await jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
+    installation_id: w.installationId,
+    ...body,
+  });
   return { token: response.data.token, data: response.data as unknown as Record<string, unknown> };
 }
 
@@ -152,7 +167,14 @@ describe("fake GitHub: app authentication and tokens", () => {
     expect(data["repository_selection"]).toBe("all");
 
     const repo = await tokenClient(w, token).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" });
-    expect(repo.data).toMatchObject({ id: w.repo.id, full_name: "acme/widgets", default_branch: "main", private: true, clone_url: `${w.fake.url}/acme/widgets.git`, html_url: `${w.fake.url}/acme/widgets` });
+    expect(repo.data).toMatchObject({
+      id: w.repo.id,
+      full_name: "acme/widgets",
+      default_branch: "main",
+      private: true,
+      clone_url: `${w.fake.url}/acme/widgets.git`,
+      html_url: `${w.fake.url}/acme/widgets`,
+    });
     expect(repo.headers["x-ratelimit-remaining"]).toBeDefined();
 
     const bot = await tokenClient(w, token).request("GET /users/{username}", { username: "harness[bot]" });
@@ -164,18 +186,29 @@ describe("fake GitHub: app authentication and tokens", () => {
     // A second app, with a key pair the fake generates: its key signs only for itself.
     const other = w.fake.addApp({ id: 5150, slug: "other" });
     const stranger = other.privateKeyPem!;
-    const otherApp = await new Octokit({ baseUrl: w.fake.apiUrl, auth: appJwt(stranger, other.id) }).request("GET /app");
+    const otherApp = await new Octokit({ baseUrl: w.fake.apiUrl, auth: appJwt(stranger, other.id) }).request(
+      "GET /app",
+    );
     expect(otherApp.data).toMatchObject({ id: 5150, slug: "other" });
-    const forged = await attempt(() => new Octokit({ baseUrl: w.fake.apiUrl, auth: appJwt(stranger, w.app.id) }).request("GET /app"));
+    const forged = await attempt(() =>
+      new Octokit({ baseUrl: w.fake.apiUrl, auth: appJwt(stranger, w.app.id) }).request("GET /app"),
+    );
     expect(forged.status).toBe(401);
     expect(forged.data).toMatchObject({ message: "A JSON web token could not be decoded" });
 
     const old = Math.floor(Date.now() / 1000) - 3600;
-    const expired = await attempt(() => new Octokit({ baseUrl: w.fake.apiUrl, auth: appJwt(w.app.privateKeyPem, w.app.id, { iat: old, exp: old + 600 }) }).request("GET /app"));
+    const expired = await attempt(() =>
+      new Octokit({
+        baseUrl: w.fake.apiUrl,
+        auth: appJwt(w.app.privateKeyPem, w.app.id, { iat: old, exp: old + 600 }),
+      }).request("GET /app"),
+    );
     expect(expired.status).toBe(401);
     expect((expired.data as { message: string }).message).toMatch(/'Expiration time' claim \('exp'\)/);
 
-    const made = await attempt(() => tokenClient(w, fakeToken("ghs_")).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }));
+    const made = await attempt(() =>
+      tokenClient(w, fakeToken("ghs_")).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }),
+    );
     expect(made).toMatchObject({ status: 401, data: { message: "Bad credentials" } });
 
     const { token } = await mintViaApi(w);
@@ -193,20 +226,41 @@ describe("fake GitHub: app authentication and tokens", () => {
     expect(data["repository_selection"]).toBe("selected");
     expect((data["repositories"] as { full_name: string }[]).map((r) => r.full_name)).toEqual(["acme/widgets"]);
     const minted = w.fake.mintedTokens().find((t) => t.token === token);
-    expect(minted).toMatchObject({ repositories: ["acme/widgets"], permissions: { contents: "read", metadata: "read" }, revoked: false });
+    expect(minted).toMatchObject({
+      repositories: ["acme/widgets"],
+      permissions: { contents: "read", metadata: "read" },
+      revoked: false,
+    });
 
     const client = tokenClient(w, token);
-    expect((await attempt(() => client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "gadgets" }))).status).toBe(404);
+    expect(
+      (await attempt(() => client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "gadgets" }))).status,
+    ).toBe(404);
     expect((await client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" })).status).toBe(200);
 
     const byName = await mintViaApi(w, { repositories: ["gadgets"] });
     expect((byName.data["repositories"] as { id: number }[]).map((r) => r.id)).toEqual([other.id]);
 
-    const wider = await attempt(() => jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: w.installationId, permissions: { workflows: "write" } }));
-    expect(wider).toMatchObject({ status: 422, data: { message: "The permissions requested are not granted to this installation." } });
-    const foreign = await attempt(() => jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: w.installationId, repository_ids: [elsewhere.id] }));
+    const wider = await attempt(() =>
+      jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
+        installation_id: w.installationId,
+        permissions: { workflows: "write" },
+      }),
+    );
+    expect(wider).toMatchObject({
+      status: 422,
+      data: { message: "The permissions requested are not granted to this installation." },
+    });
+    const foreign = await attempt(() =>
+      jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
+        installation_id: w.installationId,
+        repository_ids: [elsewhere.id],
+      }),
+    );
     expect(foreign.status).toBe(422);
-    const noSuchInstallation = await attempt(() => jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: 999 }));
+    const noSuchInstallation = await attempt(() =>
+      jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: 999 }),
+    );
     expect(noSuchInstallation.status).toBe(404);
   });
 
@@ -221,15 +275,33 @@ describe("fake GitHub: app authentication and tokens", () => {
 
     const second = w.fake.mintToken(w.installationId);
     w.fake.advanceClock(61 * 60 * 1000);
-    expect((await attempt(() => tokenClient(w, second).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }))).status).toBe(401);
+    expect(
+      (
+        await attempt(() =>
+          tokenClient(w, second).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }),
+        )
+      ).status,
+    ).toBe(401);
     expect(w.fake.mintedTokens().find((t) => t.token === second)?.expired).toBe(true);
     w.fake.advanceClock(-61 * 60 * 1000);
 
     // Uninstalling ends every token of the installation and hides it from the repository.
     const third = w.fake.mintToken(w.installationId);
     w.fake.removeInstallation(w.installationId);
-    expect((await attempt(() => tokenClient(w, third).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }))).status).toBe(401);
-    expect((await attempt(() => jwtClient(w).request("GET /repos/{owner}/{repo}/installation", { owner: "acme", repo: "widgets" }))).status).toBe(404);
+    expect(
+      (
+        await attempt(() =>
+          tokenClient(w, third).request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }),
+        )
+      ).status,
+    ).toBe(401);
+    expect(
+      (
+        await attempt(() =>
+          jwtClient(w).request("GET /repos/{owner}/{repo}/installation", { owner: "acme", repo: "widgets" }),
+        )
+      ).status,
+    ).toBe(404);
   });
 });
 
@@ -239,16 +311,42 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
     const issue = w.fake.createIssue("acme", "widgets", { title: "Fix the flux", body: "It leaks.", user: "alice" });
     const token = w.fake.mintToken(w.installationId, { permissions: { issues: "read" } });
     const client = tokenClient(w, token);
-    const read = await client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", { owner: "acme", repo: "widgets", issue_number: issue.number });
-    expect(read.data).toMatchObject({ number: 1, title: "Fix the flux", user: { login: "alice" }, html_url: `${w.fake.url}/acme/widgets/issues/1` });
+    const read = await client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", {
+      owner: "acme",
+      repo: "widgets",
+      issue_number: issue.number,
+    });
+    expect(read.data).toMatchObject({
+      number: 1,
+      title: "Fix the flux",
+      user: { login: "alice" },
+      html_url: `${w.fake.url}/acme/widgets/issues/1`,
+    });
     expect("pull_request" in read.data).toBe(false);
 
-    const denied = await attempt(() => client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, body: "hi" }));
+    const denied = await attempt(() =>
+      client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body: "hi",
+      }),
+    );
     expect(denied).toMatchObject({ status: 403, data: { message: "Resource not accessible by integration" } });
     expect(w.fake.issueComments("acme", "widgets", 1)).toEqual([]);
 
     const noIssues = tokenClient(w, w.fake.mintToken(w.installationId, { permissions: { contents: "read" } }));
-    expect((await attempt(() => noIssues.request("GET /repos/{owner}/{repo}/issues/{issue_number}", { owner: "acme", repo: "widgets", issue_number: 1 }))).status).toBe(403);
+    expect(
+      (
+        await attempt(() =>
+          noIssues.request("GET /repos/{owner}/{repo}/issues/{issue_number}", {
+            owner: "acme",
+            repo: "widgets",
+            issue_number: 1,
+          }),
+        )
+      ).status,
+    ).toBe(403);
   });
 
   test("issues: 404 when missing, 410 when deleted", async () => {
@@ -256,8 +354,28 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
     w.fake.createIssue("acme", "widgets", { title: "gone soon" });
     w.fake.deleteIssue("acme", "widgets", 1);
     const client = tokenClient(w, w.fake.mintToken(w.installationId));
-    expect((await attempt(() => client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", { owner: "acme", repo: "widgets", issue_number: 1 }))).status).toBe(410);
-    expect((await attempt(() => client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", { owner: "acme", repo: "widgets", issue_number: 2 }))).status).toBe(404);
+    expect(
+      (
+        await attempt(() =>
+          client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", {
+            owner: "acme",
+            repo: "widgets",
+            issue_number: 1,
+          }),
+        )
+      ).status,
+    ).toBe(410);
+    expect(
+      (
+        await attempt(() =>
+          client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", {
+            owner: "acme",
+            repo: "widgets",
+            issue_number: 2,
+          }),
+        )
+      ).status,
+    ).toBe(404);
   });
 
   test("collaborator permission reports GitHub's legacy permission and the real role", async () => {
@@ -265,8 +383,13 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
     w.fake.setCollaborator("acme", "widgets", "alice", "maintain");
     w.fake.setCollaborator("acme", "widgets", "bob", "triage");
     const client = tokenClient(w, w.fake.mintToken(w.installationId, { permissions: { metadata: "read" } }));
-    const level = async (owner: string, repo: string, username: string): Promise<{ permission: string; role_name: string }> =>
-      (await client.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", { owner, repo, username })).data;
+    const level = async (
+      owner: string,
+      repo: string,
+      username: string,
+    ): Promise<{ permission: string; role_name: string }> =>
+      (await client.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", { owner, repo, username }))
+        .data;
     expect(await level("acme", "widgets", "alice")).toMatchObject({ permission: "write", role_name: "maintain" });
     expect(await level("acme", "widgets", "bob")).toMatchObject({ permission: "read", role_name: "triage" });
     expect(await level("acme", "widgets", "acme")).toMatchObject({ permission: "admin" });
@@ -282,11 +405,20 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
     const client = tokenClient(w, w.fake.mintToken(w.installationId));
     const ids: number[] = [];
     for (const body of ["one", "two", "three"]) {
-      const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, body });
+      const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body,
+      });
       expect(created.status).toBe(201);
       ids.push(Number(created.data.id));
     }
-    const first = await client.request("GET /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner: "acme", repo: "widgets", comment_id: ids[0]! });
+    const first = await client.request("GET /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+      owner: "acme",
+      repo: "widgets",
+      comment_id: ids[0]!,
+    });
     expect(first.data).toMatchObject({
       body: "one",
       user: { login: "harness[bot]", id: 99001, type: "Bot" },
@@ -294,18 +426,35 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
       performed_via_github_app: { slug: "harness" },
     });
 
-    const updated = await client.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { owner: "acme", repo: "widgets", comment_id: ids[0]!, body: "one, edited" });
+    const updated = await client.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+      owner: "acme",
+      repo: "widgets",
+      comment_id: ids[0]!,
+      body: "one, edited",
+    });
     expect(updated.data.body).toBe("one, edited");
     expect(w.fake.issueComments("acme", "widgets", 1).map((c) => c.body)).toEqual(["one, edited", "two", "three"]);
 
-    const page1 = await client.request("GET /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, per_page: 2 });
+    const page1 = await client.request("GET /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+      owner: "acme",
+      repo: "widgets",
+      issue_number: 1,
+      per_page: 2,
+    });
     expect(page1.data.map((c) => c.body)).toEqual(["one, edited", "two"]);
     const next = /<([^>]+)>; rel="next"/.exec(String(page1.headers.link))?.[1];
     expect(next).toBeDefined();
     const page2 = await client.request(`GET ${next!}`);
     expect((page2.data as { body: string }[]).map((c) => c.body)).toEqual(["three"]);
 
-    const tooLong = await attempt(() => client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, body: "x".repeat(65_537) }));
+    const tooLong = await attempt(() =>
+      client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body: "x".repeat(65_537),
+      }),
+    );
     expect(tooLong).toMatchObject({ status: 422, data: { message: "Validation Failed" } });
   });
 
@@ -314,18 +463,36 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
     w.fake.createIssue("acme", "widgets", { title: "t" });
     const trigger = w.fake.addComment("acme", "widgets", 1, { body: "/harness fix it", user: "alice" });
     const client = tokenClient(w, w.fake.mintToken(w.installationId));
-    const react = () => client.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", { owner: "acme", repo: "widgets", comment_id: trigger.id, content: "eyes" });
+    const react = () =>
+      client.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", {
+        owner: "acme",
+        repo: "widgets",
+        comment_id: trigger.id,
+        content: "eyes",
+      });
     const first = await react();
     const again = await react();
     expect(first.status).toBe(201);
     expect(again.status).toBe(200);
     expect(again.data.id).toBe(first.data.id);
     expect(first.data.user?.login).toBe("harness[bot]");
-    const onIssue = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", { owner: "acme", repo: "widgets", issue_number: 1, content: "rocket" });
+    const onIssue = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", {
+      owner: "acme",
+      repo: "widgets",
+      issue_number: 1,
+      content: "rocket",
+    });
     expect(onIssue.status).toBe(201);
     expect(w.fake.reactions("acme", "widgets", { commentId: trigger.id }).map((r) => r.content)).toEqual(["eyes"]);
     expect(w.fake.reactions("acme", "widgets", { issueNumber: 1 }).map((r) => r.content)).toEqual(["rocket"]);
-    const bogus = await attempt(() => client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", { owner: "acme", repo: "widgets", issue_number: 1, content: "party" as "eyes" }));
+    const bogus = await attempt(() =>
+      client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        content: "party" as "eyes",
+      }),
+    );
     expect(bogus.status).toBe(422);
   });
 });
@@ -333,9 +500,17 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
 describe("fake GitHub: pull requests and contents", () => {
   test("pull requests: created from a pushed branch, listed by head, refused when duplicate or empty", async () => {
     const w = await world();
-    const head = await w.fake.setFile("acme", "widgets", "src/flux.ts", "export const flux = 1;\n", { branch: "harness/issue-1" });
+    const head = await w.fake.setFile("acme", "widgets", "src/flux.ts", "export const flux = 1;\n", {
+      branch: "harness/issue-1",
+    });
     const client = tokenClient(w, w.fake.mintToken(w.installationId));
-    const create = (body: Record<string, unknown>) => client.request("POST /repos/{owner}/{repo}/pulls", { owner: "acme", repo: "widgets", title: "Fix the flux", ...body } as { owner: string; repo: string; title: string; head: string; base: string });
+    const create = (body: Record<string, unknown>) =>
+      client.request("POST /repos/{owner}/{repo}/pulls", {
+        owner: "acme",
+        repo: "widgets",
+        title: "Fix the flux",
+        ...body,
+      } as { owner: string; repo: string; title: string; head: string; base: string });
 
     const created = await create({ head: "harness/issue-1", base: "main", body: "Fixes #1", draft: true });
     expect(created.status).toBe(201);
@@ -348,56 +523,152 @@ describe("fake GitHub: pull requests and contents", () => {
       user: { login: "harness[bot]" },
     });
 
-    const listed = await client.request("GET /repos/{owner}/{repo}/pulls", { owner: "acme", repo: "widgets", head: "acme:harness/issue-1", state: "open" });
+    const listed = await client.request("GET /repos/{owner}/{repo}/pulls", {
+      owner: "acme",
+      repo: "widgets",
+      head: "acme:harness/issue-1",
+      state: "open",
+    });
     expect(listed.data.map((p) => p.number)).toEqual([1]);
-    const none = await client.request("GET /repos/{owner}/{repo}/pulls", { owner: "acme", repo: "widgets", head: "acme:other", state: "open" });
+    const none = await client.request("GET /repos/{owner}/{repo}/pulls", {
+      owner: "acme",
+      repo: "widgets",
+      head: "acme:other",
+      state: "open",
+    });
     expect(none.data).toEqual([]);
 
     const duplicate = await attempt(() => create({ head: "acme:harness/issue-1", base: "main" }));
-    expect(duplicate).toMatchObject({ status: 422, data: { message: "Validation Failed", errors: [{ message: "A pull request already exists for acme:harness/issue-1." }] } });
+    expect(duplicate).toMatchObject({
+      status: 422,
+      data: {
+        message: "Validation Failed",
+        errors: [{ message: "A pull request already exists for acme:harness/issue-1." }],
+      },
+    });
     expect((await attempt(() => create({ head: "main", base: "main" }))).status).toBe(422);
     expect((await attempt(() => create({ head: "no-such-branch", base: "main" }))).status).toBe(422);
 
-    const asIssue = await client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", { owner: "acme", repo: "widgets", issue_number: 1 });
+    const asIssue = await client.request("GET /repos/{owner}/{repo}/issues/{issue_number}", {
+      owner: "acme",
+      repo: "widgets",
+      issue_number: 1,
+    });
     expect(asIssue.data.pull_request?.html_url).toBe(`${w.fake.url}/acme/widgets/pull/1`);
 
     w.fake.setCollaborator("acme", "widgets", "alice", "write");
-    const labels = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/labels", { owner: "acme", repo: "widgets", issue_number: 1, labels: ["harness"] });
+    const labels = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/labels", {
+      owner: "acme",
+      repo: "widgets",
+      issue_number: 1,
+      labels: ["harness"],
+    });
     expect(labels.data.map((l) => l.name)).toEqual(["harness"]);
-    const reviewers = await client.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", { owner: "acme", repo: "widgets", pull_number: 1, reviewers: ["alice"] });
+    const reviewers = await client.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", {
+      owner: "acme",
+      repo: "widgets",
+      pull_number: 1,
+      reviewers: ["alice"],
+    });
     expect(reviewers.data.requested_reviewers?.map((u) => u.login)).toEqual(["alice"]);
-    expect((await attempt(() => client.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", { owner: "acme", repo: "widgets", pull_number: 1, reviewers: ["stranger"] }))).status).toBe(422);
+    expect(
+      (
+        await attempt(() =>
+          client.request("POST /repos/{owner}/{repo}/pulls/{pull_number}/requested_reviewers", {
+            owner: "acme",
+            repo: "widgets",
+            pull_number: 1,
+            reviewers: ["stranger"],
+          }),
+        )
+      ).status,
+    ).toBe(422);
 
-    const patched = await client.request("PATCH /repos/{owner}/{repo}/pulls/{pull_number}", { owner: "acme", repo: "widgets", pull_number: 1, body: "Fixes #1 (updated)" });
+    const patched = await client.request("PATCH /repos/{owner}/{repo}/pulls/{pull_number}", {
+      owner: "acme",
+      repo: "widgets",
+      pull_number: 1,
+      body: "Fixes #1 (updated)",
+    });
     expect(patched.data.body).toBe("Fixes #1 (updated)");
 
-    const fromFork = await w.fake.addPullRequest("acme", "widgets", { title: "From a fork", head: "patch-1", fork: { owner: "mallory" }, headSha: head });
-    const fork = await client.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", { owner: "acme", repo: "widgets", pull_number: fromFork.number });
-    expect(fork.data.head).toMatchObject({ ref: "patch-1", label: "mallory:patch-1", repo: { full_name: "mallory/widgets", fork: true } });
+    const fromFork = await w.fake.addPullRequest("acme", "widgets", {
+      title: "From a fork",
+      head: "patch-1",
+      fork: { owner: "mallory" },
+      headSha: head,
+    });
+    const fork = await client.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", {
+      owner: "acme",
+      repo: "widgets",
+      pull_number: fromFork.number,
+    });
+    expect(fork.data.head).toMatchObject({
+      ref: "patch-1",
+      label: "mallory:patch-1",
+      repo: { full_name: "mallory/widgets", fork: true },
+    });
 
     const readOnly = tokenClient(w, w.fake.mintToken(w.installationId, { permissions: { pull_requests: "read" } }));
-    expect((await attempt(() => readOnly.request("POST /repos/{owner}/{repo}/pulls", { owner: "acme", repo: "widgets", title: "x", head: "harness/issue-1", base: "main" }))).status).toBe(403);
+    expect(
+      (
+        await attempt(() =>
+          readOnly.request("POST /repos/{owner}/{repo}/pulls", {
+            owner: "acme",
+            repo: "widgets",
+            title: "x",
+            head: "harness/issue-1",
+            base: "main",
+          }),
+        )
+      ).status,
+    ).toBe(403);
   });
 
   test("contents: .github/harness.yml as base64 JSON and raw, from the default branch or a ref; 404 when missing", async () => {
     const w = await world();
     const client = tokenClient(w, w.fake.mintToken(w.installationId, { permissions: { contents: "read" } }));
-    const json = await client.request("GET /repos/{owner}/{repo}/contents/{path}", { owner: "acme", repo: "widgets", path: ".github/harness.yml" });
+    const json = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+      owner: "acme",
+      repo: "widgets",
+      path: ".github/harness.yml",
+    });
     const file = json.data as { type: string; encoding: string; content: string; sha: string; path: string };
     expect(file).toMatchObject({ type: "file", encoding: "base64", path: ".github/harness.yml" });
     expect(Buffer.from(file.content, "base64").toString("utf8")).toBe(HARNESS_YML);
     expect(file.sha).toMatch(/^[0-9a-f]{40}$/);
 
-    const raw = await client.request("GET /repos/{owner}/{repo}/contents/{path}", { owner: "acme", repo: "widgets", path: ".github/harness.yml", mediaType: { format: "raw" } });
+    const raw = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+      owner: "acme",
+      repo: "widgets",
+      path: ".github/harness.yml",
+      mediaType: { format: "raw" },
+    });
     expect(raw.data).toBe(HARNESS_YML);
 
     await w.fake.setFile("acme", "widgets", ".github/harness.yml", "command: /bot\n", { branch: "experiment" });
-    const onBranch = await client.request("GET /repos/{owner}/{repo}/contents/{path}", { owner: "acme", repo: "widgets", path: ".github/harness.yml", ref: "experiment", mediaType: { format: "raw" } });
+    const onBranch = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+      owner: "acme",
+      repo: "widgets",
+      path: ".github/harness.yml",
+      ref: "experiment",
+      mediaType: { format: "raw" },
+    });
     expect(onBranch.data).toBe("command: /bot\n");
     expect(await w.fake.readFile("acme", "widgets", ".github/harness.yml")).toBe(HARNESS_YML);
 
     await w.fake.setFile("acme", "widgets", ".github/harness.yml", null);
-    expect((await attempt(() => client.request("GET /repos/{owner}/{repo}/contents/{path}", { owner: "acme", repo: "widgets", path: ".github/harness.yml" }))).status).toBe(404);
+    expect(
+      (
+        await attempt(() =>
+          client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+            owner: "acme",
+            repo: "widgets",
+            path: ".github/harness.yml",
+          }),
+        )
+      ).status,
+    ).toBe(404);
   });
 });
 
@@ -434,12 +705,20 @@ describe("fake GitHub: git smart HTTP", () => {
     await commitFile(clone.dir, ".github/workflows/ci.yml", "on: push\n");
 
     const withoutWorkflows = w.fake.mintToken(w.installationId, { permissions: { contents: "write" } });
-    const refused = await gitCli(clone.dir, ["push", authedUrl(w.repo, withoutWorkflows), "HEAD:refs/heads/harness/ci"]);
+    const refused = await gitCli(clone.dir, [
+      "push",
+      authedUrl(w.repo, withoutWorkflows),
+      "HEAD:refs/heads/harness/ci",
+    ]);
     expect(refused.code).not.toBe(0);
-    expect(refused.output).toContain("refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission");
+    expect(refused.output).toContain(
+      "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission",
+    );
     expect((await w.fake.branches("acme", "widgets")).map((b) => b.name)).toEqual(["main"]);
 
-    const withWorkflows = w.fake.mintToken(w.installationId, { permissions: { contents: "write", workflows: "write" } });
+    const withWorkflows = w.fake.mintToken(w.installationId, {
+      permissions: { contents: "write", workflows: "write" },
+    });
     const accepted = await gitCli(clone.dir, ["push", authedUrl(w.repo, withWorkflows), "HEAD:refs/heads/harness/ci"]);
     expect(accepted.code, accepted.output).toBe(0);
     expect((await w.fake.branches("acme", "widgets")).map((b) => b.name)).toContain("harness/ci");
@@ -451,7 +730,9 @@ describe("fake GitHub: git smart HTTP", () => {
     w.fake.revokeToken(token);
     const revoked = await cloneWith(w, token);
     expect(revoked.code).not.toBe(0);
-    expect(revoked.output).toContain("Invalid username or token. Password authentication is not supported for Git operations.");
+    expect(revoked.output).toContain(
+      "Invalid username or token. Password authentication is not supported for Git operations.",
+    );
 
     const scratch = await scratchDir("fake-github-anon-");
     cleanups.push(scratch.cleanup);
@@ -459,7 +740,12 @@ describe("fake GitHub: git smart HTTP", () => {
     expect(anonymous.code).not.toBe(0);
 
     const elsewhere = await w.fake.addRepo({ owner: "umbrella", name: "secret" });
-    const wrongRepo = await gitCli(scratch.path, ["clone", "--quiet", authedUrl(elsewhere, w.fake.mintToken(w.installationId)), "wrong"]);
+    const wrongRepo = await gitCli(scratch.path, [
+      "clone",
+      "--quiet",
+      authedUrl(elsewhere, w.fake.mintToken(w.installationId)),
+      "wrong",
+    ]);
     expect(wrongRepo.code).not.toBe(0);
     expect(wrongRepo.output).toContain("Repository not found.");
 
@@ -480,9 +766,18 @@ describe("fake GitHub: faults, rate limits, recording", () => {
   test("an injected 502 answers the matching request once; the next one goes through", async () => {
     const w = await world();
     w.fake.createIssue("acme", "widgets", { title: "t" });
-    const handle = w.fake.injectFault({ method: "POST", pathPattern: "/repos/{owner}/{repo}/issues/{issue_number}/comments" }, faults.badGateway());
+    const handle = w.fake.injectFault(
+      { method: "POST", pathPattern: "/repos/{owner}/{repo}/issues/{issue_number}/comments" },
+      faults.badGateway(),
+    );
     const client = tokenClient(w, w.fake.mintToken(w.installationId));
-    const post = () => client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, body: "status" });
+    const post = () =>
+      client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body: "status",
+      });
     expect((await attempt(post)).status).toBe(502);
     expect((await post()).status).toBe(201);
     expect(handle.hits).toBe(1);
@@ -495,7 +790,14 @@ describe("fake GitHub: faults, rate limits, recording", () => {
     w.fake.createIssue("acme", "widgets", { title: "t" });
     w.fake.injectFault({ method: "POST", pathPattern: /\/comments$/, times: 1 }, faults.secondaryRateLimit(7));
     const client = tokenClient(w, w.fake.mintToken(w.installationId));
-    const secondary = await attempt(() => client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, body: "x" }));
+    const secondary = await attempt(() =>
+      client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body: "x",
+      }),
+    );
     expect(secondary.status).toBe(403);
     expect(secondary.headers["retry-after"]).toBe("7");
     expect((secondary.data as { message: string }).message).toMatch(/secondary rate limit/);
@@ -505,7 +807,10 @@ describe("fake GitHub: faults, rate limits, recording", () => {
     await get();
     expect((await get()).headers["x-ratelimit-remaining"]).toBe("0");
     const exhausted = await attempt(get);
-    expect(exhausted).toMatchObject({ status: 403, data: { message: `API rate limit exceeded for installation ID ${String(w.installationId)}.` } });
+    expect(exhausted).toMatchObject({
+      status: 403,
+      data: { message: `API rate limit exceeded for installation ID ${String(w.installationId)}.` },
+    });
     expect(exhausted.headers["x-ratelimit-remaining"]).toBe("0");
     const report = await client.request("GET /rate_limit");
     expect(report.data.resources.core).toMatchObject({ limit: 3, remaining: 0 });
@@ -516,15 +821,31 @@ describe("fake GitHub: faults, rate limits, recording", () => {
     w.fake.createIssue("acme", "widgets", { title: "t" });
     const token = w.fake.mintToken(w.installationId);
     const client = tokenClient(w, token);
-    await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", { owner: "acme", repo: "widgets", issue_number: 1, body: "hello" });
-    const missing = await attempt(() => client.request("GET /repos/{owner}/{repo}/hooks", { owner: "acme", repo: "widgets" }));
+    await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+      owner: "acme",
+      repo: "widgets",
+      issue_number: 1,
+      body: "hello",
+    });
+    const missing = await attempt(() =>
+      client.request("GET /repos/{owner}/{repo}/hooks", { owner: "acme", repo: "widgets" }),
+    );
     expect(missing).toMatchObject({ status: 404, data: { message: "Not Found" } });
 
-    const comment = w.fake.requests.find((r) => r.route === "POST /repos/{owner}/{repo}/issues/{issue_number}/comments");
-    expect(comment).toMatchObject({ method: "POST", path: "/api/v3/repos/acme/widgets/issues/1/comments", status: 201, auth: { kind: "token", installationId: w.installationId } });
+    const comment = w.fake.requests.find(
+      (r) => r.route === "POST /repos/{owner}/{repo}/issues/{issue_number}/comments",
+    );
+    expect(comment).toMatchObject({
+      method: "POST",
+      path: "/api/v3/repos/acme/widgets/issues/1/comments",
+      status: 201,
+      auth: { kind: "token", installationId: w.installationId },
+    });
     expect(comment?.headers.authorization).toBe(`token ${token}`);
     expect(JSON.parse(comment?.body ?? "{}")).toEqual({ body: "hello" });
-    expect(w.fake.unhandledRequests().map((r) => `${r.method} ${r.path}`)).toEqual(["GET /api/v3/repos/acme/widgets/hooks"]);
+    expect(w.fake.unhandledRequests().map((r) => `${r.method} ${r.path}`)).toEqual([
+      "GET /api/v3/repos/acme/widgets/hooks",
+    ]);
   });
 });
 
@@ -533,19 +854,35 @@ describe("fake GitHub with Probot", () => {
     const w = await world();
     w.fake.createIssue("acme", "widgets", { title: "t" });
     const probot = createProbot({
-      env: { APP_ID: String(w.app.id), PRIVATE_KEY: w.app.privateKeyPem, GHE_HOST: w.fake.host, GHE_PROTOCOL: "http", WEBHOOK_SECRET: "s3cret", LOG_LEVEL: "silent" },
+      env: {
+        APP_ID: String(w.app.id),
+        PRIVATE_KEY: w.app.privateKeyPem,
+        GHE_HOST: w.fake.host,
+        GHE_PROTOCOL: "http",
+        WEBHOOK_SECRET: "s3cret",
+        LOG_LEVEL: "silent",
+      },
     });
     const appOctokit = await probot.auth();
     const app = await appOctokit.request("GET /app");
     expect(app.data?.slug).toBe("harness");
 
     const octokit = await probot.auth(w.installationId);
-    const comment = await octokit.rest.issues.createComment({ owner: "acme", repo: "widgets", issue_number: 1, body: "queued" });
+    const comment = await octokit.rest.issues.createComment({
+      owner: "acme",
+      repo: "widgets",
+      issue_number: 1,
+      body: "queued",
+    });
     expect(comment.data.user?.login).toBe("harness[bot]");
     const config = await octokit.config.get({ owner: "acme", repo: "widgets", path: ".github/harness.yml" });
     expect(config.config).toEqual({ command: "/harness", permission: "write" });
 
-    const scoped = await appOctokit.request("POST /app/installations/{installation_id}/access_tokens", { installation_id: w.installationId, repository_ids: [w.repo.id], permissions: { contents: "write" } });
+    const scoped = await appOctokit.request("POST /app/installations/{installation_id}/access_tokens", {
+      installation_id: w.installationId,
+      repository_ids: [w.repo.id],
+      permissions: { contents: "write" },
+    });
     expect(scoped.data.permissions).toEqual({ contents: "write", metadata: "read" });
 
     const paths = w.fake.requests.map((r) => `${r.method} ${r.path}`);
@@ -556,7 +893,12 @@ describe("fake GitHub with Probot", () => {
 
   test("signed webhooks built from GitHub's examples reach a Probot app; a wrong secret is refused", async () => {
     const w = await world();
-    const issue = w.fake.createIssue("acme", "widgets", { title: "Fix the flux", body: "It leaks.", user: "alice", labels: ["bug"] });
+    const issue = w.fake.createIssue("acme", "widgets", {
+      title: "Fix the flux",
+      body: "It leaks.",
+      user: "alice",
+      labels: ["bug"],
+    });
     const trigger = w.fake.addComment("acme", "widgets", issue.number, { body: "/harness fix it", user: "alice" });
     const seen: { name: string; payload: unknown }[] = [];
     const appFn: ApplicationFunction = (app) => {
@@ -567,7 +909,16 @@ describe("fake GitHub with Probot", () => {
         seen.push({ name: context.name, payload: context.payload });
       });
     };
-    const probot = createProbot({ env: { APP_ID: String(w.app.id), PRIVATE_KEY: w.app.privateKeyPem, GHE_HOST: w.fake.host, GHE_PROTOCOL: "http", WEBHOOK_SECRET: "s3cret", LOG_LEVEL: "silent" } });
+    const probot = createProbot({
+      env: {
+        APP_ID: String(w.app.id),
+        PRIVATE_KEY: w.app.privateKeyPem,
+        GHE_HOST: w.fake.host,
+        GHE_PROTOCOL: "http",
+        WEBHOOK_SECRET: "s3cret",
+        LOG_LEVEL: "silent",
+      },
+    });
     const middleware = await createNodeMiddleware(appFn, { probot });
     const server = createServer((req, res) => {
       void middleware(req, res, () => {
@@ -575,7 +926,14 @@ describe("fake GitHub with Probot", () => {
       });
     });
     await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-    cleanups.push(() => new Promise<void>((resolve) => server.close(() => { resolve(); })));
+    cleanups.push(
+      () =>
+        new Promise<void>((resolve) =>
+          server.close(() => {
+            resolve();
+          }),
+        ),
+    );
     const appUrl = `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`;
 
     const payload = issueCommentCreated({ repo: w.repo, issue, comment: trigger, installationId: w.installationId });
@@ -585,19 +943,46 @@ describe("fake GitHub with Probot", () => {
     expect(seen[0]?.payload).toMatchObject({
       action: "created",
       comment: { id: trigger.id, body: "/harness fix it", user: { login: "alice", type: "User" } },
-      issue: { number: 1, title: "Fix the flux", labels: [{ name: "bug" }], html_url: `${w.fake.url}/acme/widgets/issues/1` },
-      repository: { id: w.repo.id, full_name: "acme/widgets", clone_url: `${w.fake.url}/acme/widgets.git`, default_branch: "main", private: true },
+      issue: {
+        number: 1,
+        title: "Fix the flux",
+        labels: [{ name: "bug" }],
+        html_url: `${w.fake.url}/acme/widgets/issues/1`,
+      },
+      repository: {
+        id: w.repo.id,
+        full_name: "acme/widgets",
+        clone_url: `${w.fake.url}/acme/widgets.git`,
+        default_branch: "main",
+        private: true,
+      },
       sender: { login: "alice" },
       installation: { id: w.installationId },
     });
     expect(JSON.stringify(payload)).not.toContain("github.com/");
 
-    const onPr = issueCommentCreated({ repo: w.repo, issue, comment: trigger, installationId: w.installationId, isPullRequest: true });
+    const onPr = issueCommentCreated({
+      repo: w.repo,
+      issue,
+      comment: trigger,
+      installationId: w.installationId,
+      isPullRequest: true,
+    });
     expect(onPr.issue.pull_request?.html_url).toBe(`${w.fake.url}/acme/widgets/pull/1`);
 
-    const labeled = issuesLabeled({ repo: w.repo, issue, label: "harness", sender: { login: "alice" }, installationId: w.installationId });
+    const labeled = issuesLabeled({
+      repo: w.repo,
+      issue,
+      label: "harness",
+      sender: { login: "alice" },
+      installationId: w.installationId,
+    });
     expect((await sendWebhook(appUrl, "s3cret", "issues", labeled)).status).toBe(200);
-    expect(seen[1]?.payload).toMatchObject({ action: "labeled", label: { name: "harness" }, issue: { labels: [{ name: "bug" }, { name: "harness" }] } });
+    expect(seen[1]?.payload).toMatchObject({
+      action: "labeled",
+      label: { name: "harness" },
+      issue: { labels: [{ name: "bug" }, { name: "harness" }] },
+    });
 
     const forged = await sendWebhook(appUrl, "wrong-secret", "issue_comment", payload);
     expect(forged.status).toBe(400);

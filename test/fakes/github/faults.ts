@@ -40,13 +40,18 @@ export const faults = {
     body: {
       message:
         "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000000:0000000:00000000.",
-      documentation_url: "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
+      documentation_url:
+        "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
       status: "403",
     },
     headers: { "retry-after": String(retryAfterSeconds), "x-ratelimit-remaining": "4999" },
   }),
   /** A proxy error in front of GitHub (its 502 page is HTML, not JSON). */
-  badGateway: (): Fault => ({ status: 502, body: "<html><body><h1>502 Bad Gateway</h1></body></html>", headers: { "content-type": "text/html" } }),
+  badGateway: (): Fault => ({
+    status: 502,
+    body: "<html><body><h1>502 Bad Gateway</h1></body></html>",
+    headers: { "content-type": "text/html" },
+  }),
   serverError: (status = 500): Fault => ({ status, body: { message: "Server Error" } }),
 };
 
@@ -85,7 +90,11 @@ export class FaultRegistry {
       const { matcher, pattern } = entry;
       if (entry.hits >= (matcher.times ?? 1)) continue;
       if (matcher.method !== undefined && matcher.method.toUpperCase() !== method.toUpperCase()) continue;
-      if (pattern !== undefined && !paths.some((path) => (typeof pattern === "string" ? path.includes(pattern) : pattern.test(path)))) continue;
+      if (
+        pattern !== undefined &&
+        !paths.some((path) => (typeof pattern === "string" ? path.includes(pattern) : pattern.test(path)))
+      )
+        continue;
       entry.hits += 1;
       return entry.fault;
     }

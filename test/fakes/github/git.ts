@@ -41,7 +41,10 @@ export interface GitRequest {
 
 export type GitAuth = { kind: "token"; installationId: number } | { kind: "none" };
 
-const INVALID_TOKEN: HttpRefusal = { status: 401, body: "Invalid username or token. Password authentication is not supported for Git operations." };
+const INVALID_TOKEN: HttpRefusal = {
+  status: 401,
+  body: "Invalid username or token. Password authentication is not supported for Git operations.",
+};
 
 function refuse(res: ServerResponse, refusal: HttpRefusal, challenge = false): void {
   res.writeHead(refusal.status, {
@@ -52,7 +55,12 @@ function refuse(res: ServerResponse, refusal: HttpRefusal, challenge = false): v
 }
 
 /** Answers one smart-HTTP request; returns who it was authenticated as, for the request log. */
-export async function handleGit(state: FakeGitHubState, projectRoot: string, request: GitRequest, res: ServerResponse): Promise<GitAuth> {
+export async function handleGit(
+  state: FakeGitHubState,
+  projectRoot: string,
+  request: GitRequest,
+  res: ServerResponse,
+): Promise<GitAuth> {
   const target = matchGitPath(request.pathname);
   if (!target) throw new Error(`not a git path: ${request.pathname}`);
   const pushing = request.query.get("service") === "git-receive-pack" || target.rest === "/git-receive-pack";
@@ -107,7 +115,10 @@ export async function handleGit(state: FakeGitHubState, projectRoot: string, req
     refuse(res, refusals.archived());
     return auth;
   }
-  await runBackend(projectRoot, repo, request, res, { user: "x-access-token", workflows: canWriteWorkflows(live.token) });
+  await runBackend(projectRoot, repo, request, res, {
+    user: "x-access-token",
+    workflows: canWriteWorkflows(live.token),
+  });
   return auth;
 }
 
@@ -119,12 +130,20 @@ function canWriteWorkflows(token: TokenRecord): boolean {
  * Runs `git http-backend` for one request and relays its CGI answer. The request body was
  * already read (the fake records it), so it is written to the backend's stdin in one go.
  */
-async function runBackend(projectRoot: string, repo: RepoRecord, request: GitRequest, res: ServerResponse, options: { user: string; workflows: boolean }): Promise<void> {
+async function runBackend(
+  projectRoot: string,
+  repo: RepoRecord,
+  request: GitRequest,
+  res: ServerResponse,
+  options: { user: string; workflows: boolean },
+): Promise<void> {
   const target = matchGitPath(request.pathname);
   const rest = target?.rest ?? "/";
   // Without the workflows permission, receive-pack hands branch updates to the proc-receive
   // hook that refuses workflow changes (installed by addRepo, inactive unless configured).
-  const workflowGate: Record<string, string> = options.workflows ? {} : { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "receive.procReceiveRefs", GIT_CONFIG_VALUE_0: "refs/heads/" };
+  const workflowGate: Record<string, string> = options.workflows
+    ? {}
+    : { GIT_CONFIG_COUNT: "1", GIT_CONFIG_KEY_0: "receive.procReceiveRefs", GIT_CONFIG_VALUE_0: "refs/heads/" };
   const child = spawn("git", ["http-backend"], {
     env: isolatedGitEnv({
       ...workflowGate,

@@ -112,7 +112,11 @@ export function compileRoutes(routes: readonly Route[]): CompiledRoute[] {
   return routes.map((r) => ({ ...r, regexp: templateToRegExp(r.template) }));
 }
 
-export function matchRoute(routes: readonly CompiledRoute[], method: string, path: string): { route: CompiledRoute; params: Record<string, string> } | undefined {
+export function matchRoute(
+  routes: readonly CompiledRoute[],
+  method: string,
+  path: string,
+): { route: CompiledRoute; params: Record<string, string> } | undefined {
   for (const candidate of routes) {
     if (candidate.method !== method) continue;
     const match = candidate.regexp.exec(path);
@@ -150,7 +154,9 @@ export function jsonBody<T extends z.ZodType>(ctx: ApiContext, schema: T): z.inf
   const result = schema.safeParse(parsed);
   if (!result.success) {
     // guess: GitHub's schema-validation message is "Invalid request.\n\n<details>"; details vary.
-    const details = result.error.issues.map((issue) => `${issue.path.map(String).join(".") || "body"}: ${issue.message}`).join("\n");
+    const details = result.error.issues
+      .map((issue) => `${issue.path.map(String).join(".") || "body"}: ${issue.message}`)
+      .join("\n");
     throw githubError(422, `Invalid request.\n\n${details}`);
   }
   return result.data;

@@ -24,7 +24,11 @@ async function authorize(query: Record<string, string>): Promise<Response> {
 }
 
 async function exchange(body: Record<string, string>, accept = "application/json"): Promise<Response> {
-  return fetch(`${fake.url}/login/oauth/access_token`, { method: "POST", headers: { accept }, body: new URLSearchParams(body) });
+  return fetch(`${fake.url}/login/oauth/access_token`, {
+    method: "POST",
+    headers: { accept },
+    body: new URLSearchParams(body),
+  });
 }
 
 describe("fake GitHub OAuth", () => {
@@ -37,11 +41,16 @@ describe("fake GitHub OAuth", () => {
     expect(back.searchParams.get("state")).toBe("s1");
     const code = back.searchParams.get("code") ?? "";
 
-    const token = (await (await exchange({ client_id: "Iv1.client", client_secret: "secret", code, redirect_uri: callback })).json()) as Record<string, unknown>;
+    const token = (await (
+      await exchange({ client_id: "Iv1.client", client_secret: "secret", code, redirect_uri: callback })
+    ).json()) as Record<string, unknown>;
     expect(token).toMatchObject({ expires_in: 28800, scope: "", token_type: "bearer" });
     expect(token["access_token"]).toMatch(/^ghu_\w{36}$/);
     expect(token["refresh_token"]).toMatch(/^ghr_/);
-    const again = (await (await exchange({ client_id: "Iv1.client", client_secret: "secret", code })).json()) as Record<string, unknown>;
+    const again = (await (await exchange({ client_id: "Iv1.client", client_secret: "secret", code })).json()) as Record<
+      string,
+      unknown
+    >;
     expect(again["error"]).toBe("bad_verification_code");
 
     const headers = { authorization: `Bearer ${String(token["access_token"])}` };
@@ -56,7 +65,11 @@ describe("fake GitHub OAuth", () => {
 
   it("answers OAuth errors the way GitHub does", async () => {
     fake.oauth.signInAs("octocat");
-    const mismatch = new URL((await authorize({ client_id: "Iv1.client", redirect_uri: "http://elsewhere.example/cb", state: "s2" })).headers.get("location") ?? "");
+    const mismatch = new URL(
+      (
+        await authorize({ client_id: "Iv1.client", redirect_uri: "http://elsewhere.example/cb", state: "s2" })
+      ).headers.get("location") ?? "",
+    );
     expect(`${mismatch.origin}${mismatch.pathname}`).toBe(callback);
     expect(mismatch.searchParams.get("error")).toBe("redirect_uri_mismatch");
 

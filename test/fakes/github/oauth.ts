@@ -100,7 +100,8 @@ export class FakeOAuth {
 
   /** Revokes the user's tokens (as when they revoke the app's authorization in their settings). */
   revokeUserTokens(login: string): void {
-    for (const token of this.#tokens.values()) if (token.login.toLowerCase() === login.toLowerCase()) token.revoked = true;
+    for (const token of this.#tokens.values())
+      if (token.login.toLowerCase() === login.toLowerCase()) token.revoked = true;
   }
 
   /** Answers the OAuth routes and any API call made with a user token; false for everything else. */
@@ -150,27 +151,39 @@ export class FakeOAuth {
       redirect(res, firstCallback, {
         error: "redirect_uri_mismatch",
         error_description: "The redirect_uri MUST match the registered callback URL for this application.",
-        error_uri: "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-authorization-request-errors/#redirect-uri-mismatch",
+        error_uri:
+          "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-authorization-request-errors/#redirect-uri-mismatch",
         ...(state === null ? {} : { state }),
       });
       return;
     }
     const redirectUri = given ?? firstCallback;
     if (this.#signedIn === undefined) {
-      sendHtml(res, 200, "<h1>Sign in to GitHub</h1><p>(fake) Nobody is signed in: the test should call <code>fake.oauth.signInAs(login)</code>.</p>");
+      sendHtml(
+        res,
+        200,
+        "<h1>Sign in to GitHub</h1><p>(fake) Nobody is signed in: the test should call <code>fake.oauth.signInAs(login)</code>.</p>",
+      );
       return;
     }
     if (this.#decision === "deny") {
       redirect(res, redirectUri, {
         error: "access_denied",
         error_description: "The user has denied your application access.",
-        error_uri: "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-authorization-request-errors/#access-denied",
+        error_uri:
+          "https://docs.github.com/apps/managing-oauth-apps/troubleshooting-authorization-request-errors/#access-denied",
         ...(state === null ? {} : { state }),
       });
       return;
     }
     const code = randomBytes(10).toString("hex");
-    this.#codes.set(code, { clientId: client.clientId, redirectUri, login: this.#signedIn, expiresAt: this.state.now() + CODE_TTL_MS, used: false });
+    this.#codes.set(code, {
+      clientId: client.clientId,
+      redirectUri,
+      login: this.#signedIn,
+      expiresAt: this.state.now() + CODE_TTL_MS,
+      used: false,
+    });
     redirect(res, redirectUri, { code, ...(state === null ? {} : { state }) });
   }
 
@@ -188,7 +201,11 @@ export class FakeOAuth {
       }
     };
     const error = (code: string, description: string): void => {
-      answer({ error: code, error_description: description, error_uri: `https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors/#${code.replaceAll("_", "-")}` });
+      answer({
+        error: code,
+        error_description: description,
+        error_uri: `https://docs.github.com/apps/managing-oauth-apps/troubleshooting-oauth-app-access-token-request-errors/#${code.replaceAll("_", "-")}`,
+      });
     };
     const client = this.#clients.get(params.get("client_id") ?? "");
     if (!client || params.get("client_secret") !== client.clientSecret) {
@@ -209,7 +226,13 @@ export class FakeOAuth {
     }
     code.used = true;
     const token = `ghu_${randomBytes(18).toString("hex").slice(0, 36)}`;
-    this.#tokens.set(token, { token, login: code.login, clientId: client.clientId, expiresAt: this.state.now() + USER_TOKEN_TTL_S * 1000, revoked: false });
+    this.#tokens.set(token, {
+      token,
+      login: code.login,
+      clientId: client.clientId,
+      expiresAt: this.state.now() + USER_TOKEN_TTL_S * 1000,
+      revoked: false,
+    });
     answer({
       access_token: token,
       expires_in: USER_TOKEN_TTL_S,
@@ -226,7 +249,10 @@ export class FakeOAuth {
     const client = this.#clients.get(clientId);
     if (!client || id !== clientId || secret !== client.clientSecret) {
       // guess: wrong client credentials on this endpoint answer 404, as GitHub hides the app.
-      sendJson(res, 404, { message: "Not Found", documentation_url: "https://docs.github.com/rest/apps/oauth-applications#delete-an-app-token" });
+      sendJson(res, 404, {
+        message: "Not Found",
+        documentation_url: "https://docs.github.com/rest/apps/oauth-applications#delete-an-app-token",
+      });
       return;
     }
     let accessToken: unknown;
@@ -237,7 +263,10 @@ export class FakeOAuth {
     }
     const token = typeof accessToken === "string" ? this.#tokens.get(accessToken) : undefined;
     if (!token || token.clientId !== clientId) {
-      sendJson(res, 422, { message: "Validation Failed", documentation_url: "https://docs.github.com/rest/apps/oauth-applications#delete-an-app-token" });
+      sendJson(res, 422, {
+        message: "Validation Failed",
+        documentation_url: "https://docs.github.com/rest/apps/oauth-applications#delete-an-app-token",
+      });
       return;
     }
     token.revoked = true;
@@ -249,7 +278,11 @@ export class FakeOAuth {
     const token = this.#tokens.get(value);
     if (!token || token.revoked || token.expiresAt <= this.state.now()) {
       request.record.route = `${request.method} ${request.apiPath ?? ""}`;
-      sendJson(res, 401, { message: "Bad credentials", documentation_url: "https://docs.github.com/rest", status: "401" });
+      sendJson(res, 401, {
+        message: "Bad credentials",
+        documentation_url: "https://docs.github.com/rest",
+        status: "401",
+      });
       return;
     }
     const user = this.state.user(token.login);
@@ -264,13 +297,23 @@ export class FakeOAuth {
       const repo = this.state.findRepo(decodeURIComponent(repoPath[1]), decodeURIComponent(repoPath[2]));
       const client = this.#clients.get(token.clientId);
       if (!repo || !client || !this.#userTokenSees(repo, user, client.appId)) {
-        sendJson(res, 404, { message: "Not Found", documentation_url: "https://docs.github.com/rest/repos/repos#get-a-repository", status: "404" });
+        sendJson(res, 404, {
+          message: "Not Found",
+          documentation_url: "https://docs.github.com/rest/repos/repos#get-a-repository",
+          status: "404",
+        });
         return;
       }
       const role = this.state.roleOf(repo, user.login) ?? "none";
       sendJson(res, 200, {
         ...repoJson(this.state, repo),
-        permissions: { admin: roleAtLeast(role, "admin"), maintain: roleAtLeast(role, "maintain"), push: roleAtLeast(role, "write"), triage: roleAtLeast(role, "triage"), pull: !repo.private || roleAtLeast(role, "read") },
+        permissions: {
+          admin: roleAtLeast(role, "admin"),
+          maintain: roleAtLeast(role, "maintain"),
+          push: roleAtLeast(role, "write"),
+          triage: roleAtLeast(role, "triage"),
+          pull: !repo.private || roleAtLeast(role, "read"),
+        },
       });
       return;
     }
@@ -308,7 +351,9 @@ function redirect(res: ServerResponse, base: string, query: Record<string, strin
   const url = new URL(base);
   for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
   res.writeHead(302, { location: url.toString(), "content-type": "text/html; charset=utf-8" });
-  res.end(`<html><body>You are being <a href="${url.toString().replace(/&/g, "&amp;").replace(/"/g, "&quot;")}">redirected</a>.</body></html>`);
+  res.end(
+    `<html><body>You are being <a href="${url.toString().replace(/&/g, "&amp;").replace(/"/g, "&quot;")}">redirected</a>.</body></html>`,
+  );
 }
 
 function sendHtml(res: ServerResponse, status: number, body: string): void {

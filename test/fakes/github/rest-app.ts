@@ -4,7 +4,15 @@ import { requireJwt, requireToken } from "./auth.js";
 import { githubError, intParam, jsonBody, notFound, paginate, param, route, type Route } from "./http.js";
 import { rateLimitKey, type RateLimiter } from "./rate-limit.js";
 import { appJson, installationJson, repoJson, userJson } from "./shapes.js";
-import { isoSeconds, levelCovers, type FakeGitHubState, type InstallationRecord, type Permissions, type RepoRecord, type TokenRecord } from "./state.js";
+import {
+  isoSeconds,
+  levelCovers,
+  type FakeGitHubState,
+  type InstallationRecord,
+  type Permissions,
+  type RepoRecord,
+  type TokenRecord,
+} from "./state.js";
 
 /*
  * The app's own endpoints (JWT), token minting and revocation, users and the rate-limit
@@ -39,7 +47,11 @@ export interface MintRequest {
  * Mints a token for `installation` as `POST /app/installations/{id}/access_tokens` does;
  * throws GitHub's 422 when the request asks for more than the installation has.
  */
-export function mintToken(state: FakeGitHubState, installation: InstallationRecord, request: MintRequest): { record: TokenRecord; repositories?: RepoRecord[] } {
+export function mintToken(
+  state: FakeGitHubState,
+  installation: InstallationRecord,
+  request: MintRequest,
+): { record: TokenRecord; repositories?: RepoRecord[] } {
   const reachable = state.installationRepos(installation);
   let permissions: Permissions = { ...installation.permissions };
   if (request.permissions && Object.keys(request.permissions).length > 0) {
@@ -61,9 +73,16 @@ export function mintToken(state: FakeGitHubState, installation: InstallationReco
     const byId = ids.map((id) => reachable.find((repo) => repo.id === id));
     if ([...byName, ...byId].some((repo) => repo === undefined)) {
       // guess: wording of GitHub's answer for a repository outside the installation.
-      throw githubError(422, "There is at least one repository that does not exist or is not accessible to the parent installation.");
+      throw githubError(
+        422,
+        "There is at least one repository that does not exist or is not accessible to the parent installation.",
+      );
     }
-    selected = [...new Map([...byName, ...byId].filter((repo): repo is RepoRecord => repo !== undefined).map((repo) => [repo.id, repo])).values()];
+    selected = [
+      ...new Map(
+        [...byName, ...byId].filter((repo): repo is RepoRecord => repo !== undefined).map((repo) => [repo.id, repo]),
+      ).values(),
+    ];
   } else if (installation.repositorySelection === "selected") {
     // guess: a token of a selected-repositories installation lists them, as a narrowed token does.
     selected = reachable;
@@ -146,7 +165,11 @@ export function appRoutes(deps: { limiter: RateLimiter }): Route[] {
       const { page, headers } = paginate(ctx, repos);
       return {
         status: 200,
-        body: { total_count: repos.length, repository_selection: token.repositorySelection, repositories: page.map((repo) => repoJson(ctx.state, repo)) },
+        body: {
+          total_count: repos.length,
+          repository_selection: token.repositorySelection,
+          repositories: page.map((repo) => repoJson(ctx.state, repo)),
+        },
         headers,
       };
     }),
@@ -167,9 +190,25 @@ export function appRoutes(deps: { limiter: RateLimiter }): Route[] {
     // Not counted against the limit, as on GitHub.
     route("GET", "/rate_limit", (ctx) => {
       const window = deps.limiter.peek(rateLimitKey(ctx.credential));
-      const core = { limit: window.limit, used: window.used, remaining: Math.max(0, window.limit - window.used), reset: window.reset };
-      const other = (limit: number): Record<string, number> => ({ limit, used: 0, remaining: limit, reset: window.reset });
-      return { status: 200, body: { resources: { core, search: other(30), graphql: other(5000), integration_manifest: other(5000) }, rate: core } };
+      const core = {
+        limit: window.limit,
+        used: window.used,
+        remaining: Math.max(0, window.limit - window.used),
+        reset: window.reset,
+      };
+      const other = (limit: number): Record<string, number> => ({
+        limit,
+        used: 0,
+        remaining: limit,
+        reset: window.reset,
+      });
+      return {
+        status: 200,
+        body: {
+          resources: { core, search: other(30), graphql: other(5000), integration_manifest: other(5000) },
+          rate: core,
+        },
+      };
     }),
   ];
 }

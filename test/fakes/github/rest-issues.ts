@@ -1,8 +1,27 @@
 import { z } from "zod";
 import { authorizeRepo, tokenHas, type PermissionNeed } from "./auth.js";
-import { githubError, intParam, jsonBody, notFound, paginate, param, route, validationFailed, type ApiContext, type Route } from "./http.js";
+import {
+  githubError,
+  intParam,
+  jsonBody,
+  notFound,
+  paginate,
+  param,
+  route,
+  validationFailed,
+  type ApiContext,
+  type Route,
+} from "./http.js";
 import { commentJson, issueJson, labelJson, reactionJson } from "./shapes.js";
-import { REACTION_CONTENTS, type CommentRecord, type IssueRecord, type ReactionContent, type ReactionRecord, type RepoRecord, type UserRecord } from "./state.js";
+import {
+  REACTION_CONTENTS,
+  type CommentRecord,
+  type IssueRecord,
+  type ReactionContent,
+  type ReactionRecord,
+  type RepoRecord,
+  type UserRecord,
+} from "./state.js";
 
 /*
  * Issues, issue comments (which are also a pull request's conversation), reactions and
@@ -27,7 +46,11 @@ function needsFor(level: "read" | "write", issue?: IssueRecord): PermissionNeed[
  * token without either learns nothing about which issues exist), then the exact need once the
  * issue is known. Deleted issues are gone (410), as on GitHub.
  */
-function authorizedIssue(ctx: ApiContext, level: "read" | "write", number: number): { repo: RepoRecord; issue: IssueRecord } {
+function authorizedIssue(
+  ctx: ApiContext,
+  level: "read" | "write",
+  number: number,
+): { repo: RepoRecord; issue: IssueRecord } {
   const repo = authorizeRepo(ctx, repoFromParams(ctx), needsFor(level), level);
   const issue = repo.issues.get(number);
   if (!issue) throw notFound();
@@ -44,7 +67,10 @@ function checkExactNeed(ctx: ApiContext, repo: RepoRecord, level: "read" | "writ
   throw githubError(403, "Resource not accessible by integration");
 }
 
-function authorizedComment(ctx: ApiContext, level: "read" | "write"): { repo: RepoRecord; comment: CommentRecord; issue: IssueRecord } {
+function authorizedComment(
+  ctx: ApiContext,
+  level: "read" | "write",
+): { repo: RepoRecord; comment: CommentRecord; issue: IssueRecord } {
   const repo = authorizeRepo(ctx, repoFromParams(ctx), needsFor(level), level);
   const comment = ctx.state.comments.get(intParam(ctx, "comment_id"));
   const issue = comment && comment.repoId === repo.id ? repo.issues.get(comment.issueNumber) : undefined;
@@ -75,7 +101,11 @@ function validationFailedComment(message: string): never {
 const ReactionBody = z.object({ content: z.string() });
 
 /** GitHub's reaction create: 201 with a new reaction, 200 with the existing one on a repeat. */
-function react(ctx: ApiContext, repo: RepoRecord, subject: ReactionRecord["subject"]): { status: number; body: unknown } {
+function react(
+  ctx: ApiContext,
+  repo: RepoRecord,
+  subject: ReactionRecord["subject"],
+): { status: number; body: unknown } {
   const { content } = jsonBody(ctx, ReactionBody);
   if (!REACTION_CONTENTS.includes(content as ReactionContent)) {
     throw validationFailed([{ resource: "Reaction", code: "invalid", field: "content" }]);
@@ -85,10 +115,19 @@ function react(ctx: ApiContext, repo: RepoRecord, subject: ReactionRecord["subje
     r.repoId === repo.id &&
     r.user.id === user.id &&
     r.content === content &&
-    (r.subject.kind === "issue" ? subject.kind === "issue" && r.subject.number === subject.number : subject.kind === "comment" && r.subject.commentId === subject.commentId);
+    (r.subject.kind === "issue"
+      ? subject.kind === "issue" && r.subject.number === subject.number
+      : subject.kind === "comment" && r.subject.commentId === subject.commentId);
   const existing = ctx.state.reactions.find(same);
   if (existing) return { status: 200, body: reactionJson(ctx.state, existing) };
-  const reaction: ReactionRecord = { id: ctx.state.nextId(), repoId: repo.id, subject, content: content as ReactionContent, user, createdAt: ctx.state.nowIso() };
+  const reaction: ReactionRecord = {
+    id: ctx.state.nextId(),
+    repoId: repo.id,
+    subject,
+    content: content as ReactionContent,
+    user,
+    createdAt: ctx.state.nowIso(),
+  };
   ctx.state.reactions.push(reaction);
   return { status: 201, body: reactionJson(ctx.state, reaction) };
 }
@@ -108,7 +147,9 @@ export function issueRoutes(): Route[] {
 
     route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", (ctx) => {
       const { repo, issue } = authorizedIssue(ctx, "read", intParam(ctx, "issue_number"));
-      const all = [...ctx.state.comments.values()].filter((c) => c.repoId === repo.id && c.issueNumber === issue.number);
+      const all = [...ctx.state.comments.values()].filter(
+        (c) => c.repoId === repo.id && c.issueNumber === issue.number,
+      );
       const { page, headers } = paginate(ctx, all);
       return { status: 200, body: page.map((c) => commentJson(ctx.state, repo, c)), headers };
     }),
@@ -119,7 +160,16 @@ export function issueRoutes(): Route[] {
       checkCommentLength(body);
       const { user, appId } = actor(ctx);
       const now = ctx.state.nowIso();
-      const comment: CommentRecord = { id: ctx.state.nextId(), repoId: repo.id, issueNumber: issue.number, body, user, createdAt: now, updatedAt: now, ...(appId === undefined ? {} : { appId }) };
+      const comment: CommentRecord = {
+        id: ctx.state.nextId(),
+        repoId: repo.id,
+        issueNumber: issue.number,
+        body,
+        user,
+        createdAt: now,
+        updatedAt: now,
+        ...(appId === undefined ? {} : { appId }),
+      };
       ctx.state.comments.set(comment.id, comment);
       const json = commentJson(ctx.state, repo, comment);
       return { status: 201, body: json, headers: { location: String(json["url"]) } };
@@ -170,11 +220,21 @@ export function issueRoutes(): Route[] {
       const names = (Array.isArray(parsed) ? parsed : parsed.labels).map((l) => (typeof l === "string" ? l : l.name));
       for (const name of names) {
         // Adding a label that does not exist yet creates it, as on GitHub.
-        if (!repo.labels.has(name.toLowerCase())) repo.labels.set(name.toLowerCase(), { id: ctx.state.nextId(), name, color: "ededed", description: null });
+        if (!repo.labels.has(name.toLowerCase()))
+          repo.labels.set(name.toLowerCase(), { id: ctx.state.nextId(), name, color: "ededed", description: null });
         if (!issue.labels.some((l) => l.toLowerCase() === name.toLowerCase())) issue.labels.push(name);
       }
       issue.updatedAt = ctx.state.nowIso();
-      return { status: 200, body: issue.labels.map((name) => labelJson(ctx.state, repo, repo.labels.get(name.toLowerCase()) ?? { id: 0, name, color: "ededed", description: null })) };
+      return {
+        status: 200,
+        body: issue.labels.map((name) =>
+          labelJson(
+            ctx.state,
+            repo,
+            repo.labels.get(name.toLowerCase()) ?? { id: 0, name, color: "ededed", description: null },
+          ),
+        ),
+      };
     }),
   ];
 }

@@ -1,7 +1,18 @@
 import { z } from "zod";
 import { authorizeRepo } from "./auth.js";
 import { countCommitsBetween, resolveCommit } from "./bare-repo.js";
-import { githubError, intParam, jsonBody, notFound, paginate, param, route, validationFailed, type ApiContext, type Route } from "./http.js";
+import {
+  githubError,
+  intParam,
+  jsonBody,
+  notFound,
+  paginate,
+  param,
+  route,
+  validationFailed,
+  type ApiContext,
+  type Route,
+} from "./http.js";
 import { pullJson } from "./shapes.js";
 import type { FakeGitHubState, IssueRecord, RepoRecord } from "./state.js";
 
@@ -17,7 +28,11 @@ function repoFromParams(ctx: ApiContext): RepoRecord | undefined {
 }
 
 /** A pull request as JSON with its head and base commits read from git now, as GitHub keeps them current. */
-export async function renderPull(state: FakeGitHubState, repo: RepoRecord, issue: IssueRecord): Promise<Record<string, unknown>> {
+export async function renderPull(
+  state: FakeGitHubState,
+  repo: RepoRecord,
+  issue: IssueRecord,
+): Promise<Record<string, unknown>> {
   const pull = issue.pull;
   if (!pull) throw notFound();
   if (!pull.fork) pull.headSha = (await resolveCommit(repo.bareDir, `refs/heads/${pull.headRef}`)) ?? pull.headSha;
@@ -51,7 +66,10 @@ const UpdateBody = z.object({
   maintainer_can_modify: z.boolean().optional(),
 });
 
-const ReviewersBody = z.object({ reviewers: z.array(z.string()).optional(), team_reviewers: z.array(z.string()).optional() });
+const ReviewersBody = z.object({
+  reviewers: z.array(z.string()).optional(),
+  team_reviewers: z.array(z.string()).optional(),
+});
 
 /** `owner:branch` or `branch`; the owner part must be this repository's owner (forks are not modelled). */
 function parseHead(repo: RepoRecord, head: string): string | undefined {
@@ -89,20 +107,36 @@ export function pullRoutes(): Route[] {
       const input = jsonBody(ctx, CreateBody);
       const { credential } = ctx;
       if (credential.kind !== "token") throw githubError(403, "Resource not accessible by integration");
-      if (input.title === undefined || input.title === "") throw validationFailed([{ resource: "PullRequest", code: "missing_field", field: "title" }]);
+      if (input.title === undefined || input.title === "")
+        throw validationFailed([{ resource: "PullRequest", code: "missing_field", field: "title" }]);
       const headRef = parseHead(repo, input.head);
       const headSha = headRef === undefined ? undefined : await resolveCommit(repo.bareDir, `refs/heads/${headRef}`);
       const baseSha = await resolveCommit(repo.bareDir, `refs/heads/${input.base}`);
       if (!baseSha) throw validationFailed([{ resource: "PullRequest", field: "base", code: "invalid" }]);
-      if (headRef === undefined || !headSha) throw validationFailed([{ resource: "PullRequest", field: "head", code: "invalid" }]);
+      if (headRef === undefined || !headSha)
+        throw validationFailed([{ resource: "PullRequest", field: "head", code: "invalid" }]);
       const duplicate = [...repo.issues.values()].some(
-        (issue) => issue.state === "open" && !issue.deleted && issue.pull && !issue.pull.fork && issue.pull.headRef === headRef && issue.pull.baseRef === input.base,
+        (issue) =>
+          issue.state === "open" &&
+          !issue.deleted &&
+          issue.pull &&
+          !issue.pull.fork &&
+          issue.pull.headRef === headRef &&
+          issue.pull.baseRef === input.base,
       );
       if (duplicate) {
-        throw validationFailed([{ resource: "PullRequest", code: "custom", message: `A pull request already exists for ${repo.owner}:${headRef}.` }]);
+        throw validationFailed([
+          {
+            resource: "PullRequest",
+            code: "custom",
+            message: `A pull request already exists for ${repo.owner}:${headRef}.`,
+          },
+        ]);
       }
       if (headRef === input.base || (await countCommitsBetween(repo.bareDir, baseSha, headSha)) === 0) {
-        throw validationFailed([{ resource: "PullRequest", code: "custom", message: `No commits between ${input.base} and ${headRef}` }]);
+        throw validationFailed([
+          { resource: "PullRequest", code: "custom", message: `No commits between ${input.base} and ${headRef}` },
+        ]);
       }
       const now = ctx.state.nowIso();
       const issue: IssueRecord = {
@@ -144,7 +178,8 @@ export function pullRoutes(): Route[] {
       const pull = issue.pull;
       if (!pull) throw notFound();
       if (input.base !== undefined) {
-        if (!(await resolveCommit(repo.bareDir, `refs/heads/${input.base}`))) throw validationFailed([{ resource: "PullRequest", field: "base", code: "invalid" }]);
+        if (!(await resolveCommit(repo.bareDir, `refs/heads/${input.base}`)))
+          throw validationFailed([{ resource: "PullRequest", field: "base", code: "invalid" }]);
         pull.baseRef = input.base;
       }
       if (input.title !== undefined) issue.title = input.title;
@@ -179,7 +214,8 @@ export function pullRoutes(): Route[] {
         );
       }
       for (const login of reviewers) {
-        if (!pull.requestedReviewers.some((r) => r.toLowerCase() === login.toLowerCase())) pull.requestedReviewers.push(login);
+        if (!pull.requestedReviewers.some((r) => r.toLowerCase() === login.toLowerCase()))
+          pull.requestedReviewers.push(login);
       }
       return { status: 201, body: await renderPull(ctx.state, repo, issue) };
     }),

@@ -34,7 +34,14 @@ function wrappedBase64(content: Buffer): string {
   return encoded.length === 0 ? "" : `${encoded.match(/.{1,60}/g)?.join("\n") ?? ""}\n`;
 }
 
-function contentUrls(ctx: ApiContext, repo: RepoRecord, path: string, ref: string, type: "file" | "dir", sha: string): Record<string, string> {
+function contentUrls(
+  ctx: ApiContext,
+  repo: RepoRecord,
+  path: string,
+  ref: string,
+  type: "file" | "dir",
+  sha: string,
+): Record<string, string> {
   const full = `${repo.owner}/${repo.name}`;
   const self = `${ctx.state.apiUrl}/repos/${full}/contents/${path}?ref=${encodeURIComponent(ref)}`;
   const html = `${ctx.state.baseUrl}/${full}/${type === "dir" ? "tree" : "blob"}/${ref}/${path}`;
@@ -100,7 +107,15 @@ export function repoRoutes(): Route[] {
       const branches = await listBranches(repo.bareDir);
       const { page, headers } = paginate(ctx, branches);
       const base = `${ctx.state.apiUrl}/repos/${repo.owner}/${repo.name}`;
-      return { status: 200, body: page.map((b) => ({ name: b.name, commit: { sha: b.sha, url: `${base}/commits/${b.sha}` }, protected: false })), headers };
+      return {
+        status: 200,
+        body: page.map((b) => ({
+          name: b.name,
+          commit: { sha: b.sha, url: `${base}/commits/${b.sha}` },
+          protected: false,
+        })),
+        headers,
+      };
     }),
 
     route("GET", "/repos/{owner}/{repo}/branches/{branch*}", async (ctx) => {

@@ -10,14 +10,34 @@ import { authenticate, type Credential } from "./auth.js";
 import { commitFiles, initBare, listBranches, readPath, runGit } from "./bare-repo.js";
 import { FaultRegistry, type Fault, type FaultHandle, type FaultMatcher } from "./faults.js";
 import { handleGit, matchGitPath } from "./git.js";
-import { compileRoutes, githubError, HttpError, matchRoute, readBody, type ApiContext, type ApiResponse, type RecordedRequest } from "./http.js";
+import {
+  compileRoutes,
+  githubError,
+  HttpError,
+  matchRoute,
+  readBody,
+  type ApiContext,
+  type ApiResponse,
+  type RecordedRequest,
+} from "./http.js";
 import { FakeOAuth } from "./oauth.js";
 import { RateLimiter, rateLimitExceededMessage, rateLimitHeaders, rateLimitKey } from "./rate-limit.js";
 import { appRoutes, mintToken } from "./rest-app.js";
 import { issueRoutes } from "./rest-issues.js";
 import { pullRoutes } from "./rest-pulls.js";
 import { repoRoutes, resolveRef } from "./rest-repos.js";
-import { FakeGitHubState, isoSeconds, type AppRecord, type CommentRecord, type InstallationRecord, type IssueRecord, type Permissions, type ReactionRecord, type RepoRecord, type RepoRole } from "./state.js";
+import {
+  FakeGitHubState,
+  isoSeconds,
+  type AppRecord,
+  type CommentRecord,
+  type InstallationRecord,
+  type IssueRecord,
+  type Permissions,
+  type ReactionRecord,
+  type RepoRecord,
+  type RepoRole,
+} from "./state.js";
 
 /*
  * A fake GitHub (github.com / GHES-style, REST under `/api/v3` plus git smart HTTP) on
@@ -43,7 +63,17 @@ import { FakeGitHubState, isoSeconds, type AppRecord, type CommentRecord, type I
 export type { Fault, FaultHandle, FaultMatcher } from "./faults.js";
 export { faults } from "./faults.js";
 export type { RecordedRequest } from "./http.js";
-export type { AppRecord, CommentRecord, InstallationRecord, IssueRecord, Permissions, ReactionRecord, RepoRecord, RepoRole, TokenRecord } from "./state.js";
+export type {
+  AppRecord,
+  CommentRecord,
+  InstallationRecord,
+  IssueRecord,
+  Permissions,
+  ReactionRecord,
+  RepoRecord,
+  RepoRole,
+  TokenRecord,
+} from "./state.js";
 
 export interface FakeGitHubOptions {
   /** Parent of the fake's temp directory (bare repositories). Default `os.tmpdir()`. */
@@ -185,7 +215,11 @@ export interface FakeGitHub {
   repo(owner: string, name: string): RepoInfo;
   setCollaborator(owner: string, repo: string, login: string, role: RepoRole): void;
   /** Registers a user so `GET /users/{login}` finds it. */
-  addUser(login: string, type?: "User" | "Bot" | "Organization", id?: number): { login: string; id: number; type: string };
+  addUser(
+    login: string,
+    type?: "User" | "Bot" | "Organization",
+    id?: number,
+  ): { login: string; id: number; type: string };
 
   createIssue(owner: string, repo: string, options: CreateIssueOptions): IssueRecord;
   /** A comment written by a person (e.g. the `/harness …` trigger), as the web UI would. */
@@ -207,7 +241,13 @@ export interface FakeGitHub {
    * Commits `content` (or deletes the path, for `null`) on a branch, default the default branch;
    * a new branch starts from the default branch. Returns the commit.
    */
-  setFile(owner: string, repo: string, path: string, content: string | null, options?: { branch?: string; message?: string }): Promise<string>;
+  setFile(
+    owner: string,
+    repo: string,
+    path: string,
+    content: string | null,
+    options?: { branch?: string; message?: string },
+  ): Promise<string>;
   /** A file's content at a ref (default the default branch), or `undefined`. */
   readFile(owner: string, repo: string, path: string, ref?: string): Promise<string | undefined>;
   branches(owner: string, repo: string): Promise<{ name: string; sha: string }[]>;
@@ -226,7 +266,8 @@ export interface FakeGitHub {
   close(): Promise<void>;
 }
 
-const ROUTES = (limiter: RateLimiter) => compileRoutes([...appRoutes({ limiter }), ...repoRoutes(), ...issueRoutes(), ...pullRoutes()]);
+const ROUTES = (limiter: RateLimiter) =>
+  compileRoutes([...appRoutes({ limiter }), ...repoRoutes(), ...issueRoutes(), ...pullRoutes()]);
 
 export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakeGitHub> {
   const state = new FakeGitHubState();
@@ -280,7 +321,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       return;
     }
     if (gitTarget) {
-      const auth = await handleGit(state, rootDir, { method, pathname: url.pathname, query: url.searchParams, headers: req.headers, body }, res);
+      const auth = await handleGit(
+        state,
+        rootDir,
+        { method, pathname: url.pathname, query: url.searchParams, headers: req.headers, body },
+        res,
+      );
       record.auth = auth;
       return;
     }
@@ -308,7 +354,11 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       return;
     }
     record.auth =
-      credential.kind === "token" ? { kind: "token", installationId: credential.installation.id } : credential.kind === "jwt" ? { kind: "jwt", appId: credential.app.id } : { kind: "none" };
+      credential.kind === "token"
+        ? { kind: "token", installationId: credential.installation.id }
+        : credential.kind === "jwt"
+          ? { kind: "jwt", appId: credential.app.id }
+          : { kind: "none" };
 
     const matched = matchRoute(routes, call.method, call.apiPath);
     const key = rateLimitKey(credential);
@@ -325,11 +375,23 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       const { window, exceeded } = limiter.consume(key);
       rateHeaders = rateLimitHeaders(window);
       if (exceeded) {
-        sendApi(res, errorResponse(githubError(403, rateLimitExceededMessage(credential))), { ...common, ...rateHeaders });
+        sendApi(res, errorResponse(githubError(403, rateLimitExceededMessage(credential))), {
+          ...common,
+          ...rateHeaders,
+        });
         return;
       }
     }
-    const ctx: ApiContext = { state, method: call.method, path: call.apiPath, query: call.query, headers: req.headers, bodyText: call.bodyText, credential, params: matched.params };
+    const ctx: ApiContext = {
+      state,
+      method: call.method,
+      path: call.apiPath,
+      query: call.query,
+      headers: req.headers,
+      bodyText: call.bodyText,
+      credential,
+      params: matched.params,
+    };
     let response: ApiResponse;
     try {
       response = await matched.route.handler(ctx);
@@ -404,12 +466,23 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
         publicKey,
         botUserId,
         owner: state.user(appOptions.owner ?? `${appOptions.slug}-owner`, "Organization"),
-        permissions: appOptions.permissions ?? { metadata: "read", issues: "write", pull_requests: "write", contents: "write" },
+        permissions: appOptions.permissions ?? {
+          metadata: "read",
+          issues: "write",
+          pull_requests: "write",
+          contents: "write",
+        },
         events: appOptions.events ?? ["issue_comment", "issues"],
       };
       state.apps.set(app.id, app);
       state.botUser(app);
-      return { id: app.id, slug: app.slug, botLogin: `${app.slug}[bot]`, botUserId, ...(privateKeyPem === undefined ? {} : { privateKeyPem }) };
+      return {
+        id: app.id,
+        slug: app.slug,
+        botLogin: `${app.slug}[bot]`,
+        botUserId,
+        ...(privateKeyPem === undefined ? {} : { privateKeyPem }),
+      };
     },
 
     addInstallation(installOptions) {
@@ -436,7 +509,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     },
 
     async addRepo(repoOptions) {
-      if (state.findRepo(repoOptions.owner, repoOptions.name)) throw new Error(`${repoOptions.owner}/${repoOptions.name} exists`);
+      if (state.findRepo(repoOptions.owner, repoOptions.name))
+        throw new Error(`${repoOptions.owner}/${repoOptions.name} exists`);
       const defaultBranch = repoOptions.defaultBranch ?? "main";
       await mkdir(join(rootDir, repoOptions.owner), { recursive: true });
       const bareDir = join(rootDir, repoOptions.owner, `${repoOptions.name}.git`);
@@ -500,7 +574,8 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
         deleted: false,
       };
       for (const label of issue.labels) {
-        if (!repo.labels.has(label.toLowerCase())) repo.labels.set(label.toLowerCase(), { id: state.nextId(), name: label, color: "ededed", description: null });
+        if (!repo.labels.has(label.toLowerCase()))
+          repo.labels.set(label.toLowerCase(), { id: state.nextId(), name: label, color: "ededed", description: null });
       }
       repo.issues.set(issue.number, issue);
       return issue;
@@ -510,7 +585,15 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       const repo = repoRecord(owner, name);
       if (!repo.issues.has(issueNumber)) throw new Error(`no issue #${String(issueNumber)} in ${owner}/${name}`);
       const now = state.nowIso();
-      const comment: CommentRecord = { id: state.nextId(), repoId: repo.id, issueNumber, body: commentOptions.body, user: state.user(commentOptions.user), createdAt: now, updatedAt: now };
+      const comment: CommentRecord = {
+        id: state.nextId(),
+        repoId: repo.id,
+        issueNumber,
+        body: commentOptions.body,
+        user: state.user(commentOptions.user),
+        createdAt: now,
+        updatedAt: now,
+      };
       state.comments.set(comment.id, comment);
       return comment;
     },
@@ -549,7 +632,9 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
           merged: false,
           maintainerCanModify: false,
           requestedReviewers: [],
-          ...(prOptions.fork ? { fork: { owner: prOptions.fork.owner, name: prOptions.fork.name ?? repo.name, id: state.nextId() } } : {}),
+          ...(prOptions.fork
+            ? { fork: { owner: prOptions.fork.owner, name: prOptions.fork.name ?? repo.name, id: state.nextId() } }
+            : {}),
         },
       };
       repo.issues.set(issue.number, issue);
@@ -583,7 +668,13 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       const repo = repoRecord(owner, name);
       const message = fileOptions.message ?? `${content === null ? "Delete" : "Update"} ${path}`;
       // A new branch starts from the default branch, as one created in GitHub's web UI does.
-      return commitFiles(repo.bareDir, fileOptions.branch ?? repo.defaultBranch, { [path]: content }, message, `refs/heads/${repo.defaultBranch}`);
+      return commitFiles(
+        repo.bareDir,
+        fileOptions.branch ?? repo.defaultBranch,
+        { [path]: content },
+        message,
+        `refs/heads/${repo.defaultBranch}`,
+      );
     },
 
     async readFile(owner, name, path, ref) {
@@ -652,7 +743,10 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
 
 function errorResponse(error: unknown): ApiResponse {
   if (error instanceof HttpError) return { status: error.status, body: error.body, headers: error.headers };
-  return { status: 500, body: { message: `fake GitHub error: ${error instanceof Error ? error.message : String(error)}` } };
+  return {
+    status: 500,
+    body: { message: `fake GitHub error: ${error instanceof Error ? error.message : String(error)}` },
+  };
 }
 
 function sendApi(res: ServerResponse, response: ApiResponse, headers: Record<string, string>): void {

@@ -1,4 +1,14 @@
-import type { AppRecord, CommentRecord, FakeGitHubState, InstallationRecord, IssueRecord, LabelRecord, ReactionRecord, RepoRecord, UserRecord } from "./state.js";
+import type {
+  AppRecord,
+  CommentRecord,
+  FakeGitHubState,
+  InstallationRecord,
+  IssueRecord,
+  LabelRecord,
+  ReactionRecord,
+  RepoRecord,
+  UserRecord,
+} from "./state.js";
 
 /*
  * JSON shapes of GitHub's REST answers, trimmed to what clients read but keeping the fields
@@ -60,7 +70,11 @@ export function repoJson(state: FakeGitHubState, repo: RepoRecord): Record<strin
 }
 
 /** The head repository of a pull request opened from a fork: a different repository with `fork: true`. */
-export function forkRepoJson(state: FakeGitHubState, fork: { owner: string; name: string; id: number }, parent: RepoRecord): Record<string, unknown> {
+export function forkRepoJson(
+  state: FakeGitHubState,
+  fork: { owner: string; name: string; id: number },
+  parent: RepoRecord,
+): Record<string, unknown> {
   const full = `${fork.owner}/${fork.name}`;
   return {
     ...repoJson(state, parent),
@@ -146,7 +160,9 @@ export function issueJson(state: FakeGitHubState, repo: RepoRecord, issue: Issue
   const api = `${state.apiUrl}/repos/${repo.owner}/${repo.name}`;
   const url = `${api}/issues/${String(issue.number)}`;
   const htmlUrl = issueHtmlUrl(state, repo, issue);
-  const commentCount = [...state.comments.values()].filter((c) => c.repoId === repo.id && c.issueNumber === issue.number).length;
+  const commentCount = [...state.comments.values()].filter(
+    (c) => c.repoId === repo.id && c.issueNumber === issue.number,
+  ).length;
   return {
     url,
     repository_url: api,
@@ -158,7 +174,13 @@ export function issueJson(state: FakeGitHubState, repo: RepoRecord, issue: Issue
     number: issue.number,
     title: issue.title,
     user: userJson(state, issue.user),
-    labels: issue.labels.map((name) => labelJson(state, repo, repo.labels.get(name.toLowerCase()) ?? { id: 0, name, color: "ededed", description: null })),
+    labels: issue.labels.map((name) =>
+      labelJson(
+        state,
+        repo,
+        repo.labels.get(name.toLowerCase()) ?? { id: 0, name, color: "ededed", description: null },
+      ),
+    ),
     state: issue.state,
     state_reason: null,
     locked: false,
@@ -207,10 +229,20 @@ export function commentJson(state: FakeGitHubState, repo: RepoRecord, comment: C
 }
 
 export function reactionJson(state: FakeGitHubState, reaction: ReactionRecord): Record<string, unknown> {
-  return { id: reaction.id, user: userJson(state, reaction.user), content: reaction.content, created_at: reaction.createdAt };
+  return {
+    id: reaction.id,
+    user: userJson(state, reaction.user),
+    content: reaction.content,
+    created_at: reaction.createdAt,
+  };
 }
 
-export function pullJson(state: FakeGitHubState, repo: RepoRecord, issue: IssueRecord, shas: { head: string; base: string }): Record<string, unknown> {
+export function pullJson(
+  state: FakeGitHubState,
+  repo: RepoRecord,
+  issue: IssueRecord,
+  shas: { head: string; base: string },
+): Record<string, unknown> {
   const pull = issue.pull;
   if (!pull) throw new Error(`#${String(issue.number)} is not a pull request`);
   const api = `${state.apiUrl}/repos/${repo.owner}/${repo.name}`;

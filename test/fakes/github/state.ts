@@ -138,7 +138,16 @@ export interface CommentRecord {
 
 export type ReactionContent = "+1" | "-1" | "laugh" | "confused" | "heart" | "hooray" | "rocket" | "eyes";
 
-export const REACTION_CONTENTS: readonly ReactionContent[] = ["+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes"];
+export const REACTION_CONTENTS: readonly ReactionContent[] = [
+  "+1",
+  "-1",
+  "laugh",
+  "confused",
+  "heart",
+  "hooray",
+  "rocket",
+  "eyes",
+];
 
 export interface ReactionRecord {
   id: number;
@@ -250,8 +259,12 @@ export class FakeGitHubState {
 
   /** Repositories an installation can reach right now. */
   installationRepos(installation: InstallationRecord): RepoRecord[] {
-    const owned = [...this.repos.values()].filter((repo) => repo.owner.toLowerCase() === installation.account.login.toLowerCase());
-    return installation.repositorySelection === "all" ? owned : owned.filter((repo) => installation.repositoryIds.includes(repo.id));
+    const owned = [...this.repos.values()].filter(
+      (repo) => repo.owner.toLowerCase() === installation.account.login.toLowerCase(),
+    );
+    return installation.repositorySelection === "all"
+      ? owned
+      : owned.filter((repo) => installation.repositoryIds.includes(repo.id));
   }
 
   /** The installation of `appId` that covers `repo`, if any. */

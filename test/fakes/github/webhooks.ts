@@ -69,7 +69,13 @@ export async function sendWebhook(
   const started = performance.now();
   const response = await (options.fetch ?? fetch)(url, { method: "POST", headers, body });
   const text = await response.text();
-  return { status: response.status, body: text, headers: Object.fromEntries(response.headers), durationMs: performance.now() - started, deliveryId };
+  return {
+    status: response.status,
+    body: text,
+    headers: Object.fromEntries(response.headers),
+    durationMs: performance.now() - started,
+    deliveryId,
+  };
 }
 
 /** A user as payloads carry it; `id` defaults to the fake's stable id for the login. */
@@ -171,7 +177,10 @@ function userPayload(repo: PayloadRepo, user: PayloadUser): Record<string, unkno
     avatar_url: `${repo.serverUrl}/avatars/u/${String(id)}?v=4`,
     gravatar_id: "",
     url: api,
-    html_url: type === "Bot" ? `${repo.serverUrl}/apps/${user.login.replace(/\[bot\]$/, "")}` : `${repo.serverUrl}/${user.login}`,
+    html_url:
+      type === "Bot"
+        ? `${repo.serverUrl}/apps/${user.login.replace(/\[bot\]$/, "")}`
+        : `${repo.serverUrl}/${user.login}`,
     followers_url: `${api}/followers`,
     following_url: `${api}/following{/other_user}`,
     gists_url: `${api}/gists{/gist_id}`,
@@ -212,15 +221,28 @@ function frame(payload: Record<string, unknown>, repo: PayloadRepo, sender: Payl
     default_branch: repo.defaultBranch,
   });
   payload["sender"] = userPayload(repo, sender);
-  payload["installation"] = { id: installationId, node_id: Buffer.from(`023:IntegrationInstallation${String(installationId)}`).toString("base64") };
+  payload["installation"] = {
+    id: installationId,
+    node_id: Buffer.from(`023:IntegrationInstallation${String(installationId)}`).toString("base64"),
+  };
   if (repo.ownerType === "Organization") {
-    payload["organization"] = { ...record(payload["organization"] ?? {}), login: repo.owner, id: userIdFor(repo.owner) };
+    payload["organization"] = {
+      ...record(payload["organization"] ?? {}),
+      login: repo.owner,
+      id: userIdFor(repo.owner),
+    };
   } else {
     delete payload["organization"];
   }
 }
 
-function fillIssue(payload: Record<string, unknown>, repo: PayloadRepo, issue: PayloadIssue, isPullRequest: boolean, author: PayloadUser): Record<string, unknown> {
+function fillIssue(
+  payload: Record<string, unknown>,
+  repo: PayloadRepo,
+  issue: PayloadIssue,
+  isPullRequest: boolean,
+  author: PayloadUser,
+): Record<string, unknown> {
   const target = record(payload["issue"]);
   const api = `${repo.serverUrl}/api/v3/repos/${repo.owner}/${repo.name}`;
   const url = `${api}/issues/${String(issue.number)}`;
@@ -245,7 +267,13 @@ function fillIssue(payload: Record<string, unknown>, repo: PayloadRepo, issue: P
   });
   if (isRecord(target["reactions"])) target["reactions"] = { ...target["reactions"], url: `${url}/reactions` };
   if (isPullRequest) {
-    target["pull_request"] = { url: `${api}/pulls/${String(issue.number)}`, html_url: htmlUrl, diff_url: `${htmlUrl}.diff`, patch_url: `${htmlUrl}.patch`, merged_at: null };
+    target["pull_request"] = {
+      url: `${api}/pulls/${String(issue.number)}`,
+      html_url: htmlUrl,
+      diff_url: `${htmlUrl}.diff`,
+      patch_url: `${htmlUrl}.patch`,
+      merged_at: null,
+    };
   } else {
     delete target["pull_request"];
   }
@@ -308,7 +336,9 @@ export function issuesLabeled(options: IssuesLabeledOptions): IssuesLabeledPaylo
   const payload = rehome(example("issues", "labeled"), repo);
   payload["action"] = "labeled";
   frame(payload, repo, sender, options.installationId);
-  const labels = issue.labels?.some((l) => l.toLowerCase() === label.toLowerCase()) ? issue.labels : [...(issue.labels ?? []), label];
+  const labels = issue.labels?.some((l) => l.toLowerCase() === label.toLowerCase())
+    ? issue.labels
+    : [...(issue.labels ?? []), label];
   fillIssue(payload, repo, { ...issue, labels }, false, sender);
   payload["label"] = labelPayload(repo, label);
   return payload as unknown as IssuesLabeledPayload;
