@@ -1,12 +1,18 @@
 import { probeIsolation } from "../src/sandbox/isolation.js";
+import { startPrivateRedis } from "./private-redis.js";
 
 /**
  * Runs once before the suite: a prerequisite the tests cannot bring themselves stops the run
  * at once with one line saying what to install, instead of dozens of failures that each say
- * something else. Bubblewrap isolates the local sandbox, which the App runs by default; it is a
- * Debian package, not an npm one.
+ * something else. Bubblewrap isolates the local sandbox, which the App runs by default;
+ * `redis-server` backs the BullMQ queue and the Redis stores. Both are Debian packages, not npm
+ * ones.
+ *
+ * The Redis is the run's own, on a free port, handed to every test file as
+ * HARNESS_TEST_REDIS_URL and stopped at the end: a developer's Redis is never written to.
+ * Setting HARNESS_TEST_REDIS_URL yourself points the tests at another Redis on purpose.
  */
-export default async function checkPrerequisites(): Promise<void> {
+export default async function checkPrerequisites(): Promise<(() => Promise<void>) | undefined> {
   const bwrapPath = process.env["HARNESS_BWRAP"];
   const isolation = await probeIsolation(bwrapPath ? { bwrapPath } : {});
   if (!isolation.available) {
@@ -14,4 +20,16 @@ export default async function checkPrerequisites(): Promise<void> {
       `The test suite needs bubblewrap for the local sandbox: ${isolation.reason}. Fix: ${isolation.fix} (bash .ci/run installs it when missing)`,
     );
   }
+  if (process.env["HARNESS_TEST_REDIS_URL"]) return undefined;
+  let redis;
+  try {
+    redis = await startPrivateRedis();
+  } catch (error) {
+    throw new Error(
+      `The test suite needs redis-server for the BullMQ queue and the Redis stores: ${error instanceof Error ? error.message : String(error)}. Fix: apt-get install redis-server (bash .ci/run installs it when missing); the tests start their own on a free port`,
+    );
+  }
+  // Test files run in worker processes started after this, which inherit the environment.
+  process.env["HARNESS_TEST_REDIS_URL"] = redis.url;
+  return () => redis.stop();
 }

@@ -6,7 +6,7 @@ import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { startAppProcess, waitFor, type AppProcess } from "../helpers/app-process.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisUnreachable } from "../helpers/redis.js";
+import { deleteRedisKeys, redisUnreachable, testRedisUrl } from "../helpers/redis.js";
 import { installHarness } from "../helpers/harness-world.js";
 
 // The app as a real child process (`src/main.ts`, settings from the environment), the fake
@@ -14,7 +14,7 @@ import { installHarness } from "../helpers/harness-world.js";
 // its sandbox, and started again on the same store: the run must end on the issue, with one
 // status comment, at most one PR, and no sandbox or agent process left alive.
 const SECRET = "crash-webhook-secret";
-const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const REDIS_URL = testRedisUrl();
 const redisProblem = await redisUnreachable(REDIS_URL);
 if (redisProblem) console.warn(`[crash.test] the BullMQ case is skipped: ${redisProblem}`);
 

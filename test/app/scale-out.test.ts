@@ -7,7 +7,7 @@ import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { startAppProcess, UNTHROTTLED_ENTRY, waitFor, type AppProcess } from "../helpers/app-process.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisUnreachable } from "../helpers/redis.js";
+import { deleteRedisKeys, redisUnreachable, testRedisUrl } from "../helpers/redis.js";
 import { installHarness } from "../helpers/harness-world.js";
 
 // Scale-out on one Redis: 2 web processes (webhooks and enqueue only) and 3 worker processes
@@ -15,7 +15,7 @@ import { installHarness } from "../helpers/harness-world.js";
 // in the fake Daytona. Every request must end with exactly one PR and one status comment, no
 // request may run twice, and the cluster-wide cap on runs in flight must hold for sandboxes.
 const SECRET = "scale-out-webhook-secret";
-const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const REDIS_URL = testRedisUrl();
 const REQUESTS = 100;
 const WEB = 2;
 const WORKERS = 3;

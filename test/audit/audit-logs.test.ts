@@ -8,7 +8,7 @@ import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { RedisAuditLog } from "../../src/audit/redis-audit-log.js";
 import { SqliteAuditLog } from "../../src/audit/sqlite-audit-log.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisUnreachable } from "../helpers/redis.js";
+import { deleteRedisKeys, redisUnreachable, testRedisUrl } from "../helpers/redis.js";
 import { describeAuditLogConformance, requested, TOKEN, uniqueRunId } from "./audit-log-conformance.js";
 
 describeAuditLogConformance("memory", ({ limits, now, redactor }) => {
@@ -35,7 +35,7 @@ describeAuditLogConformance("SQLite", async ({ limits, now, redactor }) => {
   };
 });
 
-const redisUrl = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-audit-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
 const redisProblem = await redisUnreachable(redisUrl);

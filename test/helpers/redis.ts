@@ -1,6 +1,19 @@
 import { Redis } from "ioredis";
 import { assertRedisReachable } from "../../src/store/redis-connection.js";
 
+/**
+ * The Redis the test run started for itself (see test/prerequisites.ts), never a developer's
+ * own on 6379.
+ */
+export function testRedisUrl(): string {
+  const url = process.env["HARNESS_TEST_REDIS_URL"];
+  if (!url)
+    throw new Error(
+      "HARNESS_TEST_REDIS_URL is not set: run the tests with `npm test`, whose global set-up starts a private redis-server",
+    );
+  return url;
+}
+
 /** Why Redis cannot be used at `url` (for a printed skip reason), or undefined when it can. */
 export async function redisUnreachable(url: string): Promise<string | undefined> {
   return assertRedisReachable(url, 1_000).then(

@@ -4,8 +4,9 @@ import { afterAll, describe, expect, test } from "vitest";
 import { BullmqRunQueue } from "../../src/runs/bullmq-queue.js";
 import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, describeQueueConformance, request } from "./queue-conformance.js";
+import { testRedisUrl } from "../helpers/redis.js";
 
-const REDIS_URL = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const REDIS_URL = testRedisUrl();
 const reachable = await assertRedisReachable(REDIS_URL, 1_000).then(
   () => true,
   (error: unknown) => {

@@ -7,6 +7,7 @@ import { RedisRunJournal } from "../../src/runs/redis-journal.js";
 import { SqliteRunJournal } from "../../src/runs/sqlite-journal.js";
 import { scratchDir } from "../helpers/git.js";
 import { describeJournalConformance } from "./journal-conformance.js";
+import { testRedisUrl } from "../helpers/redis.js";
 
 describeJournalConformance("memory", ({ limits, now }) => {
   const journal = new MemoryRunJournal({ now, ...(limits ? { limits } : {}) });
@@ -32,7 +33,7 @@ describeJournalConformance("SQLite", async ({ limits, now }) => {
   };
 });
 
-const redisUrl = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-journal-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
 const admin = new Redis(redisUrl, { maxRetriesPerRequest: 2 });

@@ -15,7 +15,7 @@ import {
 import { RedisPendingRequestStore } from "../../src/runs/redis-pending-requests.js";
 import { SqlitePendingRequestStore } from "../../src/runs/sqlite-pending-requests.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisUnreachable } from "../helpers/redis.js";
+import { deleteRedisKeys, redisUnreachable, testRedisUrl } from "../helpers/redis.js";
 import { describePendingRequestConformance } from "./pending-requests-conformance.js";
 
 const HOUR = 3600_000;
@@ -207,7 +207,7 @@ test("the factory keeps requests in memory when no store is configured", async (
   await store.close();
 });
 
-const redisUrl = process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379";
+const redisUrl = testRedisUrl();
 const redisProblem = await redisUnreachable(redisUrl);
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-pending-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
