@@ -1,4 +1,5 @@
 import { probeIsolation } from "../src/sandbox/isolation.js";
+import { chromiumPath } from "./helpers/chromium-path.js";
 import { startPrivateRedis } from "./private-redis.js";
 
 /**
@@ -20,6 +21,9 @@ export default async function checkPrerequisites(): Promise<(() => Promise<void>
       `The test suite needs bubblewrap for the local sandbox: ${isolation.reason}. Fix: ${isolation.fix} (bash .ci/run installs it when missing)`,
     );
   }
+  // Chosen (and, for the bundled one, unpacked) once here: test files running at once would
+  // otherwise race to unpack it.
+  process.env["HARNESS_TEST_CHROMIUM"] = await chromiumPath();
   if (process.env["HARNESS_TEST_REDIS_URL"]) return undefined;
   let redis;
   try {

@@ -1,16 +1,14 @@
-import { existsSync } from "node:fs";
 import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { chromium, type BrowserContext, type Page } from "playwright-core";
+import { chromiumPath } from "./chromium-path.js";
 
 /*
- * Real headless Chromium for browser tests: Debian's `chromium` package (.ci/run installs it),
- * driven by playwright-core, which downloads no browser of its own. Each launch gets a new,
- * empty profile directory, removed on close, so no cookie or cache crosses tests.
+ * Real headless Chromium for browser tests (see chromium-path.ts for which one), driven by
+ * playwright-core, which downloads no browser of its own. Each launch gets a new, empty profile
+ * directory, removed on close, so no cookie or cache crosses tests.
  */
-
-export const CHROMIUM_PATH = "/usr/bin/chromium";
 
 /**
  * Headless without a sandbox (containers run tests as root, where Chromium's sandbox cannot
@@ -35,15 +33,11 @@ export interface TestBrowser {
 }
 
 export async function launchBrowser(options: { timeoutMs?: number } = {}): Promise<TestBrowser> {
-  if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(
-      `${CHROMIUM_PATH} is missing: install Debian's chromium (apt-get install -y chromium), as .ci/run does`,
-    );
-  }
+  const executablePath = await chromiumPath();
   const profile = await mkdtemp(join(tmpdir(), "harness-chromium-"));
   try {
     const context = await chromium.launchPersistentContext(profile, {
-      executablePath: CHROMIUM_PATH,
+      executablePath,
       headless: true,
       args: [...CHROMIUM_ARGS],
       timeout: options.timeoutMs ?? 30_000,
