@@ -4,9 +4,9 @@
  * sides open the same store the same way.
  */
 import { Redis } from "ioredis";
-import type { RunProcessor, RunQueue } from "../../src/runs/queue.js";
+import type { RunProcessor, RunQueue } from "../../src/runs/queue/port.js";
 import type { RunRequest } from "../../src/runs/request.js";
-import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
 
 export type AdapterSpec = { kind: "sqlite"; path: string } | { kind: "bullmq"; redisUrl: string; prefix: string };
 
@@ -16,7 +16,7 @@ export type AdapterSpec = { kind: "sqlite"; path: string } | { kind: "bullmq"; r
  */
 /** Loads an adapter's code ahead of time, so timing starts with the code (bullmq, ioredis) already in memory. */
 export async function preloadAdapter(kind: AdapterSpec["kind"]): Promise<void> {
-  if (kind === "bullmq") await import("../../src/runs/bullmq-queue.js");
+  if (kind === "bullmq") await import("../../src/runs/queue/bullmq.js");
 }
 
 export async function openQueue(spec: AdapterSpec, processor: RunProcessor, concurrency: number): Promise<RunQueue> {
@@ -24,7 +24,7 @@ export async function openQueue(spec: AdapterSpec, processor: RunProcessor, conc
   // caps (the quota counts are still taken on every enqueue, so their cost is measured).
   const limits = { maxQueuedPerRepository: 0, maxQueuedPerInstallation: 0 };
   if (spec.kind === "sqlite") return new SqliteRunQueue(processor, { path: spec.path, concurrency, limits });
-  const { BullmqRunQueue } = await import("../../src/runs/bullmq-queue.js");
+  const { BullmqRunQueue } = await import("../../src/runs/queue/bullmq.js");
   return new BullmqRunQueue(processor, { redisUrl: spec.redisUrl, prefix: spec.prefix, concurrency, limits });
 }
 

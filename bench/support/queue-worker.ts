@@ -7,7 +7,7 @@
  * Talks to its parent over IPC only.
  */
 import { memoryUsage } from "node:process";
-import type { RunQueue } from "../../src/runs/queue.js";
+import type { RunQueue } from "../../src/runs/queue/port.js";
 import type { RunRequest } from "../../src/runs/request.js";
 import { openQueue, preloadAdapter, type AdapterSpec } from "./queue-adapters.js";
 

@@ -8,7 +8,7 @@ import type { AddressInfo } from "node:net";
 import pino from "pino";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
-import { InProcessRunQueue } from "../../src/runs/in-process-queue.js";
+import { InProcessRunQueue } from "../../src/runs/queue/in-process.js";
 import { startHarnessServer } from "../../src/server.js";
 import { startFakeGitHub } from "../../test/fakes/github/server.js";
 

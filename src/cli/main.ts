@@ -11,7 +11,7 @@ import { fanOut, type Reporter } from "../contracts/events.js";
 import { ConsoleReporter } from "../harness/reporters/console.js";
 import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
 import { newRunId, runHarness } from "../harness/run.js";
-import { activeRunIds } from "../runs/sqlite-queue.js";
+import { activeRunIds } from "../runs/queue/sqlite.js";
 import { daytonaInventory, localInventory, reapOrphans } from "../runs/reaper.js";
 import { createDaytonaSandbox } from "../sandbox/daytona.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona-snapshot.js";

@@ -1,6 +1,6 @@
 import type { RunReport } from "../contracts/types.js";
 import type { HarnessEvent, Reporter } from "../contracts/events.js";
-import type { RunProcessor } from "../runs/queue.js";
+import type { RunProcessor } from "../runs/queue/port.js";
 import type { HarnessMetrics, RunOutcome } from "./harness-metrics.js";
 
 /** Run ids whose end was counted, remembered for `instrument`; bounded for reporters used alone. */

@@ -3,7 +3,7 @@ import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
 import { NETWORK_MODES, type NetworkMode } from "../config/network-policy.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
-import { DEFAULT_QUEUE_LIMITS, type QueueLimits } from "../runs/queue.js";
+import { DEFAULT_QUEUE_LIMITS, type QueueLimits } from "../runs/queue/port.js";
 import { type SandboxKind } from "../sandbox/types.js";
 import type { SetupSecretGrant } from "../config/setup-secrets.js";
 import { SettingsError } from "../util/errors.js";

@@ -1,4 +1,4 @@
-import type { RunState, RunSummary } from "../runs/journal.js";
+import type { RunState, RunSummary } from "../runs/journal/port.js";
 
 /** "4.2 s", "3 min 05 s", "1 h 02 min". */
 export function formatDuration(ms: number): string {

@@ -1,7 +1,7 @@
 import { once } from "node:events";
 import type { ServerResponse } from "node:http";
-import type { JournalEntry, RunJournal } from "../runs/journal.js";
-import { outcomeOf } from "../runs/run-summary.js";
+import type { JournalEntry, RunJournal } from "../runs/journal/port.js";
+import { outcomeOf } from "../runs/journal/run-summary.js";
 import type { Redactor } from "../util/redact.js";
 import { ansiSegments } from "./ansi.js";
 import { SECURITY_HEADERS } from "./html.js";

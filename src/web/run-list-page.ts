@@ -1,4 +1,4 @@
-import type { RunSummary } from "../runs/journal.js";
+import type { RunSummary } from "../runs/journal/port.js";
 import type { Redactor } from "../util/redact.js";
 import { formatTime, runDuration, STATE_LABELS } from "./format.js";
 import { html, layout, safeHref, type SafeHtml } from "./html.js";
@@ -10,32 +10,20 @@ export function runListPage(
   runs: readonly RunSummary[],
   options: { now: Date; redactor: Redactor; viewer: string; olderThan?: string },
 ): SafeHtml {
-  const body = html` <p class="crumbs">Signed in as ${options.viewer}. Runs of repositories you can read.</p>
-    <h1>Recent runs</h1>
-    ${
-      runs.length === 0
-        ? html`<p class="empty">
-            No runs to show. Runs appear here when someone asks Harness for a change on a repository you can read.
-          </p>`
-        : html`<table class="runs">
-            <thead>
-              <tr>
-                <th>State</th>
-                <th>Repository</th>
-                <th>Issue</th>
-                <th>Intent</th>
-                <th>Requested by</th>
-                <th>Queued</th>
-                <th>Duration</th>
-                <th>Pull request</th>
-              </tr>
-            </thead>
-            <tbody>
-              ${runs.map((run) => row(run, options))}
-            </tbody>
-          </table>`
-    }
-    ${options.olderThan ? html`<p class="more"><a href="/runs?before=${encodeURIComponent(options.olderThan)}">Older runs →</a></p>` : ""}`;
+  const body = html`
+<p class="crumbs">Signed in as ${options.viewer}. Runs of repositories you can read.</p>
+<h1>Recent runs</h1>
+${
+  runs.length === 0
+    ? html`<p class="empty">No runs to show. Runs appear here when someone asks Harness for a change on a repository you can read.</p>`
+    : html`<table class="runs">
+<thead><tr><th>State</th><th>Repository</th><th>Issue</th><th>Intent</th><th>Requested by</th><th>Queued</th><th>Duration</th><th>Pull request</th></tr></thead>
+<tbody>
+${runs.map((run) => row(run, options))}
+</tbody>
+</table>`
+}
+${options.olderThan ? html`<p class="more"><a href="/runs?before=${encodeURIComponent(options.olderThan)}">Older runs →</a></p>` : ""}`;
   return layout({ title: "Runs", body });
 }
 
@@ -46,15 +34,16 @@ function row(run: RunSummary, options: { now: Date; redactor: Redactor }): SafeH
   const pr = safeHref(run.prUrl);
   const page = `/runs/${encodeURIComponent(run.runId)}`;
   return html`<tr data-run="${run.runId}">
-    <td><a href="${page}" class="badge state-${run.state}">${STATE_LABELS[run.state]}</a></td>
-    <td>${run.repo.owner}/${run.repo.name}</td>
-    <td>${issue ? html`<a href="${issue}">#${String(run.issue.number)}</a>` : `#${String(run.issue.number)}`}</td>
-    <td><a href="${page}">${short}</a></td>
-    <td>${run.requester}</td>
-    <td><time datetime="${run.createdAt}">${formatTime(run.createdAt)}</time></td>
-    <td>${runDuration(run, options.now)}</td>
-    <td>${pr ? html`<a href="${pr}">${pullNumber(pr)}</a>` : ""}</td>
-  </tr> `;
+<td><a href="${page}" class="badge state-${run.state}">${STATE_LABELS[run.state]}</a></td>
+<td>${run.repo.owner}/${run.repo.name}</td>
+<td>${issue ? html`<a href="${issue}">#${String(run.issue.number)}</a>` : `#${String(run.issue.number)}`}</td>
+<td><a href="${page}">${short}</a></td>
+<td>${run.requester}</td>
+<td><time datetime="${run.createdAt}">${formatTime(run.createdAt)}</time></td>
+<td>${runDuration(run, options.now)}</td>
+<td>${pr ? html`<a href="${pr}">${pullNumber(pr)}</a>` : ""}</td>
+</tr>
+`;
 }
 
 function pullNumber(url: string): string {

@@ -1,5 +1,5 @@
 import type { NodeReport, NodeStatus, PushResult, RunReport } from "../contracts/types.js";
-import type { JournalEntry, JournalEvent } from "../runs/journal.js";
+import type { JournalEntry, JournalEvent } from "../runs/journal/port.js";
 
 export type StepState = "pending" | "running" | NodeStatus;
 

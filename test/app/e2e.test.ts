@@ -6,7 +6,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
 import { localInventory } from "../../src/runs/reaper.js";
-import { SqliteRunJournal } from "../../src/runs/sqlite-journal.js";
+import { SqliteRunJournal } from "../../src/runs/journal/sqlite.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";

@@ -3,7 +3,7 @@ import nock from "nock";
 import { Probot, ProbotOctokit } from "probot";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { createHarnessApp } from "../../src/app.js";
-import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue.js";
+import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue/port.js";
 import type { RunRequest } from "../../src/runs/request.js";
 import { issueCommentCreated, issuesLabeled } from "../fixtures/payloads.js";
 

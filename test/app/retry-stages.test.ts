@@ -4,7 +4,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { renderStatusComment } from "../../src/github/status-comment.js";
 import { localInventory } from "../../src/runs/reaper.js";
 import type { RunRequest } from "../../src/runs/request.js";
-import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
 import type { SandboxOptions } from "../../src/sandbox/types.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import { startHarnessServer, type HarnessServer } from "../../src/server.js";

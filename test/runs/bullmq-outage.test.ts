@@ -1,7 +1,7 @@
 import { spawn, spawnSync, type ChildProcess } from "node:child_process";
 import { createServer } from "node:net";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
-import { BullmqRunQueue } from "../../src/runs/bullmq-queue.js";
+import { BullmqRunQueue } from "../../src/runs/queue/bullmq.js";
 import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, request } from "./queue-conformance.js";
 

@@ -1,7 +1,7 @@
 import { randomBytes } from "node:crypto";
 import { Redis } from "ioredis";
 import { afterAll, describe, expect, test } from "vitest";
-import { BullmqRunQueue } from "../../src/runs/bullmq-queue.js";
+import { BullmqRunQueue } from "../../src/runs/queue/bullmq.js";
 import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, describeQueueConformance, request } from "./queue-conformance.js";
 import { testRedisUrl } from "../helpers/redis.js";

@@ -2,7 +2,7 @@
  * A second process appending to a SQLite journal, for the cross-process test: appends `count`
  * log lines to `runId` as fast as it can, then reports.
  */
-import { SqliteRunJournal } from "../../src/runs/sqlite-journal.js";
+import { SqliteRunJournal } from "../../src/runs/journal/sqlite.js";
 
 const [path = "", runId = "", count = "0", tag = ""] = process.argv.slice(2);
 const journal = new SqliteRunJournal({ path });

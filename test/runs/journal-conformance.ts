@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, test } from "vitest";
 import type { RunReport } from "../../src/contracts/types.js";
-import type { JournalEntry, JournalEvent, JournalLimits, RunJournal } from "../../src/runs/journal.js";
+import type { JournalEntry, JournalEvent, JournalLimits, RunJournal } from "../../src/runs/journal/port.js";
 import type { RunRequest } from "../../src/runs/request.js";
 
 /** A journal under test; `another` opens a second handle on the same store (another process). */

@@ -7,7 +7,7 @@ import {
   type PendingRequestStore,
   type PendingRequestStoreOptions,
   type PutOutcome,
-} from "../../src/runs/pending-requests.js";
+} from "../../src/runs/pending/port.js";
 
 /** A store under test; `another` opens a second handle on the same store, as another process would. */
 export interface PendingRequestHarness {

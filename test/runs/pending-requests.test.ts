@@ -6,14 +6,14 @@ import { fileURLToPath } from "node:url";
 import Database from "better-sqlite3";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, test } from "vitest";
-import { createPendingRequestStore } from "../../src/runs/create-pending-requests.js";
+import { createPendingRequestStore } from "../../src/runs/pending/create.js";
 import {
   MemoryPendingRequestStore,
   type PendingRequestStore,
   type PendingRequestStoreOptions,
-} from "../../src/runs/pending-requests.js";
-import { RedisPendingRequestStore } from "../../src/runs/redis-pending-requests.js";
-import { SqlitePendingRequestStore } from "../../src/runs/sqlite-pending-requests.js";
+} from "../../src/runs/pending/port.js";
+import { RedisPendingRequestStore } from "../../src/runs/pending/redis.js";
+import { SqlitePendingRequestStore } from "../../src/runs/pending/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
 import { deleteRedisKeys, redisUnreachable, testRedisUrl } from "../helpers/redis.js";
 import { describePendingRequestConformance } from "./pending-requests-conformance.js";
@@ -53,7 +53,7 @@ async function sqliteStores(options: PendingRequestStoreOptions) {
 
 describePendingRequestConformance("SQLite", sqliteStores);
 
-const sqliteStoreModule = fileURLToPath(new URL("../../src/runs/sqlite-pending-requests.ts", import.meta.url));
+const sqliteStoreModule = fileURLToPath(new URL("../../src/runs/pending/sqlite.ts", import.meta.url));
 
 /**
  * Another process on the same file, as a second web process would be. It says "ready" once its

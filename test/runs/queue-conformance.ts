@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, test } from "vitest";
-import type { QueueLimits, RunProcessor, RunQueue } from "../../src/runs/queue.js";
+import type { QueueLimits, RunProcessor, RunQueue } from "../../src/runs/queue/port.js";
 import type { RunRequest } from "../../src/runs/request.js";
 
 /** A queue under test, built around a processor, with whatever it needs torn down after. */

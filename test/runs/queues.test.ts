@@ -1,6 +1,6 @@
 import { join } from "node:path";
-import { InProcessRunQueue } from "../../src/runs/in-process-queue.js";
-import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { InProcessRunQueue } from "../../src/runs/queue/in-process.js";
+import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
 import { describeQueueConformance } from "./queue-conformance.js";
 

@@ -5,7 +5,7 @@ import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { main } from "../../src/cli/main.js";
 import { daytonaInventory, localInventory, reapOrphans } from "../../src/runs/reaper.js";
-import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer } from "../fakes/git-http-server.js";

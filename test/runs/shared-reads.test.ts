@@ -1,7 +1,7 @@
 import { describe, expect, test } from "vitest";
-import type { JournalEntry } from "../../src/runs/journal.js";
-import { RecentEntries } from "../../src/runs/recent-entries.js";
-import { SharedReads } from "../../src/runs/shared-reads.js";
+import type { JournalEntry } from "../../src/runs/journal/port.js";
+import { RecentEntries } from "../../src/runs/journal/recent-entries.js";
+import { SharedReads } from "../../src/runs/journal/shared-reads.js";
 import { log } from "./journal-conformance.js";
 
 const entry = (seq: number, text = `line ${String(seq)}\n`): JournalEntry => ({ seq, event: log("r", text) });

@@ -2,7 +2,7 @@ import { fork } from "node:child_process";
 import { join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterAll, beforeAll, expect, test } from "vitest";
-import { SqliteRunJournal } from "../../src/runs/sqlite-journal.js";
+import { SqliteRunJournal } from "../../src/runs/journal/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
 import { runRequest } from "./journal-conformance.js";
 

@@ -4,7 +4,7 @@ import Database from "better-sqlite3";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { RunRequest } from "../../src/runs/request.js";
 import { RunStoreError } from "../../src/store/run-store-error.js";
-import { SqliteRunQueue } from "../../src/runs/sqlite-queue.js";
+import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
 import { ControlledProcessor, request } from "./queue-conformance.js";
 

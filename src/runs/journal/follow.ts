@@ -1,5 +1,5 @@
 import { EventEmitter } from "node:events";
-import { isFinal, isTerminal, type JournalEntry, type RunSummary } from "./journal.js";
+import { isFinal, isTerminal, type JournalEntry, type RunSummary } from "./port.js";
 
 /** What following needs from an adapter: reads, and a way to wait for the next append. */
 export interface FollowSource {

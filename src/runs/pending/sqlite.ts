@@ -18,8 +18,8 @@ import {
   type PendingRequestStoreOptions,
   type PutOutcome,
   type TakeOnlyOutcome,
-} from "./pending-requests.js";
-import { openSqliteFile } from "../store/sqlite-file.js";
+} from "./port.js";
+import { openSqliteFile } from "../../store/sqlite-file.js";
 
 export interface SqlitePendingRequestOptions extends PendingRequestStoreOptions {
   /** The database file (`HARNESS_DB`, shared with the queue and the journal); `:memory:` for tests. */

@@ -1,6 +1,6 @@
 import { atCap, queueLimits, refusalFor } from "./quota.js";
-import { issueKey, type RunRequest } from "./request.js";
-import type { EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import { issueKey, type RunRequest } from "../request.js";
+import type { EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./port.js";
 
 export interface InProcessQueueOptions {
   /** Runs at once in this process. */

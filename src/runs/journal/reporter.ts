@@ -1,7 +1,7 @@
-import type { HarnessEvent, Reporter } from "../contracts/events.js";
-import { describeError } from "../util/errors.js";
-import { silentLog, type Log } from "../util/log.js";
-import type { RunJournal } from "./journal.js";
+import type { HarnessEvent, Reporter } from "../../contracts/events.js";
+import { describeError } from "../../util/errors.js";
+import { silentLog, type Log } from "../../util/log.js";
+import type { RunJournal } from "./port.js";
 
 export interface JournalReporterOptions {
   log?: Log;

@@ -1,4 +1,4 @@
-import { AppendWakeups, followJournal } from "./journal-follow.js";
+import { AppendWakeups, followJournal } from "./follow.js";
 import {
   DEFAULT_JOURNAL_LIMITS,
   isFinal,
@@ -9,8 +9,8 @@ import {
   type JournalLimits,
   type RunJournal,
   type RunSummary,
-} from "./journal.js";
-import type { RunRequest } from "./request.js";
+} from "./port.js";
+import type { RunRequest } from "../request.js";
 import { patched, patchFor, reopens, summaryOf } from "./run-summary.js";
 
 interface MemoryRun {

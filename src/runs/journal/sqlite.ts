@@ -1,5 +1,5 @@
 import Database from "better-sqlite3";
-import { AppendWakeups, followJournal, type FollowSource } from "./journal-follow.js";
+import { AppendWakeups, followJournal, type FollowSource } from "./follow.js";
 import {
   DEFAULT_JOURNAL_LIMITS,
   isFinal,
@@ -11,12 +11,12 @@ import {
   type RunJournal,
   type RunState,
   type RunSummary,
-} from "./journal.js";
+} from "./port.js";
 import { RecentEntries } from "./recent-entries.js";
 import { SharedReads } from "./shared-reads.js";
-import type { RunRequest } from "./request.js";
+import type { RunRequest } from "../request.js";
 import { patchFor, reopens, summaryOf } from "./run-summary.js";
-import { openSqliteFile } from "../store/sqlite-file.js";
+import { openSqliteFile } from "../../store/sqlite-file.js";
 
 export interface SqliteJournalOptions {
   /** The database file (`HARNESS_DB`, shared with the SQLite queue); `:memory:` for tests. */

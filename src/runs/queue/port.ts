@@ -1,4 +1,4 @@
-import type { RunRequest } from "./request.js";
+import type { RunRequest } from "../request.js";
 
 export type EnqueueOutcome =
   /** Accepted and will start as soon as a worker is free; `ahead` runs were queued before it. */

@@ -1,11 +1,7 @@
-import type { StoreSettings } from "../store/settings.js";
-import {
-  MemoryPendingRequestStore,
-  type PendingRequestStore,
-  type PendingRequestStoreOptions,
-} from "./pending-requests.js";
-import { RedisPendingRequestStore } from "./redis-pending-requests.js";
-import { SqlitePendingRequestStore } from "./sqlite-pending-requests.js";
+import type { StoreSettings } from "../../store/settings.js";
+import { MemoryPendingRequestStore, type PendingRequestStore, type PendingRequestStoreOptions } from "./port.js";
+import { RedisPendingRequestStore } from "./redis.js";
+import { SqlitePendingRequestStore } from "./sqlite.js";
 
 /**
  * Pending requests live where the queue and the journal do: in memory beside the in-memory queue

@@ -1,6 +1,6 @@
-import type { RunReport } from "../contracts/types.js";
-import type { JournalEvent, RunState, RunSummary } from "./journal.js";
-import type { RunRequest } from "./request.js";
+import type { RunReport } from "../../contracts/types.js";
+import type { JournalEvent, RunState, RunSummary } from "./port.js";
+import type { RunRequest } from "../request.js";
 
 /** The summary of a run just accepted. */
 export function summaryOf(request: RunRequest, at: string): RunSummary {

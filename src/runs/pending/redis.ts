@@ -18,8 +18,8 @@ import {
   type PendingRequestStoreOptions,
   type PutOutcome,
   type TakeOnlyOutcome,
-} from "./pending-requests.js";
-import { RedisScript } from "../store/redis-script.js";
+} from "./port.js";
+import { RedisScript } from "../../store/redis-script.js";
 
 export interface RedisPendingRequestOptions extends PendingRequestStoreOptions {
   /** A Redis URL (the store opens and closes its own connection) or a connection to share. */

@@ -1,8 +1,8 @@
-import type { StoreSettings } from "../store/settings.js";
-import type { JournalLimits, RunJournal } from "./journal.js";
-import { MemoryRunJournal } from "./memory-journal.js";
-import { RedisRunJournal } from "./redis-journal.js";
-import { SqliteRunJournal } from "./sqlite-journal.js";
+import type { StoreSettings } from "../../store/settings.js";
+import type { JournalLimits, RunJournal } from "./port.js";
+import { MemoryRunJournal } from "./memory.js";
+import { RedisRunJournal } from "./redis.js";
+import { SqliteRunJournal } from "./sqlite.js";
 
 /** The journal where the settings keep runs (`createJournal(settings.queue)`). */
 export function createJournal(

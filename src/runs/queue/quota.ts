@@ -1,4 +1,4 @@
-import { DEFAULT_QUEUE_LIMITS, type QueueLimits, type QueueRefusal } from "./queue.js";
+import { DEFAULT_QUEUE_LIMITS, type QueueLimits, type QueueRefusal } from "./port.js";
 
 /** What a queue knows about a request's neighbours at the moment it decides. */
 export interface LiveCounts {

@@ -1,12 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
-import { RunStoreError } from "../store/run-store-error.js";
+import { RunStoreError } from "../../store/run-store-error.js";
 import { drainActive, type ActiveRun } from "./drain.js";
-import { openSqliteFile } from "../store/sqlite-file.js";
+import { openSqliteFile } from "../../store/sqlite-file.js";
 import { queueLimits, refusalFor } from "./quota.js";
-import { issueKey, type RunRequest } from "./request.js";
-import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./queue.js";
+import { issueKey, type RunRequest } from "../request.js";
+import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./port.js";
 
 export interface SqliteQueueOptions extends DurableQueueOptions {
   /** Database file (`HARNESS_DB`); `:memory:` for tests. */

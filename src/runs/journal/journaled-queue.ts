@@ -1,9 +1,9 @@
-import { describeError } from "../util/errors.js";
-import { silentLog, type Log } from "../util/log.js";
-import { isTerminal, type RunJournal } from "./journal.js";
-import type { JournalReporter } from "./journal-reporter.js";
-import type { RunProcessor, RunQueue } from "./queue.js";
-import type { RunRequest } from "./request.js";
+import { describeError } from "../../util/errors.js";
+import { silentLog, type Log } from "../../util/log.js";
+import { isTerminal, type RunJournal } from "./port.js";
+import type { JournalReporter } from "./reporter.js";
+import type { RunProcessor, RunQueue } from "../queue/port.js";
+import type { RunRequest } from "../request.js";
 
 /** How the app builds its queue around the worker (`HarnessAppOptions["createQueue"]`). */
 export type QueueFactory = (

@@ -1,5 +1,5 @@
 import { Redis } from "ioredis";
-import { AppendWakeups, followJournal, pause, type FollowSource } from "./journal-follow.js";
+import { AppendWakeups, followJournal, pause, type FollowSource } from "./follow.js";
 import {
   DEFAULT_JOURNAL_LIMITS,
   isFinal,
@@ -10,8 +10,8 @@ import {
   type RunJournal,
   type RunState,
   type RunSummary,
-} from "./journal.js";
-import type { RunRequest } from "./request.js";
+} from "./port.js";
+import type { RunRequest } from "../request.js";
 import { patchFor, reopens, summaryOf } from "./run-summary.js";
 import { SharedReads } from "./shared-reads.js";
 

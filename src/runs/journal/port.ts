@@ -1,5 +1,5 @@
-import type { HarnessEvent } from "../contracts/events.js";
-import type { RunRequest } from "./request.js";
+import type { HarnessEvent } from "../../contracts/events.js";
+import type { RunRequest } from "../request.js";
 
 /**
  * The run journal: Harness's own record of every run — a summary for lists and an ordered event

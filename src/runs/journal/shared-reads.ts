@@ -1,4 +1,4 @@
-import type { JournalEntry } from "./journal.js";
+import type { JournalEntry } from "./port.js";
 
 interface Window {
   /** Every stored entry with seq in (after, to] is in `entries`. */

@@ -2,7 +2,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { queueLimits } from "./quota.js";
-import { issueKey, type RunRequest } from "./request.js";
+import { issueKey, type RunRequest } from "../request.js";
 import type {
   DurableQueueOptions,
   EnqueueOutcome,
@@ -11,10 +11,10 @@ import type {
   QueueStats,
   RunProcessor,
   RunQueue,
-} from "./queue.js";
+} from "./port.js";
 import { drainActive, type ActiveRun } from "./drain.js";
-import { openRedis } from "../store/redis-connection.js";
-import { RedisScript } from "../store/redis-script.js";
+import { openRedis } from "../../store/redis-connection.js";
+import { RedisScript } from "../../store/redis-script.js";
 
 export interface BullmqQueueOptions extends DurableQueueOptions {
   /** `REDIS_URL`. */

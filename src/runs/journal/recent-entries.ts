@@ -1,4 +1,4 @@
-import type { JournalEntry } from "./journal.js";
+import type { JournalEntry } from "./port.js";
 
 interface RecentRun {
   /** Every stored entry with seq in [from, last] is in `entries`. */
