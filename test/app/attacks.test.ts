@@ -347,18 +347,20 @@ describe("floods are contained", () => {
 });
 
 describe("configuration an attacker controls costs bounded work", () => {
-  test("a 1 MB .github/harness.yml is refused without parsing, and the server keeps answering", async () => {
-    // Many keys and deep flow nesting: the shapes that made the old parse slow.
+  test("a 2 MiB .github/harness.yml is refused by its size without being read, and the server keeps answering", async () => {
+    // Many keys and deep flow nesting: the shapes that made the old parse slow. Past 1 MiB GitHub
+    // sends the size without the content, as the fake does; a 1 MiB file that does come with its
+    // content is refused by size too (test/config/load-repo-config.test.ts).
     const hostile = `${Array.from({ length: 40_000 }, (_, i) => `k${String(i)}: [[[[1]]]]`).join("\n")}\n`;
     expect(hostile.length).toBeGreaterThan(1_000_000 - 400_000);
     const server = await startWeb();
-    await github.setFile("acme", "widgets", ".github/harness.yml", hostile.padEnd(1_048_576, "#"));
+    await github.setFile("acme", "widgets", ".github/harness.yml", hostile.padEnd(2 * 1_048_576, "#"));
     const started = performance.now();
     const { worstMs } = await staysResponsive(server, () => comment(server, "/harness fix it", "maintainer"));
     expect(performance.now() - started).toBeLessThan(5_000);
     expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
     expect(statusComments()).toEqual([]);
-    expect(botComments().at(-1)?.body).toMatch(/1,048,576 bytes/);
+    expect(botComments().at(-1)?.body).toMatch(/2,097,152 bytes; Harness reads at most 65,536/);
   });
 
   test("org policy is a floor: the organisation's `permission: admin` holds for a repository with its own file", async () => {
