@@ -3,41 +3,31 @@
  * hosts can load the app function directly, e.g. `createNodeMiddleware(harness, { probot })`.
  */
 import type { ApplicationFunction } from "probot";
-import { createHarnessApp, type HarnessAppOptions } from "./app.js";
-import { settingsFromEnv, UNISOLATED_WARNING } from "./runtime/app-settings.js";
-import { localIsolationFor } from "./runtime/local-isolation.js";
-import { createDaytonaSandbox } from "./sandbox/daytona.js";
-import { createLocalSandbox } from "./sandbox/local.js";
+import { createHarnessApp } from "./app.js";
+import { HarnessMetrics } from "./metrics/harness-metrics.js";
+import { settingsFromEnv } from "./runtime/app-settings.js";
+import { buildRuntime } from "./runtime/runtime.js";
 
 export { createHarnessApp, type HarnessAppOptions } from "./app.js";
 export { startHarnessServer, type HarnessServer } from "./server.js";
 export { runHarness, type HarnessOptions } from "./harness/run.js";
 
-/** The app configured from the environment, as `npm start` runs it. */
-const harness: ApplicationFunction = async (app, options) => {
-  const settings = settingsFromEnv(process.env);
-  if (settings.mode !== "app") throw new Error("APP_ID and PRIVATE_KEY are required to load the Harness app");
-  const localIsolation = await localIsolationFor(settings);
-  for (const warning of settings.warnings) app.log.warn(warning);
-  const appOptions: HarnessAppOptions = {
-    apiBaseUrl: settings.apiBaseUrl,
-    appId: settings.appId,
-    concurrency: settings.concurrency,
-    worker: {
-      sandboxes: { local: createLocalSandbox, daytona: createDaytonaSandbox },
-      defaultSandbox: settings.sandbox,
-      allowedSandboxes: settings.allowedSandboxes,
-      daytona: settings.daytona,
-      localIsolation,
-      unisolatedWarning: UNISOLATED_WARNING,
-      ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
-      ...(settings.network ? { network: settings.network } : {}),
-      environment: process.env,
-      statusIntervalMs: settings.statusIntervalMs,
-      // No run pages are served when the app is hosted elsewhere, so comments carry no link.
-    },
+/**
+ * The app configured from the environment through the same runtime `npm start` builds: the
+ * queue HARNESS_QUEUE names, the run journal, pending approvals and the audit trail beside it,
+ * the sandboxes and their isolation. What the host's own HTTP server does not serve here: the
+ * run pages, /metrics, /audit.jsonl and the orphan reaper (they belong to `startHarnessServer`).
+ */
+export function harnessFromEnv(env: NodeJS.ProcessEnv): ApplicationFunction {
+  return async (app, options) => {
+    const settings = settingsFromEnv(env);
+    if (settings.mode !== "app") throw new Error("APP_ID and PRIVATE_KEY are required to load the Harness app");
+    for (const warning of settings.warnings) app.log.warn(warning);
+    const runtime = await buildRuntime(settings, { log: app.log, metrics: new HarnessMetrics() }, { environment: env });
+    await createHarnessApp(runtime.appOptions)(app, options);
   };
-  await createHarnessApp(appOptions)(app, options);
-};
+}
+
+const harness: ApplicationFunction = harnessFromEnv(process.env);
 
 export default harness;

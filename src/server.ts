@@ -2,18 +2,11 @@ import { createServer, type IncomingMessage, type ServerResponse } from "node:ht
 import type { AddressInfo } from "node:net";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { Logger } from "pino";
-import { createHarnessApp, type HarnessAppOptions } from "./app.js";
-import { localIsolationFor } from "./runtime/local-isolation.js";
-import { UNISOLATED_WARNING, type AppSettings } from "./runtime/app-settings.js";
+import { createHarnessApp } from "./app.js";
+import { buildRuntime, type RuntimeOverrides } from "./runtime/runtime.js";
+import { type AppSettings } from "./runtime/app-settings.js";
 import type { RunQueue } from "./runs/queue/port.js";
-import type { RunRequest } from "./runs/request.js";
 import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
-import { SqliteRunQueue } from "./runs/queue/sqlite.js";
-import { BullmqRunQueue } from "./runs/queue/bullmq.js";
-import { assertRedisReachable } from "./store/redis-connection.js";
-import { createDaytonaSandbox } from "./sandbox/daytona.js";
-import { createLocalSandbox } from "./sandbox/local.js";
-import type { Sandbox, SandboxOptions } from "./sandbox/types.js";
 import { createNodeFetch } from "./github/node-fetch.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { createWebhookBodyReader } from "./triggers/webhook-body.js";
@@ -21,24 +14,12 @@ import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
 import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
 import { withRateLimitObserver } from "./metrics/rate-limit-fetch.js";
-import { RunMetricsReporter } from "./metrics/run-metrics.js";
 import { observeWebhook } from "./metrics/webhook-latency.js";
 import { auditEndpoint } from "./audit/audit-endpoint.js";
-import { createAuditLog } from "./audit/create-audit-log.js";
-import { createJournal } from "./runs/journal/create.js";
-import { createPendingRequestStore } from "./runs/pending/create.js";
-import { InProcessRunQueue } from "./runs/queue/in-process.js";
-import { JournalReporter } from "./runs/journal/reporter.js";
-import { journaledQueue } from "./runs/journal/journaled-queue.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
 import { createRunPages } from "./web/run-pages.js";
-import { createRedactor, secretsFromEnv } from "./util/redact.js";
-import { type SandboxKind } from "./sandbox/types.js";
 
-export interface ServerOverrides {
-  /** Where agent credentials are read from (default: process.env). */
-  environment?: NodeJS.ProcessEnv;
-  sandboxes?: Partial<Record<SandboxKind, (options: SandboxOptions) => Promise<Sandbox>>>;
+export interface ServerOverrides extends RuntimeOverrides {
   /** A pino logger (tests capture output through it). */
   log?: Logger;
   /** Octokit retry/throttle off, for tests that inject failures. */
@@ -46,8 +27,6 @@ export interface ServerOverrides {
   fetch?: typeof globalThis.fetch;
   /** Where the orphan reaper looks (default: the settings' sandbox), and how often (default 10 min). */
   reaper?: { inventory: SandboxInventory; intervalMs?: number };
-  /** Replaces the run queue (benchmarks measure the webhook path without running anything). */
-  createQueue?: HarnessAppOptions["createQueue"];
 }
 
 export interface HarnessServer {
@@ -94,9 +73,7 @@ export async function startHarnessServer(
         .end("Harness is in setup mode: open / to register the GitHub App.\n");
     };
   } else {
-    const localIsolation = await localIsolationFor(settings);
     const metrics = new HarnessMetrics();
-    const runMetrics = new RunMetricsReporter(metrics);
     const probot = new Probot({
       appId: settings.appId,
       privateKey: settings.privateKey,
@@ -108,90 +85,28 @@ export async function startHarnessServer(
       ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
       request: { fetch: withRateLimitObserver(overrides.fetch ?? createNodeFetch(), metrics) },
     });
-    // A queue that cannot be reached stops start-up with the address, not a process that
-    // looks alive and takes webhooks it can never queue.
-    if (settings.queue?.kind === "bullmq" && !overrides.createQueue)
-      await assertRedisReachable(settings.queue.redisUrl);
-    // ioredis reports every failed reconnect; once per half minute is enough to tell an operator.
-    let lastConnectionWarning = 0;
-    const onConnectionError = (error: unknown): void => {
-      if (Date.now() - lastConnectionWarning < 30_000) return;
-      lastConnectionWarning = Date.now();
-      probot.log.warn(
-        { err: describeError(error) },
-        "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back",
-      );
-    };
-    // Every run is recorded in the journal beside the queue (state, steps, PR, report), so both
-    // queue modes keep the same run records; the run pages read it, and only with them on do
-    // workers also record every output line.
-    const journal = createJournal(settings.queue);
-    // Requests waiting for approval live beside the runs, so every web process sees them and a
-    // restart keeps them.
-    const pending = createPendingRequestStore(settings.queue, settings.approvals ? { limits: settings.approvals } : {});
-    const environment = overrides.environment ?? process.env;
-    const redactor = createRedactor(secretsFromEnv(environment));
-    // Who asked, who approved, which token, which push: beside the runs, redacted, bounded.
-    const audit = createAuditLog(settings.queue, { redactor });
-    closeJournal = async () => {
-      await Promise.allSettled([journal.close(), pending.close(), audit.close()]);
-    };
-    const journalReporter = new JournalReporter(journal, { log: probot.log });
+    const runtime = await buildRuntime(
+      settings,
+      { log: probot.log, metrics, ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}) },
+      overrides,
+    );
+    closeJournal = () => runtime.close();
     let pages: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
     let auth: ReturnType<typeof createGitHubAuth> | undefined;
     if (settings.web) {
       auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
-      pages = createRunPages({ journal, auth, redactor, log: probot.log, audit });
+      pages = createRunPages({
+        journal: runtime.journal,
+        auth,
+        redactor: runtime.redactor,
+        log: probot.log,
+        audit: runtime.audit,
+      });
     }
-    const onError = (request: RunRequest, error: unknown): void => {
-      probot.log.error({ runId: request.runId, err: describeError(error) }, "run processor threw");
-    };
-    const createQueue = journaledQueue(
-      overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError }),
-      journal,
-      journalReporter,
-      probot.log,
-    );
-    const app = createHarnessApp({
-      apiBaseUrl: settings.apiBaseUrl,
-      appId: settings.appId,
-      concurrency: settings.concurrency,
-      onQueue: (built) => {
-        queue = built;
-        metrics.queueDepthFrom(() => built.stats());
-      },
-      wrapProcessor: (processor) => runMetrics.instrument(processor),
-      onInterrupted: () => {
-        runMetrics.interrupted();
-      },
-      onAcknowledgements: (tracker) => {
-        acknowledgements = tracker;
-      },
-      createQueue,
-      pending,
-      audit,
-      ...(settings.replyWindowMs ? { replyWindowMs: settings.replyWindowMs } : {}),
-      worker: {
-        sandboxes: {
-          local: overrides.sandboxes?.local ?? createLocalSandbox,
-          daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox,
-        },
-        defaultSandbox: settings.sandbox,
-        allowedSandboxes: settings.allowedSandboxes,
-        daytona: settings.daytona,
-        localIsolation,
-        unisolatedWarning: UNISOLATED_WARNING,
-        ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
-        ...(settings.network ? { network: settings.network } : {}),
-        environment,
-        statusIntervalMs: settings.statusIntervalMs,
-        reporters: [runMetrics, journalReporter],
-        ...(settings.web ? { outputLogMs: 100 } : {}),
-        // The comment links to the run page only when there is one to open.
-        ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}),
-      },
-    });
+    const app = createHarnessApp(runtime.appOptions);
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
+    queue = runtime.queue();
+    acknowledgements = runtime.acknowledgements();
     const readWebhookBody = createWebhookBodyReader();
     for (const warning of settings.warnings) probot.log.warn(warning);
     stopReaper = startReaper(settings, overrides, queue, probot.log);
@@ -202,7 +117,7 @@ export async function startHarnessServer(
         probot.log,
       );
     const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
-    const serveAudit = auditEndpoint(audit, { token: settings.auditToken, log: probot.log });
+    const serveAudit = auditEndpoint(runtime.audit, { token: settings.auditToken, log: probot.log });
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       if (await serveMetrics(req, res)) return;
@@ -304,43 +219,6 @@ function startReaper(
     await running;
     await inventory.close?.();
   };
-}
-
-/** The queue the settings ask for: SQLite (default), BullMQ, or in this process only. */
-function queueFactory(
-  settings: Extract<AppSettings, { mode: "app" }>,
-  {
-    onConnectionError,
-    onError,
-  }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void },
-): NonNullable<HarnessAppOptions["createQueue"]> {
-  const queue = settings.queue;
-  const limits = settings.queueLimits ? { limits: settings.queueLimits } : {};
-  const common = {
-    onError,
-    concurrency: settings.concurrency,
-    ...limits,
-    ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}),
-    ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}),
-  };
-  if (queue?.kind === "sqlite")
-    return (processor, hooks) =>
-      new SqliteRunQueue(processor, {
-        path: queue.path,
-        ...common,
-        onInterrupted: hooks.interrupted,
-        onStoreError: onConnectionError,
-      });
-  if (queue?.kind === "bullmq")
-    return (processor, hooks) =>
-      new BullmqRunQueue(processor, {
-        redisUrl: queue.redisUrl,
-        prefix: queue.prefix,
-        ...common,
-        onInterrupted: hooks.interrupted,
-        onConnectionError,
-      });
-  return (processor) => new InProcessRunQueue(processor, { concurrency: settings.concurrency, onError, ...limits });
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {
