@@ -17,6 +17,7 @@ import { bindLog, type Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { branchPushed, findStatusComment } from "./earlier-attempt.js";
 import type { RunRequest } from "./request.js";
+import { issueThread } from "../github/issue-thread.js";
 import { RunAudit } from "./audit-reporter.js";
 import type { AuditLog } from "../audit/audit-log.js";
 import { type SetupSecretGrant } from "../config/setup-secrets.js";
@@ -94,6 +95,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
   try {
     octokit = await deps.installationOctokit(request.installationId);
     const client = octokit;
+    const thread = issueThread(client, request.repo, request.issue.number);
     let commentId = request.statusCommentId;
     updater = new StatusUpdater(
       {
@@ -101,22 +103,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
           // The handler could not create the comment (GitHub was failing): the first update does,
           // unless an earlier attempt of this run already did.
           commentId ??= await findStatusComment(client, request);
-          if (commentId === undefined) {
-            const created = await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-              owner: request.repo.owner,
-              repo: request.repo.name,
-              issue_number: request.issue.number,
-              body,
-            });
-            commentId = (created.data as { id: number }).id;
-            return;
-          }
-          await client.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
-            owner: request.repo.owner,
-            repo: request.repo.name,
-            comment_id: commentId,
-            body,
-          });
+          commentId = await thread.upsert(commentId, body);
         },
       },
       {
@@ -412,19 +399,6 @@ export async function reportInterrupted(
     error: `The run was interrupted: ${reason}`,
     remedy: `Ask again with a new \`/harness <what should change>\` comment; nothing was pushed by the interrupted run unless a pull request is linked above`,
   });
-  const target = { owner: request.repo.owner, repo: request.repo.name };
-  if (request.statusCommentId !== undefined) {
-    await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
-      ...target,
-      comment_id: request.statusCommentId,
-      body,
-    });
-  } else {
-    await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-      ...target,
-      issue_number: request.issue.number,
-      body,
-    });
-  }
+  await issueThread(octokit, request.repo, request.issue.number).upsert(request.statusCommentId, body);
   deps.log.warn({ runId: request.runId, reason }, "run interrupted");
 }

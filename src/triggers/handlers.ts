@@ -7,6 +7,7 @@ import {
   type RepoConfig,
 } from "../config/repo-config.js";
 import { type OctokitLike } from "../github/octokit-client.js";
+import { issueThread, type IssueThread } from "../github/issue-thread.js";
 import { neutralText } from "../github/neutral-text.js";
 import { renderHelp, renderStatusComment, type StatusView } from "../github/status-comment.js";
 import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
@@ -125,7 +126,7 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
             installationId: installationOf(context.payload),
           });
         await (cancelled
-          ? react(context, event.repository, { commentId: event.comment.id }, "+1")
+          ? react(context, event.repository, event.issue.number, { commentId: event.comment.id }, "+1")
           : reply(
               context,
               event.repository,
@@ -221,14 +222,8 @@ async function holdForApproval(
   );
   const body = pendingReply(request, config, replaced);
   if (replaced?.replyCommentId !== undefined) {
-    const { owner, repo: name } = names(event.repository);
     try {
-      await context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
-        owner,
-        repo: name,
-        comment_id: replaced.replyCommentId,
-        body,
-      });
+      await threadOf(context, event.repository, event.issue.number).edit(replaced.replyCommentId, body);
       await deps.pending.attachReply(key, request.id, replaced.replyCommentId);
       return;
     } catch (error) {
@@ -487,18 +482,11 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     steps: [],
     ...(notes.length > 0 ? { note: notes.join(" ") } : {}),
   };
-  const target =
-    start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issueNumber: start.issue.number };
+  const target = start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issue: true as const };
   const [, statusCommentId] = await Promise.all([
-    react(context, start.repository, target, "eyes"),
-    context.octokit
-      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-        owner,
-        repo,
-        issue_number: start.issue.number,
-        body: renderStatusComment(view),
-      })
-      .then((comment) => (comment.data as { id: number }).id)
+    react(context, start.repository, start.issue.number, target, "eyes"),
+    threadOf(context, start.repository, start.issue.number)
+      .reply(renderStatusComment(view))
       // The worker creates the comment itself when GitHub would not take it now: the run still answers.
       .catch((error: unknown) => {
         context.log.warn({ err: describeGitHubError(error) }, "could not create the status comment; the worker will");
@@ -569,20 +557,7 @@ async function editOrPost(
   commentId: number | undefined,
   body: string,
 ): Promise<void> {
-  const { owner, repo } = names(start.repository);
-  await (commentId !== undefined
-    ? context.octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
-        owner,
-        repo,
-        comment_id: commentId,
-        body,
-      })
-    : context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-        owner,
-        repo,
-        issue_number: start.issue.number,
-        body,
-      }));
+  await threadOf(context, start.repository, start.issue.number).upsert(commentId, body);
 }
 
 /** A full quota: said once per person, issue and window; the rest of a flood is only logged. */
@@ -821,39 +796,23 @@ async function reply(
   issueNumber: number,
   body: string,
 ): Promise<number | undefined> {
-  const { owner, repo } = names(repository);
-  const response = await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-    owner,
-    repo,
-    issue_number: issueNumber,
-    body,
-  });
-  return (response.data as { id?: number } | undefined)?.id;
+  return threadOf(context, repository, issueNumber).reply(body);
+}
+
+function threadOf(context: WebhookContext, repository: Repo, issueNumber: number): IssueThread {
+  return issueThread(context.octokit, { owner: repository.owner.login, name: repository.name }, issueNumber);
 }
 
 async function react(
   context: WebhookContext,
   repository: Repo,
-  target: { commentId: number } | { issueNumber: number },
+  issueNumber: number,
+  target: { commentId: number } | { issue: true },
   content: "eyes" | "+1",
 ): Promise<void> {
-  const { owner, repo } = names(repository);
   // Reactions are an acknowledgement: failing to add one must not stop the run.
   try {
-    if ("commentId" in target)
-      await context.octokit.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", {
-        owner,
-        repo,
-        comment_id: target.commentId,
-        content,
-      });
-    else
-      await context.octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", {
-        owner,
-        repo,
-        issue_number: target.issueNumber,
-        content,
-      });
+    await threadOf(context, repository, issueNumber).react(target, content);
   } catch (error) {
     context.log.warn({ err: describeGitHubError(error) }, "could not add a reaction");
   }

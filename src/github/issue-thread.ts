@@ -1,0 +1,62 @@
+import type { OctokitLike } from "./octokit-client.js";
+
+export type ReactionContent = "+1" | "-1" | "laugh" | "confused" | "heart" | "hooray" | "rocket" | "eyes";
+
+/**
+ * One issue's (or pull request's) conversation, as Harness writes to it: replies, edits of its
+ * own comments, and reactions. The handlers and the worker speak to GitHub's comments only
+ * through this, so the REST routes live in one place.
+ */
+export interface IssueThread {
+  /** Posts a comment; resolves with its id. */
+  reply(body: string): Promise<number | undefined>;
+  edit(commentId: number, body: string): Promise<void>;
+  /** Edits `commentId` when there is one, else posts; resolves with the comment's id. */
+  upsert(commentId: number | undefined, body: string): Promise<number | undefined>;
+  /** Reacts to a comment, or to the issue itself. */
+  react(target: { commentId: number } | { issue: true }, content: ReactionContent): Promise<void>;
+}
+
+export function issueThread(
+  octokit: OctokitLike,
+  repo: { owner: string; name: string },
+  issueNumber: number,
+): IssueThread {
+  const where = { owner: repo.owner, repo: repo.name };
+  const thread: IssueThread = {
+    async reply(body) {
+      const response = await octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        ...where,
+        issue_number: issueNumber,
+        body,
+      });
+      return (response.data as { id?: number } | undefined)?.id;
+    },
+    async edit(commentId, body) {
+      await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", {
+        ...where,
+        comment_id: commentId,
+        body,
+      });
+    },
+    async upsert(commentId, body) {
+      if (commentId === undefined) return thread.reply(body);
+      await thread.edit(commentId, body);
+      return commentId;
+    },
+    async react(target, content) {
+      await ("commentId" in target
+        ? octokit.request("POST /repos/{owner}/{repo}/issues/comments/{comment_id}/reactions", {
+            ...where,
+            comment_id: target.commentId,
+            content,
+          })
+        : octokit.request("POST /repos/{owner}/{repo}/issues/{issue_number}/reactions", {
+            ...where,
+            issue_number: issueNumber,
+            content,
+          }));
+    },
+  };
+  return thread;
+}
