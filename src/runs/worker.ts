@@ -1,7 +1,5 @@
-import { createAgent } from "../agents/registry.js";
-import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
-import { resolveNetworkPolicy, type NetworkMode } from "../config/network-policy.js";
-import type { RepoConfig } from "../config/repo-config.js";
+import { type ConfigCapableOctokit } from "../config/load-repo-config.js";
+import { type NetworkMode } from "../config/network-policy.js";
 import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../github/octokit-client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
@@ -16,6 +14,7 @@ import { describeError } from "../util/errors.js";
 import { bindLog, type Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { branchPushed, findStatusComment } from "./earlier-attempt.js";
+import { planRun } from "./run-plan.js";
 import type { RunRequest } from "./request.js";
 import { issueThread } from "../github/issue-thread.js";
 import { RunAudit } from "./audit-reporter.js";
@@ -118,57 +117,12 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       return;
     }
 
-    let config: RepoConfig;
-    let blueprint;
-    try {
-      config = await loadRepoConfig(octokit, request.repo.owner, request.repo.name);
-      blueprint = await resolveBlueprint(octokit, request.repo.owner, request.repo.name, config);
-    } catch (error) {
-      await finish("failed", describeError(error), "Fix .github/harness.yml on the default branch, then ask again");
+    const planned = await planRun(request, deps, octokit);
+    if (!planned.ok) {
+      await finish("failed", planned.error, planned.remedy);
       return;
     }
-    const asked = [...new Set(blueprint.nodes.flatMap((node) => (node.kind === "exec" ? (node.secrets ?? []) : [])))];
-    const granted = grantedSetupSecrets(deps, request.repo);
-    const undeclared = asked.filter((name) => granted[name] === undefined);
-    if (undeclared.length > 0) {
-      await finish(
-        "failed",
-        `The blueprint asks for the setup secret${undeclared.length > 1 ? "s" : ""} ${undeclared.join(", ")}, which the operator has not declared for ${request.repo.owner}/${request.repo.name}`,
-        `An operator adds ${request.repo.owner}/${request.repo.name}:${undeclared[0] ?? "NAME"} to HARNESS_SETUP_SECRETS (with the value in Harness's environment), or the secret comes out of .github/harness.yml`,
-      );
-      return;
-    }
-    const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));
-    const sandboxKind = chooseSandbox(config, deps);
-    const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
-    const agent = blueprint.nodes.some((node) => node.kind === "agent")
-      ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {})
-      : undefined;
-    const network = resolveNetworkPolicy(
-      {
-        ...(config.sandbox.network ? { mode: config.sandbox.network } : {}),
-        ...(config.sandbox.allow ? { allow: config.sandbox.allow } : {}),
-      },
-      {
-        ceiling: deps.network?.ceiling ?? "open",
-        operatorAllow: deps.network?.allow ?? [],
-        sandbox:
-          sandboxKind === "daytona"
-            ? "daytona"
-            : localIsolation.mode === "namespaces"
-              ? "local-isolated"
-              : "local-unisolated",
-        agentEndpoints: agent?.endpoints ?? [],
-      },
-    );
-    if ("error" in network) {
-      await finish(
-        "failed",
-        `.github/harness.yml: ${network.error}`,
-        "Change `sandbox.network` in .github/harness.yml on the default branch (or ask the operator), then ask again",
-      );
-      return;
-    }
+    const { config, blueprint, setupSecrets, sandboxKind, localIsolation, agent, network } = planned.plan;
     if (sandboxKind === "local" && localIsolation.mode === "none")
       log.warn(
         { sandbox: "local", isolation: "none" },
@@ -256,7 +210,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         blueprint,
         ...(agent ? { agent } : {}),
         agentCredentials: deps.environment,
-        ...(asked.length > 0 ? { setupSecrets } : {}),
+        ...(Object.keys(setupSecrets).length > 0 ? { setupSecrets } : {}),
         ...(config.max_turns !== undefined ? { maxAgentTurns: config.max_turns } : {}),
         ...(config.model ? { model: config.model } : {}),
         createSandbox: deps.sandboxes[sandboxKind],
@@ -333,23 +287,6 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       "Ask again; if it keeps failing, an operator can find the run id in the logs",
     ).catch(() => undefined);
   }
-}
-
-/** The setup secrets this repository may have, with their values (unset ones are left out). */
-function grantedSetupSecrets(deps: WorkerDeps, repo: RunRequest["repo"]): Record<string, string> {
-  const fullName = `${repo.owner}/${repo.name}`.toLowerCase();
-  const owner = `${repo.owner}/*`.toLowerCase();
-  const granted: Record<string, string> = {};
-  for (const grant of deps.setupSecrets ?? []) {
-    const value = deps.environment[grant.name];
-    if ((grant.repo === fullName || grant.repo === owner) && value) granted[grant.name] = value;
-  }
-  return granted;
-}
-
-function chooseSandbox(config: RepoConfig, deps: WorkerDeps): SandboxKind {
-  const asked = config.sandbox.provider;
-  return asked && deps.allowedSandboxes.includes(asked) ? asked : deps.defaultSandbox;
 }
 
 /** One structured log line per step boundary, with the run id bound by the child logger. */

@@ -1,0 +1,125 @@
+import { createAgent } from "../agents/registry.js";
+import type { AgentDriver } from "../agents/types.js";
+import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
+import { resolveNetworkPolicy } from "../config/network-policy.js";
+import type { RepoConfig } from "../config/repo-config.js";
+import type { Blueprint } from "../harness/blueprint.js";
+import type { LocalIsolation, NetworkPolicy, SandboxKind } from "../sandbox/types.js";
+import { describeError } from "../util/errors.js";
+import type { RunRequest } from "./request.js";
+import type { SetupSecretGrant } from "../config/setup-secrets.js";
+import type { NetworkMode } from "../config/network-policy.js";
+
+/** The operator's choices a plan is made within (the worker's dependencies hold them). */
+export interface PlanDeps {
+  defaultSandbox: SandboxKind;
+  allowedSandboxes: readonly SandboxKind[];
+  localIsolation?: LocalIsolation;
+  setupSecrets?: readonly SetupSecretGrant[];
+  network?: { ceiling: NetworkMode; allow: readonly string[] };
+  environment: NodeJS.ProcessEnv;
+}
+
+/** What a run will be, decided before anything is minted or created. */
+export interface RunPlan {
+  config: RepoConfig;
+  blueprint: Blueprint;
+  /** The setup secrets the blueprint asks for, with their values (all granted). */
+  setupSecrets: Record<string, string>;
+  sandboxKind: SandboxKind;
+  localIsolation: LocalIsolation;
+  /** Absent when the blueprint has no agent step. */
+  agent?: AgentDriver;
+  network: { policy: NetworkPolicy };
+}
+
+/** A plan, or the reason there is none and what to do about it (for the status comment). */
+export type PlanOutcome = { ok: true; plan: RunPlan } | { ok: false; error: string; remedy: string };
+
+/**
+ * The first phase of a run: the repository's config read afresh (never the handler's cached
+ * one), its blueprint, the setup secrets it may have, the sandbox, the agent and the network
+ * policy within the operator's ceiling. Anything the repository or operator must change ends
+ * the run here, before a token or a sandbox exists.
+ */
+export async function planRun(
+  request: RunRequest,
+  deps: PlanDeps,
+  octokit: ConfigCapableOctokit,
+): Promise<PlanOutcome> {
+  let config: RepoConfig;
+  let blueprint: Blueprint;
+  try {
+    config = await loadRepoConfig(octokit, request.repo.owner, request.repo.name);
+    blueprint = await resolveBlueprint(octokit, request.repo.owner, request.repo.name, config);
+  } catch (error) {
+    return {
+      ok: false,
+      error: describeError(error),
+      remedy: "Fix .github/harness.yml on the default branch, then ask again",
+    };
+  }
+  const repo = `${request.repo.owner}/${request.repo.name}`;
+  const asked = [...new Set(blueprint.nodes.flatMap((node) => (node.kind === "exec" ? (node.secrets ?? []) : [])))];
+  const granted = grantedSetupSecrets(deps, request.repo);
+  const undeclared = asked.filter((name) => granted[name] === undefined);
+  if (undeclared.length > 0) {
+    return {
+      ok: false,
+      error: `The blueprint asks for the setup secret${undeclared.length > 1 ? "s" : ""} ${undeclared.join(", ")}, which the operator has not declared for ${repo}`,
+      remedy: `An operator adds ${repo}:${undeclared[0] ?? "NAME"} to HARNESS_SETUP_SECRETS (with the value in Harness's environment), or the secret comes out of .github/harness.yml`,
+    };
+  }
+  const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));
+  const sandboxKind = chooseSandbox(config, deps);
+  const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
+  const agent = blueprint.nodes.some((node) => node.kind === "agent")
+    ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {})
+    : undefined;
+  const network = resolveNetworkPolicy(
+    {
+      ...(config.sandbox.network ? { mode: config.sandbox.network } : {}),
+      ...(config.sandbox.allow ? { allow: config.sandbox.allow } : {}),
+    },
+    {
+      ceiling: deps.network?.ceiling ?? "open",
+      operatorAllow: deps.network?.allow ?? [],
+      sandbox:
+        sandboxKind === "daytona"
+          ? "daytona"
+          : localIsolation.mode === "namespaces"
+            ? "local-isolated"
+            : "local-unisolated",
+      agentEndpoints: agent?.endpoints ?? [],
+    },
+  );
+  if ("error" in network) {
+    return {
+      ok: false,
+      error: `.github/harness.yml: ${network.error}`,
+      remedy:
+        "Change `sandbox.network` in .github/harness.yml on the default branch (or ask the operator), then ask again",
+    };
+  }
+  return {
+    ok: true,
+    plan: { config, blueprint, setupSecrets, sandboxKind, localIsolation, ...(agent ? { agent } : {}), network },
+  };
+}
+
+/** The setup secrets this repository may have, with their values (unset ones are left out). */
+function grantedSetupSecrets(deps: PlanDeps, repo: RunRequest["repo"]): Record<string, string> {
+  const fullName = `${repo.owner}/${repo.name}`.toLowerCase();
+  const owner = `${repo.owner}/*`.toLowerCase();
+  const granted: Record<string, string> = {};
+  for (const grant of deps.setupSecrets ?? []) {
+    const value = deps.environment[grant.name];
+    if ((grant.repo === fullName || grant.repo === owner) && value) granted[grant.name] = value;
+  }
+  return granted;
+}
+
+function chooseSandbox(config: RepoConfig, deps: PlanDeps): SandboxKind {
+  const asked = config.sandbox.provider;
+  return asked && deps.allowedSandboxes.includes(asked) ? asked : deps.defaultSandbox;
+}
