@@ -1,4 +1,6 @@
-import type { OctokitLike } from "../github/octokit-client.js";
+import { createOctokitClient, type OctokitLike } from "../github/octokit-client.js";
+import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
+import { openPullRequest } from "../harness/push.js";
 import { statusMarker } from "../github/status-comment.js";
 import type { RunRequest } from "./request.js";
 
@@ -59,4 +61,34 @@ export async function branchPushed(
   } catch {
     return false;
   }
+}
+
+/**
+ * The run's own branch already on GitHub means an earlier attempt pushed its work and died
+ * before it could finish. That work is kept: its PR is found or opened, and the run ends there —
+ * an agent run again would make a commit the pushed branch refuses (no fast-forward). Undefined
+ * when there is no such branch (or the run follows up on an existing PR's branch).
+ */
+export async function pullRequestFromEarlierAttempt(
+  octokit: OctokitLike,
+  request: RunRequest,
+  run: { branch: string; blueprint: string; pr: { draft: boolean; labels: string[]; reviewers: string[] } },
+): Promise<{ url: string; number: number; reused: boolean } | undefined> {
+  const repository = { owner: request.repo.owner, name: request.repo.name };
+  if (request.issue.pullRequest || !(await branchPushed(octokit, repository, run.branch))) return undefined;
+  return openPullRequest(createOctokitClient(octokit), repository, {
+    branch: run.branch,
+    title: pullRequestTitle(request.intent),
+    body: pullRequestBody({
+      intent: request.intent,
+      blueprint: run.blueprint,
+      branch: run.branch,
+      runId: request.runId,
+      issueNumber: request.issue.number,
+      requester: request.requester.login,
+    }),
+    draft: run.pr.draft,
+    labels: run.pr.labels,
+    reviewers: run.pr.reviewers,
+  });
 }

@@ -2,18 +2,16 @@ import { type ConfigCapableOctokit } from "../config/load-repo-config.js";
 import { type NetworkMode } from "../config/network-policy.js";
 import { fetchBotIdentity, type BotIdentity } from "../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../github/octokit-client.js";
-import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { renderStatusComment, type RunPhase, type StatusView } from "../github/status-comment.js";
 import { StatusCommentReporter, StatusUpdater } from "../github/status-updater.js";
 import type { TokenMinter } from "../github/tokens.js";
 import { fanOut, type HarnessEvent, type Reporter } from "../contracts/events.js";
-import { openPullRequest } from "../harness/push.js";
 import { runHarness } from "../harness/run.js";
 import type { Sandbox, SandboxOptions, DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
 import { bindLog, type Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
-import { branchPushed, findStatusComment } from "./earlier-attempt.js";
+import { findStatusComment, pullRequestFromEarlierAttempt } from "./earlier-attempt.js";
 import { planRun } from "./run-plan.js";
 import type { RunRequest } from "./request.js";
 import { issueThread } from "../github/issue-thread.js";
@@ -142,25 +140,13 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     const branch =
       request.issue.pullRequest?.headRef ?? `harness/issue-${String(request.issue.number)}-${request.runId}`;
 
-    // The run's own branch already on GitHub means an earlier attempt pushed its work and died
-    // before it could finish. That work is kept: its PR is found or opened, and the run ends
-    // there — an agent run again would make a commit the pushed branch refuses (no fast-forward).
-    if (!request.issue.pullRequest && (await branchPushed(client, repository, branch))) {
-      const pr = await openPullRequest(createOctokitClient(client), repository, {
-        branch,
-        title: pullRequestTitle(request.intent),
-        body: pullRequestBody({
-          intent: request.intent,
-          blueprint: blueprint.name,
-          branch,
-          runId: request.runId,
-          issueNumber: request.issue.number,
-          requester: request.requester.login,
-        }),
-        draft: config.pr.draft,
-        labels: config.pr.labels,
-        reviewers: config.pr.reviewers,
-      });
+    // An earlier attempt that pushed and died: its work is the answer (see the function).
+    const pr = await pullRequestFromEarlierAttempt(client, request, {
+      branch,
+      blueprint: blueprint.name,
+      pr: config.pr,
+    });
+    if (pr) {
       Object.assign(view, { prUrl: pr.url, prNumber: pr.number, ...(pr.reused ? { prReused: true } : {}) });
       audit?.pullRequest(pr.url, pr.reused);
       log.info({ prUrl: pr.url }, "run finished from the branch an earlier attempt pushed");
