@@ -137,7 +137,7 @@ describe("journaledQueue", () => {
     return { queue, hooks: hooksSeen };
   };
 
-  test("an enqueued run is recorded queued; a duplicate is not recorded again", async () => {
+  test("an enqueued run is recorded queued; a duplicate or a refused request is not recorded", async () => {
     const journal = new MemoryRunJournal();
     const release: Array<() => void> = [];
     const { queue } = build(
@@ -153,8 +153,13 @@ describe("journaledQueue", () => {
     expect((await queue.enqueue(waiting)).status).toBe("waiting");
     const duplicate = runRequest({ key: first.key });
     expect((await queue.enqueue(duplicate)).status).toBe("duplicate");
+    // A third request on the busy issue is refused by the queue: it is no run, and not recorded.
+    const refused = runRequest({ issue: first.issue });
+    expect((await queue.enqueue(refused)).status).toBe("refused");
     expect(await journal.get(waiting.runId)).toMatchObject({ state: "queued" });
     expect(await journal.get(duplicate.runId)).toBeUndefined();
+    expect(await journal.get(refused.runId)).toBeUndefined();
+    expect(queue.activeRunIds).toBeUndefined();
     // Everything else is the inner queue's own.
     expect(await queue.activeRun("1#12")).toBe(first.runId);
     expect(await queue.stats()).toEqual({ queued: 1, running: 1 });

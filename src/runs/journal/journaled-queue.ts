@@ -2,7 +2,7 @@ import { describeError } from "../../util/errors.js";
 import { silentLog, type Log } from "../../util/log.js";
 import { isTerminal, type RunJournal } from "./port.js";
 import type { JournalReporter } from "./reporter.js";
-import type { RunProcessor, RunQueue } from "../queue/port.js";
+import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "../queue/port.js";
 import type { RunRequest } from "../request.js";
 
 /** How the app builds its queue around the worker (`HarnessAppOptions["createQueue"]`). */
@@ -69,19 +69,58 @@ export function journaledQueue(
       });
       await hooks.interrupted(request, reason);
     };
-    const queue = inner(journaled, { interrupted });
-    const enqueue = async (request: RunRequest): ReturnType<RunQueue["enqueue"]> => {
-      const outcome = await queue.enqueue(request);
-      if (outcome.status !== "duplicate") await record("a queued run", request.runId, () => journal.accepted(request));
-      return outcome;
-    };
-    // Everything but `enqueue` is the inner queue's own, whatever the port grows to hold.
-    return new Proxy(queue, {
-      get(target, property, receiver) {
-        if (property === "enqueue") return enqueue;
-        const value: unknown = Reflect.get(target, property, receiver);
-        return typeof value === "function" ? (value as (...args: unknown[]) => unknown).bind(target) : value;
-      },
-    });
+    return new JournaledQueue(inner(journaled, { interrupted }), journal, record);
   };
+}
+
+/** The queue with every accepted request recorded in the journal; the rest is the queue's own. */
+class JournaledQueue implements RunQueue {
+  /** Present only when the inner queue knows every live run (the reaper relies on its absence). */
+  readonly activeRunIds?: () => Promise<Set<string>>;
+
+  constructor(
+    private readonly inner: RunQueue,
+    private readonly journal: RunJournal,
+    private readonly record: (what: string, runId: string, work: () => Promise<void>) => Promise<void>,
+  ) {
+    const activeRunIds = inner.activeRunIds?.bind(inner);
+    if (activeRunIds) this.activeRunIds = activeRunIds;
+  }
+
+  async enqueue(request: RunRequest): Promise<EnqueueOutcome> {
+    const outcome = await this.inner.enqueue(request);
+    // A duplicate runs nothing new and a refused request nothing at all: neither is a run.
+    if (outcome.status === "queued" || outcome.status === "waiting") {
+      await this.record("a queued run", request.runId, () => this.journal.accepted(request));
+    }
+    return outcome;
+  }
+
+  admission(request: RunRequest): Promise<EnqueueOutcome> {
+    return this.inner.admission(request);
+  }
+
+  seen(key: string): Promise<boolean> {
+    return this.inner.seen(key);
+  }
+
+  activeRun(issueKey: string): Promise<string | undefined> {
+    return this.inner.activeRun(issueKey);
+  }
+
+  cancel(issueKey: string): Promise<boolean> {
+    return this.inner.cancel(issueKey);
+  }
+
+  stats(): Promise<QueueStats> {
+    return this.inner.stats();
+  }
+
+  idle(): Promise<void> {
+    return this.inner.idle();
+  }
+
+  close(graceMs?: number): Promise<void> {
+    return this.inner.close(graceMs);
+  }
 }
