@@ -8,7 +8,7 @@ import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { RedisAuditLog } from "../../src/audit/redis-audit-log.js";
 import { SqliteAuditLog } from "../../src/audit/sqlite-audit-log.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisUnreachable, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
 import { describeAuditLogConformance, requested, TOKEN, uniqueRunId } from "./audit-log-conformance.js";
 
 describeAuditLogConformance("memory", ({ limits, now, redactor }) => {
@@ -38,41 +38,32 @@ describeAuditLogConformance("SQLite", async ({ limits, now, redactor }) => {
 const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-audit-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-const redisProblem = await redisUnreachable(redisUrl);
-if (redisProblem) console.warn(`[audit-logs.test] Redis cases skipped: ${redisProblem}`);
-
-afterAll(async () => {
-  if (!redisProblem) await deleteRedisKeys(redisUrl, prefixRoot);
-});
+afterAll(() => deleteRedisKeys(redisUrl, prefixRoot));
 
 let redisCase = 0;
-describeAuditLogConformance(
-  "Redis",
-  ({ limits, now, redactor }) => {
-    redisCase += 1;
-    const prefix = `${prefixRoot}:${String(redisCase)}`;
-    const opened: RedisAuditLog[] = [];
-    const open = (): RedisAuditLog => {
-      const log = new RedisAuditLog({
-        redis: redisUrl,
-        prefix,
-        now,
-        ...(limits ? { limits } : {}),
-        ...(redactor ? { redactor } : {}),
-      });
-      opened.push(log);
-      return log;
-    };
-    return Promise.resolve({
-      log: open(),
-      another: () => Promise.resolve(open()),
-      dispose: async () => {
-        for (const log of opened) await log.close();
-      },
+describeAuditLogConformance("Redis", ({ limits, now, redactor }) => {
+  redisCase += 1;
+  const prefix = `${prefixRoot}:${String(redisCase)}`;
+  const opened: RedisAuditLog[] = [];
+  const open = (): RedisAuditLog => {
+    const log = new RedisAuditLog({
+      redis: redisUrl,
+      prefix,
+      now,
+      ...(limits ? { limits } : {}),
+      ...(redactor ? { redactor } : {}),
     });
-  },
-  redisProblem ? { skip: redisProblem } : {},
-);
+    opened.push(log);
+    return log;
+  };
+  return Promise.resolve({
+    log: open(),
+    another: () => Promise.resolve(open()),
+    dispose: async () => {
+      for (const log of opened) await log.close();
+    },
+  });
+});
 
 function recorder(path: string, runId: string, count: number, tag: string): Promise<void> {
   const child = fork(

@@ -1,5 +1,4 @@
 import { Redis } from "ioredis";
-import { assertRedisReachable } from "../../src/store/redis-connection.js";
 
 /**
  * The Redis the test run started for itself (see test/prerequisites.ts), never a developer's
@@ -12,14 +11,6 @@ export function testRedisUrl(): string {
       "HARNESS_TEST_REDIS_URL is not set: run the tests with `npm test`, whose global set-up starts a private redis-server",
     );
   return url;
-}
-
-/** Why Redis cannot be used at `url` (for a printed skip reason), or undefined when it can. */
-export async function redisUnreachable(url: string): Promise<string | undefined> {
-  return assertRedisReachable(url, 1_000).then(
-    () => undefined,
-    (error: unknown) => (error instanceof Error ? error.message : String(error)),
-  );
 }
 
 /** Deletes every key under `prefix:` (a test's own namespace), scanning rather than blocking Redis with KEYS. */
