@@ -115,7 +115,7 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
         );
         return;
       case "cancel": {
-        if (!allowed) return refuse(context, deps, event, config, key, "cancel");
+        if (!allowed) return refuse(context, deps, event, config, "cancel");
         const cancelled = await deps.queue.cancel(key);
         if (cancelled)
           await record(context, deps, {
@@ -136,7 +136,7 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
         return;
       }
       case "approve":
-        if (!allowed) return refuse(context, deps, event, config, key, "approve");
+        if (!allowed) return refuse(context, deps, event, config, "approve");
         return approve(context, deps, event, config, key, command.requestId);
       case "run": {
         const bytes = Buffer.byteLength(command.intent, "utf8");
@@ -339,22 +339,11 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
     if (isIgnoredBot(event.sender, event.sender, config)) return;
     // Adding a label needs only triage access, so the labeller's permission is checked as for a comment.
     if (!meetsPermission(permission, config.permission)) {
-      const key = issueKeyOf(event.repository.id, event.issue.number);
-      await record(context, deps, {
-        action: "request.refused",
-        repo: event.repository.full_name,
-        issue: event.issue.number,
-        actor: event.sender.login,
-        installationId: installationOf(context.payload),
-        details: { reason: "permission", trigger: "label", required: config.permission },
-      });
-      await replyOnce(
+      await refuseBelowBar(
         context,
         deps,
-        event.repository,
-        event.issue.number,
-        `refused:${key}`,
-        event.sender.login,
+        { repository: event.repository, issueNumber: event.issue.number, login: event.sender.login },
+        { trigger: "label", required: config.permission },
         `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`,
       );
       return;
@@ -608,30 +597,39 @@ async function refuse(
   deps: HandlerDeps,
   event: IssueCommentEvent,
   config: RepoConfig,
-  key: string,
   what: "cancel" | "approve",
 ): Promise<void> {
   context.log.info(
     { sender: event.sender.login, required: config.permission, command: what },
     "refused a command from someone below the permission bar",
   );
-  await record(context, deps, {
-    action: "request.refused",
-    repo: event.repository.full_name,
-    issue: event.issue.number,
-    actor: event.sender.login,
-    installationId: installationOf(context.payload),
-    details: { reason: "permission", command: what, required: config.permission },
-  });
-  await replyOnce(
+  await refuseBelowBar(
     context,
     deps,
-    event.repository,
-    event.issue.number,
-    `refused:${key}`,
-    event.sender.login,
+    { repository: event.repository, issueNumber: event.issue.number, login: event.sender.login },
+    { command: what, required: config.permission },
     `@${event.sender.login} Harness takes \`${what}\` only from people with **${config.permission}** access to this repository.`,
   );
+}
+
+/** Records a refusal for want of permission, and says it once per person, issue and window. */
+async function refuseBelowBar(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  at: { repository: Repo; issueNumber: number; login: string },
+  details: Record<string, string>,
+  body: string,
+): Promise<void> {
+  await record(context, deps, {
+    action: "request.refused",
+    repo: at.repository.full_name,
+    issue: at.issueNumber,
+    actor: at.login,
+    installationId: installationOf(context.payload),
+    details: { reason: "permission", ...details },
+  });
+  const key = issueKeyOf(at.repository.id, at.issueNumber);
+  await replyOnce(context, deps, at.repository, at.issueNumber, `refused:${key}`, at.login, body);
 }
 
 /** Posts `body` unless this person already had a reply of this kind on this issue within the window. */

@@ -167,6 +167,19 @@ export function idClashError(issueKey: string): Error {
 }
 
 /** Oldest first; ties (same ms) by id, so every adapter lists in the same order. */
+/** The request `input` becomes under `id`, waiting from `now` for `ttlMs`. */
+export function pendingRequest(input: PendingRequestInput, id: string, now: number, ttlMs: number): PendingRequest {
+  return {
+    id,
+    issueKey: input.issueKey,
+    intent: input.intent,
+    requester: { login: input.requester.login, id: input.requester.id },
+    commentId: input.commentId,
+    createdAt: now,
+    expiresAt: now + ttlMs,
+  };
+}
+
 export function oldestFirst(a: PendingRequest, b: PendingRequest): number {
   return a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
@@ -247,15 +260,7 @@ export class MemoryPendingRequestStore implements PendingRequestStore {
         return { status: "refused", reason: "person_full", limit: this.limits.maxPerPerson };
     }
     const id = this.freeId(input.issueKey, onIssue);
-    const request: PendingRequest = {
-      id,
-      issueKey: input.issueKey,
-      intent: input.intent,
-      requester: { login: input.requester.login, id: input.requester.id },
-      commentId: input.commentId,
-      createdAt: now,
-      expiresAt: now + this.limits.ttlMs,
-    };
+    const request = pendingRequest(input, id, now, this.limits.ttlMs);
     this.byIssue.set(input.issueKey, [...onIssue.filter((pending) => pending !== earlier), request]);
     return { status: "stored", request: copyOf(request), ...(earlier ? { replaced: copyOf(earlier) } : {}) };
   }

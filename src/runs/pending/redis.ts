@@ -18,6 +18,7 @@ import {
   type PendingRequestStoreOptions,
   type PutOutcome,
   type TakeOnlyOutcome,
+  pendingRequest,
 } from "./port.js";
 import { RedisScript } from "../../store/redis-script.js";
 
@@ -179,15 +180,7 @@ export class RedisPendingRequestStore implements PendingRequestStore {
     const requesterId = String(input.requester.id);
     for (let attempt = 0; attempt < MAX_ID_ATTEMPTS; attempt++) {
       const id = generatedId(this.newId);
-      const request: PendingRequest = {
-        id,
-        issueKey: input.issueKey,
-        intent: input.intent,
-        requester: { login: input.requester.login, id: input.requester.id },
-        commentId: input.commentId,
-        createdAt: now,
-        expiresAt: now + this.limits.ttlMs,
-      };
+      const request = pendingRequest(input, id, now, this.limits.ttlMs);
       const [status = "", ...rest] = await PUT.run(
         this.redis,
         [this.issueKey(input.issueKey), this.personKey(requesterId)],

@@ -18,6 +18,7 @@ import {
   type PendingRequestStoreOptions,
   type PutOutcome,
   type TakeOnlyOutcome,
+  pendingRequest,
 } from "./port.js";
 import { openSqliteFile } from "../../store/sqlite-file.js";
 
@@ -133,15 +134,7 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
       // a maintainer approving the old id must not get the new text.
       const id = this.freeId(input.issueKey);
       if (earlier) this.statements.delete.run(earlier.issue_key, earlier.id);
-      const request: PendingRequest = {
-        id,
-        issueKey: input.issueKey,
-        intent: input.intent,
-        requester: { login: input.requester.login, id: input.requester.id },
-        commentId: input.commentId,
-        createdAt: now,
-        expiresAt: now + this.limits.ttlMs,
-      };
+      const request = pendingRequest(input, id, now, this.limits.ttlMs);
       this.statements.insert.run({
         issue_key: request.issueKey,
         id,
