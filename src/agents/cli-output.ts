@@ -14,7 +14,7 @@ const MAX_FALLBACK_SUMMARY_CHARS = 2_000;
 /** Options every CLI driver takes. */
 export interface CliAgentOptions {
   /** Path of the program to run instead of the installed one (a custom install, a test's fake CLI). */
-  executable?: string;
+  executable?: string | undefined;
 }
 
 /** The executable a driver runs: the override when given (a custom install, a test's fake CLI). */

@@ -89,7 +89,7 @@ export interface DaytonaOptions {
   /** Snapshot the sandbox is created from (default: `daytona-medium`). */
   snapshot?: string;
   /** Resource limits, applied when the snapshot supports resizing: vCPUs, GiB, GiB. */
-  resources?: { cpu?: number; memory?: number; disk?: number };
+  resources?: { cpu?: number | undefined; memory?: number | undefined; disk?: number | undefined };
   /**
    * Credentials held as Daytona organisation secrets: env var name → secret name. The sandbox
    * then holds only a placeholder and Daytona substitutes the real value on outbound requests,

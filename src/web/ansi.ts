@@ -21,8 +21,8 @@ const CONTROL = /[\x00-\x08\x0b-\x1f\x7f-\x9f]/g;
 const NEEDS_CLEANING = /[\r\x00-\x08\x0b-\x1f\x7f-\x9f]/;
 
 interface Style {
-  fg?: string;
-  bg?: string;
+  fg?: string | undefined;
+  bg?: string | undefined;
   bold?: boolean;
   dim?: boolean;
   italic?: boolean;

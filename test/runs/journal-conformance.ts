@@ -260,8 +260,8 @@ export function describeJournalConformance(name: string, factory: JournalFactory
       const ids = requests.map((request) => request.runId).reverse();
       expect((await journal.list({ limit: 10 })).map((run) => run.runId)).toEqual(ids.slice(0, 4));
       expect((await journal.list({ limit: 2 })).map((run) => run.runId)).toEqual(ids.slice(0, 2));
-      expect((await journal.list({ limit: 2, before: ids[1] })).map((run) => run.runId)).toEqual(ids.slice(2, 4));
-      expect(await journal.list({ limit: 2, before: ids[3] })).toEqual([]);
+      expect((await journal.list({ limit: 2, before: ids[1]! })).map((run) => run.runId)).toEqual(ids.slice(2, 4));
+      expect(await journal.list({ limit: 2, before: ids[3]! })).toEqual([]);
       expect(await journal.get(requests[0]!.runId)).toBeUndefined();
       expect(await journal.events(requests[0]!.runId, 0)).toEqual([]);
     });

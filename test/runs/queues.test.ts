@@ -5,7 +5,7 @@ import { scratchDir } from "../helpers/git.js";
 import { describeQueueConformance } from "./queue-conformance.js";
 
 describeQueueConformance("in-process", (processor, { concurrency, limits }) =>
-  Promise.resolve({ queue: new InProcessRunQueue(processor, { concurrency, limits }) }),
+  Promise.resolve({ queue: new InProcessRunQueue(processor, { concurrency, ...(limits ? { limits } : {}) }) }),
 );
 
 describeQueueConformance("SQLite", async (processor, { concurrency, limits }) => {

@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { FakeWorld, RequestContext } from "./context.js";
-import { apiError, field, isRecord, num, sendEmpty, sendJson, str, stringMap } from "./http-util.js";
+import { apiError, field, isRecord, num, present, sendEmpty, sendJson, str, stringMap } from "./http-util.js";
 import type { AttachedSecret, FakeSandbox, FakeSnapshot, OrgSecret } from "./state.js";
 import { killSandboxProcesses } from "./toolbox-process.js";
 
@@ -221,15 +221,15 @@ async function createSandbox(ctx: RequestContext): Promise<void> {
     secrets: [],
     public: field(body, "public") === true,
     networkBlockAll: field(body, "networkBlockAll") === true,
-    ...(str(body, "networkAllowList") === undefined ? {} : { networkAllowList: str(body, "networkAllowList") }),
-    ...(str(body, "domainAllowList") === undefined ? {} : { domainAllowList: str(body, "domainAllowList") }),
+    ...present("networkAllowList", str(body, "networkAllowList")),
+    ...present("domainAllowList", str(body, "domainAllowList")),
     ...(body["buildInfo"] === undefined ? {} : { buildInfo: body["buildInfo"] }),
     intervals: {
       autoStopInterval: num(body, "autoStopInterval") ?? 15,
       autoArchiveInterval: num(body, "autoArchiveInterval") ?? 7 * 24 * 60,
       autoDeleteInterval: num(body, "autoDeleteInterval") ?? -1,
       autoPauseInterval: num(body, "autoPauseInterval") ?? 0,
-      ...(num(body, "ttlMinutes") === undefined ? {} : { ttlMinutes: num(body, "ttlMinutes") }),
+      ...present("ttlMinutes", num(body, "ttlMinutes")),
     },
     state: world.config.startDelayMs > 0 ? "creating" : "started",
     ...(world.config.startDelayMs > 0 ? { readyAt: now + world.config.startDelayMs } : {}),

@@ -196,3 +196,8 @@ export function resolveSandboxPath(
 export function delay(ms: number): Promise<void> {
   return new Promise((resolvePromise) => setTimeout(resolvePromise, ms));
 }
+
+/** `{ [key]: value }` when the request gave a value, else nothing (the field stays absent). */
+export function present<K extends string, V>(key: K, value: V | undefined): Partial<Record<K, V>> {
+  return value === undefined ? {} : ({ [key]: value } as Partial<Record<K, V>>);
+}
