@@ -16,15 +16,19 @@ export { runHarness, type HarnessOptions } from "./harness/run.js";
  * The app configured from the environment through the same runtime `npm start` builds: the
  * queue HARNESS_QUEUE names, the run journal, pending approvals and the audit trail beside it,
  * the sandboxes and their isolation. What the host's own HTTP server does not serve here: the
- * run pages, /metrics, /audit.jsonl and the orphan reaper (they belong to `startHarnessServer`).
+ * run pages, /metrics and /audit.jsonl (they belong to `startHarnessServer`).
  */
 export function harnessFromEnv(env: NodeJS.ProcessEnv): ApplicationFunction {
   return async (app, options) => {
     const settings = settingsFromEnv(env);
     if (settings.mode !== "app") throw new Error("APP_ID and PRIVATE_KEY are required to load the Harness app");
     for (const warning of settings.warnings) app.log.warn(warning);
-    const runtime = await buildRuntime(settings, { log: app.log, metrics: new HarnessMetrics() }, { environment: env });
-    await createHarnessApp(runtime.appOptions)(app, options);
+    const runtime = await buildRuntime(
+      settings,
+      { log: app.log, metrics: new HarnessMetrics(), github: app },
+      { environment: env },
+    );
+    await createHarnessApp({ handlers: runtime.handlers, acknowledgements: runtime.acknowledgements })(app, options);
   };
 }
 

@@ -3,10 +3,9 @@ import type { AddressInfo } from "node:net";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { Logger } from "pino";
 import { createHarnessApp } from "./app.js";
-import { buildRuntime, type RuntimeOverrides } from "./runtime/runtime.js";
+import { buildRuntime, type Runtime, type RuntimeOverrides } from "./runtime/runtime.js";
 import { type AppSettings } from "./runtime/app-settings.js";
 import type { RunQueue } from "./runs/queue/port.js";
-import { daytonaInventory, localInventory, reapOrphans, type SandboxInventory } from "./runs/reaper.js";
 import { createNodeFetch } from "./github/node-fetch.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { createWebhookBodyReader } from "./triggers/webhook-body.js";
@@ -25,8 +24,6 @@ export interface ServerOverrides extends RuntimeOverrides {
   /** Octokit retry/throttle off, for tests that inject failures. */
   octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
   fetch?: typeof globalThis.fetch;
-  /** Where the orphan reaper looks (default: the settings' sandbox), and how often (default 10 min). */
-  reaper?: { inventory: SandboxInventory; intervalMs?: number };
 }
 
 export interface HarnessServer {
@@ -49,10 +46,7 @@ export async function startHarnessServer(
   overrides: ServerOverrides = {},
 ): Promise<HarnessServer> {
   let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
-  let queue: RunQueue | undefined;
-  let acknowledgements: { idle(): Promise<void> } | undefined;
-  let stopReaper: (() => Promise<void>) | undefined;
-  let closeJournal: (() => Promise<void>) | undefined;
+  let runtime: Runtime | undefined;
   let accepting = true;
   let listeningUrl = "";
 
@@ -85,31 +79,31 @@ export async function startHarnessServer(
       ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
       request: { fetch: withRateLimitObserver(overrides.fetch ?? createNodeFetch(), metrics) },
     });
-    const runtime = await buildRuntime(
+    // Probot 14 makes its logger while it initialises, asynchronously; `load` waits for that, so
+    // the runtime is handed a logger rather than the null `probot.log` is until then.
+    await probot.load(() => undefined);
+    const built = await buildRuntime(
       settings,
-      { log: probot.log, metrics, ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}) },
+      { log: probot.log, metrics, github: probot, ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}) },
       overrides,
     );
-    closeJournal = () => runtime.close();
+    runtime = built;
     let pages: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
     let auth: ReturnType<typeof createGitHubAuth> | undefined;
     if (settings.web) {
       auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
       pages = createRunPages({
-        journal: runtime.journal,
+        journal: built.journal,
         auth,
-        redactor: runtime.redactor,
+        redactor: built.redactor,
         log: probot.log,
-        audit: runtime.audit,
+        audit: built.audit,
       });
     }
-    const app = createHarnessApp(runtime.appOptions);
+    const app = createHarnessApp({ handlers: built.handlers, acknowledgements: built.acknowledgements });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
-    queue = runtime.queue();
-    acknowledgements = runtime.acknowledgements();
     const readWebhookBody = createWebhookBodyReader();
     for (const warning of settings.warnings) probot.log.warn(warning);
-    stopReaper = startReaper(settings, overrides, queue, probot.log);
     if (settings.webhookProxyUrl)
       await startWebhookProxy(
         settings.webhookProxyUrl,
@@ -117,7 +111,7 @@ export async function startHarnessServer(
         probot.log,
       );
     const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
-    const serveAudit = auditEndpoint(runtime.audit, { token: settings.auditToken, log: probot.log });
+    const serveAudit = auditEndpoint(built.audit, { token: settings.auditToken, log: probot.log });
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       if (await serveMetrics(req, res)) return;
@@ -160,18 +154,13 @@ export async function startHarnessServer(
   return {
     url: `http://${printable}:${String(port)}`,
     port,
-    ...(queue ? { queue } : {}),
+    ...(runtime ? { queue: runtime.queue } : {}),
     async settle() {
-      await acknowledgements?.idle();
-      await queue?.idle();
+      await runtime?.settle();
     },
     async close(graceMs = 30_000) {
       accepting = false;
-      await stopReaper?.();
-      // Acknowledgements already answered to GitHub are finished before the queue closes.
-      await acknowledgements?.idle();
-      await queue?.close(graceMs);
-      await closeJournal?.().catch(() => undefined);
+      await runtime?.close(graceMs);
       await new Promise<void>((resolve) => {
         server.close(() => {
           resolve();
@@ -179,45 +168,6 @@ export async function startHarnessServer(
         server.closeIdleConnections();
       });
     },
-  };
-}
-
-/**
- * On start and then periodically, deletes sandboxes carrying this app's labels (Daytona) or
- * manifest (local temp dirs) that belong to no queued or running run in the store. Only with a
- * durable store, and not in web-only processes (they run no sandboxes).
- */
-function startReaper(
-  settings: Extract<AppSettings, { mode: "app" }>,
-  overrides: ServerOverrides,
-  queue: RunQueue | undefined,
-  log: { info: (obj: object, msg: string) => void; warn: (obj: object, msg: string) => void },
-): (() => Promise<void>) | undefined {
-  // Only a shared store can tell a live run's sandbox from an orphan; web processes run none.
-  const activeIds = queue?.activeRunIds?.bind(queue);
-  if (!activeIds || settings.role === "web") return undefined;
-  const inventory =
-    overrides.reaper?.inventory ??
-    (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
-  let running: Promise<void> = Promise.resolve();
-  const pass = (): void => {
-    running = running.then(async () => {
-      try {
-        const active = await activeIds();
-        const reaped = await reapOrphans(inventory, (runId) => active.has(runId));
-        if (reaped.length > 0) log.info({ reaped: reaped.map((record) => record.id) }, "reaped orphaned sandboxes");
-      } catch (error) {
-        log.warn({ err: describeError(error) }, "the orphan reaper could not finish a pass");
-      }
-    });
-  };
-  pass();
-  const timer = setInterval(pass, overrides.reaper?.intervalMs ?? 10 * 60_000);
-  timer.unref();
-  return async () => {
-    clearInterval(timer);
-    await running;
-    await inventory.close?.();
   };
 }
 

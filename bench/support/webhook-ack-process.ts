@@ -107,7 +107,7 @@ async function start(setup: Setup): Promise<void> {
       log: quiet,
       octokitDefaults,
       environment: {},
-      createQueue: () => new InProcessRunQueue(() => Promise.resolve(), { concurrency: 64 }),
+      queue: () => new InProcessRunQueue(() => Promise.resolve(), { concurrency: 64 }),
     });
     send({ ready: true, url: server.url });
     process.on("message", (message) => {

@@ -5,6 +5,8 @@ import { Daytona } from "@daytonaio/sdk";
 import { DEFAULT_DAYTONA_API_URL, HARNESS_APP_LABEL } from "../sandbox/daytona.js";
 import { LOCAL_SANDBOX_MANIFEST, LOCAL_SANDBOX_PREFIX } from "../sandbox/local.js";
 import type { DaytonaOptions } from "../sandbox/types.js";
+import { describeError } from "../util/errors.js";
+import type { Log } from "../util/log.js";
 
 /** A sandbox this app created, as the reaper sees it. */
 export interface SandboxRecord {
@@ -55,6 +57,49 @@ export async function reapOrphans(
     }
   }
   return reaped;
+}
+
+/**
+ * On start and then periodically, deletes the sandboxes that belong to no queued or running run
+ * in the shared store. Passes never overlap; a pass that fails is logged and the next one tries.
+ */
+export class OrphanReaper {
+  private running: Promise<void> = Promise.resolve();
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly inventory: SandboxInventory,
+    private readonly activeRunIds: () => Promise<Set<string>>,
+    private readonly log: Pick<Log, "info" | "warn">,
+    private readonly intervalMs = 10 * 60_000,
+  ) {}
+
+  start(): void {
+    this.pass();
+    this.timer = setInterval(() => {
+      this.pass();
+    }, this.intervalMs);
+    this.timer.unref();
+  }
+
+  async stop(): Promise<void> {
+    clearInterval(this.timer);
+    await this.running;
+    await this.inventory.close?.();
+  }
+
+  private pass(): void {
+    this.running = this.running.then(async () => {
+      try {
+        const active = await this.activeRunIds();
+        const reaped = await reapOrphans(this.inventory, (runId) => active.has(runId));
+        if (reaped.length > 0)
+          this.log.info({ reaped: reaped.map((record) => record.id) }, "reaped orphaned sandboxes");
+      } catch (error) {
+        this.log.warn({ err: describeError(error) }, "the orphan reaper could not finish a pass");
+      }
+    });
+  }
 }
 
 /** Local sandboxes: `harness-*` temp directories carrying the sandbox manifest. */

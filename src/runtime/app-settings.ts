@@ -81,6 +81,9 @@ export type AppSettings =
       warnings: string[];
     };
 
+/** The settings of a process serving the App (it has credentials). */
+export type AppModeSettings = Extract<AppSettings, { mode: "app" }>;
+
 export type QueueSettings =
   | { kind: "memory" }
   | { kind: "sqlite"; path: string }

@@ -1,87 +1,100 @@
-import type { HarnessAppOptions } from "../app.js";
 import { createAuditLog } from "../audit/create-audit-log.js";
 import type { AuditLog } from "../audit/audit-log.js";
+import type { PermissionLevel } from "../config/repo-config.js";
+import { newRunId } from "../harness/run.js";
 import type { HarnessMetrics } from "../metrics/harness-metrics.js";
 import { RunMetricsReporter } from "../metrics/run-metrics.js";
 import { createJournal } from "../runs/journal/create.js";
-import { journaledQueue } from "../runs/journal/journaled-queue.js";
+import { RunJournaling } from "../runs/journal/journaled-queue.js";
 import type { RunJournal } from "../runs/journal/port.js";
 import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
-import { BullmqRunQueue } from "../runs/queue/bullmq.js";
-import { InProcessRunQueue } from "../runs/queue/in-process.js";
-import type { RunQueue } from "../runs/queue/port.js";
-import { SqliteRunQueue } from "../runs/queue/sqlite.js";
+import type { RunProcessor, RunQueue } from "../runs/queue/port.js";
+import { daytonaInventory, localInventory, OrphanReaper, type SandboxInventory } from "../runs/reaper.js";
 import type { RunRequest } from "../runs/request.js";
+import { processRun, reportInterrupted, type WorkerDeps } from "../runs/worker.js";
 import { createDaytonaSandbox } from "../sandbox/daytona.js";
 import { createLocalSandbox } from "../sandbox/local.js";
 import type { Sandbox, SandboxKind, SandboxOptions } from "../sandbox/types.js";
 import { assertRedisReachable } from "../store/redis-connection.js";
+import { ConfigCache, TtlCache } from "../triggers/ttl-cache.js";
+import type { HandlerDeps } from "../triggers/handlers.js";
 import { describeError } from "../util/errors.js";
+import { WorkTracker } from "../util/idle.js";
 import type { Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv, type Redactor } from "../util/redact.js";
-import { UNISOLATED_WARNING, type AppSettings } from "./app-settings.js";
+import { UNISOLATED_WARNING, type AppModeSettings } from "./app-settings.js";
+import { workerGitHub, type AppAuth } from "./github-app.js";
 import { localIsolationFor } from "./local-isolation.js";
+import { createRunQueue } from "./run-queue.js";
 
-export type AppModeSettings = Extract<AppSettings, { mode: "app" }>;
+export interface RuntimeContext {
+  log: Log;
+  metrics: HarnessMetrics;
+  /** The host's Probot: the worker's GitHub clients and tokens come from it. */
+  github: AppAuth;
+  /** Where the run pages are served, when they are. */
+  publicUrl?: string;
+}
 
 export interface RuntimeOverrides {
   /** Where agent credentials are read from (default: process.env). */
   environment?: NodeJS.ProcessEnv;
   sandboxes?: Partial<Record<SandboxKind, (options: SandboxOptions) => Promise<Sandbox>>>;
-  /** Replaces the run queue (benchmarks measure the webhook path without running anything). */
-  createQueue?: HarnessAppOptions["createQueue"];
+  /** Replaces the run queue around the worker (benchmarks measure the webhook path alone). */
+  queue?: (processor: RunProcessor) => RunQueue;
+  /** Where the orphan reaper looks (default: the settings' sandbox), and how often (default 10 min). */
+  reaper?: { inventory: SandboxInventory; intervalMs?: number };
 }
 
 /**
- * Everything a process serving the App runs on, built from the settings alone, so every way of
- * hosting the App (our own server, or another Probot) honours the same settings: the stores
- * beside the queue (journal, pending approvals, audit trail), the queue factory wrapped by the
- * journal, the worker's adapters, and the app's options.
+ * Everything a process serving the App runs on, as plain objects built from the settings alone,
+ * so every way of hosting the App (our own server, or another Probot) honours the same settings.
  */
 export interface Runtime {
-  appOptions: HarnessAppOptions;
+  /** What the webhook handlers work with; `createHarnessApp` registers them on it. */
+  handlers: HandlerDeps;
+  /** Acknowledgements finished after the webhook was answered (drains and tests wait for them). */
+  acknowledgements: WorkTracker;
+  /** The run queue, journaled, around the instrumented worker. */
+  queue: RunQueue;
+  worker: WorkerDeps;
   journal: RunJournal;
   pending: PendingRequestStore;
   audit: AuditLog;
   /** The process's secrets, for everything shown (run pages). */
   redactor: Redactor;
-  /** The queue, once the app has built it. */
-  queue(): RunQueue | undefined;
-  /** Resolves when no acknowledgement is in progress (drains, tests). */
-  acknowledgements(): { idle(): Promise<void> } | undefined;
-  /** Closes the stores (the queue is closed by whoever drains it). */
-  close(): Promise<void>;
+  /** Deletes sandboxes no live run owns; absent in web-only processes and without a shared store. */
+  reaper: OrphanReaper | undefined;
+  /** Resolves when no acknowledgement is in progress and the queue has nothing to run. */
+  settle(): Promise<void>;
+  /**
+   * Shutdown: stops the reaper, finishes the acknowledgements already answered to GitHub, lets
+   * active runs finish up to `graceMs` (then hands them back), and closes the stores.
+   */
+  close(graceMs?: number): Promise<void>;
 }
 
+/**
+ * The one composition root: the stores beside the queue (journal, pending approvals, audit
+ * trail), the worker and its adapters, the queue around it with the journal and the metrics as
+ * decorators, the orphan reaper, and what the webhook handlers need.
+ */
 export async function buildRuntime(
   settings: AppModeSettings,
-  context: { log: Log; metrics: HarnessMetrics; publicUrl?: string },
+  context: RuntimeContext,
   overrides: RuntimeOverrides = {},
 ): Promise<Runtime> {
   const { log, metrics } = context;
   const localIsolation = await localIsolationFor(settings);
   // A queue that cannot be reached stops start-up with the address, not a process that
   // looks alive and takes webhooks it can never queue.
-  if (settings.queue?.kind === "bullmq" && !overrides.createQueue) await assertRedisReachable(settings.queue.redisUrl);
-  // ioredis reports every failed reconnect; once per half minute is enough to tell an operator.
-  let lastConnectionWarning = 0;
-  const onConnectionError = (error: unknown): void => {
-    if (Date.now() - lastConnectionWarning < 30_000) return;
-    lastConnectionWarning = Date.now();
-    log.warn(
-      { err: describeError(error) },
-      "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back",
-    );
-  };
-  const onError = (request: RunRequest, error: unknown): void => {
-    log.error({ runId: request.runId, err: describeError(error) }, "run processor threw");
-  };
+  if (settings.queue?.kind === "bullmq" && !overrides.queue) await assertRedisReachable(settings.queue.redisUrl);
   const environment = overrides.environment ?? process.env;
   const redactor = createRedactor(secretsFromEnv(environment));
-  // Every run is recorded in the journal beside the queue (state, steps, PR, report), so both
-  // queue modes keep the same run records; the run pages read it, and only with them on do
+  // Every run is recorded in the journal beside the queue (state, steps, PR, report), so every
+  // queue mode keeps the same run records; the run pages read it, and only with them on do
   // workers also record every output line.
   const journal = createJournal(settings.queue);
   // Requests waiting for approval live beside the runs, so every web process sees them and a
@@ -91,98 +104,116 @@ export async function buildRuntime(
   const audit = createAuditLog(settings.queue, { redactor });
   const runMetrics = new RunMetricsReporter(metrics);
   const journalReporter = new JournalReporter(journal, { log });
-  let queue: RunQueue | undefined;
-  let acknowledgements: { idle(): Promise<void> } | undefined;
-  const appOptions: HarnessAppOptions = {
-    apiBaseUrl: settings.apiBaseUrl,
-    appId: settings.appId,
-    concurrency: settings.concurrency,
-    onQueue: (built) => {
-      queue = built;
-      metrics.queueDepthFrom(() => built.stats());
-    },
-    wrapProcessor: (processor) => runMetrics.instrument(processor),
-    onInterrupted: () => {
-      runMetrics.interrupted();
-    },
-    onAcknowledgements: (tracker) => {
-      acknowledgements = tracker;
-    },
-    createQueue: journaledQueue(
-      overrides.createQueue ?? queueFactory(settings, { onConnectionError, onError }),
-      journal,
-      journalReporter,
-      log,
-    ),
-    pending,
+  const journaling = new RunJournaling(journal, journalReporter, log);
+
+  const worker: WorkerDeps = {
+    ...workerGitHub(context.github, settings.apiBaseUrl),
+    log,
     audit,
-    ...(settings.replyWindowMs ? { replyWindowMs: settings.replyWindowMs } : {}),
-    worker: {
-      sandboxes: {
-        local: overrides.sandboxes?.local ?? createLocalSandbox,
-        daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox,
-      },
-      defaultSandbox: settings.sandbox,
-      allowedSandboxes: settings.allowedSandboxes,
-      daytona: settings.daytona,
-      localIsolation,
-      unisolatedWarning: UNISOLATED_WARNING,
-      ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
-      ...(settings.network ? { network: settings.network } : {}),
-      environment,
-      statusIntervalMs: settings.statusIntervalMs,
-      reporters: [runMetrics, journalReporter],
-      // Every output line is recorded, and comments link to the run page, only when there is one.
-      ...(context.publicUrl ? { outputLogMs: 100, publicUrl: context.publicUrl } : {}),
+    sandboxes: {
+      local: overrides.sandboxes?.local ?? createLocalSandbox,
+      daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox,
     },
+    defaultSandbox: settings.sandbox,
+    allowedSandboxes: settings.allowedSandboxes,
+    daytona: settings.daytona,
+    localIsolation,
+    unisolatedWarning: UNISOLATED_WARNING,
+    ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
+    ...(settings.network ? { network: settings.network } : {}),
+    environment,
+    statusIntervalMs: settings.statusIntervalMs,
+    reporters: [runMetrics, journalReporter],
+    // Every output line is recorded, and comments link to the run page, only when there is one.
+    ...(context.publicUrl ? { outputLogMs: 100, publicUrl: context.publicUrl } : {}),
   };
+
+  const processor = journaling.processor(
+    runMetrics.instrument((request, signal) => processRun(request, signal, worker)),
+  );
+  const queue = journaling.queue(
+    overrides.queue?.(processor) ??
+      createRunQueue(settings, processor, {
+        interrupted: async (request, reason) => {
+          runMetrics.interrupted();
+          await journaling.interrupted(request, reason);
+          await reportInterrupted(request, reason, worker);
+        },
+        processorThrew: (request: RunRequest, error: unknown) => {
+          log.error({ runId: request.runId, err: describeError(error) }, "run processor threw");
+        },
+        storeUnavailable: storeWarning(log),
+      }),
+  );
+  metrics.queueDepthFrom(() => queue.stats());
+
+  const acknowledgements = new WorkTracker((error) => {
+    log.error({ err: describeError(error) }, "an acknowledgement failed");
+  });
+  const handlers: HandlerDeps = {
+    queue,
+    inFlight: new Set<string>(),
+    pending,
+    replyWindowMs: settings.replyWindowMs ?? 3_600_000,
+    audit,
+    configCache: new ConfigCache(30_000),
+    permissionCache: new TtlCache<PermissionLevel>(30_000),
+    newRunId: () => newRunId(),
+    now: () => new Date(),
+    appId: settings.appId,
+  };
+
+  const reaper = orphanReaper(settings, queue, log, overrides.reaper);
+  reaper?.start();
   return {
-    appOptions,
+    handlers,
+    acknowledgements,
+    queue,
+    worker,
     journal,
     pending,
     audit,
     redactor,
-    queue: () => queue,
-    acknowledgements: () => acknowledgements,
-    async close() {
+    reaper,
+    async settle() {
+      await acknowledgements.idle();
+      await queue.idle();
+    },
+    async close(graceMs = 30_000) {
+      await reaper?.stop();
+      await acknowledgements.idle();
+      await queue.close(graceMs);
       await Promise.allSettled([journal.close(), pending.close(), audit.close()]);
     },
   };
 }
 
-/** The queue the settings ask for: SQLite (default), BullMQ, or in this process only. */
-function queueFactory(
+/**
+ * Only a shared store can tell a live run's sandbox from an orphan (the in-process queue knows
+ * no other process's runs), and web-only processes run no sandboxes.
+ */
+function orphanReaper(
   settings: AppModeSettings,
-  {
-    onConnectionError,
-    onError,
-  }: { onConnectionError: (error: unknown) => void; onError: (request: RunRequest, error: unknown) => void },
-): NonNullable<HarnessAppOptions["createQueue"]> {
-  const queue = settings.queue;
-  const limits = settings.queueLimits ? { limits: settings.queueLimits } : {};
-  const common = {
-    onError,
-    concurrency: settings.concurrency,
-    ...limits,
-    ...(settings.maxInFlight ? { maxInFlight: settings.maxInFlight } : {}),
-    ...(settings.leaseMs ? { leaseMs: settings.leaseMs } : {}),
+  queue: RunQueue,
+  log: Log,
+  override: RuntimeOverrides["reaper"],
+): OrphanReaper | undefined {
+  const activeRunIds = queue.activeRunIds?.bind(queue);
+  if (!activeRunIds || settings.role === "web") return undefined;
+  const inventory =
+    override?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
+  return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs);
+}
+
+/** ioredis reports every failed reconnect; once per half minute is enough to tell an operator. */
+function storeWarning(log: Log): (error: unknown) => void {
+  let lastWarning = 0;
+  return (error) => {
+    if (Date.now() - lastWarning < 30_000) return;
+    lastWarning = Date.now();
+    log.warn(
+      { err: describeError(error) },
+      "the run store is not answering (Redis unreachable or SQLite busy); the queue retries until it is back",
+    );
   };
-  if (queue?.kind === "sqlite")
-    return (processor, hooks) =>
-      new SqliteRunQueue(processor, {
-        path: queue.path,
-        ...common,
-        onInterrupted: hooks.interrupted,
-        onStoreError: onConnectionError,
-      });
-  if (queue?.kind === "bullmq")
-    return (processor, hooks) =>
-      new BullmqRunQueue(processor, {
-        redisUrl: queue.redisUrl,
-        prefix: queue.prefix,
-        ...common,
-        onInterrupted: hooks.interrupted,
-        onConnectionError,
-      });
-  return (processor) => new InProcessRunQueue(processor, { concurrency: settings.concurrency, onError, ...limits });
 }

@@ -3,7 +3,11 @@ import nock from "nock";
 import { Probot, ProbotOctokit } from "probot";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { createHarnessApp } from "../../src/app.js";
+import type { PermissionLevel } from "../../src/config/repo-config.js";
+import { MemoryPendingRequestStore } from "../../src/runs/pending/port.js";
 import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue/port.js";
+import { ConfigCache, TtlCache } from "../../src/triggers/ttl-cache.js";
+import type { HandlerDeps } from "../../src/triggers/handlers.js";
 import type { RunRequest } from "../../src/runs/request.js";
 import { issueCommentCreated, issuesLabeled } from "../fixtures/payloads.js";
 
@@ -74,26 +78,26 @@ beforeEach(async () => {
     logLevel: "fatal",
   });
   await probot.load(
-    createHarnessApp({
-      apiBaseUrl: API,
-      appId: 123,
-      createQueue: () => queue,
-      // Each test scripts GitHub per event; the caches get their own test below.
-      configCacheMs: 0,
-      permissionCacheMs: 0,
-      acknowledgeInBackground: false,
-      worker: {
-        sandboxes: {
-          local: () => Promise.reject(new Error("no sandbox in handler tests")),
-          daytona: () => Promise.reject(new Error("no")),
-        },
-        defaultSandbox: "local",
-        allowedSandboxes: ["local"],
-        environment: {},
-      },
-    }),
+    // Each test scripts GitHub per event; the caches get their own test below. No
+    // acknowledgement tracker: each handler is awaited before the delivery is answered.
+    createHarnessApp({ handlers: handlerDeps(queue) }),
   );
 });
+
+/** What the runtime gives the handlers, with the test's queue and no caches unless asked. */
+function handlerDeps(runQueue: RunQueue, extra: Partial<HandlerDeps> = {}): HandlerDeps {
+  return {
+    queue: runQueue,
+    inFlight: new Set<string>(),
+    pending: new MemoryPendingRequestStore(),
+    replyWindowMs: 3_600_000,
+    newRunId: () => `run-${String((runIds += 1))}`,
+    now: () => new Date(),
+    appId: 123,
+    ...extra,
+  };
+}
+let runIds = 0;
 
 afterEach(() => {
   nock.cleanAll();
@@ -596,16 +600,10 @@ describe("caches on a busy repository", () => {
     const busyQueue = new RecordingQueue();
     await cached.load(
       createHarnessApp({
-        apiBaseUrl: API,
-        appId: 123,
-        acknowledgeInBackground: false,
-        createQueue: () => busyQueue,
-        worker: {
-          sandboxes: { local: () => Promise.reject(new Error("no")), daytona: () => Promise.reject(new Error("no")) },
-          defaultSandbox: "local",
-          allowedSandboxes: ["local"],
-          environment: {},
-        },
+        handlers: handlerDeps(busyQueue, {
+          configCache: new ConfigCache(30_000),
+          permissionCache: new TtlCache<PermissionLevel>(30_000),
+        }),
       }),
     );
     // The config is served once; a second read would find no mock and fail the test.
@@ -637,16 +635,10 @@ describe("caches on a busy repository", () => {
     const busyQueue = new RecordingQueue();
     await cached.load(
       createHarnessApp({
-        apiBaseUrl: API,
-        appId: 123,
-        acknowledgeInBackground: false,
-        createQueue: () => busyQueue,
-        worker: {
-          sandboxes: { local: () => Promise.reject(new Error("no")), daytona: () => Promise.reject(new Error("no")) },
-          defaultSandbox: "local",
-          allowedSandboxes: ["local"],
-          environment: {},
-        },
+        handlers: handlerDeps(busyQueue, {
+          configCache: new ConfigCache(30_000),
+          permissionCache: new TtlCache<PermissionLevel>(30_000),
+        }),
       }),
     );
     const scope = github({ permission: "write" });

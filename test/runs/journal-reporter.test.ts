@@ -5,10 +5,9 @@ import { runHarness } from "../../src/harness/run.js";
 import { InProcessRunQueue } from "../../src/runs/queue/in-process.js";
 import { JournalReporter } from "../../src/runs/journal/reporter.js";
 import type { JournalEvent, RunJournal } from "../../src/runs/journal/port.js";
-import { journaledQueue } from "../../src/runs/journal/journaled-queue.js";
+import { RunJournaling } from "../../src/runs/journal/journaled-queue.js";
 import { MemoryRunJournal } from "../../src/runs/journal/memory.js";
 import type { RunProcessor, RunQueue } from "../../src/runs/queue/port.js";
-import type { RunRequest } from "../../src/runs/request.js";
 import { createLocalSandbox } from "../../src/sandbox/local.js";
 import type { Log } from "../../src/util/log.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
@@ -112,29 +111,11 @@ describe("JournalReporter", () => {
   });
 });
 
-describe("journaledQueue", () => {
-  const build = (
-    journal: RunJournal,
-    processor: RunProcessor,
-    interrupted: Array<[string, string]> = [],
-  ): { queue: RunQueue; hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> } } => {
-    const reporter = new JournalReporter(journal);
-    let hooksSeen!: { interrupted: (request: RunRequest, reason: string) => Promise<void> };
-    const factory = journaledQueue(
-      (inner, hooks) => {
-        hooksSeen = hooks;
-        return new InProcessRunQueue(inner, { concurrency: 1 });
-      },
-      journal,
-      reporter,
-    );
-    const queue = factory(processor, {
-      interrupted: (request, reason) => {
-        interrupted.push([request.runId, reason]);
-        return Promise.resolve();
-      },
-    });
-    return { queue, hooks: hooksSeen };
+describe("RunJournaling", () => {
+  const build = (journal: RunJournal, processor: RunProcessor): { queue: RunQueue; journaling: RunJournaling } => {
+    const journaling = new RunJournaling(journal, new JournalReporter(journal));
+    const queue = journaling.queue(new InProcessRunQueue(journaling.processor(processor), { concurrency: 1 }));
+    return { queue, journaling };
   };
 
   test("an enqueued run is recorded queued; a duplicate or a refused request is not recorded", async () => {
@@ -218,14 +199,16 @@ describe("journaledQueue", () => {
   test("a run whose harness reported its end is left as the harness said", async () => {
     const journal = new MemoryRunJournal();
     const reporter = new JournalReporter(journal);
-    const factory = journaledQueue((inner) => new InProcessRunQueue(inner, { concurrency: 1 }), journal, reporter);
-    const queue = factory(
-      (request) => {
-        reporter.emit(started(request.runId) as Parameters<JournalReporter["emit"]>[0]);
-        reporter.emit(finished(request.runId) as Parameters<JournalReporter["emit"]>[0]);
-        return Promise.resolve();
-      },
-      { interrupted: () => Promise.resolve() },
+    const journaling = new RunJournaling(journal, reporter);
+    const queue = journaling.queue(
+      new InProcessRunQueue(
+        journaling.processor((request) => {
+          reporter.emit(started(request.runId) as Parameters<JournalReporter["emit"]>[0]);
+          reporter.emit(finished(request.runId) as Parameters<JournalReporter["emit"]>[0]);
+          return Promise.resolve();
+        }),
+        { concurrency: 1 },
+      ),
     );
     const request = runRequest();
     await queue.enqueue(request);
@@ -241,18 +224,16 @@ describe("journaledQueue", () => {
     await queue.close(1000);
   });
 
-  test("a run the durable queue gives up on is closed as interrupted, and the issue still hears", async () => {
+  test("a run the durable queue gives up on is closed as interrupted", async () => {
     const journal = new MemoryRunJournal();
-    const heard: Array<[string, string]> = [];
-    const { queue, hooks } = build(journal, () => Promise.resolve(), heard);
+    const { queue, journaling } = build(journal, () => Promise.resolve());
     const request = runRequest();
-    await hooks.interrupted(request, "its worker stopped 3 times");
+    await journaling.interrupted(request, "its worker stopped 3 times");
     expect(await journal.get(request.runId)).toMatchObject({
       state: "interrupted",
       errorKind: "interrupted",
       error: "The run was interrupted: its worker stopped 3 times",
     });
-    expect(heard).toEqual([[request.runId, "its worker stopped 3 times"]]);
     await queue.close(1000);
   });
 });

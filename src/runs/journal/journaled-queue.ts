@@ -5,14 +5,9 @@ import type { JournalReporter } from "./reporter.js";
 import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "../queue/port.js";
 import type { RunRequest } from "../request.js";
 
-/** How the app builds its queue around the worker (`HarnessAppOptions["createQueue"]`). */
-export type QueueFactory = (
-  processor: RunProcessor,
-  hooks: { interrupted: (request: RunRequest, reason: string) => Promise<void> },
-) => RunQueue;
-
 /**
- * Wraps a queue factory so the journal hears of every run whichever queue is used:
+ * Keeps the journal told of every run whichever queue is used, as three decorators the
+ * composition root puts around the worker, the interrupt report and the queue:
  * - an enqueued request is recorded as queued (duplicates are not: they run nothing new);
  * - a worker records it again as it starts (idempotent; covers runs queued before the journal);
  * - a run that ends without the harness's own `run.finished` (its config was invalid, it was
@@ -20,28 +15,23 @@ export type QueueFactory = (
  * - a run the durable queue gives up on is closed as interrupted.
  * The journal is a record, never a dependency: its failures are logged and the run goes on.
  */
-export function journaledQueue(
-  inner: QueueFactory,
-  journal: RunJournal,
-  reporter: JournalReporter,
-  log: Log = silentLog,
-): QueueFactory {
-  const record = async (what: string, runId: string, work: () => Promise<void>): Promise<void> => {
-    try {
-      await work();
-    } catch (error) {
-      log.warn({ runId, err: describeError(error) }, `could not record ${what} in the run journal`);
-    }
-  };
+export class RunJournaling {
+  constructor(
+    private readonly journal: RunJournal,
+    private readonly reporter: JournalReporter,
+    private readonly log: Log = silentLog,
+  ) {}
 
-  return (processor, hooks) => {
-    const journaled: RunProcessor = async (request, signal) => {
-      await record("a run's start", request.runId, () => journal.accepted(request));
+  /** The worker, with each run's start recorded and a run without an outcome closed. */
+  processor(inner: RunProcessor): RunProcessor {
+    const { journal, reporter } = this;
+    return async (request, signal) => {
+      await this.record("a run's start", request.runId, () => journal.accepted(request));
       try {
-        await processor(request, signal);
+        await inner(request, signal);
       } finally {
         await reporter.settled(request.runId);
-        await record("a run's end", request.runId, async () => {
+        await this.record("a run's end", request.runId, async () => {
           const summary = await journal.get(request.runId);
           if (!summary || isTerminal(summary.state)) return;
           await journal.append(request.runId, {
@@ -56,21 +46,34 @@ export function journaledQueue(
         });
       }
     };
-    const interrupted = async (request: RunRequest, reason: string): Promise<void> => {
-      await record("an interrupted run", request.runId, async () => {
-        await journal.accepted(request);
-        await journal.append(request.runId, {
-          type: "run.ended",
-          runId: request.runId,
-          state: "interrupted",
-          error: `The run was interrupted: ${reason}`,
-          at: new Date().toISOString(),
-        });
+  }
+
+  /** Closes a run the durable queue gave up on as interrupted. */
+  async interrupted(request: RunRequest, reason: string): Promise<void> {
+    await this.record("an interrupted run", request.runId, async () => {
+      await this.journal.accepted(request);
+      await this.journal.append(request.runId, {
+        type: "run.ended",
+        runId: request.runId,
+        state: "interrupted",
+        error: `The run was interrupted: ${reason}`,
+        at: new Date().toISOString(),
       });
-      await hooks.interrupted(request, reason);
-    };
-    return new JournaledQueue(inner(journaled, { interrupted }), journal, record);
-  };
+    });
+  }
+
+  /** The queue, with every request it accepts recorded as queued. */
+  queue(inner: RunQueue): RunQueue {
+    return new JournaledQueue(inner, this.journal, (what, runId, work) => this.record(what, runId, work));
+  }
+
+  private async record(what: string, runId: string, work: () => Promise<void>): Promise<void> {
+    try {
+      await work();
+    } catch (error) {
+      this.log.warn({ runId, err: describeError(error) }, `could not record ${what} in the run journal`);
+    }
+  }
 }
 
 /** The queue with every accepted request recorded in the journal; the rest is the queue's own. */

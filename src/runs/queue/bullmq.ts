@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from "node:crypto";
+import { createHash } from "node:crypto";
 import { DelayedError, Queue, Worker, type Job } from "bullmq";
 import type { Redis } from "ioredis";
 import { queueLimits } from "./quota.js";
@@ -12,7 +12,7 @@ import type {
   RunProcessor,
   RunQueue,
 } from "./port.js";
-import { drainActive, type ActiveRun } from "./drain.js";
+import { HeldRuns, interruptReason, newWorkerId } from "./attempt.js";
 import { openRedis } from "../../store/redis-connection.js";
 import { RedisScript } from "../../store/redis-script.js";
 
@@ -204,8 +204,7 @@ export class BullmqRunQueue implements RunQueue {
   private readonly limits: QueueLimits;
   private readonly waitPollMs: number;
   private readonly retention: number;
-  private readonly active = new Map<string, ActiveRun>();
-  private readonly handedBack = new Set<string>();
+  private readonly held: HeldRuns;
   private readonly reconciler: NodeJS.Timeout | undefined;
   private readonly ready: Promise<void>;
   private closed = false;
@@ -215,13 +214,14 @@ export class BullmqRunQueue implements RunQueue {
     private readonly options: BullmqQueueOptions,
   ) {
     this.prefix = options.prefix ?? "harness";
-    this.workerId = options.workerId ?? `${String(process.pid)}-${randomBytes(4).toString("hex")}`;
+    this.workerId = options.workerId ?? newWorkerId();
     this.concurrency = options.concurrency ?? 2;
     this.leaseMs = options.leaseMs ?? 60_000;
     this.maxAttempts = options.maxAttempts ?? 3;
     this.waitPollMs = options.waitPollMs ?? 5_000;
     this.retention = options.retentionSeconds ?? THIRTY_DAYS_S;
     this.limits = queueLimits(options.limits);
+    this.held = new HeldRuns(processor, options.onError ? { onError: options.onError } : {});
     const onError = (error: Error): void => {
       options.onConnectionError?.(error);
     };
@@ -335,7 +335,7 @@ export class BullmqRunQueue implements RunQueue {
       if (!head) return false;
       const [outcome] = await CANCEL.run(this.redis, [this.k("issue", key), this.k("run", head)], [head]);
       if (outcome === "ok") {
-        this.active.get(head)?.controller.abort();
+        this.held.abort(head);
         await this.wake(head);
         return true;
       }
@@ -360,11 +360,10 @@ export class BullmqRunQueue implements RunQueue {
   async idle(): Promise<void> {
     await this.ready;
     for (;;) {
-      if (this.active.size === 0) {
-        if (this.concurrency === 0) return;
-        const pending = await this.redis.scard(this.k("active"));
-        if (pending === 0) return;
-      }
+      await this.held.settled();
+      if (this.concurrency === 0) return;
+      // Runs held by other workers end there: only the shared store can say when all have.
+      if ((await this.redis.scard(this.k("active"))) === 0) return;
       await new Promise((resolve) => setTimeout(resolve, 25));
     }
   }
@@ -375,7 +374,7 @@ export class BullmqRunQueue implements RunQueue {
     if (this.reconciler) clearInterval(this.reconciler);
     // The worker stops fetching while the runs it holds finish (or are handed back).
     const closingWorker = this.worker?.close();
-    await drainActive(this.active, graceMs, (runId) => this.handedBack.add(runId));
+    await this.held.drain(graceMs);
     await closingWorker?.catch(() => undefined);
     await this.worker?.disconnect().catch(() => undefined);
     await this.queue.close().catch(() => undefined);
@@ -418,53 +417,27 @@ export class BullmqRunQueue implements RunQueue {
     const request = JSON.parse(requestText) as RunRequest;
     const attempts = Number(detail);
     if (attempts > this.maxAttempts || (attempts > 1 && cancelFlag === "1")) {
-      const reason =
-        cancelFlag === "1"
-          ? "cancelled while its worker was down"
-          : `its worker stopped ${String(attempts - 1)} time${attempts === 2 ? "" : "s"}`;
-      const [ended] = await this.finish(runId, issue, "interrupted", reason);
-      if (ended === "ok") await this.options.onInterrupted?.(request, reason).catch(() => undefined);
+      const reason = interruptReason(attempts - 1, cancelFlag === "1");
+      const [given] = await this.finish(runId, issue, "interrupted", reason);
+      if (given === "ok") await this.options.onInterrupted?.(request, reason).catch(() => undefined);
       return;
     }
-    const controller = new AbortController();
-    if (cancelFlag === "1") controller.abort();
-    // The heartbeat carries cancellations made by other processes.
-    const heartbeat = setInterval(
-      () => {
-        void this.redis.hget(this.k("run", runId), "cancel").then(
-          (flag) => {
-            if (flag === "1") controller.abort();
-          },
-          () => undefined,
-        );
-      },
-      Math.max(100, Math.min(1_000, Math.floor(this.leaseMs / 3))),
-    );
-    heartbeat.unref();
-    let release = (): void => undefined;
-    const done = new Promise<void>((resolve) => {
-      release = resolve;
+    const ended = await this.held.attempt(request, {
+      cancelRequested: cancelFlag === "1",
+      // Carries cancellations made by other processes (BullMQ renews the job's lock itself).
+      heartbeat: async () => (await this.redis.hget(this.k("run", runId), "cancel")) === "1",
+      heartbeatMs: Math.max(100, Math.min(1_000, Math.floor(this.leaseMs / 3))),
     });
-    this.active.set(runId, { controller, done });
-    try {
-      try {
-        await this.processor(request, controller.signal);
-      } catch (error) {
-        this.options.onError?.(request, error);
-        await this.finish(runId, issue, "done", String(error));
-        return;
-      }
-      if (this.handedBack.has(runId)) {
-        await HAND_BACK.run(this.redis, [this.k("run", runId), this.k("order")], [this.workerId, this.keyBase, runId]);
-        await job.moveToDelayed(Date.now(), token);
-        throw new DelayedError();
-      }
-      await this.finish(runId, issue, controller.signal.aborted ? "cancelled" : "done");
-    } finally {
-      clearInterval(heartbeat);
-      this.active.delete(runId);
-      release();
+    if (ended.kind === "threw") {
+      await this.finish(runId, issue, "done", String(ended.error));
+      return;
     }
+    if (ended.kind === "handed-back") {
+      await HAND_BACK.run(this.redis, [this.k("run", runId), this.k("order")], [this.workerId, this.keyBase, runId]);
+      await job.moveToDelayed(Date.now(), token);
+      throw new DelayedError();
+    }
+    await this.finish(runId, issue, ended.kind);
   }
 
   /** Records the run's end (first one wins) and wakes the next run on the same issue. */
@@ -540,7 +513,7 @@ export class BullmqRunQueue implements RunQueue {
   }
 
   private async reconcileRun(runId: string): Promise<void> {
-    if (this.active.has(runId)) return;
+    if (this.held.has(runId)) return;
     const [state, jobId, issue] = await this.redis.hmget(this.k("run", runId), "state", "job", "issue");
     if (!jobId || !issue || (state !== "queued" && state !== "running")) return;
     const job = await this.queue.getJob(jobId);

@@ -1,3 +1,4 @@
+import { IdleSignal } from "../../util/idle.js";
 import { atCap, queueLimits, refusalFor } from "./quota.js";
 import { issueKey, type RunRequest } from "../request.js";
 import type { EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./port.js";
@@ -32,7 +33,7 @@ export class InProcessRunQueue implements RunQueue {
   private readonly concurrency: number;
   private readonly limits: QueueLimits;
   private accepted = 0;
-  private idleWaiters: Array<() => void> = [];
+  private readonly idleSignal = new IdleSignal(() => this.running.size === 0 && this.pending.length === 0);
 
   constructor(
     private readonly processor: RunProcessor,
@@ -107,8 +108,7 @@ export class InProcessRunQueue implements RunQueue {
 
   /** Resolves once nothing is running or waiting (tests, and drains). */
   idle(): Promise<void> {
-    if (this.running.size === 0 && this.pending.length === 0) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    return this.idleSignal.wait();
   }
 
   /** The number of runs executing now, for health and metrics. */
@@ -190,9 +190,7 @@ export class InProcessRunQueue implements RunQueue {
       .finally(() => {
         this.running.delete(entry.request.runId);
         if (!this.closed) this.pump();
-        if (this.running.size === 0 && this.pending.length === 0) {
-          for (const resolve of this.idleWaiters.splice(0)) resolve();
-        }
+        this.idleSignal.check();
       });
     this.running.set(entry.request.runId, { ...entry, done });
   }

@@ -1,8 +1,8 @@
-import { randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
 import { RunStoreError } from "../../store/run-store-error.js";
-import { drainActive, type ActiveRun } from "./drain.js";
+import { HeldRuns, interruptReason, newWorkerId, type AttemptOutcome } from "./attempt.js";
+import { IdleSignal } from "../../util/idle.js";
 import { openSqliteFile } from "../../store/sqlite-file.js";
 import { queueLimits, refusalFor } from "./quota.js";
 import { issueKey, type RunRequest } from "../request.js";
@@ -111,24 +111,30 @@ export class SqliteRunQueue implements RunQueue {
   private readonly backoffMs: number;
   private readonly now: () => number;
   private readonly limits: QueueLimits;
-  private readonly active = new Map<string, ActiveRun & { heartbeat: NodeJS.Timeout }>();
+  private readonly held: HeldRuns;
+  // A web-only process (concurrency 0) runs nothing, so it is idle whenever it holds nothing.
+  private readonly idleSignal = new IdleSignal(
+    () => this.held.size === 0 && (this.concurrency === 0 || !this.hasClaimable()),
+  );
   private poller: NodeJS.Timeout | undefined;
   private readonly checkpointer: NodeJS.Timeout;
   private closed = false;
-  private readonly handedBack = new Set<string>();
-  private idleWaiters: Array<() => void> = [];
 
   constructor(
     private readonly processor: RunProcessor,
     private readonly options: SqliteQueueOptions,
   ) {
-    this.workerId = options.workerId ?? `${String(process.pid)}-${randomBytes(4).toString("hex")}`;
+    this.workerId = options.workerId ?? newWorkerId();
     this.concurrency = options.concurrency ?? 2;
     this.leaseMs = options.leaseMs ?? 60_000;
     this.maxAttempts = options.maxAttempts ?? 3;
     this.backoffMs = options.backoffMs ?? 5_000;
     this.now = options.now ?? Date.now;
     this.limits = queueLimits(options.limits);
+    this.held = new HeldRuns(processor, {
+      ...(options.onError ? { onError: options.onError } : {}),
+      ...(options.onStoreError ? { onHeartbeatError: options.onStoreError } : {}),
+    });
     this.db = openSqliteFile(options.path, SCHEMA, "run store");
     migrate(this.db);
     // Checkpoints run on a timer, not inside whichever write crosses SQLite's threshold: left
@@ -215,7 +221,7 @@ export class SqliteRunQueue implements RunQueue {
       .get(key) as { run_id: string; state: RunState } | undefined;
     if (!row) return Promise.resolve(false);
     this.db.prepare("UPDATE runs SET cancel_requested = 1 WHERE run_id = ?").run(row.run_id);
-    this.active.get(row.run_id)?.controller.abort();
+    this.held.abort(row.run_id);
     if (row.state === "queued") this.pump();
     return Promise.resolve(true);
   }
@@ -239,16 +245,14 @@ export class SqliteRunQueue implements RunQueue {
 
   /** Resolves once this process has nothing running and nothing it could claim. */
   idle(): Promise<void> {
-    // A web-only process (concurrency 0) runs nothing, so it is idle whenever nothing is active.
-    if (this.active.size === 0 && (this.concurrency === 0 || !this.hasClaimable())) return Promise.resolve();
-    return new Promise((resolve) => this.idleWaiters.push(resolve));
+    return this.idleSignal.wait();
   }
 
   async close(graceMs = 30_000): Promise<void> {
     this.closed = true;
     if (this.poller) clearInterval(this.poller);
     clearInterval(this.checkpointer);
-    await drainActive(this.active, graceMs, (runId) => this.handedBack.add(runId));
+    await this.held.drain(graceMs);
     this.db.close();
   }
 
@@ -313,12 +317,12 @@ export class SqliteRunQueue implements RunQueue {
     if (this.closed || this.concurrency === 0) return;
     try {
       void this.recoverExpired().catch((error: unknown) => this.options.onStoreError?.(error));
-      while (this.active.size < this.concurrency) {
+      while (this.held.size < this.concurrency) {
         const row = this.claim();
         if (!row) break;
         this.start(row);
       }
-      if (this.active.size === 0 && !this.hasClaimable()) for (const resolve of this.idleWaiters.splice(0)) resolve();
+      this.idleSignal.check();
     } catch (error) {
       // Another process held the write lock past the busy timeout: nothing was claimed, and
       // the next poll tries again. Throwing here would end the process from a timer.
@@ -364,38 +368,33 @@ export class SqliteRunQueue implements RunQueue {
 
   private start(row: RunRow): void {
     const request = JSON.parse(row.request) as RunRequest;
-    const controller = new AbortController();
-    if (row.cancel_requested) controller.abort();
-    // The heartbeat renews the lease and carries cancellations made by other processes.
-    const heartbeat = setInterval(
-      () => {
-        const current = this.db.prepare("SELECT cancel_requested FROM runs WHERE run_id = ?").get(row.run_id) as
-          { cancel_requested: number } | undefined;
-        if (current?.cancel_requested) controller.abort();
-        this.db
-          .prepare("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?")
-          .run(this.now() + this.leaseMs, row.run_id, this.workerId);
-      },
-      Math.max(50, Math.floor(this.leaseMs / 3)),
-    );
-    heartbeat.unref();
-    const done = this.processor(request, controller.signal)
-      .then(
-        () => {
-          if (this.handedBack.has(row.run_id)) this.handBack(row.run_id);
-          else this.finish(row.run_id, controller.signal.aborted ? "cancelled" : "done");
+    void this.held
+      .attempt(request, {
+        cancelRequested: row.cancel_requested === 1,
+        // Renews the lease, and carries cancellations made by other processes.
+        heartbeat: () => {
+          const current = this.db.prepare("SELECT cancel_requested FROM runs WHERE run_id = ?").get(row.run_id) as
+            { cancel_requested: number } | undefined;
+          this.db
+            .prepare("UPDATE runs SET lease_until = ? WHERE run_id = ? AND lease_owner = ?")
+            .run(this.now() + this.leaseMs, row.run_id, this.workerId);
+          return current?.cancel_requested === 1;
         },
-        (error: unknown) => {
-          this.options.onError?.(request, error);
-          this.finish(row.run_id, "done", String(error));
-        },
-      )
+        heartbeatMs: Math.max(50, Math.floor(this.leaseMs / 3)),
+      })
+      .then((outcome) => {
+        this.record(row.run_id, outcome);
+      })
+      .catch((error: unknown) => this.options.onStoreError?.(error))
       .finally(() => {
-        clearInterval(heartbeat);
-        this.active.delete(row.run_id);
         this.pump();
       });
-    this.active.set(row.run_id, { controller, done, heartbeat });
+  }
+
+  private record(runId: string, outcome: AttemptOutcome): void {
+    if (outcome.kind === "handed-back") this.handBack(runId);
+    else if (outcome.kind === "threw") this.finish(runId, "done", String(outcome.error));
+    else this.finish(runId, outcome.kind);
   }
 
   /** A run aborted by our own shutdown (not by a user) goes back to the queue for the next worker. */
@@ -422,7 +421,7 @@ export class SqliteRunQueue implements RunQueue {
       .prepare("SELECT * FROM runs WHERE state = 'running' AND lease_until < ?")
       .all(now) as RunRow[];
     for (const row of expired) {
-      if (this.active.has(row.run_id)) continue;
+      if (this.held.has(row.run_id)) continue;
       if (row.attempts < this.maxAttempts && !row.cancel_requested) {
         this.db
           .prepare(
@@ -437,9 +436,7 @@ export class SqliteRunQueue implements RunQueue {
         )
         .run(now, row.run_id, now);
       if (changed.changes === 1) {
-        const reason = row.cancel_requested
-          ? "cancelled while its worker was down"
-          : `its worker stopped ${String(row.attempts)} time${row.attempts === 1 ? "" : "s"}`;
+        const reason = interruptReason(row.attempts, row.cancel_requested === 1);
         await this.options.onInterrupted?.(JSON.parse(row.request) as RunRequest, reason).catch(() => undefined);
       }
     }
