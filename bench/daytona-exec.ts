@@ -11,7 +11,7 @@
 import { randomBytes } from "node:crypto";
 import { performance } from "node:perf_hooks";
 import { Daytona } from "@daytonaio/sdk";
-import { createDaytonaSandbox } from "../src/sandbox/daytona.js";
+import { createDaytonaSandbox } from "../src/sandbox/daytona/sandbox.js";
 import { startFakeDaytona } from "../test/fakes/daytona/server.js";
 import { startGitHttpServer } from "../test/fakes/git-http-server.js";
 import { makeBareRepo, scratchDir } from "../test/helpers/git.js";

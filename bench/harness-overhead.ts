@@ -15,7 +15,7 @@ import { fanOut, type HarnessEvent } from "../src/contracts/events.js";
 import { ConsoleReporter } from "../src/harness/reporters/console.js";
 import { MemoryReporter } from "../src/harness/reporters/memory.js";
 import { runHarness } from "../src/harness/run.js";
-import { createLocalSandbox } from "../src/sandbox/local.js";
+import { createLocalSandbox } from "../src/sandbox/local/sandbox.js";
 import { makeRepo, scratchDir } from "../test/helpers/git.js";
 
 const run = promisify(execFile);
@@ -72,13 +72,10 @@ async function engine(repo: string, count: number, round: number): Promise<numbe
     },
   });
   const report = await runHarness({
-    runId: `bench${String(round)}`,
-    repo,
-    branch: `bench-${String(round)}`,
-    intent: "benchmark",
+    request: { runId: `bench${String(round)}`, repo, branch: `bench-${String(round)}`, intent: "benchmark" },
     blueprint,
-    createSandbox: createLocalSandbox,
-    reporter: fanOut(timing, new MemoryReporter(), new ConsoleReporter({ stream: sink, live: false })),
+    sandbox: { create: createLocalSandbox },
+    output: { reporter: fanOut(timing, new MemoryReporter(), new ConsoleReporter({ stream: sink, live: false })) },
   });
   if (report.nodes.some((node) => node.status !== "succeeded")) throw new Error("a benchmark node failed");
   return marks.slice(1).map((mark, i) => mark - (marks[i] ?? mark));

@@ -30,7 +30,7 @@ import { runHarness } from "../src/harness/run.js";
 import { createJournal } from "../src/runs/journal/create.js";
 import { JournalReporter } from "../src/runs/journal/reporter.js";
 import type { RunJournal } from "../src/runs/journal/port.js";
-import { createLocalSandbox } from "../src/sandbox/local.js";
+import { createLocalSandbox } from "../src/sandbox/local/sandbox.js";
 import type { WebAuth } from "../src/web/auth/types.js";
 import { createRunPages } from "../src/web/run-pages.js";
 import { makeRepo, scratchDir } from "../test/helpers/git.js";
@@ -73,14 +73,10 @@ async function produce(job: ProducerJob, journal: RunJournal): Promise<string> {
   );
   const reporter = new JournalReporter(journal);
   const report = await runHarness({
-    runId: job.runId,
-    repo: job.repo,
-    branch: `harness/bench-stream-${job.runId}`,
-    intent: "stream output",
+    request: { runId: job.runId, repo: job.repo, branch: `harness/bench-stream-${job.runId}`, intent: "stream output" },
     blueprint,
-    createSandbox: createLocalSandbox,
-    reporter,
-    outputLogMs: 100,
+    sandbox: { create: createLocalSandbox },
+    output: { reporter, logMs: 100 },
   });
   await reporter.settled(job.runId);
   return report.status;

@@ -18,7 +18,7 @@ import { performance } from "node:perf_hooks";
 import { deliverRun } from "../src/delivery/deliver.js";
 import { commitRunChanges, headSha } from "../src/harness/git-steps.js";
 import { gitCredentialEnv } from "../src/sandbox/environment.js";
-import { createLocalSandbox } from "../src/sandbox/local.js";
+import { createLocalSandbox } from "../src/sandbox/local/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../src/sandbox/types.js";
 import { startGitHttpServer } from "../test/fakes/git-http-server.js";
 import { git, makeRepo, scratchDir } from "../test/helpers/git.js";

@@ -12,11 +12,13 @@ import { ConsoleReporter } from "../harness/reporters/console.js";
 import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
 import { newRunId, runHarness } from "../harness/run.js";
 import { activeRunIds } from "../runs/queue/sqlite.js";
-import { daytonaInventory, localInventory, reapOrphans } from "../runs/reaper.js";
-import { createDaytonaSandbox } from "../sandbox/daytona.js";
-import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona-snapshot.js";
-import { probeIsolation } from "../sandbox/isolation.js";
-import { createLocalSandbox } from "../sandbox/local.js";
+import { reapOrphans } from "../runs/reaper.js";
+import { daytonaInventory } from "../sandbox/daytona/inventory.js";
+import { localInventory } from "../sandbox/local/inventory.js";
+import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
+import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona/snapshot.js";
+import { probeIsolation } from "../sandbox/local/isolation.js";
+import { createLocalSandbox } from "../sandbox/local/sandbox.js";
 import type { LocalIsolation } from "../sandbox/types.js";
 import type { AgentDriver } from "../agents/types.js";
 import { parseCommandLine } from "../util/command-line.js";
@@ -261,28 +263,34 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   const reporter = fanOut(...reporters);
 
   const report = await runHarness({
-    runId,
-    repo: flags.repo,
-    branch,
-    intent: flags.intent,
+    request: { runId, repo: flags.repo, branch, intent: flags.intent },
     blueprint,
-    ...(agent ? { agent } : {}),
-    agentCredentials: env,
-    ...(flags.maxTurns !== undefined ? { maxAgentTurns: flags.maxTurns } : {}),
-    ...(flags.model ? { model: flags.model } : {}),
-    createSandbox: sandboxKind === "daytona" ? createDaytonaSandbox : createLocalSandbox,
-    sandboxOptions: {
-      ...(serverUrl ? { githubServerUrl: serverUrl } : {}),
-      ...(sandboxKind === "daytona" ? { daytona: daytonaOptionsFromEnv(env) } : {}),
-      ...(localIsolation ? { localIsolation } : {}),
+    ...(agent
+      ? {
+          agent: {
+            driver: agent,
+            credentials: env,
+            ...(flags.maxTurns !== undefined ? { maxTurns: flags.maxTurns } : {}),
+            ...(flags.model ? { model: flags.model } : {}),
+          },
+        }
+      : {}),
+    sandbox: {
+      create: sandboxKind === "daytona" ? createDaytonaSandbox : createLocalSandbox,
+      options: {
+        ...(serverUrl ? { githubServerUrl: serverUrl } : {}),
+        ...(sandboxKind === "daytona" ? { daytona: daytonaOptionsFromEnv(env) } : {}),
+        ...(localIsolation ? { localIsolation } : {}),
+      },
     },
-    ...(token ? { githubToken: token, github: createOctokitClient(createTokenOctokit(token, serverUrl)) } : {}),
-    reporter,
+    github: {
+      ...(token ? { token, client: createOctokitClient(createTokenOctokit(token, serverUrl)) } : {}),
+      push: flags.push === true,
+      ...(githubRepo ? { repo: githubRepo } : {}),
+    },
+    output: { reporter, secrets: secretsFromEnv(env) },
     ...(io.signal ? { signal: io.signal } : {}),
     budgetMs: flags.timeout * 60_000,
-    push: flags.push === true,
-    ...(githubRepo ? { githubRepo } : {}),
-    secrets: secretsFromEnv(env),
   });
   await reporter.close?.();
 

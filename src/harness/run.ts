@@ -22,7 +22,8 @@ import { type CommitIdentity } from "../contracts/types.js";
 /** Longest intent accepted, in bytes: long context belongs in the issue body. */
 export const MAX_INTENT_BYTES = 64 * 1024;
 
-export interface HarnessOptions {
+/** What to run, and where: the request as the user gave it. */
+export interface HarnessRequest {
   runId: string;
   /** Local path, `owner/name` or URL, as given by the user. */
   repo: string;
@@ -32,54 +33,78 @@ export interface HarnessOptions {
   /** False when the intent came from someone not allowed to ask and was approved: it is fenced. */
   intentTrusted?: boolean;
   issue?: IssueContext;
-  blueprint: Blueprint;
-  /** Required when the blueprint has agent nodes. */
-  agent?: AgentDriver;
+}
+
+/** The coding agent the blueprint's agent steps run. */
+export interface HarnessAgent {
+  driver: AgentDriver;
   /** Candidate credential values by env var name; only those the agent declares are passed. */
-  agentCredentials?: Readonly<Record<string, string | undefined>>;
-  maxAgentTurns?: number;
+  credentials?: Readonly<Record<string, string | undefined>>;
+  maxTurns?: number;
   model?: string;
-  createSandbox: (options: SandboxOptions) => Promise<Sandbox>;
+}
+
+/** Where the run happens. */
+export interface HarnessSandbox {
+  create: (options: SandboxOptions) => Promise<Sandbox>;
   /** Extra sandbox options (GitHub server, Daytona settings, labels). */
-  sandboxOptions?: Partial<Omit<SandboxOptions, "repo" | "branch" | "githubToken" | "runId">>;
-  /** Token for the clone (and the push, unless `pushToken` is given); never reaches an agent. */
-  githubToken?: string;
-  /**
-   * Mints the push credential just before the push and releases (revokes) it right after, so
-   * a long run never pushes with an expired token and the token exists only for the push.
-   */
-  pushToken?: () => Promise<{ token: string; release: () => Promise<void> }>;
-  /** Pull request details beyond title and body. */
-  pullRequest?: { draft?: boolean; labels?: readonly string[]; reviewers?: readonly string[]; requester?: string };
-  reporter?: Reporter;
-  /** Aborting it cancels the run: the running process is killed and the sandbox torn down. */
-  signal?: AbortSignal;
-  /** Wall-clock budget for the whole run in ms (default 60 min). */
-  budgetMs?: number;
-  push?: boolean;
-  /** GitHub API client for the pull request. */
-  github?: GitHubClient;
-  /** The repository the PR goes to; derived from `repo` or its `origin` when absent. */
-  githubRepo?: GitHubRepo;
-  canWriteWorkflows?: boolean;
-  commitIdentity?: CommitIdentity;
-  /** Further secret values to redact from everything the run reports. */
-  secrets?: readonly string[];
+  options?: Partial<Omit<SandboxOptions, "repo" | "branch" | "githubToken" | "runId">>;
   /**
    * Setup secrets by name, given as environment variables to the exec steps that ask for them
    * (`secrets:` in a blueprint) and never to an agent step; redacted and kept out of pushes.
    */
   setupSecrets?: Readonly<Record<string, string>>;
+}
+
+/** GitHub: the clone and push credentials, the push, and the pull request. */
+export interface HarnessGitHub {
+  /** Token for the clone (and the push, unless `pushToken` is given); never reaches an agent. */
+  token?: string;
+  /**
+   * Mints the push credential just before the push and releases (revokes) it right after, so
+   * a long run never pushes with an expired token and the token exists only for the push.
+   */
+  pushToken?: () => Promise<{ token: string; release: () => Promise<void> }>;
+  /** GitHub API client for the pull request. */
+  client?: GitHubClient;
+  /** The repository the PR goes to; derived from `request.repo` or its `origin` when absent. */
+  repo?: GitHubRepo;
+  canWriteWorkflows?: boolean;
+  commitIdentity?: CommitIdentity;
+  /** Pull request details beyond title and body. */
+  pullRequest?: { draft?: boolean; labels?: readonly string[]; reviewers?: readonly string[]; requester?: string };
+  push?: boolean;
+}
+
+/** What the run reports, and what it keeps out of every report. */
+export interface HarnessOutput {
+  reporter?: Reporter;
   /** Minimum interval between output-tail events per node, in ms (default 500). */
-  outputThrottleMs?: number;
+  throttleMs?: number;
   /**
    * When set, every line of output is also reported as `node.log` events batched at this interval
    * in ms (100 suits run pages). Off by default: the CLI and the status comment need tails only.
    */
-  outputLogMs?: number;
-  now?: () => Date;
+  logMs?: number;
   /** Link to the run's page, for the PR body. */
   runUrl?: string;
+  /** Further secret values to redact from everything the run reports. */
+  secrets?: readonly string[];
+}
+
+export interface HarnessOptions {
+  request: HarnessRequest;
+  blueprint: Blueprint;
+  /** Required when the blueprint has agent nodes. */
+  agent?: HarnessAgent;
+  sandbox: HarnessSandbox;
+  github?: HarnessGitHub;
+  output?: HarnessOutput;
+  /** Aborting it cancels the run: the running process is killed and the sandbox torn down. */
+  signal?: AbortSignal;
+  /** Wall-clock budget for the whole run in ms (default 60 min). */
+  budgetMs?: number;
+  now?: () => Date;
 }
 
 /**
@@ -89,19 +114,20 @@ export interface HarnessOptions {
  */
 export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   validateOptions(options);
+  const { request, blueprint, agent, github = {}, output = {} } = options;
   const now = options.now ?? (() => new Date());
   const startedAt = now();
-  const agentCredentials = pickCredentials(options.agent, options.agentCredentials);
+  const agentCredentials = pickCredentials(agent);
   // Only values that are secrets: the candidates may be a whole environment (PATH, URLs…).
   const secretValues = [
-    options.githubToken,
+    github.token,
     ...Object.values(agentCredentials),
-    ...(options.secrets ?? []),
-    ...Object.values(options.setupSecrets ?? {}),
+    ...(output.secrets ?? []),
+    ...Object.values(options.sandbox.setupSecrets ?? {}),
   ];
   const redactor = createRedactor(secretValues);
   const knownSecrets = knownSecretsOf(options, agentCredentials);
-  const reporter = redactingReporter(options.reporter ?? fanOut(), redactor);
+  const reporter = redactingReporter(output.reporter ?? fanOut(), redactor);
   const at = (): string => now().toISOString();
 
   const controller = new AbortController();
@@ -123,12 +149,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
 
   reporter.emit({
     type: "run.started",
-    runId: options.runId,
-    repo: options.repo,
-    branch: options.branch,
-    intent: options.intent,
-    blueprint: options.blueprint.name,
-    nodes: options.blueprint.nodes.map((node) => ({
+    runId: request.runId,
+    repo: request.repo,
+    branch: request.branch,
+    intent: request.intent,
+    blueprint: blueprint.name,
+    nodes: blueprint.nodes.map((node) => ({
       id: node.id,
       title: node.title,
       kind: node.kind,
@@ -145,23 +171,23 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   let pushResult: PushResult | undefined;
 
   try {
-    sandbox = await options.createSandbox({
-      ...options.sandboxOptions,
-      repo: options.repo,
-      branch: options.branch,
-      runId: options.runId,
-      ...(options.githubToken ? { githubToken: options.githubToken } : {}),
+    sandbox = await options.sandbox.create({
+      ...options.sandbox.options,
+      repo: request.repo,
+      branch: request.branch,
+      runId: request.runId,
+      ...(github.token ? { githubToken: github.token } : {}),
     });
     if (controller.signal.aborted) throw new Error("stopped before the first step");
-    reporter.emit({ type: "sandbox.ready", runId: options.runId, workDir: sandbox.workDir, at: at() });
+    reporter.emit({ type: "sandbox.ready", runId: request.runId, workDir: sandbox.workDir, at: at() });
     // Read before any step runs: after that, everything in the checkout is the agent's to change.
     const baseSha = await headSha(sandbox, controller.signal);
-    const target = options.push ? await resolvePushTarget(options, sandbox) : undefined;
+    const target = github.push ? await resolvePushTarget(options, sandbox) : undefined;
 
     const outcome = await runBlueprint({
-      blueprint: options.blueprint,
+      blueprint,
       sandbox,
-      runId: options.runId,
+      runId: request.runId,
       reporter,
       redactor,
       signal: controller.signal,
@@ -169,19 +195,19 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       deadline,
       now,
       promptInputs: {
-        intent: options.intent,
-        intentTrusted: options.intentTrusted ?? true,
-        repo: options.repo,
-        branch: options.branch,
-        ...(options.issue ? { issue: options.issue } : {}),
+        intent: request.intent,
+        intentTrusted: request.intentTrusted ?? true,
+        repo: request.repo,
+        branch: request.branch,
+        ...(request.issue ? { issue: request.issue } : {}),
       },
-      ...(options.agent ? { agent: options.agent } : {}),
+      ...(agent ? { agent: agent.driver } : {}),
       agentCredentials,
-      ...(options.setupSecrets ? { setupSecrets: options.setupSecrets } : {}),
-      ...(options.maxAgentTurns !== undefined ? { maxAgentTurns: options.maxAgentTurns } : {}),
-      ...(options.model !== undefined ? { model: options.model } : {}),
-      outputThrottleMs: options.outputThrottleMs ?? 500,
-      ...(options.outputLogMs !== undefined ? { outputLogMs: options.outputLogMs } : {}),
+      ...(options.sandbox.setupSecrets ? { setupSecrets: options.sandbox.setupSecrets } : {}),
+      ...(agent?.maxTurns !== undefined ? { maxAgentTurns: agent.maxTurns } : {}),
+      ...(agent?.model !== undefined ? { model: agent.model } : {}),
+      outputThrottleMs: output.throttleMs ?? 500,
+      ...(output.logMs !== undefined ? { outputLogMs: output.logMs } : {}),
     });
     nodes = outcome.nodes;
 
@@ -189,20 +215,20 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       status = outcome.status;
       error = outcome.error;
     } else {
-      const commitTitle = pullRequestTitle(options.intent).slice(0, 100);
-      const commitBody = options.issue ? `Requested in #${String(options.issue.number)}.` : "";
+      const commitTitle = pullRequestTitle(request.intent).slice(0, 100);
+      const commitBody = request.issue ? `Requested in #${String(request.issue.number)}.` : "";
       const commit = await commitRunChanges(sandbox, {
         baseSha,
         title: commitTitle,
         body: commitBody,
-        runId: options.runId,
-        identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
+        runId: request.runId,
+        identity: github.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
         signal: controller.signal,
       });
       commitSha = commit.sha;
       reporter.emit({
         type: "commit.finished",
-        runId: options.runId,
+        runId: request.runId,
         ...(commit.sha ? { commitSha: commit.sha } : {}),
         changedFiles: commit.changedFiles.length,
         at: at(),
@@ -212,8 +238,8 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         error = "The run finished without changing any file, so there is nothing to push";
       } else {
         status = "succeeded";
-        if (options.push && target) {
-          const message = commitMessage({ title: commitTitle, body: commitBody, runId: options.runId });
+        if (github.push && target) {
+          const message = commitMessage({ title: commitTitle, body: commitBody, runId: request.runId });
           pushResult = redactPushResult(
             await pushStage(options, {
               sandbox,
@@ -230,7 +256,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
             redactor,
           );
           if (pushResult.commitSha) commitSha = pushResult.commitSha;
-          reporter.emit({ type: "push.finished", runId: options.runId, result: pushResult, at: at() });
+          reporter.emit({ type: "push.finished", runId: request.runId, result: pushResult, at: at() });
         }
       }
     }
@@ -253,11 +279,11 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
 
   const finishedAt = now();
   const report: RunReport = {
-    runId: options.runId,
-    repo: options.repo,
-    branch: options.branch,
-    intent: options.intent,
-    blueprint: options.blueprint.name,
+    runId: request.runId,
+    repo: request.repo,
+    branch: request.branch,
+    intent: request.intent,
+    blueprint: blueprint.name,
     status,
     startedAt: startedAt.toISOString(),
     finishedAt: finishedAt.toISOString(),
@@ -267,7 +293,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     ...(pushResult ? { pushResult } : {}),
     ...(error ? { error: redactor(error) } : {}),
   };
-  reporter.emit({ type: "run.finished", runId: options.runId, report, at: at() });
+  reporter.emit({ type: "run.finished", runId: request.runId, report, at: at() });
   return report;
 }
 
@@ -277,9 +303,10 @@ export function newRunId(now: Date = new Date()): string {
 }
 
 function validateOptions(options: HarnessOptions): void {
-  if (options.intent.trim() === "")
+  const { intent } = options.request;
+  if (intent.trim() === "")
     throw new InvalidInputError('The intent is empty: say what should change (e.g. --intent "fix the typo in README")');
-  const size = Buffer.byteLength(options.intent, "utf8");
+  const size = Buffer.byteLength(intent, "utf8");
   if (size > MAX_INTENT_BYTES) {
     throw new InvalidInputError(
       `The intent is ${size.toLocaleString("en")} bytes; the limit is ${MAX_INTENT_BYTES.toLocaleString("en")}. Put long context in the issue body and keep the intent to what should change`,
@@ -296,14 +323,11 @@ function validateOptions(options: HarnessOptions): void {
 }
 
 /** Only the credentials the agent declares, and never anything that looks like a GitHub credential. */
-function pickCredentials(
-  agent: AgentDriver | undefined,
-  candidates: Readonly<Record<string, string | undefined>> | undefined,
-): Record<string, string> {
+function pickCredentials(agent: HarnessAgent | undefined): Record<string, string> {
   const picked: Record<string, string> = {};
-  for (const name of agent?.credentials ?? []) {
+  for (const name of agent?.driver.credentials ?? []) {
     if (/^(GITHUB|GH)_|^GIT_/i.test(name)) continue;
-    const value = candidates?.[name];
+    const value = agent?.credentials?.[name];
     if (value !== undefined && value !== "") picked[name] = value;
   }
   return picked;
@@ -322,11 +346,12 @@ interface PushTarget {
  * worktree shares its repository's config, which the agent could otherwise rewrite).
  */
 async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Promise<PushTarget> {
-  const serverUrl = options.sandboxOptions?.githubServerUrl;
+  const serverUrl = options.sandbox.options?.githubServerUrl;
+  const githubRepo = options.github?.repo;
   const parse = (ref: string): GitHubRepo => parseGitHubRepo(ref, serverUrl ? { serverUrl } : {});
-  if (!isLocalPath(options.repo)) {
+  if (!isLocalPath(options.request.repo)) {
     try {
-      const repo = options.githubRepo ?? parse(options.repo);
+      const repo = githubRepo ?? parse(options.request.repo);
       return { githubRepo: repo, pushUrl: githubCloneUrl(repo, serverUrl) };
     } catch (error) {
       return { githubRepo: describeError(error), pushUrl: undefined };
@@ -336,7 +361,7 @@ async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Pro
     await gitRunner(sandbox)(["remote", "get-url", "--push", "origin"], { allowFailure: true })
   ).stdout.trim();
   const pushUrl = origin !== "" ? origin : undefined;
-  if (options.githubRepo) return { githubRepo: options.githubRepo, pushUrl };
+  if (githubRepo) return { githubRepo, pushUrl };
   try {
     return { githubRepo: parse(origin), pushUrl };
   } catch {
@@ -351,9 +376,10 @@ async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Pro
 /** The run's secrets by name, for the push's secret scan (the values alone serve redaction). */
 function knownSecretsOf(options: HarnessOptions, agentCredentials: Readonly<Record<string, string>>): KnownSecret[] {
   const secrets: KnownSecret[] = Object.entries(agentCredentials).map(([name, value]) => ({ name, value }));
-  if (options.githubToken) secrets.push({ name: "the run's GitHub token", value: options.githubToken });
-  for (const value of options.secrets ?? []) secrets.push({ name: "a secret the operator configured", value });
-  for (const [name, value] of Object.entries(options.setupSecrets ?? {})) secrets.push({ name, value });
+  const token = options.github?.token;
+  if (token) secrets.push({ name: "the run's GitHub token", value: token });
+  for (const value of options.output?.secrets ?? []) secrets.push({ name: "a secret the operator configured", value });
+  for (const [name, value] of Object.entries(options.sandbox.setupSecrets ?? {})) secrets.push({ name, value });
   return secrets;
 }
 
@@ -385,13 +411,14 @@ interface PushStageInput {
 
 /** Push + PR with the push credential minted for this step only, and released right after. */
 async function pushStage(options: HarnessOptions, input: PushStageInput): Promise<PushResult> {
+  const { request, github = {}, output = {} } = options;
   let credential: { token: string | undefined; release: () => Promise<void> } = {
-    token: options.githubToken,
+    token: github.token,
     release: () => Promise.resolve(),
   };
-  if (options.pushToken) {
+  if (github.pushToken) {
     try {
-      credential = await options.pushToken();
+      credential = await github.pushToken();
     } catch (error) {
       // A credential that cannot be minted is a push failure with its reason, not a crash.
       return {
@@ -410,13 +437,13 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
     const redactToken = token ? createRedactor([token]) : undefined;
     return await pushAndOpenPullRequest({
       sandbox: input.sandbox,
-      runId: options.runId,
-      branch: options.branch,
+      runId: request.runId,
+      branch: request.branch,
       baseSha: input.baseSha,
       commitSha: input.commitSha,
       commit: {
         message: input.message,
-        identity: options.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
+        identity: github.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
         ...(options.now ? { now: options.now() } : {}),
       },
       changedFiles: input.changedFiles,
@@ -427,23 +454,23 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
       redact: redactToken ? (text) => redactToken(input.redactor(text)) : input.redactor,
       signal: input.signal,
       githubRepo: input.target.githubRepo,
-      github: options.github,
-      title: pullRequestTitle(options.intent),
+      github: github.client,
+      title: pullRequestTitle(request.intent),
       body: pullRequestBody({
-        intent: options.intent,
+        intent: request.intent,
         blueprint: options.blueprint.name,
-        branch: options.branch,
-        runId: options.runId,
+        branch: request.branch,
+        runId: request.runId,
         nodes: input.nodes,
-        ...(options.issue ? { issueNumber: options.issue.number } : {}),
+        ...(request.issue ? { issueNumber: request.issue.number } : {}),
         ...(summary ? { summary } : {}),
-        ...(options.runUrl ? { runUrl: options.runUrl } : {}),
-        ...(options.pullRequest?.requester ? { requester: options.pullRequest.requester } : {}),
+        ...(output.runUrl ? { runUrl: output.runUrl } : {}),
+        ...(github.pullRequest?.requester ? { requester: github.pullRequest.requester } : {}),
       }),
-      ...(options.canWriteWorkflows !== undefined ? { canWriteWorkflows: options.canWriteWorkflows } : {}),
-      ...(options.pullRequest?.draft ? { draft: true } : {}),
-      ...(options.pullRequest?.labels ? { labels: options.pullRequest.labels } : {}),
-      ...(options.pullRequest?.reviewers ? { reviewers: options.pullRequest.reviewers } : {}),
+      ...(github.canWriteWorkflows !== undefined ? { canWriteWorkflows: github.canWriteWorkflows } : {}),
+      ...(github.pullRequest?.draft ? { draft: true } : {}),
+      ...(github.pullRequest?.labels ? { labels: github.pullRequest.labels } : {}),
+      ...(github.pullRequest?.reviewers ? { reviewers: github.pullRequest.reviewers } : {}),
     });
   } finally {
     await credential.release().catch(() => undefined);

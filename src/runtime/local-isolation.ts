@@ -1,4 +1,4 @@
-import { probeIsolation } from "../sandbox/isolation.js";
+import { probeIsolation } from "../sandbox/local/isolation.js";
 import type { LocalIsolation } from "../sandbox/types.js";
 import { type AppSettings } from "./app-settings.js";
 import { SettingsError } from "../util/errors.js";

@@ -22,7 +22,7 @@ describe("claude-code driver through the harness", () => {
       "claude",
       { stdout: capture("claude-success.json"), edit },
       agent,
-      { maxAgentTurns: 12, model: "sonnet" },
+      { maxTurns: 12, model: "sonnet" },
     );
 
     expect(record.args).toEqual([
@@ -112,7 +112,7 @@ describe("claude-code driver through the harness", () => {
       "claude",
       { stdout: capture("claude-max-turns.json"), exitCode: 1, edit },
       agent,
-      { maxAgentTurns: 1 },
+      { maxTurns: 1 },
     );
     expect(report.status).toBe("failed");
     expect(report.nodes[0]).toMatchObject({

@@ -28,7 +28,7 @@ describe("codex driver through the harness", () => {
       "codex",
       { stdout: capture("codex-success.jsonl"), edit },
       agent,
-      { maxAgentTurns: 12, model: "gpt-5.5" },
+      { maxTurns: 12, model: "gpt-5.5" },
     );
 
     expect(record.args).toEqual([...BASE_ARGS, "--model", "gpt-5.5", "-"]);
@@ -75,7 +75,7 @@ describe("codex driver through the harness", () => {
       { stdout: capture("codex-success.jsonl"), edit },
       agent,
       {
-        agentCredentials: {
+        credentials: {
           OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY,
           GITHUB_TOKEN: OFFERED_CREDENTIALS.GITHUB_TOKEN,
         },

@@ -21,7 +21,7 @@ describe("pi driver through the harness", () => {
       "pi",
       { stdout: capture("pi-success.jsonl"), edit },
       agent,
-      { maxAgentTurns: 12, model: "anthropic/claude-sonnet-4-5" },
+      { maxTurns: 12, model: "anthropic/claude-sonnet-4-5" },
     );
 
     expect(record.args).toEqual(["--mode", "json", "--no-session", "--model", "anthropic/claude-sonnet-4-5"]);

@@ -2,7 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
-import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
+import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
@@ -47,22 +47,22 @@ afterEach(async () => {
   await world.close();
 });
 
-function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
+function options(agent: string): HarnessOptions {
   return {
-    runId: "dattack",
-    repo: "acme/widgets",
-    branch: "harness/attack",
-    intent: "Say hello",
+    request: { runId: "dattack", repo: "acme/widgets", branch: "harness/attack", intent: "Say hello" },
     blueprint: builtinBlueprint("default"),
-    agent: commandAgent({ argv: [agent] }),
-    createSandbox: createDaytonaSandbox,
-    sandboxOptions: { githubServerUrl: server.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
-    githubToken: pushToken,
-    pushToken: () => Promise.resolve({ token: pushToken, release: () => Promise.resolve() }),
-    commitIdentity: identity,
-    push: true,
-    github: recordingPullRequests(9),
-    ...overrides,
+    agent: { driver: commandAgent({ argv: [agent] }) },
+    sandbox: {
+      create: createDaytonaSandbox,
+      options: { githubServerUrl: server.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
+    },
+    github: {
+      token: pushToken,
+      pushToken: () => Promise.resolve({ token: pushToken, release: () => Promise.resolve() }),
+      commitIdentity: identity,
+      push: true,
+      client: recordingPullRequests(9),
+    },
   };
 }
 

@@ -3,8 +3,8 @@ import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { runHarness, type HarnessOptions, type HarnessRequest, type HarnessSandbox } from "../../src/harness/run.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
@@ -46,21 +46,20 @@ afterEach(async () => {
   await world.close();
 });
 
-function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
+type Overrides = Omit<Partial<HarnessOptions>, "request" | "sandbox"> & {
+  request?: Partial<HarnessRequest>;
+  sandbox?: Partial<HarnessSandbox>;
+};
+
+function options(agent: string, overrides: Overrides = {}): HarnessOptions {
+  const { request, sandbox, ...rest } = overrides;
   return {
-    runId: "attack1",
-    repo: "acme/widgets",
-    branch: "harness/attack",
-    intent: "Say hello",
     blueprint: builtinBlueprint("default"),
-    agent: commandAgent({ argv: [agent] }),
-    createSandbox: createLocalSandbox,
-    sandboxOptions: { githubServerUrl: server.url },
-    githubToken: token,
-    commitIdentity: identity,
-    push: true,
-    github: recordingPullRequests(7),
-    ...overrides,
+    agent: { driver: commandAgent({ argv: [agent] }) },
+    github: { token, commitIdentity: identity, push: true, client: recordingPullRequests(7) },
+    ...rest,
+    request: { runId: "attack1", repo: "acme/widgets", branch: "harness/attack", intent: "Say hello", ...request },
+    sandbox: { create: createLocalSandbox, options: { githubServerUrl: server.url }, ...sandbox },
   };
 }
 
@@ -73,9 +72,11 @@ describe.each(isolations)(
   "an agent that plants git configuration or hooks cannot reach the token or push elsewhere (local sandbox, %s)",
   (_label, isolation) => {
     /** The local sandbox in this mode; the test's scripts are readable inside when isolated. */
-    const isolated = (): Partial<HarnessOptions> => ({
-      createSandbox: keepingLeaks(createLocalSandbox, leakDir),
-      sandboxOptions: { githubServerUrl: server.url, localIsolation: { ...isolation, readOnlyPaths: [root.path] } },
+    const isolated = (): Overrides => ({
+      sandbox: {
+        create: keepingLeaks(createLocalSandbox, leakDir),
+        options: { githubServerUrl: server.url, localIsolation: { ...isolation, readOnlyPaths: [root.path] } },
+      },
     });
 
     test.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
@@ -190,25 +191,27 @@ describe("a result that fails verification is not pushed, and the work is kept",
     );
     const report = await runHarness(
       options(agent, {
-        createSandbox: tamperingSandbox(async (sandbox) => {
-          const env = {
-            GIT_AUTHOR_NAME: "x",
-            GIT_AUTHOR_EMAIL: "x@x",
-            GIT_COMMITTER_NAME: "x",
-            GIT_COMMITTER_EMAIL: "x@x",
-          };
-          await sandbox.exec({
-            argv: ["git", "commit", "--quiet", "--allow-empty", "-m", "smuggled"],
-            cwd: sandbox.workDir,
-            timeout: 30_000,
-            env,
-          });
-          await sandbox.exec({
-            argv: ["git", "bundle", "create", "--quiet", bundlePath, ...bundleArgs],
-            cwd: sandbox.workDir,
-            timeout: 30_000,
-          });
-        }),
+        sandbox: {
+          create: tamperingSandbox(async (sandbox) => {
+            const env = {
+              GIT_AUTHOR_NAME: "x",
+              GIT_AUTHOR_EMAIL: "x@x",
+              GIT_COMMITTER_NAME: "x",
+              GIT_COMMITTER_EMAIL: "x@x",
+            };
+            await sandbox.exec({
+              argv: ["git", "commit", "--quiet", "--allow-empty", "-m", "smuggled"],
+              cwd: sandbox.workDir,
+              timeout: 30_000,
+              env,
+            });
+            await sandbox.exec({
+              argv: ["git", "bundle", "create", "--quiet", bundlePath, ...bundleArgs],
+              cwd: sandbox.workDir,
+              timeout: 30_000,
+            });
+          }),
+        },
       }),
     );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
@@ -225,9 +228,11 @@ describe("a result that fails verification is not pushed, and the work is kept",
     );
     const report = await runHarness(
       options(agent, {
-        createSandbox: tamperingSandbox(async (sandbox) => {
-          await sandbox.uploadFiles([{ path: bundlePath, content: "# v2 git bundle\nnot really\n\nPACK" }]);
-        }),
+        sandbox: {
+          create: tamperingSandbox(async (sandbox) => {
+            await sandbox.uploadFiles([{ path: bundlePath, content: "# v2 git bundle\nnot really\n\nPACK" }]);
+          }),
+        },
       }),
     );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
@@ -276,8 +281,10 @@ describe("secrets never leave in a push", () => {
 
       const report = await runHarness(
         options(script, {
-          agent: commandAgent({ argv: [script], credentials: ["ANTHROPIC_API_KEY"] }),
-          agentCredentials: { ANTHROPIC_API_KEY: apiKey },
+          agent: {
+            driver: commandAgent({ argv: [script], credentials: ["ANTHROPIC_API_KEY"] }),
+            credentials: { ANTHROPIC_API_KEY: apiKey },
+          },
         }),
       );
 
@@ -308,7 +315,7 @@ describe("secrets never leave in a push", () => {
       `#!/bin/sh\nprintf '//registry.example.test/:_authToken=%s\\n' '${registryToken}' > .npmrc\n`,
     );
     await chmod(script, 0o755);
-    const report = await runHarness(options(script, { secrets: [registryToken] }));
+    const report = await runHarness(options(script, { output: { secrets: [registryToken] } }));
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "secret_in_change" });
     expect(report.pushResult?.error).toContain(".npmrc");
     expect(JSON.stringify(report)).not.toContain(registryToken);
@@ -337,10 +344,12 @@ describe("follow-up commits on an existing pull request branch", () => {
     );
     const report = await runHarness(
       options(agent, {
-        branch: "feature/login",
-        sandboxOptions: {
-          githubServerUrl: server.url,
-          localIsolation: { mode: "namespaces", readOnlyPaths: [root.path] },
+        request: { branch: "feature/login" },
+        sandbox: {
+          options: {
+            githubServerUrl: server.url,
+            localIsolation: { mode: "namespaces", readOnlyPaths: [root.path] },
+          },
         },
       }),
     );
@@ -359,21 +368,23 @@ describe("follow-up commits on an existing pull request branch", () => {
     await chmod(agentScript, 0o755);
     const report = await runHarness(
       options(agentScript, {
-        branch: "feature/race",
-        reporter: {
-          emit: (event) => {
-            if (event.type === "commit.finished") {
-              const moved = git(
-                bare,
-                "commit-tree",
-                "-p",
-                "refs/heads/feature/race",
-                "-m",
-                "human",
-                `${git(bare, "rev-parse", "refs/heads/feature/race")}^{tree}`,
-              );
-              git(bare, "update-ref", "refs/heads/feature/race", moved);
-            }
+        request: { branch: "feature/race" },
+        output: {
+          reporter: {
+            emit: (event) => {
+              if (event.type === "commit.finished") {
+                const moved = git(
+                  bare,
+                  "commit-tree",
+                  "-p",
+                  "refs/heads/feature/race",
+                  "-m",
+                  "human",
+                  `${git(bare, "rev-parse", "refs/heads/feature/race")}^{tree}`,
+                );
+                git(bare, "update-ref", "refs/heads/feature/race", moved);
+              }
+            },
           },
         },
       }),

@@ -4,9 +4,9 @@ import { join } from "node:path";
 import type { ExecResult, RunReport } from "../../src/contracts/types.js";
 import type { AgentDriver } from "../../src/agents/types.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
+import { runHarness, type HarnessAgent, type HarnessRequest } from "../../src/harness/run.js";
 import { sandboxBaseEnv } from "../../src/sandbox/environment.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { makeRepo } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 
@@ -109,6 +109,9 @@ export interface AgentRun {
   record: FakeRecord;
 }
 
+/** What a driver test may change: the agent's credentials, turns and model, and the issue. */
+export type RunOverrides = Partial<Omit<HarnessAgent, "driver">> & Pick<HarnessRequest, "issue">;
+
 /**
  * Runs the default blueprint on a fresh repository under `dir` with the local sandbox, offering
  * `OFFERED_CREDENTIALS` and a GitHub token.
@@ -116,21 +119,23 @@ export interface AgentRun {
 export async function runDefaultBlueprint(
   dir: string,
   agent: AgentDriver,
-  overrides: Partial<HarnessOptions> = {},
+  overrides: RunOverrides = {},
 ): Promise<RunReport> {
   const repo = await makeRepo(join(dir, "repo"));
+  const { issue, ...agentOverrides } = overrides;
   return runHarness({
-    runId: "agentrun1",
-    repo,
-    branch: "harness/agent-test",
-    intent: "add a greeting",
+    request: {
+      runId: "agentrun1",
+      repo,
+      branch: "harness/agent-test",
+      intent: "add a greeting",
+      ...(issue ? { issue } : {}),
+    },
     blueprint: builtinBlueprint("default"),
-    createSandbox: createLocalSandbox,
-    agent,
-    agentCredentials: OFFERED_CREDENTIALS,
-    githubToken: OFFERED_CREDENTIALS.GITHUB_TOKEN,
-    outputThrottleMs: 20,
-    ...overrides,
+    agent: { driver: agent, credentials: OFFERED_CREDENTIALS, ...agentOverrides },
+    sandbox: { create: createLocalSandbox },
+    github: { token: OFFERED_CREDENTIALS.GITHUB_TOKEN },
+    output: { throttleMs: 20 },
   });
 }
 
@@ -140,7 +145,7 @@ export async function runWithFakeCli(
   name: string,
   scenario: FakeScenario,
   makeAgent: (executable: string) => AgentDriver,
-  overrides: Partial<HarnessOptions> = {},
+  overrides: RunOverrides = {},
 ): Promise<AgentRun> {
   const fake = await writeFakeCli(join(dir, "fake-clis"), name, scenario);
   const report = await runDefaultBlueprint(dir, makeAgent(fake.path), overrides);

@@ -6,7 +6,7 @@ import { OutputLog } from "../../src/harness/output-log.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
 import { redactingReporter } from "../../src/harness/reporters/redacting.js";
 import { runHarness } from "../../src/harness/run.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { createRedactor } from "../../src/util/redact.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
 import { fakePemLines } from "../helpers/fake-secrets.js";
@@ -134,15 +134,10 @@ describe("runHarness with outputLogMs: node.log carries every line", () => {
     );
     const reporter = new MemoryReporter();
     await runHarness({
-      runId: "outlog1",
-      repo,
-      branch: "harness/outlog",
-      intent: "print",
+      request: { runId: "outlog1", repo, branch: "harness/outlog", intent: "print" },
       blueprint,
-      createSandbox: createLocalSandbox,
-      reporter,
-      outputThrottleMs: 50,
-      outputLogMs: 20,
+      sandbox: { create: createLocalSandbox },
+      output: { reporter, throttleMs: 50, logMs: 20 },
     });
     const logs = reporter.ofType("node.log");
     const text = logs.map((event) => event.text).join("");

@@ -4,8 +4,8 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
-import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { runHarness, type HarnessGitHub, type HarnessOptions, type HarnessOutput } from "../../src/harness/run.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import {
   protectBranch,
   requireWorkflowsPermission,
@@ -43,26 +43,21 @@ async function agentWriting(path: string, content: string): Promise<string> {
   return script;
 }
 
-function options(agent: string, overrides: Partial<HarnessOptions> = {}): HarnessOptions {
+function options(agent: string, overrides: { github?: HarnessGitHub; output?: HarnessOutput } = {}): HarnessOptions {
   return {
-    runId: "push1",
-    repo: "acme/widgets",
-    branch: "harness/push-test",
-    intent: "Change something",
+    request: { runId: "push1", repo: "acme/widgets", branch: "harness/push-test", intent: "Change something" },
     blueprint: builtinBlueprint("default"),
-    agent: commandAgent({ argv: [agent] }),
-    createSandbox: createLocalSandbox,
-    sandboxOptions: { githubServerUrl: server.url },
-    githubToken: token,
-    push: true,
-    ...overrides,
+    agent: { driver: commandAgent({ argv: [agent] }) },
+    sandbox: { create: createLocalSandbox, options: { githubServerUrl: server.url } },
+    github: { token, push: true, ...overrides.github },
+    ...(overrides.output ? { output: overrides.output } : {}),
   };
 }
 
 describe("push + PR through real git", () => {
   test("pushes the branch over smart HTTP with the installation token and opens the PR", async () => {
     const github = fakeGitHub();
-    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github }));
+    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github: { client: github } }));
     expect(report.pushResult).toMatchObject({ pushed: true, prUrl: "https://github.com/acme/widgets/pull/1" });
     expect(git(bare, "show", "harness/push-test:hello.txt")).toBe("hi");
     expect(github.created).toMatchObject([
@@ -74,7 +69,9 @@ describe("push + PR through real git", () => {
     await protectBranch(bare, { branch: "harness/push-test" });
     const github = fakeGitHub();
     const reporter = new MemoryReporter();
-    const report = await runHarness(options(await agentWriting("hello.txt", "hi"), { github, reporter }));
+    const report = await runHarness(
+      options(await agentWriting("hello.txt", "hi"), { github: { client: github }, output: { reporter } }),
+    );
     expect(report.status).toBe("succeeded");
     expect(report.pushResult).toMatchObject({
       pushed: false,
@@ -94,8 +91,7 @@ describe("push + PR through real git", () => {
     const requestsBefore = server.requests.length;
     const report = await runHarness(
       options(await agentWriting(".github/workflows/ci.yml", "on: push"), {
-        canWriteWorkflows: false,
-        github: fakeGitHub(),
+        github: { canWriteWorkflows: false, client: fakeGitHub() },
       }),
     );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "workflows" });
@@ -107,7 +103,7 @@ describe("push + PR through real git", () => {
   test("when the permission is unknown the push is tried, and GitHub's workflows refusal is classified", async () => {
     await requireWorkflowsPermission(bare);
     const report = await runHarness(
-      options(await agentWriting(".github/workflows/ci.yml", "on: push"), { github: fakeGitHub() }),
+      options(await agentWriting(".github/workflows/ci.yml", "on: push"), { github: { client: fakeGitHub() } }),
     );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "workflows" });
   });
@@ -116,9 +112,11 @@ describe("push + PR through real git", () => {
     const expired = fakeToken("ghs_", 37);
     const report = await runHarness(
       options(await agentWriting("hello.txt", "hi"), {
-        github: fakeGitHub(),
-        // Clone with the good token, push with the expired one: tokens expire mid-run.
-        pushToken: () => Promise.resolve({ token: expired, release: () => Promise.resolve() }),
+        github: {
+          client: fakeGitHub(),
+          // Clone with the good token, push with the expired one: tokens expire mid-run.
+          pushToken: () => Promise.resolve({ token: expired, release: () => Promise.resolve() }),
+        },
       }),
     );
     expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "auth" });

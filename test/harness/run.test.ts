@@ -8,8 +8,8 @@ import { validateBlueprint } from "../../src/harness/blueprint-file.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import type { HarnessEvent } from "../../src/contracts/events.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
-import { runHarness, type HarnessOptions } from "../../src/harness/run.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { runHarness, type HarnessOptions, type HarnessRequest } from "../../src/harness/run.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { git, makeRepo, scratchDir } from "../helpers/git.js";
@@ -45,16 +45,17 @@ const trackingSandbox = async (options: SandboxOptions): Promise<Sandbox> => {
   return sandbox;
 };
 
-function options(overrides: Partial<HarnessOptions>): HarnessOptions {
+type Overrides = Omit<Partial<HarnessOptions>, "request"> & { request?: Partial<HarnessRequest> };
+
+/** The test's run, with what a test gives merged into each group. */
+function options(overrides: Overrides): HarnessOptions {
+  const { request, sandbox, output, ...rest } = overrides;
   return {
-    runId: "run1",
-    repo,
-    branch: "harness/test",
-    intent: "add a greeting",
     blueprint: builtinBlueprint("default"),
-    createSandbox: trackingSandbox,
-    outputThrottleMs: 20,
-    ...overrides,
+    ...rest,
+    request: { runId: "run1", repo, branch: "harness/test", intent: "add a greeting", ...request },
+    sandbox: { create: trackingSandbox, ...sandbox },
+    output: { throttleMs: 20, ...output },
   };
 }
 
@@ -62,7 +63,9 @@ describe("runHarness: the default blueprint", () => {
   test("implements, commits with the harness identity and a Harness-Run trailer, and tears down", async () => {
     const agent = await script("agent.sh", 'echo "hello" > greeting.txt\necho "Added greeting.txt"');
     const reporter = new MemoryReporter();
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }), reporter }));
+    const report = await runHarness(
+      options({ agent: { driver: commandAgent({ argv: [agent] }) }, output: { reporter } }),
+    );
 
     expect(report.status).toBe("succeeded");
     expect(report.commitSha).toMatch(/^[0-9a-f]{40}$/);
@@ -97,7 +100,7 @@ describe("runHarness: the default blueprint", () => {
     );
     const report = await runHarness(
       options({
-        agent: commandAgent({ argv: [agent] }),
+        agent: { driver: commandAgent({ argv: [agent] }) },
         blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 3 }),
       }),
     );
@@ -122,7 +125,7 @@ describe("runHarness: the default blueprint", () => {
     const verify = await script("verify.sh", "echo never >&2; exit 1");
     const report = await runHarness(
       options({
-        agent: commandAgent({ argv: [agent] }),
+        agent: { driver: commandAgent({ argv: [agent] }) },
         blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
       }),
     );
@@ -144,7 +147,11 @@ describe("runHarness: the default blueprint", () => {
     const agent = await script("agent.sh", 'echo "nothing to do"');
     const reporter = new MemoryReporter();
     const report = await runHarness(
-      options({ agent: commandAgent({ argv: [agent] }), reporter, push: true, githubToken: "t0ken-value" }),
+      options({
+        agent: { driver: commandAgent({ argv: [agent] }) },
+        github: { push: true, token: "t0ken-value" },
+        output: { reporter },
+      }),
     );
     expect(report.status).toBe("no_changes");
     expect(report.error).toMatch(/without changing any file/);
@@ -157,7 +164,7 @@ describe("runHarness: the default blueprint", () => {
       "agent.sh",
       'echo one > a.txt\ngit add -A\ngit -c user.name=agent -c user.email=a@b commit -qm "agent commit"\necho two > b.txt',
     );
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }) }));
+    const report = await runHarness(options({ agent: { driver: commandAgent({ argv: [agent] }) } }));
     expect(report.status).toBe("succeeded");
     expect(git(repo, "rev-list", "--count", "main..harness/test")).toBe("1");
     expect(git(repo, "show", "--name-only", "--format=%an", report.commitSha ?? "").split("\n")).toEqual([
@@ -169,7 +176,7 @@ describe("runHarness: the default blueprint", () => {
   });
 
   test("an agent CLI that is not installed gets a clear install-or-choose message", async () => {
-    const report = await runHarness(options({ agent: commandAgent({ argv: ["no-such-agent-cli"] }) }));
+    const report = await runHarness(options({ agent: { driver: commandAgent({ argv: ["no-such-agent-cli"] }) } }));
     expect(report.status).toBe("failed");
     expect(report.nodes[0]?.error).toMatch(
       /no-such-agent-cli is not installed in the sandbox: install it .* or choose another agent with --agent/,
@@ -210,11 +217,10 @@ describe("runHarness: the agent's prompt file", () => {
     };
     const report = await runHarness(
       options({
-        intent: `add a greeting ${marker}`,
-        intentTrusted: false,
-        agent: commandAgent({ argv: [agent] }),
+        request: { intent: `add a greeting ${marker}`, intentTrusted: false },
+        agent: { driver: commandAgent({ argv: [agent] }) },
         blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
-        reporter: watching,
+        output: { reporter: watching },
       }),
     );
 
@@ -254,13 +260,15 @@ describe("runHarness: secrets", () => {
     const openaiKey = fakeToken("sk-", 32);
     await runHarness(
       options({
-        agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY", "GITHUB_TOKEN"] }),
-        agentCredentials: {
-          OPENAI_API_KEY: openaiKey,
-          ANTHROPIC_API_KEY: "not-declared-value",
-          GITHUB_TOKEN: "ghs_shouldnotappear",
+        agent: {
+          driver: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY", "GITHUB_TOKEN"] }),
+          credentials: {
+            OPENAI_API_KEY: openaiKey,
+            ANTHROPIC_API_KEY: "not-declared-value",
+            GITHUB_TOKEN: "ghs_shouldnotappear",
+          },
         },
-        githubToken: "ghs_shouldnotappear",
+        github: { token: "ghs_shouldnotappear" },
       }),
     );
     const env = await readFile(join(logDir, "env.txt"), "utf8");
@@ -276,10 +284,12 @@ describe("runHarness: secrets", () => {
     const reporter = new MemoryReporter();
     const report = await runHarness(
       options({
-        agent: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY"] }),
-        agentCredentials: { OPENAI_API_KEY: "sk-secret-value-123456789" },
-        githubToken: token,
-        reporter,
+        agent: {
+          driver: commandAgent({ argv: [agent], credentials: ["OPENAI_API_KEY"] }),
+          credentials: { OPENAI_API_KEY: "sk-secret-value-123456789" },
+        },
+        github: { token },
+        output: { reporter },
       }),
     );
     const everything = JSON.stringify(reporter.events) + JSON.stringify(report);
@@ -294,7 +304,7 @@ describe("runHarness: budgets and cancellation", () => {
     const marker = `sleep 30.${String(Date.now() % 100000)}1`;
     const agent = await script("agent.sh", `${marker} & wait`);
     const started = Date.now();
-    const report = await runHarness(options({ agent: commandAgent({ argv: [agent] }), budgetMs: 400 }));
+    const report = await runHarness(options({ agent: { driver: commandAgent({ argv: [agent] }) }, budgetMs: 400 }));
     expect(report.status).toBe("timed_out");
     expect(report.error).toMatch(/exceeded its budget/);
     expect(Date.now() - started).toBeLessThan(5_000);
@@ -313,7 +323,7 @@ describe("runHarness: budgets and cancellation", () => {
       },
     };
     const report = await runHarness(
-      options({ agent: commandAgent({ argv: [agent] }), signal: controller.signal, reporter }),
+      options({ agent: { driver: commandAgent({ argv: [agent] }) }, signal: controller.signal, output: { reporter } }),
     );
     expect(report.status).toBe("cancelled");
     expect(report.nodes[0]?.status).toBe("cancelled");
@@ -353,7 +363,7 @@ describe("runHarness: live output", () => {
       "test",
     );
     const reporter = new MemoryReporter();
-    await runHarness(options({ blueprint, reporter, outputThrottleMs: 100 }));
+    await runHarness(options({ blueprint, output: { reporter, throttleMs: 100 } }));
     const outputs = reporter.ofType("node.output");
     expect(outputs.length).toBeGreaterThanOrEqual(1);
     expect(outputs.length).toBeLessThan(20);
@@ -364,8 +374,8 @@ describe("runHarness: live output", () => {
 
 describe("runHarness: bad input", () => {
   test.each([
-    ["an empty intent", { intent: "   " }, /intent is empty/],
-    ["an intent of 1 MB", { intent: "x".repeat(1024 * 1024) }, /1,048,576 bytes; the limit is 65,536/],
+    ["an empty intent", { request: { intent: "   " } }, /intent is empty/],
+    ["an intent of 1 MB", { request: { intent: "x".repeat(1024 * 1024) } }, /1,048,576 bytes; the limit is 65,536/],
     ["agent steps without an agent", {}, /has agent steps but no agent was chosen/],
   ])("%s is refused before anything starts", async (_label, overrides, message) => {
     const before = await readdir(dir.path);
@@ -376,7 +386,7 @@ describe("runHarness: bad input", () => {
 
   test("a sandbox that cannot be created ends the run failed with the reason, not a throw", async () => {
     const report = await runHarness(
-      options({ repo: join(dir.path, "missing"), agent: commandAgent({ argv: ["true"] }) }),
+      options({ request: { repo: join(dir.path, "missing") }, agent: { driver: commandAgent({ argv: ["true"] }) } }),
     );
     expect(report.status).toBe("failed");
     expect(report.error).toMatch(/does not exist/);

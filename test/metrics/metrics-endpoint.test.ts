@@ -10,7 +10,7 @@ import { runHarness } from "../../src/harness/run.js";
 import { HarnessMetrics, type QueueDepth } from "../../src/metrics/harness-metrics.js";
 import { metricsEndpoint } from "../../src/metrics/metrics-endpoint.js";
 import { RunMetricsReporter } from "../../src/metrics/run-metrics.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
 import { parsePrometheusText, sampleValue, type MetricFamily } from "./prometheus-text.js";
 
@@ -124,14 +124,11 @@ describe("/metrics", () => {
     const repo = await makeRepo(join(dir.path, "repo"));
     const agentStarted = waitFor((event) => event.type === "node.started" && event.nodeId === "implement");
     const run = runHarness({
-      runId: "metrics-run-1",
-      repo,
-      branch: "harness/metrics",
-      intent: "add a greeting",
+      request: { runId: "metrics-run-1", repo, branch: "harness/metrics", intent: "add a greeting" },
       blueprint: builtinBlueprint("default", { verify: ["sh", "-c", "test -f greeting.txt"] }),
-      agent: commandAgent({ argv: [agent] }),
-      createSandbox: createLocalSandbox,
-      reporter: fanOut(runs, agentStarted.reporter),
+      agent: { driver: commandAgent({ argv: [agent] }) },
+      sandbox: { create: createLocalSandbox },
+      output: { reporter: fanOut(runs, agentStarted.reporter) },
     });
     await agentStarted.seen;
 

@@ -8,7 +8,7 @@ import type { JournalEvent, RunJournal } from "../../src/runs/journal/port.js";
 import { RunJournaling } from "../../src/runs/journal/journaled-queue.js";
 import { MemoryRunJournal } from "../../src/runs/journal/memory.js";
 import type { RunProcessor, RunQueue } from "../../src/runs/queue/port.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import type { Log } from "../../src/util/log.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
 import { finished, log, nodeStarted, runRequest, started } from "./journal-conformance.js";
@@ -273,14 +273,10 @@ describe("the harness into the journal", () => {
       "test",
     );
     const report = await runHarness({
-      runId: request.runId,
-      repo,
-      branch: "harness/j",
-      intent: "print",
+      request: { runId: request.runId, repo, branch: "harness/j", intent: "print" },
       blueprint,
-      createSandbox: createLocalSandbox,
-      reporter,
-      outputLogMs: 20,
+      sandbox: { create: createLocalSandbox },
+      output: { reporter, logMs: 20 },
     });
     await reporter.settled(request.runId);
     expect(report.status).toBe("no_changes");

@@ -7,7 +7,7 @@ import { promptProbeAgent } from "../helpers/prompt-probe.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import type { HarnessEvent } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
-import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
+import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError, PathConfinementError, SandboxError } from "../../src/util/errors.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
@@ -440,27 +440,33 @@ describe("Daytona sandbox: an agent step's prompt", () => {
     let fileAfterStep: string | undefined;
     let existedAfterStep: boolean | undefined;
     const report = await runHarness({
-      runId: "run-prompt",
-      repo: "acme/widgets",
-      branch: "harness/prompt",
-      intent: `add a greeting ${marker}`,
+      request: {
+        runId: "run-prompt",
+        repo: "acme/widgets",
+        branch: "harness/prompt",
+        intent: `add a greeting ${marker}`,
+      },
       blueprint: builtinBlueprint("default"),
-      agent,
-      githubToken: token,
-      sandboxOptions: { githubServerUrl: gitServer.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
-      createSandbox: async (sandboxOptions) => {
-        const created = await createDaytonaSandbox(sandboxOptions);
-        open.push(created);
-        return created;
-      },
-      reporter: {
-        emit: (event: HarnessEvent) => {
-          if (event.type !== "node.finished" || event.report.kind !== "agent") return;
-          fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
-          existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+      agent: { driver: agent },
+      sandbox: {
+        create: async (sandboxOptions) => {
+          const created = await createDaytonaSandbox(sandboxOptions);
+          open.push(created);
+          return created;
         },
+        options: { githubServerUrl: gitServer.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
       },
-      outputThrottleMs: 20,
+      github: { token },
+      output: {
+        reporter: {
+          emit: (event: HarnessEvent) => {
+            if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+            fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
+            existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+          },
+        },
+        throttleMs: 20,
+      },
     });
 
     expect(report.status, report.error).toBe("succeeded");

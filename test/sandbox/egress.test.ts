@@ -21,7 +21,7 @@ import {
   type EgressProxy,
   type EgressProxyOptions,
 } from "../../src/sandbox/egress/proxy.js";
-import { isolatedArgv, probeIsolation } from "../../src/sandbox/isolation.js";
+import { isolatedArgv, probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { runProcess } from "../../src/sandbox/process.js";
 
 /*

@@ -13,7 +13,7 @@ import {
   SANDBOX_UID,
   type IsolationSpec,
   type NetworkMode,
-} from "../../src/sandbox/isolation.js";
+} from "../../src/sandbox/local/isolation.js";
 import { runProcess } from "../../src/sandbox/process.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { fakePem, fakeToken } from "../helpers/fake-secrets.js";

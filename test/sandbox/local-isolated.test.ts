@@ -7,8 +7,8 @@ import { promptProbeAgent } from "../helpers/prompt-probe.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import type { HarnessEvent } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
-import { isolatedArgv, probeIsolation } from "../../src/sandbox/isolation.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { isolatedArgv, probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
@@ -162,27 +162,33 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     let fileAfterStep: string | undefined;
     let existedAfterStep: boolean | undefined;
     const report = await runHarness({
-      runId: "prompt-iso",
-      repo: "acme/widgets",
-      branch: "harness/prompt-iso",
-      intent: `add a greeting ${marker}`,
+      request: {
+        runId: "prompt-iso",
+        repo: "acme/widgets",
+        branch: "harness/prompt-iso",
+        intent: `add a greeting ${marker}`,
+      },
       blueprint: builtinBlueprint("default"),
-      agent,
-      githubToken: token,
-      sandboxOptions: { githubServerUrl: server.url, localIsolation: { mode: "namespaces" } },
-      createSandbox: async (options) => {
-        const sandbox = await createLocalSandbox(options);
-        sandboxes.push(sandbox);
-        return sandbox;
-      },
-      reporter: {
-        emit: (event: HarnessEvent) => {
-          if (event.type !== "node.finished" || event.report.kind !== "agent") return;
-          fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
-          existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+      agent: { driver: agent },
+      sandbox: {
+        create: async (options) => {
+          const sandbox = await createLocalSandbox(options);
+          sandboxes.push(sandbox);
+          return sandbox;
         },
+        options: { githubServerUrl: server.url, localIsolation: { mode: "namespaces" } },
       },
-      outputThrottleMs: 20,
+      github: { token },
+      output: {
+        reporter: {
+          emit: (event: HarnessEvent) => {
+            if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+            fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
+            existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+          },
+        },
+        throttleMs: 20,
+      },
     });
 
     expect(report.status).toBe("succeeded");

@@ -4,8 +4,8 @@ import { lstat, readFile, readdir, rm, stat, symlink, writeFile } from "node:fs/
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import { createDaytonaSandbox } from "../../src/sandbox/daytona.js";
-import { createLocalSandbox } from "../../src/sandbox/local.js";
+import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { MAX_SCRATCH_FILE_BYTES, type Sandbox } from "../../src/sandbox/types.js";
 import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";

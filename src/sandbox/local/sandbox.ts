@@ -3,25 +3,31 @@ import { constants as fsConstants } from "node:fs";
 import { lstat, mkdir, mkdtemp, open, readFile, realpath, rm, stat, writeFile } from "node:fs/promises";
 import { homedir, tmpdir } from "node:os";
 import { basename, dirname, join, resolve } from "node:path";
-import type { ExecOptions, ExecResult } from "../contracts/types.js";
-import { describeError, InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../util/errors.js";
-import { classifyRepoRef, githubCloneUrl } from "../util/github.js";
-import { assertPathConfined, isWithin } from "../util/path.js";
-import { createRedactor } from "../util/redact.js";
-import { gitEnv, sandboxBaseEnv } from "./environment.js";
-import { parseAllowlist, type AllowEntry } from "./egress/allowlist.js";
-import { egressCommand, FORWARDER_SOURCE } from "./egress/forwarder.js";
-import { startEgressProxy, type EgressProxy } from "./egress/proxy.js";
+import type { ExecOptions, ExecResult } from "../../contracts/types.js";
+import {
+  describeError,
+  InvalidInputError,
+  PathConfinementError,
+  RepoRefError,
+  SandboxError,
+} from "../../util/errors.js";
+import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
+import { assertPathConfined, isWithin } from "../../util/path.js";
+import { createRedactor } from "../../util/redact.js";
+import { gitEnv, sandboxBaseEnv } from "../environment.js";
+import { parseAllowlist, type AllowEntry } from "../egress/allowlist.js";
+import { egressCommand, FORWARDER_SOURCE } from "../egress/forwarder.js";
+import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
 import { isolatedArgv } from "./isolation.js";
-import { runProcess } from "./process.js";
+import { runProcess } from "../process.js";
 import {
   assertScratchFileContent,
   assertScratchFileName,
   DEFAULT_OPERATION_TIMEOUT,
   type Sandbox,
   type SandboxOptions,
-} from "./types.js";
-import { validateExecOptions } from "./validate.js";
+} from "../types.js";
+import { validateExecOptions } from "../validate.js";
 
 /** Prefix of every local sandbox's temp directory; the orphan reaper looks for it. */
 export const LOCAL_SANDBOX_PREFIX = "harness-";

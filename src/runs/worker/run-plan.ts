@@ -1,14 +1,14 @@
-import { createAgent } from "../agents/registry.js";
-import type { AgentDriver } from "../agents/types.js";
-import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../config/load-repo-config.js";
-import { resolveNetworkPolicy } from "../config/network-policy.js";
-import type { RepoConfig } from "../config/repo-config.js";
-import type { Blueprint } from "../harness/blueprint.js";
-import type { LocalIsolation, NetworkPolicy, SandboxKind } from "../sandbox/types.js";
-import { describeError } from "../util/errors.js";
-import type { RunRequest } from "./request.js";
-import type { SetupSecretGrant } from "../config/setup-secrets.js";
-import type { NetworkMode } from "../config/network-policy.js";
+import { createAgent } from "../../agents/registry.js";
+import type { AgentDriver } from "../../agents/types.js";
+import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../../config/load-repo-config.js";
+import { resolveNetworkPolicy } from "../../config/network-policy.js";
+import type { RepoConfig } from "../../config/repo-config.js";
+import type { Blueprint } from "../../harness/blueprint.js";
+import type { LocalIsolation, NetworkPolicy, SandboxKind } from "../../sandbox/types.js";
+import { describeError } from "../../util/errors.js";
+import type { RunRequest } from "../request.js";
+import type { SetupSecretGrant } from "../../config/setup-secrets.js";
+import type { NetworkMode } from "../../config/network-policy.js";
 
 /** The operator's choices a plan is made within (the worker's dependencies hold them). */
 export interface PlanDeps {

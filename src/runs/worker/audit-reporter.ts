@@ -1,9 +1,9 @@
-import type { AuditEntry, AuditLog } from "../audit/audit-log.js";
-import type { HarnessEvent, Reporter } from "../contracts/events.js";
-import type { TokenMinter } from "../github/tokens.js";
-import { describeError } from "../util/errors.js";
-import type { Log } from "../util/log.js";
-import type { RunRequest } from "./request.js";
+import type { AuditEntry, AuditLog } from "../../audit/audit-log.js";
+import type { HarnessEvent, Reporter } from "../../contracts/events.js";
+import type { TokenMinter } from "../../github/tokens.js";
+import { describeError } from "../../util/errors.js";
+import type { Log } from "../../util/log.js";
+import type { RunRequest } from "../request.js";
 
 type Entry = Omit<AuditEntry, "at" | "repo" | "issue" | "runId" | "installationId">;
 

@@ -1,7 +1,8 @@
-import { Daytona, Image } from "@daytonaio/sdk";
-import { SandboxError } from "../util/errors.js";
-import { DEFAULT_DAYTONA_API_URL, translateError } from "./daytona.js";
-import type { DaytonaOptions } from "./types.js";
+import { Image } from "@daytonaio/sdk";
+import { createRedactor } from "../../util/redact.js";
+import { daytonaApiUrl, daytonaClient } from "./client.js";
+import { translateError } from "./sandbox.js";
+import type { DaytonaOptions } from "../types.js";
 
 /** The snapshot name `harness daytona snapshot create` uses unless told otherwise. */
 export const RECOMMENDED_SNAPSHOT = "harness-node22";
@@ -31,10 +32,7 @@ export interface CreateSnapshotRequest {
 export async function createRecommendedSnapshot(
   request: CreateSnapshotRequest,
 ): Promise<{ name: string; state: string }> {
-  const apiKey = request.daytona.apiKey;
-  if (!apiKey) throw new SandboxError("Daytona API key required (set DAYTONA_API_KEY)");
-  const apiUrl = (request.daytona.apiUrl ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, "");
-  const daytona = new Daytona({ apiKey, apiUrl, target: request.daytona.target ?? "us", useDeprecatedPolling: true });
+  const daytona = daytonaClient(request.daytona);
   try {
     const snapshot = await daytona.snapshot.create(
       { name: request.name, image: recommendedImage(), resources: { cpu: 2, memory: 4, disk: 10 } },
@@ -47,8 +45,8 @@ export async function createRecommendedSnapshot(
     return { name: snapshot.name, state: snapshot.state };
   } catch (error) {
     throw translateError(error, {
-      apiUrl,
-      redact: (text) => text.replaceAll(apiKey, "[REDACTED]"),
+      apiUrl: daytonaApiUrl(request.daytona),
+      redact: createRedactor([request.daytona.apiKey ?? process.env["DAYTONA_API_KEY"]]),
       during: `building snapshot '${request.name}'`,
     });
   } finally {

@@ -12,20 +12,20 @@ import {
   DaytonaTimeoutError,
   type Sandbox as DaytonaSdkSandbox,
 } from "@daytonaio/sdk";
-import type { ExecOptions, ExecResult } from "../contracts/types.js";
-import { describeError, SandboxError } from "../util/errors.js";
-import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../util/github.js";
-import { assertPathConfined } from "../util/path.js";
-import { createRedactor } from "../util/redact.js";
-import { shellQuote } from "../util/shell.js";
-import { MAX_OUTPUT_BYTES, truncateBytes } from "../util/sanitize.js";
-import { TailBuffer } from "../util/tail-buffer.js";
-import { boundedCommand, parseBoundedOutput, streamingCommand } from "./daytona-command.js";
-import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "./process.js";
-import { assertScratchFileContent, assertScratchFileName, type Sandbox, type SandboxOptions } from "./types.js";
-import { validateExecOptions } from "./validate.js";
+import type { ExecOptions, ExecResult } from "../../contracts/types.js";
+import { describeError, SandboxError } from "../../util/errors.js";
+import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../../util/github.js";
+import { assertPathConfined } from "../../util/path.js";
+import { createRedactor } from "../../util/redact.js";
+import { shellQuote } from "../../util/shell.js";
+import { MAX_OUTPUT_BYTES, truncateBytes } from "../../util/sanitize.js";
+import { TailBuffer } from "../../util/tail-buffer.js";
+import { daytonaApiUrl, daytonaClient } from "./client.js";
+import { boundedCommand, parseBoundedOutput, streamingCommand } from "./command.js";
+import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "../process.js";
+import { assertScratchFileContent, assertScratchFileName, type Sandbox, type SandboxOptions } from "../types.js";
+import { validateExecOptions } from "../validate.js";
 
-export const DEFAULT_DAYTONA_API_URL = "https://app.daytona.io/api";
 export const DEFAULT_DAYTONA_SNAPSHOT = "daytona-medium";
 /** Above the default 60 min run budget, so a live run is never auto-stopped. */
 const DEFAULT_AUTO_STOP_MINUTES = 75;
@@ -49,12 +49,11 @@ export const HARNESS_APP_LABEL = { key: "app", value: "harness" } as const;
 export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const config = opts.daytona ?? {};
   const apiKey = config.apiKey ?? process.env["DAYTONA_API_KEY"];
-  if (!apiKey) throw new SandboxError("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
   if (isLocalPath(opts.repo))
     throw new SandboxError("Daytona sandbox requires a GitHub repo URL (e.g. org/repo), not a local path");
   const serverUrl = opts.githubServerUrl;
   const repo = parseGitHubRepo(opts.repo, serverUrl ? { serverUrl } : {});
-  const apiUrl = (config.apiUrl ?? process.env["DAYTONA_API_URL"] ?? DEFAULT_DAYTONA_API_URL).replace(/\/+$/, "");
+  const apiUrl = daytonaApiUrl(config);
   const snapshot = config.snapshot ?? DEFAULT_DAYTONA_SNAPSHOT;
   const startTimeout = config.startTimeoutSeconds ?? 60;
   const redactToken = createRedactor([opts.githubToken, apiKey]);
@@ -64,14 +63,7 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
     );
   }
 
-  // Polling instead of the socket.io event stream: a sandbox is usually started when `create`
-  // returns, and no socket is left open to keep the process alive.
-  const daytona = new Daytona({
-    apiKey,
-    apiUrl,
-    target: config.target ?? process.env["DAYTONA_TARGET"] ?? "us",
-    useDeprecatedPolling: true,
-  });
+  const daytona = daytonaClient(config);
   const dispose = async (): Promise<void> => {
     await daytona[Symbol.asyncDispose]().catch(() => undefined);
   };

@@ -1,8 +1,8 @@
-import { createOctokitClient, type OctokitLike } from "../github/octokit-client.js";
-import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
-import { openPullRequest } from "../harness/push.js";
-import { statusMarker } from "../github/status-comment.js";
-import type { RunRequest } from "./request.js";
+import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
+import { pullRequestBody, pullRequestTitle } from "../../github/pull-request-text.js";
+import { openPullRequest } from "../../harness/push.js";
+import { statusMarker } from "../../github/status-comment.js";
+import type { RunRequest } from "../request.js";
 
 /*
  * What an earlier attempt of the same run (a worker that died; the queue retried it) may have

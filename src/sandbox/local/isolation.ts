@@ -2,8 +2,8 @@ import { accessSync, constants as fsConstants, lstatSync, readFileSync, readlink
 import { access, mkdir, mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { isAbsolute, join, normalize } from "node:path";
-import { InvalidInputError } from "../util/errors.js";
-import { runProcess } from "./process.js";
+import { InvalidInputError } from "../../util/errors.js";
+import { runProcess } from "../process.js";
 
 /**
  * "none": a network namespace of its own with only a loopback device. "open": the host's

@@ -1,4 +1,4 @@
-import { shellQuote } from "../util/shell.js";
+import { shellQuote } from "../../util/shell.js";
 
 /**
  * Shell scripts for Daytona's process API, which takes a command string. Every word that comes

@@ -1,0 +1,44 @@
+import type { AuditLog } from "../../audit/audit-log.js";
+import { type ConfigCapableOctokit } from "../../config/load-repo-config.js";
+import { type NetworkMode } from "../../config/network-policy.js";
+import { type SetupSecretGrant } from "../../config/setup-secrets.js";
+import type { Reporter } from "../../contracts/events.js";
+import type { OctokitLike } from "../../github/octokit-client.js";
+import type { TokenMinter } from "../../github/tokens.js";
+import type { DaytonaOptions, LocalIsolation, Sandbox, SandboxKind, SandboxOptions } from "../../sandbox/types.js";
+import type { Log } from "../../util/log.js";
+
+/** What the worker needs from the outside world, injected so tests need no globals. */
+export interface WorkerDeps {
+  /** An installation client (issues, pull requests, contents, config). */
+  installationOctokit(installationId: number): Promise<OctokitLike & ConfigCapableOctokit>;
+  /** The app (JWT) client, for the bot identity. */
+  appOctokit(): Promise<OctokitLike>;
+  tokens: TokenMinter;
+  sandboxes: Record<SandboxKind, (options: SandboxOptions) => Promise<Sandbox>>;
+  /** The operator's sandbox, and which ones a repository may choose in its config. */
+  defaultSandbox: SandboxKind;
+  allowedSandboxes: readonly SandboxKind[];
+  daytona?: DaytonaOptions;
+  /** How the local sandbox isolates runs (default: namespaces). */
+  localIsolation?: LocalIsolation;
+  /** Which repositories may have which setup secrets; values come from `environment` by name. */
+  setupSecrets?: readonly SetupSecretGrant[];
+  /** The operator's network ceiling and always-allowed entries (default: open, none). */
+  network?: { ceiling: NetworkMode; allow: readonly string[] };
+  /** Said in the log on every run that uses the local sandbox unisolated. */
+  unisolatedWarning?: string;
+  /** Where agent credentials come from (only the ones an agent declares are passed on). */
+  environment: NodeJS.ProcessEnv;
+  log: Log;
+  /** Least time between two status-comment edits, in ms. */
+  statusIntervalMs?: number;
+  /** Base URL of the run pages, when served. */
+  publicUrl?: string;
+  /** Extra reporters (metrics, run pages). */
+  reporters?: Reporter[];
+  /** Report every output line (batched at this interval, in ms) for the run pages; off without them. */
+  outputLogMs?: number;
+  /** The operator's audit trail: tokens minted, branches pushed, pull requests, outcomes. */
+  audit?: AuditLog;
+}

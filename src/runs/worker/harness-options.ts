@@ -1,0 +1,114 @@
+import { fanOut } from "../../contracts/events.js";
+import type { BotIdentity } from "../../github/bot-identity.js";
+import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
+import type { HarnessOptions } from "../../harness/run.js";
+import { secretsFromEnv } from "../../util/redact.js";
+import type { CloneToken } from "./clone-token.js";
+import { logReporter } from "./log-events.js";
+import type { RunContext } from "./run-context.js";
+import type { RunPlan } from "./run-plan.js";
+
+/** What the worker has decided and fetched by the time the harness runs. */
+export interface HarnessInputs {
+  octokit: OctokitLike;
+  plan: RunPlan;
+  identity: BotIdentity;
+  branch: string;
+  clone: CloneToken;
+}
+
+/** The harness's options for this run: the request, the plan, and the worker's credentials and reporters. */
+export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessOptions {
+  const { request, deps, audit, tokens } = run;
+  const { plan, branch, clone } = inputs;
+  const { config, blueprint, setupSecrets, sandboxKind, localIsolation, agent, network } = plan;
+  return {
+    request: {
+      runId: request.runId,
+      repo: `${request.repo.owner}/${request.repo.name}`,
+      branch,
+      intent: request.intent,
+      intentTrusted: request.intentTrusted,
+      issue: {
+        number: request.issue.number,
+        title: request.issue.title,
+        body: request.issue.body,
+        url: request.issue.htmlUrl,
+      },
+    },
+    blueprint,
+    ...(agent
+      ? {
+          agent: {
+            driver: agent,
+            credentials: deps.environment,
+            ...(config.max_turns !== undefined ? { maxTurns: config.max_turns } : {}),
+            ...(config.model ? { model: config.model } : {}),
+          },
+        }
+      : {}),
+    sandbox: {
+      create: deps.sandboxes[sandboxKind],
+      options: {
+        githubServerUrl: new URL(request.repo.htmlUrl).origin,
+        labels: {
+          "harness-issue": String(request.issue.number),
+          "harness-installation": String(request.installationId),
+        },
+        // A durable queue retries a run whose worker died: that attempt's sandbox goes first.
+        replaceEarlierAttempts: true,
+        ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
+        ...(sandboxKind === "local" ? { localIsolation } : {}),
+        network: network.policy,
+        ...(sandboxKind === "daytona"
+          ? {
+              daytona: {
+                ...deps.daytona,
+                ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}),
+                ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}),
+              },
+            }
+          : {}),
+      },
+      ...(Object.keys(setupSecrets).length > 0 ? { setupSecrets } : {}),
+    },
+    github: {
+      token: clone.token,
+      pushToken: async () => {
+        const mint = (permissions: Record<string, "read" | "write">) =>
+          tokens.mint({ installationId: request.installationId, repositoryId: request.repo.id, permissions });
+        // Workflow changes need the Workflows permission, which GitHub refuses to mint (422)
+        // if the installation lacks it: then push without it and let GitHub's refusal explain.
+        const minted = config.allow_workflow_changes
+          ? await mint({ contents: "write", workflows: "write" }).catch(() => mint({ contents: "write" }))
+          : await mint({ contents: "write" });
+        return { token: minted.token, release: () => deps.tokens.revoke(minted.token) };
+      },
+      push: true,
+      client: createOctokitClient(inputs.octokit),
+      repo: { owner: request.repo.owner, name: request.repo.name },
+      ...(config.allow_workflow_changes ? {} : { canWriteWorkflows: false }),
+      commitIdentity: { name: inputs.identity.name, email: inputs.identity.email },
+      pullRequest: {
+        draft: config.pr.draft,
+        labels: config.pr.labels,
+        reviewers: config.pr.reviewers,
+        requester: request.requester.login,
+      },
+    },
+    output: {
+      reporter: fanOut(
+        clone.revokeOnReady,
+        run.status.reporter(),
+        logReporter(run.log),
+        ...(audit ? [audit.reporter(branch)] : []),
+        ...(deps.reporters ?? []),
+      ),
+      secrets: [...secretsFromEnv(deps.environment), clone.token],
+      ...(deps.outputLogMs !== undefined ? { logMs: deps.outputLogMs } : {}),
+      ...(run.runUrl ? { runUrl: run.runUrl } : {}),
+    },
+    signal: run.signal,
+    budgetMs: config.timeout_minutes * 60_000,
+  };
+}

@@ -1,0 +1,57 @@
+import { fetchBotIdentity } from "../../github/bot-identity.js";
+import { describeGitHubError } from "../../github/errors.js";
+import { runHarness } from "../../harness/run.js";
+import { describeError } from "../../util/errors.js";
+import type { RunRequest } from "../request.js";
+import { announcePlan } from "./announce-plan.js";
+import { runBranch } from "./branch.js";
+import { withCloneToken } from "./clone-token.js";
+import type { WorkerDeps } from "./deps.js";
+import { finishEarlierAttempt } from "./finish-earlier-attempt.js";
+import { harnessOptions } from "./harness-options.js";
+import { reportFinished } from "./report-finished.js";
+import { startRun } from "./run-context.js";
+import { planRun } from "./run-plan.js";
+
+/**
+ * Runs one request from start to a terminal status comment, whatever happens: config, tokens,
+ * sandbox, blueprint, push, PR. Never throws; every failure ends as a ❌ comment with a reason.
+ */
+export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
+  const run = startRun(request, signal, deps);
+  const { status, log } = run;
+  try {
+    const octokit = await deps.installationOctokit(request.installationId);
+    status.open(octokit, { minIntervalMs: deps.statusIntervalMs ?? 5_000, log });
+    if (signal.aborted) {
+      await status.finish("cancelled", "Cancelled before it started");
+      return;
+    }
+
+    const planned = await planRun(request, deps, octokit);
+    if (!planned.ok) {
+      await status.finish("failed", planned.error, planned.remedy);
+      return;
+    }
+    const { plan } = planned;
+    announcePlan(run, plan);
+
+    const identity = await fetchBotIdentity(await deps.appOctokit(), octokit);
+    const branch = runBranch(request);
+    if (await finishEarlierAttempt(run, octokit, plan, branch)) return;
+
+    await withCloneToken(run, async (clone) => {
+      const report = await runHarness(harnessOptions(run, { octokit, plan, identity, branch, clone }));
+      await reportFinished(run, report);
+    });
+  } catch (error) {
+    log.error({ err: run.redact(describeError(error)) }, "run failed before it could finish");
+    await status
+      .finish(
+        signal.aborted ? "cancelled" : "failed",
+        `Harness failed before the run could finish: ${describeGitHubError(error)}`,
+        "Ask again; if it keeps failing, an operator can find the run id in the logs",
+      )
+      .catch(() => undefined);
+  }
+}
