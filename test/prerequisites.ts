@@ -1,13 +1,14 @@
-import { probeIsolation } from "../src/sandbox/isolation.js";
+import { probeIsolation } from "../src/sandbox/local/isolation.js";
 import { chromiumPath } from "./helpers/chromium-path.js";
+import { installDebianPackage, onPath } from "./debian-package.js";
 import { startPrivateRedis } from "./private-redis.js";
 
 /**
- * Runs once before the suite: a prerequisite the tests cannot bring themselves stops the run
- * at once with one line saying what to install, instead of dozens of failures that each say
- * something else. Bubblewrap isolates the local sandbox, which the App runs by default;
- * `redis-server` backs the BullMQ queue and the Redis stores. Both are Debian packages, not npm
- * ones.
+ * Runs once before the suite. Bubblewrap isolates the local sandbox, which the App runs by
+ * default; `redis-server` backs the BullMQ queue and the Redis stores. Both are Debian packages,
+ * not npm ones: when one is missing the suite installs it where it may (root with apt-get), and
+ * otherwise stops at once with one line saying what to install, instead of dozens of failures
+ * that each say something else.
  *
  * The Redis is the run's own, on a free port, handed to every test file as
  * HARNESS_TEST_REDIS_URL and stopped at the end: a developer's Redis is never written to.
@@ -15,6 +16,8 @@ import { startPrivateRedis } from "./private-redis.js";
  */
 export default async function checkPrerequisites(): Promise<(() => Promise<void>) | undefined> {
   const bwrapPath = process.env["HARNESS_BWRAP"];
+  if (!bwrapPath && !onPath("bwrap"))
+    await installDebianPackage("bubblewrap", "the local sandbox's isolation, which the App runs by default");
   const isolation = await probeIsolation(bwrapPath ? { bwrapPath } : {});
   if (!isolation.available) {
     throw new Error(
@@ -25,6 +28,8 @@ export default async function checkPrerequisites(): Promise<(() => Promise<void>
   // otherwise race to unpack it.
   process.env["HARNESS_TEST_CHROMIUM"] = await chromiumPath();
   if (process.env["HARNESS_TEST_REDIS_URL"]) return undefined;
+  if (!process.env["HARNESS_TEST_REDIS_SERVER"] && !onPath("redis-server"))
+    await installDebianPackage("redis-server", "the binary only: the tests start their own on a free port");
   let redis;
   try {
     redis = await startPrivateRedis();
