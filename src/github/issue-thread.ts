@@ -15,7 +15,15 @@ export interface IssueThread {
   upsert(commentId: number | undefined, body: string): Promise<number | undefined>;
   /** Reacts to a comment, or to the issue itself. */
   react(target: { commentId: number } | { issue: true }, content: ReactionContent): Promise<void>;
+  /**
+   * The first comment updated since `since` (ISO-8601) whose body contains `text`, looking at
+   * no more than 1,000 comments.
+   */
+  findComment(text: string, since: string): Promise<number | undefined>;
 }
+
+/** Pages of 100 comments read at most when looking for one. */
+const MAX_PAGES = 10;
 
 export function issueThread(
   octokit: OctokitLike,
@@ -56,6 +64,22 @@ export function issueThread(
             issue_number: issueNumber,
             content,
           }));
+    },
+    async findComment(text, since) {
+      for (let page = 1; page <= MAX_PAGES; page += 1) {
+        const response = await octokit.request("GET /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+          ...where,
+          issue_number: issueNumber,
+          since,
+          per_page: 100,
+          page,
+        });
+        const comments = response.data as Array<{ id: number; body?: string | null }>;
+        const found = comments.find((comment) => comment.body?.includes(text));
+        if (found) return found.id;
+        if (comments.length < 100) return undefined;
+      }
+      return undefined;
     },
   };
   return thread;

@@ -8,6 +8,7 @@ import {
 } from "../config/repo-config.js";
 import { type OctokitLike } from "../github/octokit-client.js";
 import { issueThread, type IssueThread } from "../github/issue-thread.js";
+import { collaboratorPermission, pullRequestHead } from "../github/repository.js";
 import { neutralText } from "../github/neutral-text.js";
 import { renderHelp, renderStatusComment, type StatusView } from "../github/status-comment.js";
 import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
@@ -397,13 +398,8 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
   const installationId = installationOf(context.payload);
   let pullRequest: RunRequest["issue"]["pullRequest"];
   if (start.issue.pull_request) {
-    const pr = await context.octokit.request("GET /repos/{owner}/{repo}/pulls/{pull_number}", {
-      owner,
-      repo,
-      pull_number: start.issue.number,
-    });
-    const data = pr.data as { head: { ref: string; repo: { full_name: string } | null } };
-    if (data.head.repo?.full_name.toLowerCase() !== start.repository.full_name.toLowerCase()) {
+    const head = await pullRequestHead(context.octokit, { owner, name: repo }, start.issue.number);
+    if (head.repoFullName?.toLowerCase() !== start.repository.full_name.toLowerCase()) {
       await record(context, deps, {
         action: "request.refused",
         repo: start.repository.full_name,
@@ -420,7 +416,7 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
       );
       return;
     }
-    pullRequest = { headRef: data.head.ref };
+    pullRequest = { headRef: head.ref };
   }
 
   const runId = deps.newRunId();
@@ -719,24 +715,13 @@ async function fetchPermission(
   repo: string,
   username: string,
 ): Promise<PermissionLevel> {
-  try {
-    const response = await octokit.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", {
-      owner,
-      repo,
-      username,
-    });
-    const data = response.data as { permission?: string; role_name?: string };
-    // role_name carries maintain and triage, which `permission` folds into write and read.
-    const role = data.role_name as PermissionLevel | undefined;
-    if (role && (PERMISSION_LEVELS as readonly string[]).includes(role)) return role;
-    return (PERMISSION_LEVELS as readonly string[]).includes(data.permission ?? "")
-      ? (data.permission as PermissionLevel)
-      : "none";
-  } catch (error) {
-    // Not a collaborator (404) means no permission; anything else is a failure to decide.
-    if (typeof error === "object" && error !== null && "status" in error && error.status === 404) return "none";
-    throw error;
-  }
+  // Not a collaborator means no permission; any other failure is thrown, a failure to decide.
+  const access = await collaboratorPermission(octokit, { owner, name: repo }, username);
+  // The role carries maintain and triage, which `permission` folds into write and read.
+  const known = (level: string | undefined): level is PermissionLevel =>
+    level !== undefined && (PERMISSION_LEVELS as readonly string[]).includes(level);
+  if (known(access?.roleName)) return access.roleName;
+  return known(access?.permission) ? access.permission : "none";
 }
 
 function isIgnoredBot(

@@ -2,6 +2,8 @@ import { createOctokitClient, type OctokitLike } from "../../github/octokit-clie
 import { pullRequestBody, pullRequestTitle } from "../../github/pull-request-text.js";
 import { openPullRequest } from "../../harness/push.js";
 import { statusMarker } from "../../github/status-comment.js";
+import { issueThread } from "../../github/issue-thread.js";
+import { branchExists } from "../../github/repository.js";
 import type { RunRequest } from "../request.js";
 
 /*
@@ -10,35 +12,20 @@ import type { RunRequest } from "../request.js";
  * enqueue, and both the status comment's hidden marker and the run's branch name carry it.
  */
 
-/** Pages of comments searched for the marker: the comment is recent, and `since` skips older ones. */
-const MAX_PAGES = 10;
-
 /**
  * The status comment an earlier attempt posted, when the webhook handler could not create one
  * (the request then carries no comment id): a retry edits it rather than posting a second. A
  * lookup GitHub refuses counts as none: a duplicate comment is better than no answer.
  */
 export async function findStatusComment(octokit: OctokitLike, request: RunRequest): Promise<number | undefined> {
-  const marker = statusMarker(request.runId);
   try {
-    for (let page = 1; page <= MAX_PAGES; page += 1) {
-      const response = await octokit.request("GET /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-        owner: request.repo.owner,
-        repo: request.repo.name,
-        issue_number: request.issue.number,
-        since: request.requestedAt,
-        per_page: 100,
-        page,
-      });
-      const comments = response.data as Array<{ id: number; body?: string | null }>;
-      const found = comments.find((comment) => comment.body?.includes(marker));
-      if (found) return found.id;
-      if (comments.length < 100) return undefined;
-    }
+    return await issueThread(octokit, request.repo, request.issue.number).findComment(
+      statusMarker(request.runId),
+      request.requestedAt,
+    );
   } catch {
     return undefined;
   }
-  return undefined;
 }
 
 /**
@@ -51,16 +38,7 @@ export async function branchPushed(
   repo: { owner: string; name: string },
   branch: string,
 ): Promise<boolean> {
-  try {
-    await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", {
-      owner: repo.owner,
-      repo: repo.name,
-      branch,
-    });
-    return true;
-  } catch {
-    return false;
-  }
+  return branchExists(octokit, repo, branch).catch(() => false);
 }
 
 /**
