@@ -10,7 +10,16 @@ import { buildRuntime } from "./runtime/runtime.js";
 
 export { createHarnessApp, type HarnessAppOptions } from "./app.js";
 export { startHarnessServer, type HarnessServer } from "./server.js";
-export { runHarness, type HarnessOptions } from "./harness/run.js";
+export {
+  runHarness,
+  type HarnessAgent,
+  type HarnessGitHub,
+  type HarnessOptions,
+  type HarnessOutput,
+  type HarnessRequest,
+  type HarnessSandbox,
+} from "./harness/run.js";
+export { buildRuntime, type Runtime } from "./runtime/runtime.js";
 
 /**
  * The app configured from the environment through the same runtime `npm start` builds: the
