@@ -134,7 +134,8 @@ try {
 
   const target = 1.3 * LATENCY + 10;
   console.log(
-    `fake Daytona with ${String(LATENCY)} ms per request; node ${process.version}; ${String(SAMPLES)} samples each, alternating`,
+    `fake Daytona with ${String(LATENCY)} ms per request; node ${process.version}; ` +
+      `${String(SAMPLES)} samples each, alternating`,
   );
   console.log("");
   console.log("| exec(['true']) | median ms | round trips on the critical path |");
@@ -151,7 +152,9 @@ try {
     console.log(`| ${row.operation} | ${String(row.requests)} | ${String(row.depth)} | ${row.ms.toFixed(0)} |`);
   const typical = rows.filter((row) => !row.operation.startsWith("exec with env"));
   console.log(
-    `typical run (bootstrap, one exec, one agent step, upload, commit, push, teardown): ${String(typical.reduce((sum, row) => sum + row.requests, 0))} requests, ${String(typical.reduce((sum, row) => sum + row.depth, 0))} sequential round trips`,
+    `typical run (bootstrap, one exec, one agent step, upload, commit, push, teardown): ` +
+      `${String(typical.reduce((sum, row) => sum + row.requests, 0))} requests, ` +
+      `${String(typical.reduce((sum, row) => sum + row.depth, 0))} sequential round trips`,
   );
   const bootstrap = rows[0];
   console.log(`bootstrap target ≤ 3 sequential round trips → ${bootstrap && bootstrap.depth <= 3 ? "MET" : "MISSED"}`);

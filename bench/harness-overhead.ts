@@ -100,14 +100,16 @@ try {
     ["harness exec node (local sandbox)", engineMedian, percentile(engineTimes, 0.9), engineTimes.length],
   ] as const;
   console.log(
-    `node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model ?? "unknown cpu"}), ${String(ROUNDS)} rounds × ${String(NODES)} nodes`,
+    `node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model ?? "unknown cpu"}), ` +
+      `${String(ROUNDS)} rounds × ${String(NODES)} nodes`,
   );
   console.log("| what | median ms | p90 ms | samples |");
   console.log("|---|---|---|---|");
   for (const [what, med, p90, n] of rows)
     console.log(`| ${what} | ${med.toFixed(2)} | ${p90.toFixed(2)} | ${String(n)} |`);
   console.log(
-    `overhead per node: ${(engineMedian - bareMedian).toFixed(2)} ms (×${(engineMedian / bareMedian).toFixed(2)}); target ≤ 1.1 × bare + 2 ms = ${target.toFixed(2)} ms → ${engineMedian <= target ? "MET" : "MISSED"}`,
+    `overhead per node: ${(engineMedian - bareMedian).toFixed(2)} ms (×${(engineMedian / bareMedian).toFixed(2)}); ` +
+      `target ≤ 1.1 × bare + 2 ms = ${target.toFixed(2)} ms → ${engineMedian <= target ? "MET" : "MISSED"}`,
   );
 } finally {
   await dir.cleanup();

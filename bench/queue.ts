@@ -304,10 +304,13 @@ const kb = (bytes: number): string => `${(bytes / 1024).toFixed(1)} KB`;
 const verdict = (met: boolean): string => (met ? "MET" : "MISSED");
 
 console.log(
-  `queue bench: node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model.trim() ?? "?"}), load average ${load()} at start`,
+  `queue bench: node ${process.version}, ${String(cpus().length)} cores (${cpus()[0]?.model.trim() ?? "?"}), ` +
+    `load average ${load()} at start`,
 );
 console.log(
-  `enqueues ${String(ENQUEUES)} (after ${String(WARMUP)} warm-up); throughput ${String(RUNS)} runs of ${String(RUN_MS)} ms, ${String(CONCURRENCY)} per worker; memory ${String(INFLIGHT)} in flight\n`,
+  `enqueues ${String(ENQUEUES)} (after ${String(WARMUP)} warm-up); ` +
+    `throughput ${String(RUNS)} runs of ${String(RUN_MS)} ms, ${String(CONCURRENCY)} per worker; ` +
+    `memory ${String(INFLIGHT)} in flight\n`,
 );
 
 const summary: string[] = [];
@@ -326,7 +329,8 @@ for (const kind of ADAPTERS) {
     console.log("| enqueue (web-only queue) | p50 ms | p99 ms | max ms | mean ms | outcomes |");
     console.log("|---|---|---|---|---|---|");
     console.log(
-      `| ${String(ENQUEUES)} distinct requests, sequential | ${result.p50.toFixed(3)} | ${result.p99.toFixed(3)} | ${result.max.toFixed(3)} | ${result.mean.toFixed(3)} | ${result.outcomes} |\n`,
+      `| ${String(ENQUEUES)} distinct requests, sequential | ${result.p50.toFixed(3)} | ${result.p99.toFixed(3)} | ` +
+        `${result.max.toFixed(3)} | ${result.mean.toFixed(3)} | ${result.outcomes} |\n`,
     );
     summary.push(
       `${label(kind)}: enqueue p99 ${result.p99.toFixed(2)} ms (target < 5 ms) → ${verdict(result.p99 < 5)}`,
@@ -336,13 +340,16 @@ for (const kind of ADAPTERS) {
     const one = await throughput(kind, 1);
     const three = await throughput(kind, 3);
     console.log(
-      `| workers (processes × ${String(CONCURRENCY)}) | drain s | ideal s | runs/s | runs per worker | run twice | never ran | load avg after |`,
+      `| workers (processes × ${String(CONCURRENCY)}) | drain s | ideal s | runs/s | runs per worker | ` +
+        `run twice | never ran | load avg after |`,
     );
     console.log("|---|---|---|---|---|---|---|---|");
     for (const row of [one, three]) {
       const drained = row.error ? `FAILED after ${row.seconds.toFixed(2)}` : row.seconds.toFixed(2);
       console.log(
-        `| ${String(row.workers)} | ${drained} | ${row.ideal.toFixed(0)} | ${row.error ? "—" : row.runsPerSecond.toFixed(1)} | ${row.split.join(" / ")} | ${String(row.duplicates)} | ${String(row.missing)} | ${row.load} |`,
+        `| ${String(row.workers)} | ${drained} | ${row.ideal.toFixed(0)} | ` +
+          `${row.error ? "—" : row.runsPerSecond.toFixed(1)} | ${row.split.join(" / ")} | ` +
+          `${String(row.duplicates)} | ${String(row.missing)} | ${row.load} |`,
       );
     }
     for (const row of [one, three]) if (row.error) console.log(`${String(row.workers)} worker(s) failed: ${row.error}`);
@@ -351,7 +358,9 @@ for (const kind of ADAPTERS) {
       `3 workers / 1 worker: ${Number.isNaN(ratio) ? "no ratio (a drain failed)" : `×${ratio.toFixed(2)}`}\n`,
     );
     summary.push(
-      `${label(kind)}: throughput ${Number.isNaN(ratio) ? "not measured (a drain failed, see above)" : `×${ratio.toFixed(2)}`} with 3 workers (target ≥ 2.5) → ${verdict(ratio >= 2.5 && one.duplicates + three.duplicates === 0)}`,
+      `${label(kind)}: throughput ` +
+        `${Number.isNaN(ratio) ? "not measured (a drain failed, see above)" : `×${ratio.toFixed(2)}`} with 3 workers` +
+        ` (target ≥ 2.5) → ${verdict(ratio >= 2.5 && one.duplicates + three.duplicates === 0)}`,
     );
   }
   if (PHASES.includes("memory")) {
@@ -362,11 +371,13 @@ for (const kind of ADAPTERS) {
       `| 0 in flight | ${(result.base.heapUsed / MB).toFixed(1)} MB | ${(result.base.rss / MB).toFixed(1)} MB |`,
     );
     console.log(
-      `| ${String(INFLIGHT)} in flight | ${(result.loaded.heapUsed / MB).toFixed(1)} MB | ${(result.loaded.rss / MB).toFixed(1)} MB |`,
+      `| ${String(INFLIGHT)} in flight | ${(result.loaded.heapUsed / MB).toFixed(1)} MB | ` +
+        `${(result.loaded.rss / MB).toFixed(1)} MB |`,
     );
     console.log(`| per in-flight run | ${kb(result.heapPerRun)} | ${kb(result.rssPerRun)} |\n`);
     summary.push(
-      `${label(kind)}: memory per in-flight run ${kb(Math.max(result.heapPerRun, result.rssPerRun))} (larger of heap and RSS; target < 5 MB) → ${verdict(Math.max(result.heapPerRun, result.rssPerRun) < 5 * MB)}`,
+      `${label(kind)}: memory per in-flight run ${kb(Math.max(result.heapPerRun, result.rssPerRun))} ` +
+        `(larger of heap and RSS; target < 5 MB) → ${verdict(Math.max(result.heapPerRun, result.rssPerRun) < 5 * MB)}`,
     );
   }
 }

@@ -142,7 +142,8 @@ function write() {
   }
   process.stdout.write(chunk);
   tick++;
-  if (tick < Number(process.argv[2])) setTimeout(write, Math.max(0, start + tick * ${String(1000 / TICKS_PER_SECOND)} - Date.now()));
+  if (tick < Number(process.argv[2])) setTimeout(write, ` +
+    `Math.max(0, start + tick * ${String(1000 / TICKS_PER_SECOND)} - Date.now()));
 }
 write();
 `,
@@ -277,28 +278,42 @@ const allLags = stats.flatMap((viewer) => viewer.lags);
 const complete = stats.filter((viewer) => viewer.lines === producedLines).length;
 
 console.log(
-  `run-stream: ${String(VIEWERS)} viewers, ${mb(RATE)} MB/s for ${String(SECONDS)} s, journal ${KIND}${SPLIT ? ", producer in its own process (web process measured)" : ", producer in this process"}; node ${process.version}, ${String(cpus().length)} cores`,
+  `run-stream: ${String(VIEWERS)} viewers, ${mb(RATE)} MB/s for ${String(SECONDS)} s, journal ${KIND}` +
+    `${SPLIT ? ", producer in its own process (web process measured)" : ", producer in this process"};` +
+    ` node ${process.version}, ${String(cpus().length)} cores`,
 );
 console.log(
-  `run: ${status} in ${(producedMs / 1000).toFixed(1)} s; output ${mb(summary?.outputBytes ?? 0)} MB in the journal (${mb(summary?.outputDroppedBytes ?? 0)} MB of the oldest dropped by the 4 MB cap)`,
+  `run: ${status} in ${(producedMs / 1000).toFixed(1)} s; output ${mb(summary?.outputBytes ?? 0)} MB in the journal ` +
+    `(${mb(summary?.outputDroppedBytes ?? 0)} MB of the oldest dropped by the 4 MB cap)`,
 );
 console.log(`produced: ${producedLines.toLocaleString("en")} lines`);
 if (stats.length > 0) {
   console.log(
-    `viewers with every line: ${String(complete)}/${String(stats.length)}; lines received min ${Math.min(...stats.map((viewer) => viewer.lines)).toLocaleString("en")}`,
+    `viewers with every line: ${String(complete)}/${String(stats.length)}; ` +
+      `lines received min ${Math.min(...stats.map((viewer) => viewer.lines)).toLocaleString("en")}`,
   );
   console.log(
-    `bytes received per viewer (SSE, JSON-framed): min ${mb(Math.min(...stats.map((viewer) => viewer.bytes)))} MB, max ${mb(Math.max(...stats.map((viewer) => viewer.bytes)))} MB`,
+    `bytes received per viewer (SSE, JSON-framed): min ${mb(Math.min(...stats.map((viewer) => viewer.bytes)))} MB, ` +
+      `max ${mb(Math.max(...stats.map((viewer) => viewer.bytes)))} MB`,
   );
   console.log(
-    `lag write → viewer: p50 ${String(percentile(allLags, 0.5))} ms, p95 ${String(percentile(allLags, 0.95))} ms, p99 ${String(percentile(allLags, 0.99))} ms, max ${String(Math.max(...allLags))} ms (${allLags.length.toLocaleString("en")} samples)`,
+    `lag write → viewer: p50 ${String(percentile(allLags, 0.5))} ms, p95 ${String(percentile(allLags, 0.95))} ms, ` +
+      `p99 ${String(percentile(allLags, 0.99))} ms, max ${String(Math.max(...allLags))} ms ` +
+      `(${allLags.length.toLocaleString("en")} samples)`,
   );
 }
 console.log(
-  `memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak (baseline ${mb(baseline.rss)} MB, peak ${mb(peakRss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`,
+  `memory over the ${WARM_UP ? "warm " : "cold "}idle baseline: RSS +${mb(peakRss - baseline.rss)} MB peak ` +
+    `(baseline ${mb(baseline.rss)} MB, peak ${mb(peakRss)} MB), heap +${mb(peakHeap - baseline.heapUsed)} ` +
+    `MB peak${gc ? "" : " (run with node --expose-gc for a settled baseline)"}`,
 );
 console.log(
-  `at the RSS peak, over the baseline: V8 heap reserved +${mb(atPeak.heapTotal - baseline.heapTotal)} MB, external +${mb(atPeak.external - baseline.external)} MB (array buffers +${mb(atPeak.arrayBuffers - baseline.arrayBuffers)} MB), the rest (native: SQLite, malloc, code) +${mb(atPeak.rss - baseline.rss - (atPeak.heapTotal - baseline.heapTotal) - (atPeak.external - baseline.external))} MB`,
+  `at the RSS peak, over the baseline: V8 heap reserved +${mb(atPeak.heapTotal - baseline.heapTotal)} MB, ` +
+    `external +${mb(atPeak.external - baseline.external)} MB ` +
+    `(array buffers +${mb(atPeak.arrayBuffers - baseline.arrayBuffers)} MB), ` +
+    `the rest (native: SQLite, malloc, code) +${mb(
+      atPeak.rss - baseline.rss - (atPeak.heapTotal - baseline.heapTotal) - (atPeak.external - baseline.external),
+    )} MB`,
 );
 if (inspector) {
   interface ProfileNode {
@@ -309,7 +324,9 @@ if (inspector) {
   const { profile } = (await post("HeapProfiler.stopSampling")) as { profile: { head: ProfileNode } };
   const bySite = new Map<string, number>();
   const visit = (node: ProfileNode, stack: string[]): void => {
-    const frame = `${node.callFrame.functionName || "(anonymous)"} ${node.callFrame.url.replace(/^.*\/(node_modules|src)\//, "$1/")}:${String(node.callFrame.lineNumber + 1)}`;
+    const frame =
+      `${node.callFrame.functionName || "(anonymous)"} ` +
+      `${node.callFrame.url.replace(/^.*\/(node_modules|src)\//, "$1/")}:${String(node.callFrame.lineNumber + 1)}`;
     const here = [...stack, frame];
     if (node.selfSize > 0) {
       const key = here.slice(-4).join(" < ");
@@ -331,7 +348,8 @@ if (TIMELINE) {
   for (const space of spacesAtPeak) {
     const before = spacesAtBaseline.find((other) => other.space_name === space.space_name);
     console.log(
-      `  ${space.space_name}: +${mb(space.physical_space_size - (before?.physical_space_size ?? 0))} (size ${mb(space.space_size)}, used ${mb(space.space_used_size)})`,
+      `  ${space.space_name}: +${mb(space.physical_space_size - (before?.physical_space_size ?? 0))} ` +
+        `(size ${mb(space.space_size)}, used ${mb(space.space_used_size)})`,
     );
   }
 }
@@ -342,7 +360,8 @@ if (SPLIT) {
   console.log(`target (every viewer gets every line; the web process < 50 MB extra): ${met ? "MET" : "NOT MET"}`);
 } else {
   console.log(
-    `every viewer got every line: ${delivered ? "yes" : "NO"}; this process also ran the producer: the viewers' share of the memory is this run minus a --viewers 0 run (or use --split)`,
+    `every viewer got every line: ${delivered ? "yes" : "NO"}; this process also ran the producer: ` +
+      `the viewers' share of the memory is this run minus a --viewers 0 run (or use --split)`,
   );
 }
 

@@ -27,7 +27,8 @@ const WARMUP = 50;
 const SECRET = "bench-secret";
 const script = fileURLToPath(new URL("./support/webhook-ack-process.ts", import.meta.url));
 
-// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- T names what the child reports, for the caller
+// T names what the child reports, for the caller:
+// eslint-disable-next-line @typescript-eslint/no-unnecessary-type-parameters -- see the line above
 function spawnRole<T>(setup: Record<string, unknown>): Promise<{ child: ChildProcess; ready: T }> {
   const profile =
     process.env["BENCH_PROFILE"] === setup["role"] ? ["--cpu-prof", "--cpu-prof-dir=/tmp/bench-prof"] : [];
@@ -147,21 +148,28 @@ const eyes = (await report).reactions.flatMap((reaction) => {
 
 const target = 1.2 * percentile(theirs, 0.99) + 5;
 console.log(
-  `${String(TOTAL)} signed webhooks to each server at ${String(RATE)} req/s (sent over ${elapsed.toFixed(1)} s); node ${process.version}; fake GitHub${process.env["BENCH_NICE_GITHUB"] ? " (at nice 19)" : ""}, Harness, bare app and load generator in 4 processes on 2 cores`,
+  `${String(TOTAL)} signed webhooks to each server at ${String(RATE)} req/s (sent over ${elapsed.toFixed(1)} s); ` +
+    `node ${process.version}; fake GitHub${process.env["BENCH_NICE_GITHUB"] ? " (at nice 19)" : ""}, ` +
+    `Harness, bare app and load generator in 4 processes on 2 cores`,
 );
 console.log("");
 console.log("| server | p50 ms | p99 ms | max ms |");
 console.log("|---|---|---|---|");
 console.log(
-  `| Harness (permission + 👀 + status comment + enqueue; config cached 30 s) | ${percentile(ours, 0.5).toFixed(1)} | ${percentile(ours, 0.99).toFixed(1)} | ${Math.max(...ours).toFixed(1)} |`,
+  `| Harness (permission + 👀 + status comment + enqueue; config cached 30 s) | ` +
+    `${percentile(ours, 0.5).toFixed(1)} | ${percentile(ours, 0.99).toFixed(1)} | ${Math.max(...ours).toFixed(1)} |`,
 );
 console.log(
-  `| bare Probot app (no handlers) | ${percentile(theirs, 0.5).toFixed(1)} | ${percentile(theirs, 0.99).toFixed(1)} | ${Math.max(...theirs).toFixed(1)} |`,
+  `| bare Probot app (no handlers) | ${percentile(theirs, 0.5).toFixed(1)} | ` +
+    `${percentile(theirs, 0.99).toFixed(1)} | ${Math.max(...theirs).toFixed(1)} |`,
 );
 console.log(`non-2xx responses (both servers): ${String(failures)}`);
 console.log(
-  `webhook → 👀 at the fake GitHub: p50 ${percentile(eyes, 0.5).toFixed(1)} ms, p99 ${percentile(eyes, 0.99).toFixed(1)} ms over ${String(eyes.length)} reactions`,
+  `webhook → 👀 at the fake GitHub: p50 ${percentile(eyes, 0.5).toFixed(1)} ms, ` +
+    `p99 ${percentile(eyes, 0.99).toFixed(1)} ms over ${String(eyes.length)} reactions`,
 );
 console.log(
-  `targets: p99 ≤ 1.2 × ${percentile(theirs, 0.99).toFixed(1)} + 5 = ${target.toFixed(1)} ms → ${percentile(ours, 0.99) <= target ? "MET" : "MISSED"}; zero non-2xx → ${failures === 0 ? "MET" : "MISSED"}; 👀 p99 < 100 ms → ${percentile(eyes, 0.99) < 100 ? "MET" : "MISSED"}`,
+  `targets: p99 ≤ 1.2 × ${percentile(theirs, 0.99).toFixed(1)} + 5 = ${target.toFixed(1)} ms → ` +
+    `${percentile(ours, 0.99) <= target ? "MET" : "MISSED"}; zero non-2xx → ${failures === 0 ? "MET" : "MISSED"}; ` +
+    `👀 p99 < 100 ms → ${percentile(eyes, 0.99) < 100 ? "MET" : "MISSED"}`,
 );

@@ -58,7 +58,8 @@ const load = (): string =>
     .map((value) => value.toFixed(2))
     .join(" ");
 console.log(
-  `node ${process.version}; ${String(SAMPLES)} samples; repository of ${String(FILES + 1)} files; load at start ${load()}`,
+  `node ${process.version}; ${String(SAMPLES)} samples; repository of ${String(FILES + 1)} files; ` +
+    `load at start ${load()}`,
 );
 
 try {
@@ -148,7 +149,8 @@ try {
   console.log("\n| one-file change, push stage | median ms | p90 ms |\n|---|---|---|");
   const p90 = (values: number[]): number => [...values].sort((a, b) => a - b)[Math.floor(values.length * 0.9)] ?? 0;
   console.log(
-    `| write path (bundle, download, base fetch, checks, host commit, scan, push) | ${median(delivered).toFixed(0)} | ${p90(delivered).toFixed(0)} |`,
+    `| write path (bundle, download, base fetch, checks, host commit, scan, push) | ` +
+      `${median(delivered).toFixed(0)} | ${p90(delivered).toFixed(0)} |`,
   );
   console.log(
     `| direct \`git push\` from the checkout (before) | ${median(direct).toFixed(0)} | ${p90(direct).toFixed(0)} |`,

@@ -194,7 +194,8 @@ async function startWebhookProxy(
     log.info(`Forwarding webhooks from ${source} to ${target}`);
   } catch {
     log.error(
-      `WEBHOOK_PROXY_URL is set but smee-client is not installed: run \`npm install --no-save smee-client\`, or \`npx smee -u ${source} -t ${target}\` beside the app`,
+      `WEBHOOK_PROXY_URL is set but smee-client is not installed: ` +
+        `run \`npm install --no-save smee-client\`, or \`npx smee -u ${source} -t ${target}\` beside the app`,
     );
   }
 }

@@ -21,7 +21,8 @@ export default async function checkPrerequisites(): Promise<(() => Promise<void>
   const isolation = await probeIsolation(bwrapPath ? { bwrapPath } : {});
   if (!isolation.available) {
     throw new Error(
-      `The test suite needs bubblewrap for the local sandbox: ${isolation.reason}. Fix: ${isolation.fix} (bash .ci/run installs it when missing)`,
+      `The test suite needs bubblewrap for the local sandbox: ${isolation.reason}. ` +
+        `Fix: ${isolation.fix} (bash .ci/run installs it when missing)`,
     );
   }
   // Chosen (and, for the bundled one, unpacked) once here: test files running at once would
@@ -35,7 +36,10 @@ export default async function checkPrerequisites(): Promise<(() => Promise<void>
     redis = await startPrivateRedis();
   } catch (error) {
     throw new Error(
-      `The test suite needs redis-server for the BullMQ queue and the Redis stores: ${error instanceof Error ? error.message : String(error)}. Fix: apt-get install redis-server (bash .ci/run installs it when missing); the tests start their own on a free port`,
+      `The test suite needs redis-server for the BullMQ queue and the Redis stores: ` +
+        `${error instanceof Error ? error.message : String(error)}. ` +
+        `Fix: apt-get install redis-server (bash .ci/run installs it when missing); ` +
+        `the tests start their own on a free port`,
     );
   }
   // Test files run in worker processes started after this, which inherit the environment.

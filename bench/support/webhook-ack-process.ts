@@ -33,7 +33,8 @@ process.on("exit", () => {
   if (process.env["BENCH_CPU"]) {
     const cpu = process.cpuUsage();
     process.stderr.write(
-      `cpu ${process.argv[2] ?? ""}: user ${(cpu.user / 1e6).toFixed(2)} s, system ${(cpu.system / 1e6).toFixed(2)} s\n`,
+      `cpu ${process.argv[2] ?? ""}: user ${(cpu.user / 1e6).toFixed(2)} s, ` +
+        `system ${(cpu.system / 1e6).toFixed(2)} s\n`,
     );
   }
 });

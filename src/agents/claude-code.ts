@@ -129,10 +129,14 @@ function outcomeOf(final: ClaudeResult): AgentOutcome {
 
   let error: string;
   if (final.subtype === "error_max_turns") {
-    error = `stopped after ${final.num_turns !== undefined ? String(final.num_turns) : "the maximum number of"} turns (--max-turns)`;
+    error =
+      `stopped after ${final.num_turns !== undefined ? String(final.num_turns) : "the maximum number of"}` +
+      ` turns (--max-turns)`;
   } else if (final.result !== undefined && /not logged in/i.test(final.result)) {
     // What Claude says for a missing or rejected credential; say what Harness passes it.
-    error = `${oneLine(final.result)}: set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN to a valid credential for the run`;
+    error =
+      `${oneLine(final.result)}: set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN ` +
+      `to a valid credential for the run`;
   } else if (details !== "") {
     error = oneLine(details);
   } else {

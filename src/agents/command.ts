@@ -37,7 +37,9 @@ export function commandAgent(options: CommandAgentOptions): AgentDriver {
         : {
             success: false,
             summary,
-            error: `${program} exited with ${String(result.exitCode)}${lastLines(result.stderr, 1) ? `: ${lastLines(result.stderr, 1)}` : ""}`,
+            error:
+              `${program} exited ` +
+              `with ${String(result.exitCode)}${lastLines(result.stderr, 1) ? `: ${lastLines(result.stderr, 1)}` : ""}`,
           };
     },
   };

@@ -148,7 +148,9 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       } else if (last.stopReason === "aborted") {
         error = `pi aborted the run: ${oneLine(last.errorMessage ?? "no reason given")}`;
       } else {
-        error = `pi exited with ${String(result.exitCode)} before the agent finished (last stop reason: ${last.stopReason})`;
+        error =
+          `pi exited with ${String(result.exitCode)} before the agent finished ` +
+          `(last stop reason: ${last.stopReason})`;
       }
       return { success: false, summary, error, ...counts };
     },

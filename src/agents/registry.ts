@@ -19,7 +19,9 @@ export interface AgentChoice {
 export const AGENTS: Record<string, string> = {
   "claude-code": "Anthropic's Claude Code (claude -p); needs ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN",
   codex: "OpenAI's Codex CLI (codex exec); needs CODEX_API_KEY or OPENAI_API_KEY",
-  pi: "the pi coding agent (pi --mode json); needs its provider's key, e.g. ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY",
+  pi:
+    "the pi coding agent (pi --mode json); needs its provider's key, " +
+    "e.g. ANTHROPIC_API_KEY, OPENAI_API_KEY or GEMINI_API_KEY",
   command: "any program: the prompt is in $HARNESS_PROMPT and the file $HARNESS_PROMPT_FILE",
 };
 

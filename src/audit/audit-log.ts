@@ -164,7 +164,10 @@ export function withSeq(seq: number, entry: AuditEntry): AuditRecord {
   };
 }
 
-/** The caller's redactor, then the well-known token shapes: a redactor given for a few known secrets must not let a token through. */
+/**
+ * The caller's redactor, then the well-known token shapes: a redactor given for a few known
+ * secrets must not let a token through.
+ */
 export function auditRedactor(redactor: Redactor | undefined): Redactor {
   const tokenShapes = createRedactor();
   return redactor ? (text) => tokenShapes(redactor(text)) : tokenShapes;
@@ -253,7 +256,10 @@ function wholeNumber(value: unknown): number | undefined {
   return typeof value === "number" && Number.isSafeInteger(value) ? value : undefined;
 }
 
-/** ISO-8601 UTC, so the trail sorts and parses the same in any SIEM; the clock's when the caller gave none (or nonsense). */
+/**
+ * ISO-8601 UTC, so the trail sorts and parses the same in any SIEM; the clock's when the caller
+ * gave none (or nonsense).
+ */
 function timestamp(at: string | undefined, now: () => Date): string {
   if (typeof at === "string" && at.length <= 64) {
     const parsed = Date.parse(at);

@@ -61,7 +61,8 @@ export class SqliteAuditLog implements AuditLog {
     this.db = openSqliteFile(options.path, SCHEMA, "audit trail");
     this.statements = {
       insert: this.db.prepare(
-        "INSERT INTO audit_log (at, action, repo, run_id, actor, body) VALUES (@at, @action, @repo, @run_id, @actor, @body)",
+        "INSERT INTO audit_log (at, action, repo, run_id, actor, body) " +
+          "VALUES (@at, @action, @repo, @run_id, @actor, @body)",
       ),
       // Seqs are consecutive (AUTOINCREMENT, every insert committed or rolled back whole), so
       // "older than the newest maxEntries" is a range on the primary key: no count, no scan.

@@ -134,7 +134,10 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .addOption(
       new Option(
         "--sandbox <kind>",
-        "where to run: daytona; local (a clone, isolated with bubblewrap); worktree (a worktree of a local repository, NOT isolated). Default: daytona when DAYTONA_API_KEY is set, else worktree for a local path and local for a GitHub repository",
+        "where to run: daytona; local (a clone, isolated with bubblewrap); " +
+          "worktree (a worktree of a local repository, NOT isolated). " +
+          "Default: daytona when DAYTONA_API_KEY is set, " +
+          "else worktree for a local path and local for a GitHub repository",
       ).choices(["local", "worktree", "daytona"]),
     )
     .option("--push", "push the branch and open a pull request (needs GITHUB_TOKEN)")
@@ -194,7 +197,8 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
         if (action === "list") {
           for (const record of await inventory.list()) {
             io.stdout.write(
-              `${record.kind}\t${record.id}\t${record.runId ?? "-"}\t${record.repo ?? "-"}\t${record.createdAt ?? "-"}\t${record.runId && active.has(record.runId) ? "active" : "orphan"}\n`,
+              `${record.kind}\t${record.id}\t${record.runId ?? "-"}\t${record.repo ?? "-"}\t` +
+                `${record.createdAt ?? "-"}\t${record.runId && active.has(record.runId) ? "active" : "orphan"}\n`,
             );
           }
           return;
@@ -372,7 +376,8 @@ async function cliIsolation(env: NodeJS.ProcessEnv, agent: AgentDriver | undefin
   const probe = await probeIsolation(bwrapPath ? { bwrapPath } : {});
   if (!probe.available) {
     throw new UsageError(
-      `The local sandbox cannot isolate the agent on this machine: ${probe.reason}. Fix: ${probe.fix}; or use --sandbox daytona, or --sandbox worktree on a local clone (not isolated)`,
+      `The local sandbox cannot isolate the agent on this machine: ${probe.reason}. Fix: ${probe.fix}; ` +
+        `or use --sandbox daytona, or --sandbox worktree on a local clone (not isolated)`,
     );
   }
   const readOnlyPaths = (env["HARNESS_SANDBOX_READONLY_PATHS"] ?? "")

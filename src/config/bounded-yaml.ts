@@ -15,7 +15,10 @@ export interface YamlLimits {
   maxTokens: number;
   /** Collections nested inside one another; composing and converting recurse per level. */
   maxDepth: number;
-  /** The yaml package's weighted alias expansion budget; keeps shared subtrees from exploding validators that walk them. */
+  /**
+   * The yaml package's weighted alias expansion budget; keeps shared subtrees from exploding
+   * validators that walk them.
+   */
   maxAliasCount: number;
 }
 
@@ -25,7 +28,10 @@ export const CONFIG_YAML_LIMITS: Readonly<YamlLimits> = { maxTokens: 8_192, maxD
 /** Limits for blueprint files, which hold prompts and more steps than a config. */
 export const BLUEPRINT_YAML_LIMITS: Readonly<YamlLimits> = { maxTokens: 16_384, maxDepth: 64, maxAliasCount: 16 };
 
-/** YAML that is malformed or beyond a limit; the message is a sentence without the file's name, for the caller to prefix. */
+/**
+ * YAML that is malformed or beyond a limit; the message is a sentence without the file's name,
+ * for the caller to prefix.
+ */
 export class BoundedYamlError extends HarnessError {
   constructor(message: string) {
     super("invalid_yaml", message);
@@ -72,7 +78,8 @@ export function parseBoundedYaml(text: string, limits: Readonly<YamlLimits> = CO
   for (const lexeme of new Lexer().lex(text)) {
     if (++tokens > limits.maxTokens)
       throw new BoundedYamlError(
-        `is too complex: more than ${numbers.format(limits.maxTokens)} YAML tokens (keys, values, punctuation, comments, line breaks) by line ${String(lines.linePos(offset).line)}`,
+        `is too complex: more than ${numbers.format(limits.maxTokens)} YAML tokens ` +
+          `(keys, values, punctuation, comments, line breaks) by line ${String(lines.linePos(offset).line)}`,
       );
     for (const token of parser.next(lexeme)) compose(token);
     // The parser's stack holds the document, each open collection and at most one scalar.
@@ -134,13 +141,15 @@ function checkShape(root: Node | null, maxDepth: number, at: (offset: number) =>
         const key = pair.key as Node | null;
         if (key !== null && !isScalar(key))
           throw new BoundedYamlError(
-            `has a key that is ${isAlias(key) ? "an alias" : "a list or map"}${at(key.range?.[0] ?? 0)}; keys must be plain values`,
+            `has a key that is ${isAlias(key) ? "an alias" : "a list or map"}${at(key.range?.[0] ?? 0)}; ` +
+              `keys must be plain values`,
           );
         // The same spelling the conversion to an object uses, so `1` and `"1"` collide as they would there.
         const name = keyName(key?.value);
         if (seen.has(name))
           throw new BoundedYamlError(
-            `repeats the key \`${brief(name, MAX_REPORTED_KEY_CHARS)}\`${at(key?.range?.[0] ?? 0)}; each key may appear once in a map`,
+            `repeats the key \`${brief(name, MAX_REPORTED_KEY_CHARS)}\`${at(key?.range?.[0] ?? 0)}; ` +
+              `each key may appear once in a map`,
           );
         seen.add(name);
         if (key?.anchor) pending.push({ node: key, depth: depth + 1 });
@@ -168,7 +177,8 @@ function checkShape(root: Node | null, maxDepth: number, at: (offset: number) =>
     const anchor = ranges[low - 1];
     if (anchor && alias.offset < anchor.end)
       throw new BoundedYamlError(
-        `has an alias (\`*${brief(alias.name, MAX_REPORTED_KEY_CHARS)}\`${at(alias.offset)}) inside the node it refers to`,
+        `has an alias (\`*${brief(alias.name, MAX_REPORTED_KEY_CHARS)}\`${at(alias.offset)}) ` +
+          `inside the node it refers to`,
       );
   }
 }

@@ -78,12 +78,14 @@ export async function resolveBlueprint(
   const path = config.blueprint.replace(/^\.?\//, "");
   if (path.length > MAX_BLUEPRINT_PATH_CHARS)
     throw new BlueprintError(
-      `blueprint (from ${CONFIG_PATH}): a path of ${numbers.format(path.length)} characters; use default, command, or the path of a YAML file`,
+      `blueprint (from ${CONFIG_PATH}): a path of ${numbers.format(path.length)} characters; ` +
+        `use default, command, or the path of a YAML file`,
     );
   const file = await readRepoFile(octokit, owner, repo, path, MAX_BLUEPRINT_BYTES);
   if (file.kind === "missing" || file.kind === "not-a-file") {
     throw new BlueprintError(
-      `blueprint ${path} (from ${CONFIG_PATH}): no such file on the default branch; use default, command, or the path of a YAML file`,
+      `blueprint ${path} (from ${CONFIG_PATH}): no such file on the default branch; ` +
+        `use default, command, or the path of a YAML file`,
     );
   }
   if (file.kind === "too-large")
@@ -144,7 +146,8 @@ async function readRepoFile(
   if (file.encoding === "none") return { kind: "too-large", bytes: size };
   if (file.encoding !== "base64" || typeof file.content !== "string") {
     throw new Error(
-      `GitHub answered for ${path} in ${owner}/${repo} without base64 content (encoding ${typeof file.encoding === "string" ? file.encoding.slice(0, 20) : "missing"})`,
+      `GitHub answered for ${path} in ${owner}/${repo} without base64 content ` +
+        `(encoding ${typeof file.encoding === "string" ? file.encoding.slice(0, 20) : "missing"})`,
     );
   }
   const bytes = Buffer.from(file.content, "base64");

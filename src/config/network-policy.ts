@@ -34,20 +34,27 @@ export function resolveNetworkPolicy(
   const mode = request.mode ?? context.ceiling;
   if (NETWORK_MODES.indexOf(mode) > NETWORK_MODES.indexOf(context.ceiling)) {
     return {
-      error: `\`sandbox.network: ${mode}\` is more open than this installation allows (at most \`${context.ceiling}\`, set by the operator's HARNESS_NETWORK)`,
+      error:
+        `\`sandbox.network: ${mode}\` is more open than this installation allows ` +
+        `(at most \`${context.ceiling}\`, set by the operator's HARNESS_NETWORK)`,
     };
   }
   if (mode === "open") return { policy: { mode: "open" } };
   if (context.sandbox === "local-unisolated") {
     return {
-      error: `\`sandbox.network: ${mode}\` cannot be enforced by the local sandbox without isolation (HARNESS_UNISOLATED_LOCAL=1): use \`open\`, Daytona, or the isolated local sandbox`,
+      error:
+        `\`sandbox.network: ${mode}\` cannot be enforced by the local sandbox ` +
+        `without isolation (HARNESS_UNISOLATED_LOCAL=1): ` +
+        `use \`open\`, Daytona, or the isolated local sandbox`,
     };
   }
   if (mode === "none") return { policy: { mode: "none" } };
   if (context.sandbox === "daytona") {
     return {
       error:
-        "`sandbox.network: allowlist` cannot be enforced on Daytona, which filters by IP range only and so cannot keep the agent's model API reachable by name: use `none` or `open` there, or the local sandbox",
+        "`sandbox.network: allowlist` cannot be enforced on Daytona, " +
+        "which filters by IP range only and so cannot keep the agent's model API reachable by name: " +
+        "use `none` or `open` there, or the local sandbox",
     };
   }
   const allow = [...new Set([...context.agentEndpoints, ...context.operatorAllow, ...(request.allow ?? [])])];

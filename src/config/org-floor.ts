@@ -87,7 +87,8 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
 
   if (sets("permission") && permissionRank(effective.permission) < permissionRank(org.permission)) {
     problems.push(
-      `\`permission: ${effective.permission}\` is below ${theirs("permission", org.permission)}; a repository may raise the bar, not lower it`,
+      `\`permission: ${effective.permission}\` is below ${theirs("permission", org.permission)}; ` +
+        `a repository may raise the bar, not lower it`,
     );
   }
   if (sets("allowed_bots")) {
@@ -101,7 +102,9 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
   for (const key of ["provider", "snapshot"] as const) {
     if (sets("sandbox", key) && effective.sandbox[key] !== org.sandbox[key]) {
       problems.push(
-        `\`sandbox.${key}: ${show(effective.sandbox[key])}\` differs from ${theirs(`sandbox.${key}`, org.sandbox[key])}; only the organisation may change it`,
+        `\`sandbox.${key}: ${show(effective.sandbox[key])}\` ` +
+          `differs from ${theirs(`sandbox.${key}`, org.sandbox[key])}; ` +
+          `only the organisation may change it`,
       );
     }
   }
@@ -130,7 +133,8 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
     NETWORK_STRICTNESS[network] < NETWORK_STRICTNESS[orgNetwork]
   ) {
     problems.push(
-      `\`sandbox.network: ${network}\` is more open than ${theirs("sandbox.network", orgNetwork)}; a repository may only be as strict or stricter (none > allowlist > open)`,
+      `\`sandbox.network: ${network}\` is more open than ${theirs("sandbox.network", orgNetwork)}; ` +
+        `a repository may only be as strict or stricter (none > allowlist > open)`,
     );
   }
   if (
@@ -158,9 +162,15 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
 function rawConfig(value: unknown, orgRepo: string): RawConfig | string {
   if (value === undefined || value === null) return {};
   if (!isRawConfig(value))
-    return `\`(top level)\` must be a map of keys (e.g. \`permission: write\`), not ${Array.isArray(value) ? "a list" : `a ${typeof value}`}`;
+    return (
+      `\`(top level)\` must be a map of keys (e.g. \`permission: write\`), ` +
+      `not ${Array.isArray(value) ? "a list" : `a ${typeof value}`}`
+    );
   if (Object.hasOwn(value, "_extends")) {
-    return `\`_extends\` is not supported: Harness merges the organisation's defaults from \`.github/harness.yml\` in ${orgRepo} by itself; remove \`_extends\``;
+    return (
+      `\`_extends\` is not supported: Harness merges the organisation's defaults ` +
+      `from \`.github/harness.yml\` in ${orgRepo} by itself; remove \`_extends\``
+    );
   }
   return value;
 }

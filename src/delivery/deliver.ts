@@ -156,7 +156,8 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   if (imported.exitCode !== 0) {
     return refused(
       "unverified",
-      `the run's result failed verification: its objects did not check out (${request.redact(lastLine(imported.stderr))})`,
+      `the run's result failed verification: its objects did not check out ` +
+        `(${request.redact(lastLine(imported.stderr))})`,
       REMEDY_UNVERIFIED,
     );
   }
@@ -190,7 +191,8 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     return refused(
       "secret_in_change",
       `the change contains ${describeFindings(findings)}, so Harness did not push it`,
-      "Remove the secret from the change (and rotate it if it is real), then ask again; the change is kept below with the secret masked",
+      "Remove the secret from the change (and rotate it if it is real), then ask again; " +
+        "the change is kept below with the secret masked",
       { diffstat, patch: request.redact(patch), findings },
     );
   }
@@ -216,7 +218,9 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
 }
 
 const REMEDY_UNVERIFIED =
-  "Nothing was pushed. The run's output is kept in the run log; ask again, and if it repeats, tell the operator (the sandbox's result did not match what the run committed)";
+  "Nothing was pushed. The run's output is kept in the run log; " +
+  "ask again, and if it repeats, tell the operator " +
+  "(the sandbox's result did not match what the run committed)";
 
 /** Where the sandbox writes its bundle: beside the checkout's files, never committed (the commit is made). */
 export function resultBundlePath(runId: string): string {

@@ -44,7 +44,8 @@ export function pullRequestBody(input: PullRequestBodyInput): string {
   if (input.nodes && input.nodes.length > 0) {
     const lines = input.nodes.map(
       (node) =>
-        `- [${node.status === "succeeded" ? "x" : " "}] ${node.title}${node.attempt > 1 ? ` (attempt ${String(node.attempt)})` : ""} — ${node.status}`,
+        `- [${node.status === "succeeded" ? "x" : " "}] ${node.title}` +
+        `${node.attempt > 1 ? ` (attempt ${String(node.attempt)})` : ""} — ${node.status}`,
     );
     parts.push(`### Steps\n\n${lines.join("\n")}`);
   }

@@ -27,17 +27,21 @@ const REMEDY = {
     "Grant the app the Workflows: write permission, or ask for a change that does not touch .github/workflows/",
   tokenWorkflows: "Use a token with the `workflow` scope, or ask for a change that does not touch .github/workflows/",
   protectedBranch:
-    "Push to a branch that is not protected (Harness opens a pull request from it), or ask a repository admin to let the app bypass the protection",
+    "Push to a branch that is not protected (Harness opens a pull request from it), " +
+    "or ask a repository admin to let the app bypass the protection",
   rulesets: "Ask a repository admin to let the app bypass the ruleset, or to exclude Harness's branches from it",
   secrets:
-    "Remove the secret from the change so no commit contains it (and rotate it if it is real); allow it through GitHub's push-protection link only if it is a false positive",
+    "Remove the secret from the change so no commit contains it (and rotate it if it is real); " +
+    "allow it through GitHub's push-protection link only if it is a false positive",
   emailPrivacy:
-    'Commit with a GitHub noreply email address, or turn off "Block command line pushes that expose my email" in the account\'s email settings',
+    "Commit with a GitHub noreply email address, or turn off " +
+    '"Block command line pushes that expose my email" in the account\'s email settings',
   nonFastForward: "The branch moved on the remote: re-run /harness so it starts from the latest commit",
   fileTooLarge: "Remove the large file from the commits (or track it with Git LFS), then re-run /harness",
   pushTooLarge: "Make the change smaller (large binaries belong in Git LFS), then re-run /harness",
   notFound:
-    'Check the repository name, and that the GitHub App is installed on it: GitHub answers "not found" for private repositories the token cannot see',
+    "Check the repository name, and that the GitHub App is installed on it: " +
+    'GitHub answers "not found" for private repositories the token cannot see',
   archived: "Unarchive the repository in its settings, or run Harness on a repository that is not archived",
   network: "Could not reach GitHub: check connectivity (DNS, proxy, firewall) and retry",
   unknown: "Read the git output in the run log; if the failure looks transient, re-run /harness",
@@ -75,7 +79,9 @@ export function workflowPermissionError(files: readonly string[]): ClassifiedPus
   const what = shown.length > 0 ? `${shown.join(", ")}${more}` : "files under .github/workflows/";
   return {
     kind: "workflows",
-    summary: `The change creates or updates workflow files (${what}), which the GitHub App cannot push without the Workflows permission`,
+    summary:
+      `The change creates or updates workflow files (${what}), ` +
+      `which the GitHub App cannot push without the Workflows permission`,
     remedy: REMEDY.appWorkflows,
   };
 }
@@ -156,16 +162,18 @@ const RULES: readonly Rule[] = [
 
 function workflows(output: ParsedOutput): ClassifiedPushError | undefined {
   for (const ref of output.refs) {
-    const match =
-      /refusing to allow (an? (.+?)) to create or update workflow `([^`]*)` without `(workflows?)` (permission|scope)/.exec(
-        ref.reason,
-      );
+    const match = new RegExp(
+      "refusing to allow (an? (.+?)) to create or update workflow `([^`]*)` " +
+        "without `(workflows?)` (permission|scope)",
+    ).exec(ref.reason);
     if (!match) continue;
     const [, who = "the token", actor = "", file = "a workflow file", needs = "workflows", grant = "permission"] =
       match;
     return {
       kind: "workflows",
-      summary: `GitHub rejected the push to ${ref.branch}: it creates or updates ${clip(file)}, and ${who} needs the \`${needs}\` ${grant} for that`,
+      summary:
+        `GitHub rejected the push to ${ref.branch}: it creates or updates ${clip(file)}, ` +
+        `and ${who} needs the \`${needs}\` ${grant} for that`,
       remedy: actor === "GitHub App" ? REMEDY.appWorkflows : REMEDY.tokenWorkflows,
     };
   }
@@ -182,7 +190,9 @@ function fileTooLarge(output: ParsedOutput): ClassifiedPushError | undefined {
     const more = files.length > 1 ? ` (and ${String(files.length - 1)} more over the limit)` : "";
     return {
       kind: "file_too_large",
-      summary: `GitHub rejected the push: ${clip(first.file)} is ${first.size}, over GitHub's file size limit of ${first.limit}${more}`,
+      summary:
+        `GitHub rejected the push: ${clip(first.file)} is ${first.size}, ` +
+        `over GitHub's file size limit of ${first.limit}${more}`,
       remedy: REMEDY.fileTooLarge,
     };
   }
@@ -263,7 +273,9 @@ function nonFastForward(output: ParsedOutput): ClassifiedPushError | undefined {
   if (!ref) return undefined;
   return {
     kind: "non_fast_forward",
-    summary: `GitHub rejected the push: ${ref.branch} has commits on GitHub that the pushed branch does not include (${ref.reason})`,
+    summary:
+      `GitHub rejected the push: ${ref.branch} has commits on GitHub ` +
+      `that the pushed branch does not include (${ref.reason})`,
     remedy: REMEDY.nonFastForward,
   };
 }
@@ -284,7 +296,8 @@ function notFound(output: ParsedOutput): ClassifiedPushError | undefined {
   if (!fatal && !body && !rpc) return undefined;
   return {
     kind: "not_found",
-    summary: `GitHub could not find ${repoOf(output) ?? "the repository"}: it does not exist, or the token cannot see it`,
+    summary:
+      `GitHub could not find ${repoOf(output) ?? "the repository"}: ` + `it does not exist, or the token cannot see it`,
     remedy: REMEDY.notFound,
   };
 }
@@ -346,9 +359,15 @@ function permission(output: ParsedOutput): ClassifiedPushError | undefined {
 
 function permissionRemedy(who: string | undefined, repo: string): string {
   if (who?.endsWith("[bot]")) {
-    return `Install the app on ${repo} and grant it the Contents: write permission (a maintainer must accept new permissions)`;
+    return (
+      `Install the app on ${repo} and grant it the Contents: write permission ` +
+      `(a maintainer must accept new permissions)`
+    );
   }
-  return `Use a token with write access to ${repo}: a GitHub App needs Contents: write, a fine-grained token Contents: read and write, a classic token the repo scope`;
+  return (
+    `Use a token with write access to ${repo}: a GitHub App needs Contents: write, ` +
+    `a fine-grained token Contents: read and write, a classic token the repo scope`
+  );
 }
 
 /**

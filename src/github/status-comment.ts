@@ -171,7 +171,8 @@ export function renderHelp(command: string, label: string, permission: string): 
   return [
     "**Harness** turns a request into a pull request.",
     "",
-    `- \`${command} <what should change>\` — start a run on this issue (or push follow-up commits on this pull request)`,
+    `- \`${command} <what should change>\` — start a run on this issue ` +
+      `(or push follow-up commits on this pull request)`,
     `- \`${command} cancel\` — stop the active run on this issue`,
     `- \`${command} approve\` — run a request from someone without ${permission} access (maintainers only)`,
     `- add the \`${label}\` label — run with the issue's title and body as the request`,

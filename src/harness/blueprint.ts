@@ -122,7 +122,9 @@ export const blueprintSchema = z
         ctx.addIssue({
           code: "custom",
           path: ["nodes", index, "onFailure", "retry"],
-          message: `points to "${retry}", which itself retries on failure; retry loops must not nest, so every loop stays bounded`,
+          message:
+            `points to "${retry}", which itself retries on failure; ` +
+            `retry loops must not nest, so every loop stays bounded`,
         });
       }
     });

@@ -40,7 +40,8 @@ The original request was:
 /** Descriptions shown by `harness blueprints`, before any options are applied. */
 export const BUILTIN_BLUEPRINTS: Record<string, string> = {
   default:
-    "optional setup command → implement (agent) → optional verify command, with fix-agent rounds until it passes → commit",
+    "optional setup command → implement (agent) → optional verify command, " +
+    "with fix-agent rounds until it passes → commit",
   command: "run one command (--command) → commit what it changed",
 };
 
@@ -49,7 +50,8 @@ export function builtinBlueprint(name: string, options: BuiltinBlueprintOptions 
   const input = builders[name]?.(options);
   if (!input) {
     throw new BlueprintError(
-      `Unknown blueprint "${name}": use one of ${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}, or the path of a YAML blueprint file`,
+      `Unknown blueprint "${name}": use one of ${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}, ` +
+        `or the path of a YAML blueprint file`,
     );
   }
   return validateBlueprint(input, `blueprint ${name}`);

@@ -281,7 +281,9 @@ function secretEnv(run: BlueprintRun, node: ExecNode): Record<string, string> | 
     const value = run.setupSecrets?.[name];
     if (value === undefined)
       throw new Error(
-        `Step "${node.title}" asks for the setup secret ${name}, which this run was not given: an operator declares it for the repository (HARNESS_SETUP_SECRETS) and sets its value in Harness's environment`,
+        `Step "${node.title}" asks for the setup secret ${name}, which this run was not given: ` +
+          `an operator declares it for the repository (HARNESS_SETUP_SECRETS) ` +
+          `and sets its value in Harness's environment`,
       );
     env[name] = value;
   }
@@ -361,7 +363,8 @@ function judge(
     const program = node.kind === "agent" ? run.agent?.program : (node.argv[0] ?? "");
     const hint =
       node.kind === "agent" && run.agent
-        ? `${run.agent.program} is not installed in the sandbox: install it (${run.agent.installHint}) or choose another agent with --agent`
+        ? `${run.agent.program} is not installed in the sandbox: ` +
+          `install it (${run.agent.installHint}) or choose another agent with --agent`
         : `${program ?? "the program"} is not installed in the sandbox`;
     return { status: "failed", error: hint };
   }

@@ -53,7 +53,8 @@ export function gitRunner(sandbox: Sandbox, signal?: AbortSignal) {
     });
     if (result.exitCode !== 0 && !options.allowFailure) {
       throw new SandboxError(
-        `git ${args[0] ?? ""} failed in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`,
+        `git ${args[0] ?? ""} failed ` +
+          `in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`,
       );
     }
     return result;

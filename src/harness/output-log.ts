@@ -97,7 +97,8 @@ export class OutputLog {
     if (this.pending.length === 0 && this.skippedBytes === 0) return;
     const note =
       this.skippedBytes > 0
-        ? `[… ${this.skippedBytes.toLocaleString("en")} bytes of output skipped: it came faster than it can be shown …]\n`
+        ? `[… ${this.skippedBytes.toLocaleString("en")} bytes of output skipped: ` +
+          `it came faster than it can be shown …]\n`
         : "";
     const text = this.withoutPrivateKeys(this.pending.join(""));
     this.pending = [];

@@ -309,12 +309,14 @@ function validateOptions(options: HarnessOptions): void {
   const size = Buffer.byteLength(intent, "utf8");
   if (size > MAX_INTENT_BYTES) {
     throw new InvalidInputError(
-      `The intent is ${size.toLocaleString("en")} bytes; the limit is ${MAX_INTENT_BYTES.toLocaleString("en")}. Put long context in the issue body and keep the intent to what should change`,
+      `The intent is ${size.toLocaleString("en")} bytes; the limit is ${MAX_INTENT_BYTES.toLocaleString("en")}. ` +
+        `Put long context in the issue body and keep the intent to what should change`,
     );
   }
   if (options.blueprint.nodes.some((node) => node.kind === "agent") && !options.agent) {
     throw new InvalidInputError(
-      `Blueprint "${options.blueprint.name}" has agent steps but no agent was chosen (--agent claude-code|codex|pi|command)`,
+      `Blueprint "${options.blueprint.name}" has agent steps but no agent was chosen ` +
+        `(--agent claude-code|codex|pi|command)`,
     );
   }
   if (options.budgetMs !== undefined && (!Number.isFinite(options.budgetMs) || options.budgetMs <= 0)) {
@@ -367,7 +369,8 @@ async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Pro
   } catch {
     return {
       githubRepo:
-        "cannot tell which GitHub repository to open the pull request in: the repository's origin is not on GitHub (pass --github-repo owner/name)",
+        "cannot tell which GitHub repository to open the pull request in: " +
+        "the repository's origin is not on GitHub (pass --github-repo owner/name)",
       pushUrl,
     };
   }

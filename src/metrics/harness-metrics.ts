@@ -157,14 +157,18 @@ export class HarnessMetrics {
       };
     new Gauge({
       name: "harness_github_rate_limit_remaining",
-      help: "GitHub API requests left, by resource: the lowest among the rate-limit windows (installations, app) seen and not yet reset.",
+      help:
+        "GitHub API requests left, by resource: " +
+        "the lowest among the rate-limit windows (installations, app) seen and not yet reset.",
       labelNames: ["resource"],
       registers,
       collect: lowest((window) => window.remaining),
     });
     new Gauge({
       name: "harness_github_rate_limit_limit",
-      help: "GitHub API requests allowed per window, by resource: the smallest limit among the windows seen and not yet reset.",
+      help:
+        "GitHub API requests allowed per window, by resource: " +
+        "the smallest limit among the windows seen and not yet reset.",
       labelNames: ["resource"],
       registers,
       collect: lowest((window) => window.limit),

@@ -13,7 +13,10 @@ export type AppSettings =
   | {
       mode: "setup";
       port: number;
-      /** 127.0.0.1 unless HOST says otherwise: registration writes credentials, so it is not offered to the network by default. */
+      /**
+       * 127.0.0.1 unless HOST says otherwise: registration writes credentials, so it is not offered
+       * to the network by default.
+       */
       host: string;
       githubHost: string;
       org?: string;
@@ -126,7 +129,8 @@ export function settingsFromEnv(
   const webhookSecret = env["WEBHOOK_SECRET"];
   if (!webhookSecret) {
     throw new SettingsError(
-      "WEBHOOK_SECRET is not set: refusing to start, because webhooks could then be forged. Set it to the secret configured in the GitHub App's settings",
+      "WEBHOOK_SECRET is not set: refusing to start, because webhooks could then be forged. " +
+        "Set it to the secret configured in the GitHub App's settings",
     );
   }
   const appId = integer(appIdText, 0, "APP_ID");
@@ -212,14 +216,18 @@ function auditFrom(env: NodeJS.ProcessEnv): { auditToken?: string } {
   if (!token) return {};
   if (token.length < 32)
     throw new SettingsError(
-      `HARNESS_AUDIT_TOKEN is too short (${String(token.length)} characters): use at least 32, e.g. the output of \`openssl rand -hex 32\``,
+      `HARNESS_AUDIT_TOKEN is too short (${String(token.length)} characters): ` +
+        `use at least 32, e.g. the output of \`openssl rand -hex 32\``,
     );
   return { auditToken: token };
 }
 
 /** Said at start and on every run when the operator turned the local sandbox's isolation off. */
 export const UNISOLATED_WARNING =
-  "HARNESS_UNISOLATED_LOCAL=1: the local sandbox runs agents WITHOUT isolation — an agent can read this process's environment (the App's private key, webhook secret and agent keys) and everything this user can. Only for repositories you fully trust; use bubblewrap or Daytona otherwise";
+  "HARNESS_UNISOLATED_LOCAL=1: the local sandbox runs agents WITHOUT isolation — " +
+  "an agent can read this process's environment (the App's private key, webhook secret and agent keys) " +
+  "and everything this user can. " +
+  "Only for repositories you fully trust; use bubblewrap or Daytona otherwise";
 
 function localSandboxFrom(env: NodeJS.ProcessEnv): LocalIsolation {
   const unisolated = env["HARNESS_UNISOLATED_LOCAL"];
@@ -370,7 +378,8 @@ function roleFrom(env: NodeJS.ProcessEnv): "all" | "web" | "worker" {
   if (role === "all" || role === "web" || role === "worker") {
     if (role !== "all" && env["HARNESS_QUEUE"] === "memory") {
       throw new SettingsError(
-        `HARNESS_ROLE=${role} needs a queue shared between processes: use HARNESS_QUEUE=sqlite (one machine) or bullmq (many), not memory`,
+        `HARNESS_ROLE=${role} needs a queue shared between processes: ` +
+          `use HARNESS_QUEUE=sqlite (one machine) or bullmq (many), not memory`,
       );
     }
     return role;

@@ -17,7 +17,8 @@ export async function localIsolationFor(settings: Extract<AppSettings, { mode: "
   if (!probe.available) {
     throw new SettingsError(
       `The local sandbox cannot isolate runs on this host: ${probe.reason}. Fix: ${probe.fix}. ` +
-        "Or run on Daytona (set DAYTONA_API_KEY and HARNESS_SANDBOX=daytona), or — only for repositories you fully trust — set HARNESS_UNISOLATED_LOCAL=1",
+        "Or run on Daytona (set DAYTONA_API_KEY and HARNESS_SANDBOX=daytona), " +
+        "or — only for repositories you fully trust — set HARNESS_UNISOLATED_LOCAL=1",
     );
   }
   return isolation;

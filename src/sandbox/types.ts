@@ -63,7 +63,8 @@ export function assertScratchFileName(name: string): void {
   }
   if (!/^[A-Za-z0-9_-][A-Za-z0-9._-]*$/.test(name) || name.includes("..")) {
     throw new InvalidInputError(
-      `"${name}" is not a plain file name: use letters, digits, '.', '_' and '-', not starting with '.' and without '..'`,
+      `"${name}" is not a plain file name: ` +
+        `use letters, digits, '.', '_' and '-', not starting with '.' and without '..'`,
     );
   }
 }
@@ -73,7 +74,8 @@ export function assertScratchFileContent(content: string): void {
   const bytes = Buffer.byteLength(content, "utf8");
   if (bytes > MAX_SCRATCH_FILE_BYTES) {
     throw new InvalidInputError(
-      `A scratch file of ${bytes.toLocaleString("en-US")} bytes is over the ${MAX_SCRATCH_FILE_BYTES.toLocaleString("en-US")}-byte limit`,
+      `A scratch file of ${bytes.toLocaleString("en-US")} bytes is over the ` +
+        `${MAX_SCRATCH_FILE_BYTES.toLocaleString("en-US")}-byte limit`,
     );
   }
 }

@@ -64,7 +64,9 @@ export function createManifestFlow(options: ManifestFlowOptions) {
         409,
         page(
           "Harness is already registered",
-          `<p>${escapeHtml(options.envFile)} already holds an <code>APP_ID</code>: restart Harness to run the app. To register a new app, remove <code>APP_ID</code> from it first.</p>`,
+          `<p>${escapeHtml(options.envFile)} already holds an <code>APP_ID</code>: ` +
+            `restart Harness to run the app. ` +
+            `To register a new app, remove <code>APP_ID</code> from it first.</p>`,
         ),
       );
       return true;
@@ -72,10 +74,14 @@ export function createManifestFlow(options: ManifestFlowOptions) {
     if (url.pathname === "/") {
       const manifest = await buildManifest(options.manifestFile ?? "app.yml", base);
       const state = issueState();
-      const action = `${options.org ? `${web}/organizations/${encodeURIComponent(options.org)}/settings/apps/new` : `${web}/settings/apps/new`}?state=${state}`;
+      const action =
+        (options.org
+          ? `${web}/organizations/${encodeURIComponent(options.org)}/settings/apps/new`
+          : `${web}/settings/apps/new`) + `?state=${state}`;
       res.setHeader(
         "set-cookie",
-        `${STATE_COOKIE}=${state}; HttpOnly; SameSite=Lax; Path=/setup; Max-Age=${String(STATE_TTL_MS / 1000)}${base.startsWith("https:") ? "; Secure" : ""}`,
+        `${STATE_COOKIE}=${state}; HttpOnly; SameSite=Lax; Path=/setup; ` +
+          `Max-Age=${String(STATE_TTL_MS / 1000)}${base.startsWith("https:") ? "; Secure" : ""}`,
       );
       html(
         res,
@@ -83,8 +89,11 @@ export function createManifestFlow(options: ManifestFlowOptions) {
         page(
           "Register Harness",
           `
-        <p>Harness has no GitHub App credentials yet. Register it as a GitHub App on ${escapeHtml(options.githubHost)}${options.org ? ` for the organisation <b>${escapeHtml(options.org)}</b>` : ""}:
-        GitHub shows the permissions it asks for (contents, issues, pull requests: write; metadata: read) before anything is created.</p>
+        <p>Harness has no GitHub App credentials yet. ` +
+            `Register it as a GitHub App on ${escapeHtml(options.githubHost)}` +
+            `${options.org ? ` for the organisation <b>${escapeHtml(options.org)}</b>` : ""}:
+        GitHub shows the permissions it asks for (contents, issues, pull requests: write; metadata: read) ` +
+            `before anything is created.</p>
         <form action="${escapeHtml(action)}" method="post">
           <input type="hidden" name="manifest" value="${escapeHtml(manifest)}">
           <button type="submit">Register the GitHub App</button>
@@ -112,7 +121,9 @@ export function createManifestFlow(options: ManifestFlowOptions) {
           400,
           page(
             "Registration failed",
-            '<p>This registration was not started from this page in this browser (or it was started over an hour ago). Start again from <a href="/">the start page</a>.</p>',
+            "<p>This registration was not started from this page in this browser " +
+              "(or it was started over an hour ago). " +
+              'Start again from <a href="/">the start page</a>.</p>',
           ),
         );
         return true;
@@ -127,7 +138,8 @@ export function createManifestFlow(options: ManifestFlowOptions) {
           502,
           page(
             "Registration failed",
-            `<p>GitHub answered ${String(response.status)} when exchanging the code. Codes expire after an hour: start again from <a href="/">the start page</a>.</p>`,
+            `<p>GitHub answered ${String(response.status)} when exchanging the code. ` +
+              `Codes expire after an hour: start again from <a href="/">the start page</a>.</p>`,
           ),
         );
         return true;
@@ -162,9 +174,11 @@ export function createManifestFlow(options: ManifestFlowOptions) {
         page(
           "Harness is registered",
           `
-        <p>The GitHub App <b>${escapeHtml(app.slug ?? String(app.id))}</b> is registered and its credentials are in <code>${escapeHtml(options.envFile)}</code>.</p>
+        <p>The GitHub App <b>${escapeHtml(app.slug ?? String(app.id))}</b> is registered ` +
+            `and its credentials are in <code>${escapeHtml(options.envFile)}</code>.</p>
         <ol><li>Restart Harness (<code>npm start</code>) so it picks them up.</li>
-        <li><a href="${escapeHtml(app.html_url)}/installations/new">Install the app</a> on the repositories it should work on.</li></ol>`,
+        <li><a href="${escapeHtml(app.html_url)}/installations/new">Install the app</a> ` +
+            `on the repositories it should work on.</li></ol>`,
         ),
       );
       return true;
@@ -224,7 +238,11 @@ function html(res: ServerResponse, status: number, body: string): void {
 }
 
 function page(title: string, content: string): string {
-  return `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head><body style="font-family:system-ui;max-width:40rem;margin:3rem auto"><h1>${escapeHtml(title)}</h1>${content}</body></html>`;
+  return (
+    `<!doctype html><html><head><meta charset="utf-8"><title>${escapeHtml(title)}</title></head>` +
+    `<body style="font-family:system-ui;max-width:40rem;margin:3rem auto">` +
+    `<h1>${escapeHtml(title)}</h1>${content}</body></html>`
+  );
 }
 
 export function escapeHtml(text: string): string {

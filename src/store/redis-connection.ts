@@ -37,7 +37,8 @@ export async function assertRedisReachable(url: string, timeoutMs = 5_000): Prom
   } catch (error) {
     const detail = error instanceof Error ? error.message : String(error);
     throw new RunStoreError(
-      `Cannot reach Redis at ${printableRedisUrl(url)} (REDIS_URL): ${detail}. Start Redis, or fix REDIS_URL, or use HARNESS_QUEUE=sqlite for a single machine`,
+      `Cannot reach Redis at ${printableRedisUrl(url)} (REDIS_URL): ${detail}. ` +
+        `Start Redis, or fix REDIS_URL, or use HARNESS_QUEUE=sqlite for a single machine`,
       { cause: error },
     );
   } finally {

@@ -20,7 +20,8 @@ export function openSqliteFile(path: string, schema: string, what: string): Data
   } catch (error) {
     const detail = error instanceof Error ? error.message : String(error);
     throw new RunStoreError(
-      `Cannot open the ${what} at ${path} (HARNESS_DB): ${detail}. Check the path is writable and the file is a Harness SQLite database`,
+      `Cannot open the ${what} at ${path} (HARNESS_DB): ${detail}. ` +
+        `Check the path is writable and the file is a Harness SQLite database`,
       { cause: error },
     );
   }

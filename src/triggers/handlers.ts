@@ -147,7 +147,9 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
             context,
             event.repository,
             event.issue.number,
-            `That request is ${bytes.toLocaleString("en")} bytes; Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. Put the detail in the issue body and keep the command to what should change.`,
+            `That request is ${bytes.toLocaleString("en")} bytes; ` +
+              `Harness takes at most ${MAX_COMMENT_INTENT_BYTES.toLocaleString("en")}. ` +
+              `Put the detail in the issue body and keep the command to what should change.`,
           );
           return;
         }
@@ -204,7 +206,8 @@ async function holdForApproval(
       event.issue.number,
       `pending-full:${key}`,
       requester.login,
-      `@${requester.login} Harness cannot hold this request: ${why}. Ask again once a maintainer has approved or the requests have expired.`,
+      `@${requester.login} Harness cannot hold this request: ${why}. ` +
+        `Ask again once a maintainer has approved or the requests have expired.`,
     );
     return;
   }
@@ -246,7 +249,13 @@ function pendingReply(request: PendingRequest, config: RepoConfig, replaced: Pen
     ? `\n\nThis replaces your earlier request \`${replaced.id}\`, which can no longer be approved.`
     : "";
   const expires = new Date(request.expiresAt).toISOString().slice(0, 16).replace("T", " ");
-  return `@${request.requester.login} Harness runs only for people with **${config.permission}** access to this repository, so this request waits for a maintainer:\n\n${quoted}\n\nA maintainer can run exactly this request by commenting \`${config.command} approve ${request.id}\` (until ${expires} UTC). It will run as untrusted input.${replaces}`;
+  return (
+    `@${request.requester.login} Harness runs only for people with **${config.permission}** access ` +
+    `to this repository, so this request waits for a maintainer:\n\n${quoted}\n\n` +
+    `A maintainer can run exactly this request by commenting ` +
+    `\`${config.command} approve ${request.id}\` (until ${expires} UTC). ` +
+    `It will run as untrusted input.${replaces}`
+  );
 }
 
 /** `/harness approve [id]` from someone at or above the bar: runs exactly the named request. */
@@ -267,7 +276,8 @@ async function approve(
         context,
         event.repository,
         event.issue.number,
-        `There is no request \`${requestId}\` waiting for approval on this issue: it was approved, replaced, or has expired.${listPending(waiting, config)}`,
+        `There is no request \`${requestId}\` waiting for approval on this issue: ` +
+          `it was approved, replaced, or has expired.${listPending(waiting, config)}`,
       );
       return;
     }
@@ -287,7 +297,8 @@ async function approve(
         context,
         event.repository,
         event.issue.number,
-        `More than one request is waiting for approval on this issue, so Harness will not guess which one you read.${listPending(outcome.pending, config)}`,
+        `More than one request is waiting for approval on this issue, ` +
+          `so Harness will not guess which one you read.${listPending(outcome.pending, config)}`,
       );
       return;
     }
@@ -346,7 +357,9 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
         deps,
         { repository: event.repository, issueNumber: event.issue.number, login: event.sender.login },
         { trigger: "label", required: config.permission },
-        `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone with **${config.permission}** access. A maintainer can start it with \`${config.command} <what should change>\`.`,
+        `@${event.sender.login} the \`${config.label}\` label starts a Harness run only when added by someone ` +
+          `with **${config.permission}** access. ` +
+          `A maintainer can start it with \`${config.command} <what should change>\`.`,
       );
       return;
     }
@@ -412,7 +425,9 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
         context,
         start.repository,
         start.issue.number,
-        "Harness cannot push to this pull request: its branch lives in a fork, and Harness only pushes to branches in this repository. Ask on an issue instead and Harness will open a new pull request.",
+        "Harness cannot push to this pull request: its branch lives in a fork, " +
+          "and Harness only pushes to branches in this repository. " +
+          "Ask on an issue instead and Harness will open a new pull request.",
       );
       return;
     }
@@ -454,10 +469,13 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
       ? `Another Harness run is active on this issue (\`${admission.behind}\`); this one starts when it ends.`
       : undefined,
     admission.status === "queued" && admission.ahead > 0
-      ? `Position ${String(admission.ahead + 1)} in the queue: ${String(admission.ahead)} run${admission.ahead === 1 ? " was" : "s were"} waiting ahead of this one when it was accepted.`
+      ? `Position ${String(admission.ahead + 1)} in the queue: ` +
+        `${String(admission.ahead)} run${admission.ahead === 1 ? " was" : "s were"}` +
+        ` waiting ahead of this one when it was accepted.`
       : undefined,
     start.approvedBy
-      ? `Approved by @${start.approvedBy} (request \`${start.requestId ?? ""}\`); the request is treated as untrusted input.`
+      ? `Approved by @${start.approvedBy} (request \`${start.requestId ?? ""}\`); ` +
+        `the request is treated as untrusted input.`
       : undefined,
   ].filter((note): note is string => note !== undefined);
   const view: StatusView = {
@@ -580,11 +598,24 @@ async function refuseQueued(
 function queueRefusalText(refusal: QueueRefusal, start: StartRun): string {
   switch (refusal.reason) {
     case "issue_busy":
-      return `Harness did not take this request: this issue already has a run going and another waiting${refusal.active ? ` (\`${refusal.active}\`)` : ""}. Ask again when one of them has finished; \`cancel\` stops the active one.`;
+      return (
+        `Harness did not take this request: ` +
+        `this issue already has a run going and another waiting` +
+        `${refusal.active ? ` (\`${refusal.active}\`)` : ""}. ` +
+        `Ask again when one of them has finished; \`cancel\` stops the active one.`
+      );
     case "repository_full":
-      return `Harness did not take this request: ${String(refusal.limit)} runs are already waiting in ${start.repository.full_name}. Ask again when some have finished.`;
+      return (
+        `Harness did not take this request: ${String(refusal.limit)} runs are already waiting ` +
+        `in ${start.repository.full_name}. ` +
+        `Ask again when some have finished.`
+      );
     case "installation_full":
-      return `Harness did not take this request: ${String(refusal.limit)} runs are already waiting across this organisation's repositories. Ask again when some have finished.`;
+      return (
+        `Harness did not take this request: ${String(refusal.limit)} runs are already waiting ` +
+        `across this organisation's repositories. ` +
+        `Ask again when some have finished.`
+      );
   }
 }
 
@@ -605,7 +636,8 @@ async function refuse(
     deps,
     { repository: event.repository, issueNumber: event.issue.number, login: event.sender.login },
     { command: what, required: config.permission },
-    `@${event.sender.login} Harness takes \`${what}\` only from people with **${config.permission}** access to this repository.`,
+    `@${event.sender.login} Harness takes \`${what}\` only from people ` +
+      `with **${config.permission}** access to this repository.`,
   );
 }
 

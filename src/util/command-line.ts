@@ -12,7 +12,8 @@ export function parseCommandLine(text: string, what: string): string[] {
   for (const word of words) {
     if (typeof word !== "string") {
       throw new InvalidInputError(
-        `${what} "${text}" uses shell syntax (${describe(word)}); give one command, or write a blueprint file with ["sh", "-c", "…"]`,
+        `${what} "${text}" uses shell syntax (${describe(word)}); ` +
+          `give one command, or write a blueprint file with ["sh", "-c", "…"]`,
       );
     }
     argv.push(word);

@@ -99,7 +99,8 @@ function requireHost(host: string, allowed: ReadonlySet<string>, ref: string): v
   const normalised = host.toLowerCase().replace(/^www\./, "");
   if (!allowed.has(normalised)) {
     throw new RepoRefError(
-      `"${ref}" is on ${host}, which is not GitHub${allowed.size > 1 ? " or the configured GitHub Enterprise server" : ""} (${EXPECTED})`,
+      `"${ref}" is on ${host}, ` +
+        `which is not GitHub${allowed.size > 1 ? " or the configured GitHub Enterprise server" : ""} (${EXPECTED})`,
     );
   }
 }

@@ -43,7 +43,10 @@ export function formatBytes(bytes: number): string {
 /** The repository's web address, from its issue's (github.com or an Enterprise Server). */
 export function repoUrl(summary: RunSummary): string | undefined {
   try {
-    return `${new URL(summary.issue.url).origin}/${encodeURIComponent(summary.repo.owner)}/${encodeURIComponent(summary.repo.name)}`;
+    return (
+      `${new URL(summary.issue.url).origin}/` +
+      `${encodeURIComponent(summary.repo.owner)}/${encodeURIComponent(summary.repo.name)}`
+    );
   } catch {
     return undefined;
   }

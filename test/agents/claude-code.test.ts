@@ -155,7 +155,8 @@ describe("claude-code parseResult on captured output", () => {
 
   test("not logged in: says which credentials Harness passes", () => {
     expect(parseResult(execResult(capture("claude-not-logged-in.json"), 1)).error).toBe(
-      "Not logged in · Please run /login: set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN to a valid credential for the run",
+      "Not logged in · Please run /login: set ANTHROPIC_API_KEY or CLAUDE_CODE_OAUTH_TOKEN " +
+        "to a valid credential for the run",
     );
   });
 
@@ -168,7 +169,8 @@ describe("claude-code parseResult on captured output", () => {
     expect(parseResult(execResult("", 1, capture("claude-root-refusal.stderr")))).toMatchObject({
       success: false,
       error:
-        "claude exited with 1: --dangerously-skip-permissions cannot be used with root/sudo privileges for security reasons",
+        "claude exited with 1: --dangerously-skip-permissions cannot be used with root/sudo privileges " +
+        "for security reasons",
     });
     expect(
       parseResult(
@@ -179,7 +181,8 @@ describe("claude-code parseResult on captured output", () => {
         ),
       ).error,
     ).toBe(
-      "claude exited with 1: Error: Input must be provided either through stdin or as a prompt argument when using --print",
+      "claude exited with 1: Error: Input must be provided either through stdin or as a prompt argument " +
+        "when using --print",
     );
   });
 

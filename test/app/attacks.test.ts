@@ -347,57 +347,70 @@ describe("floods are contained", () => {
 });
 
 describe("configuration an attacker controls costs bounded work", () => {
-  test("a 2 MiB .github/harness.yml is refused by its size without being read, and the server keeps answering", async () => {
-    // Many keys and deep flow nesting: the shapes that made the old parse slow. Past 1 MiB GitHub
-    // sends the size without the content, as the fake does; a 1 MiB file that does come with its
-    // content is refused by size too (test/config/load-repo-config.test.ts).
-    const hostile = `${Array.from({ length: 40_000 }, (_, i) => `k${String(i)}: [[[[1]]]]`).join("\n")}\n`;
-    expect(hostile.length).toBeGreaterThan(1_000_000 - 400_000);
-    const server = await startWeb();
-    await github.setFile("acme", "widgets", ".github/harness.yml", hostile.padEnd(2 * 1_048_576, "#"));
-    const started = performance.now();
-    const { worstMs } = await staysResponsive(server, () => comment(server, "/harness fix it", "maintainer"));
-    expect(performance.now() - started).toBeLessThan(5_000);
-    expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
-    expect(statusComments()).toEqual([]);
-    expect(botComments().at(-1)?.body).toMatch(/2,097,152 bytes; Harness reads at most 65,536/);
-  });
+  test(
+    "a 2 MiB .github/harness.yml is refused by its size " + "without being read, and the server keeps answering",
+    async () => {
+      // Many keys and deep flow nesting: the shapes that made the old parse slow. Past 1 MiB GitHub
+      // sends the size without the content, as the fake does; a 1 MiB file that does come with its
+      // content is refused by size too (test/config/load-repo-config.test.ts).
+      const hostile = `${Array.from({ length: 40_000 }, (_, i) => `k${String(i)}: [[[[1]]]]`).join("\n")}\n`;
+      expect(hostile.length).toBeGreaterThan(1_000_000 - 400_000);
+      const server = await startWeb();
+      await github.setFile("acme", "widgets", ".github/harness.yml", hostile.padEnd(2 * 1_048_576, "#"));
+      const started = performance.now();
+      const { worstMs } = await staysResponsive(server, () => comment(server, "/harness fix it", "maintainer"));
+      expect(performance.now() - started).toBeLessThan(5_000);
+      expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
+      expect(statusComments()).toEqual([]);
+      expect(botComments().at(-1)?.body).toMatch(/2,097,152 bytes; Harness reads at most 65,536/);
+    },
+  );
 
-  test("org policy is a floor: the organisation's `permission: admin` holds for a repository with its own file", async () => {
-    await github.addRepo({ owner: "acme", name: ".github", files: { ".github/harness.yml": "permission: admin\n" } });
-    await github.setFile("acme", "widgets", ".github/harness.yml", "agent: claude-code\n");
-    const server = await startWeb();
-    const { worstMs } = await staysResponsive(server, () => comment(server, "/harness fix it", "maintainer"));
-    expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
-    expect(statusComments()).toEqual([]);
-    expect(botComments().at(-1)?.body).toContain("**admin** access");
-  });
+  test(
+    "org policy is a floor: the organisation's `permission: " + "admin` holds for a repository with its own file",
+    async () => {
+      await github.addRepo({ owner: "acme", name: ".github", files: { ".github/harness.yml": "permission: admin\n" } });
+      await github.setFile("acme", "widgets", ".github/harness.yml", "agent: claude-code\n");
+      const server = await startWeb();
+      const { worstMs } = await staysResponsive(server, () => comment(server, "/harness fix it", "maintainer"));
+      expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
+      expect(statusComments()).toEqual([]);
+      expect(botComments().at(-1)?.body).toContain("**admin** access");
+    },
+  );
 });
 
 describe("what an agent prints", () => {
-  test("one 1 MB hostile line and a summary with mentions and an image beacon: the server keeps answering, and what Harness writes is neutral", async () => {
-    // The shape that made the old redaction pattern cubic (`key-key-…`), on one line, then a
-    // summary that tries to page a team and load a tracking image in every reader's browser.
-    const agent = join(dir.path, "agent.sh");
-    await writeFile(
-      agent,
-      "#!/bin/sh\nyes key- | head -c 1048576 | tr -d '\\n'\necho\nprintf 'Hello\\n' > HELLO.md\necho 'Done. cc @acme/security-team ![](https://attacker.example/b.png)'\n",
-    );
-    await chmod(agent, 0o755);
-    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agent}"]\n`);
-    const server = await startWeb({
-      role: "all",
-      concurrency: 1,
-      localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
-    });
-    const { worstMs } = await staysResponsive(server, () => comment(server, "/harness add a HELLO file", "maintainer"));
-    expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
-    const status = statusComments()[0] ?? "";
-    expect(status).toContain("### ✅ Harness opened a pull request");
-    const [pr] = github.pullRequests("acme", "widgets");
-    for (const text of [status, pr?.body ?? ""]) {
-      expect(text).not.toMatch(/(^|[^\w])@acme\/security-team/);
-      expect(text).not.toMatch(/!\[[^\]]*\]\(https:\/\/attacker/);
-    }
-  });
+  test(
+    "one 1 MB hostile line and a summary with mentions and an image " +
+      "beacon: the server keeps answering, and what Harness writes is neutral",
+    async () => {
+      // The shape that made the old redaction pattern cubic (`key-key-…`), on one line, then a
+      // summary that tries to page a team and load a tracking image in every reader's browser.
+      const agent = join(dir.path, "agent.sh");
+      await writeFile(
+        agent,
+        "#!/bin/sh\nyes key- | head -c 1048576 | tr -d '\\n'\necho\nprintf 'Hello\\n' > HELLO.md\n" +
+          "echo 'Done. cc @acme/security-team ![](https://attacker.example/b.png)'\n",
+      );
+      await chmod(agent, 0o755);
+      await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agent}"]\n`);
+      const server = await startWeb({
+        role: "all",
+        concurrency: 1,
+        localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
+      });
+      const { worstMs } = await staysResponsive(server, () =>
+        comment(server, "/harness add a HELLO file", "maintainer"),
+      );
+      expect(worstMs).toBeLessThan(LATENCY_BUDGET_MS);
+      const status = statusComments()[0] ?? "";
+      expect(status).toContain("### ✅ Harness opened a pull request");
+      const [pr] = github.pullRequests("acme", "widgets");
+      for (const text of [status, pr?.body ?? ""]) {
+        expect(text).not.toMatch(/(^|[^\w])@acme\/security-team/);
+        expect(text).not.toMatch(/!\[[^\]]*\]\(https:\/\/attacker/);
+      }
+    },
+  );
 });

@@ -185,7 +185,8 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     const author = git(github.repo("acme", "widgets").bareDir, "log", "-1", "--format=%an <%ae>%n%B", branch);
     expect(author).toMatch(
       new RegExp(
-        `^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.github\\.com>\n\\[harness\\] add a HELLO file\n\nRequested in #1\\.\n\nHarness-Run: `,
+        `^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.github\\.com>\n` +
+          `\\[harness\\] add a HELLO file\n\nRequested in #1\\.\n\nHarness-Run: `,
       ),
     );
 
@@ -309,107 +310,123 @@ describe("the audit trail", () => {
 });
 
 describe("the same flow with the Daytona sandbox (against the fake Daytona)", () => {
-  test("the clone goes through Daytona's git API with the read-only token; the push token never reaches Daytona; one sandbox, deleted", async () => {
-    const daytona = await startFakeDaytona();
-    try {
-      await server.close(1_000);
-      logs = "";
-      const sink = new Writable({
-        write: (chunk: Buffer, _encoding, done) => {
-          logs += chunk.toString();
-          done();
-        },
-      });
-      server = await startHarnessServer(
-        {
-          mode: "app",
-          port: 0,
-          host: "127.0.0.1",
-          appId,
-          privateKey,
-          webhookSecret: SECRET,
-          webhookPath: "/api/github/webhooks",
-          apiBaseUrl: github.apiUrl,
-          logLevel: "info",
-          logFormat: "json",
-          sandbox: "daytona",
-          allowedSandboxes: ["daytona"],
-          daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
-          concurrency: 1,
-          statusIntervalMs: 0,
-          warnings: [],
-        },
-        {
-          environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY },
-          log: pino({ level: "info" }, sink),
-          octokitDefaults: (options: object) => ({
-            ...options,
-            retry: { enabled: false },
-            throttle: { enabled: false },
-          }),
-        },
-      );
-      await comment("/harness add a HELLO file");
-      await settle();
-      expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
-      expect(statusComments()[0]?.body).toContain("Sandbox: daytona");
-      expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
-      expect(daytona.requests.filter((r) => r.method === "DELETE" && r.path.startsWith("/api/sandbox/"))).toHaveLength(
-        1,
-      );
-      const [clone, push] = github.mintedTokens().filter((token) => token.repositories.length === 1);
-      expect(
-        daytona.requestsMentioning(clone?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, "")),
-      ).toEqual(["/git/clone"]);
-      expect(clone?.permissions).toEqual({ contents: "read", metadata: "read" });
-      expect(push?.permissions).toMatchObject({ contents: "write" });
-      expect(daytona.requestsMentioning(push?.token ?? "-")).toEqual([]);
-      expect(daytona.requests.filter((r) => r.path.endsWith("/git/push"))).toEqual([]);
-      expect(daytona.requestsMentioning(AGENT_KEY).every((r) => r.path.endsWith("/env"))).toBe(true);
-    } finally {
-      await daytona.close();
-    }
-  });
+  test(
+    "the clone goes through Daytona's git API with the read-only " +
+      "token; the push token never reaches Daytona; one sandbox, deleted",
+    async () => {
+      const daytona = await startFakeDaytona();
+      try {
+        await server.close(1_000);
+        logs = "";
+        const sink = new Writable({
+          write: (chunk: Buffer, _encoding, done) => {
+            logs += chunk.toString();
+            done();
+          },
+        });
+        server = await startHarnessServer(
+          {
+            mode: "app",
+            port: 0,
+            host: "127.0.0.1",
+            appId,
+            privateKey,
+            webhookSecret: SECRET,
+            webhookPath: "/api/github/webhooks",
+            apiBaseUrl: github.apiUrl,
+            logLevel: "info",
+            logFormat: "json",
+            sandbox: "daytona",
+            allowedSandboxes: ["daytona"],
+            daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
+            concurrency: 1,
+            statusIntervalMs: 0,
+            warnings: [],
+          },
+          {
+            environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY },
+            log: pino({ level: "info" }, sink),
+            octokitDefaults: (options: object) => ({
+              ...options,
+              retry: { enabled: false },
+              throttle: { enabled: false },
+            }),
+          },
+        );
+        await comment("/harness add a HELLO file");
+        await settle();
+        expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+        expect(statusComments()[0]?.body).toContain("Sandbox: daytona");
+        expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
+        expect(
+          daytona.requests.filter((r) => r.method === "DELETE" && r.path.startsWith("/api/sandbox/")),
+        ).toHaveLength(1);
+        const [clone, push] = github.mintedTokens().filter((token) => token.repositories.length === 1);
+        expect(
+          daytona.requestsMentioning(clone?.token ?? "-").map((r) => r.path.replace(/\/toolbox\/[^/]+/, "")),
+        ).toEqual(["/git/clone"]);
+        expect(clone?.permissions).toEqual({ contents: "read", metadata: "read" });
+        expect(push?.permissions).toMatchObject({ contents: "write" });
+        expect(daytona.requestsMentioning(push?.token ?? "-")).toEqual([]);
+        expect(daytona.requests.filter((r) => r.path.endsWith("/git/push"))).toEqual([]);
+        expect(daytona.requestsMentioning(AGENT_KEY).every((r) => r.path.endsWith("/env"))).toBe(true);
+      } finally {
+        await daytona.close();
+      }
+    },
+  );
 });
 
 describe("bot text mentions nobody and loads nothing", () => {
-  test("an agent's summary and a request with mentions and image beacons are posted neutralised; the requester is still mentioned", async () => {
-    await writeFile(
-      agentScript,
-      "#!/bin/sh\nprintf 'Hello\\n' > HELLO.md\necho 'Done. cc @acme/security-team ![](https://attacker.example/b.png) <img src=https://attacker.example/c.png>'\n",
-    );
-    await comment("/harness add a HELLO file, ping @octocat ![x](https://attacker.example/i.png)");
-    await settle();
-    const [pr] = github.pullRequests("acme", "widgets");
-    const status = statusComments()[0]?.body ?? "";
-    for (const text of [pr?.body ?? "", pr?.title ?? "", status]) {
-      expect(text).not.toMatch(/(^|[^\w])@(acme\/security-team|octocat)/);
-      expect(text).not.toMatch(/!\[[^\]]*\]\(https:\/\/attacker/);
-      expect(text).not.toContain("<img");
-    }
-    expect(pr?.body).toContain("Requested by @maintainer");
-    expect(status).toContain("requested by @maintainer");
-  });
+  test(
+    "an agent's summary and a request with mentions and image " +
+      "beacons are posted neutralised; the requester is still mentioned",
+    async () => {
+      await writeFile(
+        agentScript,
+        "#!/bin/sh\nprintf 'Hello\\n' > HELLO.md\n" +
+          "echo 'Done. cc @acme/security-team ![](https://attacker.example/b.png) " +
+          "<img src=https://attacker.example/c.png>'\n",
+      );
+      await comment("/harness add a HELLO file, ping @octocat ![x](https://attacker.example/i.png)");
+      await settle();
+      const [pr] = github.pullRequests("acme", "widgets");
+      const status = statusComments()[0]?.body ?? "";
+      for (const text of [pr?.body ?? "", pr?.title ?? "", status]) {
+        expect(text).not.toMatch(/(^|[^\w])@(acme\/security-team|octocat)/);
+        expect(text).not.toMatch(/!\[[^\]]*\]\(https:\/\/attacker/);
+        expect(text).not.toContain("<img");
+      }
+      expect(pr?.body).toContain("Requested by @maintainer");
+      expect(status).toContain("requested by @maintainer");
+    },
+  );
 });
 
 describe("network policy", () => {
-  test("sandbox.network: none on the local sandbox — the agent reaches nothing, and the run still opens its PR", async () => {
-    // The agent tries GitHub itself (the fake, on this host's loopback) and records what happened.
-    const { port } = new URL(github.url);
-    const probe = `require("net").connect(${port}, "127.0.0.1").on("connect", () => { console.log("reached"); process.exit(0); }).on("error", () => { console.log("blocked"); process.exit(0); })`;
-    await writeFile(agentScript, `#!/bin/sh\n${process.execPath} -e '${probe}' > net.txt\n`);
-    await github.setFile(
-      "acme",
-      "widgets",
-      ".github/harness.yml",
-      `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: none\n`,
-    );
-    await comment("/harness check the network");
-    await settle();
-    expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
-    const branch = github.pullRequests("acme", "widgets")[0]?.pull?.headRef ?? "";
-    expect(await github.readFile("acme", "widgets", "net.txt", branch)).toBe("blocked\n");
-  });
+  test(
+    "sandbox.network: none on the local sandbox — the " + "agent reaches nothing, and the run still opens its PR",
+    async () => {
+      // The agent tries GitHub itself (the fake, on this host's loopback) and records what happened.
+      const { port } = new URL(github.url);
+      const probe =
+        `require("net").connect(${port}, "127.0.0.1")` +
+        `.on("connect", () => { console.log("reached"); process.exit(0); })` +
+        `.on("error", () => { console.log("blocked"); process.exit(0); })`;
+      await writeFile(agentScript, `#!/bin/sh\n${process.execPath} -e '${probe}' > net.txt\n`);
+      await github.setFile(
+        "acme",
+        "widgets",
+        ".github/harness.yml",
+        `agent: command\nagent_command: ["${agentScript}"]\nsandbox:\n  network: none\n`,
+      );
+      await comment("/harness check the network");
+      await settle();
+      expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+      const branch = github.pullRequests("acme", "widgets")[0]?.pull?.headRef ?? "";
+      expect(await github.readFile("acme", "widgets", "net.txt", branch)).toBe("blocked\n");
+    },
+  );
 
   test("a repository asking for more than the operator's ceiling: ❌ naming the setting, no sandbox", async () => {
     await server.close(1_000);
@@ -470,7 +487,10 @@ describe("setup secrets", () => {
       "acme",
       "widgets",
       ".github/harness.yml",
-      `agent: command\nagent_command: ["${agentScript}"]\nsetup: [sh, -c, 'printf %s "$NPM_TOKEN" | sha256sum | cut -c1-64 > setup-saw.txt; echo "token: $NPM_TOKEN"']\nsetup_secrets: [NPM_TOKEN]\n`,
+      `agent: command\nagent_command: ["${agentScript}"]\n` +
+        `setup: [sh, -c, 'printf %s "$NPM_TOKEN" | sha256sum | cut -c1-64 > setup-saw.txt; ` +
+        `echo "token: $NPM_TOKEN"']\n` +
+        `setup_secrets: [NPM_TOKEN]\n`,
     );
     await comment("/harness add a HELLO file");
     await settle();
@@ -505,128 +525,135 @@ describe("setup secrets", () => {
 });
 
 describe("a ruleset rejection on Daytona", () => {
-  test("the rule's name reaches the status comment (the push runs on the host, where GitHub's remote: lines are read)", async () => {
-    const daytona = await startFakeDaytona();
-    try {
-      await server.close(1_000);
-      server = await startHarnessServer(
-        {
-          mode: "app",
-          port: 0,
-          host: "127.0.0.1",
-          appId,
-          privateKey,
-          webhookSecret: SECRET,
-          webhookPath: "/api/github/webhooks",
-          apiBaseUrl: github.apiUrl,
-          logLevel: "silent",
-          logFormat: "json",
-          sandbox: "daytona",
-          allowedSandboxes: ["daytona"],
-          daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
-          concurrency: 1,
-          statusIntervalMs: 0,
-          warnings: [],
-        },
-        {
-          environment: { PATH: process.env["PATH"] },
-          log: pino({ level: "silent" }),
-          octokitDefaults: (options: object) => ({
-            ...options,
-            retry: { enabled: false },
-            throttle: { enabled: false },
-          }),
-        },
-      );
-      const status = await askUnderRuleset();
-      expect(status).not.toContain("pre-receive hook declined");
-    } finally {
-      await daytona.close();
-    }
-  });
+  test(
+    "the rule's name reaches the status comment (the push " +
+      "runs on the host, where GitHub's remote: lines are read)",
+    async () => {
+      const daytona = await startFakeDaytona();
+      try {
+        await server.close(1_000);
+        server = await startHarnessServer(
+          {
+            mode: "app",
+            port: 0,
+            host: "127.0.0.1",
+            appId,
+            privateKey,
+            webhookSecret: SECRET,
+            webhookPath: "/api/github/webhooks",
+            apiBaseUrl: github.apiUrl,
+            logLevel: "silent",
+            logFormat: "json",
+            sandbox: "daytona",
+            allowedSandboxes: ["daytona"],
+            daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
+            concurrency: 1,
+            statusIntervalMs: 0,
+            warnings: [],
+          },
+          {
+            environment: { PATH: process.env["PATH"] },
+            log: pino({ level: "silent" }),
+            octokitDefaults: (options: object) => ({
+              ...options,
+              retry: { enabled: false },
+              throttle: { enabled: false },
+            }),
+          },
+        );
+        const status = await askUnderRuleset();
+        expect(status).not.toContain("pre-receive hook declined");
+      } finally {
+        await daytona.close();
+      }
+    },
+  );
 });
 
 describe("durable runs (SQLite queue)", () => {
-  test("a web process accepts a request, a worker process on the same store runs it (and takes no webhooks)", async () => {
-    const db = join(dir.path, "data", "harness.db");
-    const restart = async (role: "web" | "worker"): Promise<void> => {
-      const concurrency = role === "web" ? 0 : 2;
-      await server.close(1_000);
-      logs = "";
-      const sink = new Writable({
-        write: (chunk: Buffer, _encoding, done) => {
-          logs += chunk.toString();
-          done();
-        },
-      });
-      server = await startHarnessServer(
-        {
-          mode: "app",
-          port: 0,
-          host: "127.0.0.1",
-          appId,
-          privateKey,
-          webhookSecret: SECRET,
-          webhookPath: "/api/github/webhooks",
-          apiBaseUrl: github.apiUrl,
-          logLevel: "info",
-          logFormat: "json",
-          sandbox: "local",
-          allowedSandboxes: ["local"],
-          daytona: {},
-          concurrency,
-          role,
-          statusIntervalMs: 0,
-          queue: { kind: "sqlite", path: db },
-          warnings: [],
-          localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
-        },
-        {
-          environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY },
-          log: pino({ level: "info" }, sink),
-          octokitDefaults: (options: object) => ({
-            ...options,
-            retry: { enabled: false },
-            throttle: { enabled: false },
-          }),
-          reaper: { inventory: localInventory(dir.path) },
-        },
-      );
-    };
-    await restart("web");
-    const delivery = await comment("/harness add a HELLO file");
-    expect(delivery.status).toBe(200);
-    await server.settle();
-    expect(statusComments()[0]?.body).toContain("queued");
-    expect(github.pullRequests("acme", "widgets")).toEqual([]);
-    await restart("worker");
-    expect((await sendWebhook(server.url, SECRET, "ping", { zen: "z" })).status).toBe(404);
-    await server.settle();
-    expect(statusComments()).toHaveLength(1);
-    expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
-    expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
-    // The run's record lives in the same store, whichever process wrote which part of it.
-    await server.close(1_000);
-    const journal = new SqliteRunJournal({ path: db });
-    try {
-      const [record] = await journal.list({ limit: 10 });
-      expect(record).toMatchObject({
-        repo: { owner: "acme", name: "widgets" },
-        issue: { number: 1 },
-        intent: "add a HELLO file",
-        requester: "maintainer",
-        state: "succeeded",
-      });
-      expect(record?.prUrl).toMatch(
-        new RegExp(`/acme/widgets/pull/${String(github.pullRequests("acme", "widgets")[0]?.number)}$`),
-      );
-      expect(record?.startedAt).toBeDefined();
-      expect(record?.finishedAt).toBeDefined();
-    } finally {
-      await journal.close();
+  test(
+    "a web process accepts a request, a worker process " + "on the same store runs it (and takes no webhooks)",
+    async () => {
+      const db = join(dir.path, "data", "harness.db");
+      const restart = async (role: "web" | "worker"): Promise<void> => {
+        const concurrency = role === "web" ? 0 : 2;
+        await server.close(1_000);
+        logs = "";
+        const sink = new Writable({
+          write: (chunk: Buffer, _encoding, done) => {
+            logs += chunk.toString();
+            done();
+          },
+        });
+        server = await startHarnessServer(
+          {
+            mode: "app",
+            port: 0,
+            host: "127.0.0.1",
+            appId,
+            privateKey,
+            webhookSecret: SECRET,
+            webhookPath: "/api/github/webhooks",
+            apiBaseUrl: github.apiUrl,
+            logLevel: "info",
+            logFormat: "json",
+            sandbox: "local",
+            allowedSandboxes: ["local"],
+            daytona: {},
+            concurrency,
+            role,
+            statusIntervalMs: 0,
+            queue: { kind: "sqlite", path: db },
+            warnings: [],
+            localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
+          },
+          {
+            environment: { PATH: process.env["PATH"], ANTHROPIC_API_KEY: AGENT_KEY },
+            log: pino({ level: "info" }, sink),
+            octokitDefaults: (options: object) => ({
+              ...options,
+              retry: { enabled: false },
+              throttle: { enabled: false },
+            }),
+            reaper: { inventory: localInventory(dir.path) },
+          },
+        );
+      };
+      await restart("web");
+      const delivery = await comment("/harness add a HELLO file");
+      expect(delivery.status).toBe(200);
+      await server.settle();
+      expect(statusComments()[0]?.body).toContain("queued");
+      expect(github.pullRequests("acme", "widgets")).toEqual([]);
       await restart("worker");
-    }
-  });
+      expect((await sendWebhook(server.url, SECRET, "ping", { zen: "z" })).status).toBe(404);
+      await server.settle();
+      expect(statusComments()).toHaveLength(1);
+      expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+      expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
+      // The run's record lives in the same store, whichever process wrote which part of it.
+      await server.close(1_000);
+      const journal = new SqliteRunJournal({ path: db });
+      try {
+        const [record] = await journal.list({ limit: 10 });
+        expect(record).toMatchObject({
+          repo: { owner: "acme", name: "widgets" },
+          issue: { number: 1 },
+          intent: "add a HELLO file",
+          requester: "maintainer",
+          state: "succeeded",
+        });
+        expect(record?.prUrl).toMatch(
+          new RegExp(`/acme/widgets/pull/${String(github.pullRequests("acme", "widgets")[0]?.number)}$`),
+        );
+        expect(record?.startedAt).toBeDefined();
+        expect(record?.finishedAt).toBeDefined();
+      } finally {
+        await journal.close();
+        await restart("worker");
+      }
+    },
+  );
 });
 
 describe("redeliveries (SQLite queue)", () => {
@@ -787,33 +814,40 @@ describe("security", () => {
 });
 
 describe("failures end in the right terminal comment, and the app keeps serving", () => {
-  test("a push GitHub rejects (a workflow change the app may not make): ❌ with the classified reason and the change kept", async () => {
-    await github.setFile(
-      "acme",
-      "widgets",
-      ".github/harness.yml",
-      `agent: command\nagent_command: ["${agentScript}"]\nallow_workflow_changes: true\n`,
-    );
-    await writeFile(
-      agentScript,
-      "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n",
-    );
-    await comment("/harness add CI");
-    await settle();
-    const [status] = statusComments();
-    expect(status?.body).toContain("### ❌ Harness could not finish");
-    expect(status?.body).toMatch(/\*\*What happened:\*\* git push failed: .*workflow/i);
-    expect(status?.body).toMatch(/\*\*What to do:\*\* .*Workflows/);
-    expect(status?.body).toContain("The change is kept here");
-    expect(github.requests.some((request) => request.path.includes("git-receive-pack"))).toBe(true);
-    expect(github.pullRequests("acme", "widgets")).toEqual([]);
-  });
+  test(
+    "a push GitHub rejects (a workflow change the app may not " +
+      "make): ❌ with the classified reason and the change kept",
+    async () => {
+      await github.setFile(
+        "acme",
+        "widgets",
+        ".github/harness.yml",
+        `agent: command\nagent_command: ["${agentScript}"]\nallow_workflow_changes: true\n`,
+      );
+      await writeFile(
+        agentScript,
+        "#!/bin/sh\nmkdir -p .github/workflows\nprintf 'on: push\\n' > .github/workflows/ci.yml\n",
+      );
+      await comment("/harness add CI");
+      await settle();
+      const [status] = statusComments();
+      expect(status?.body).toContain("### ❌ Harness could not finish");
+      expect(status?.body).toMatch(/\*\*What happened:\*\* git push failed: .*workflow/i);
+      expect(status?.body).toMatch(/\*\*What to do:\*\* .*Workflows/);
+      expect(status?.body).toContain("The change is kept here");
+      expect(github.requests.some((request) => request.path.includes("git-receive-pack"))).toBe(true);
+      expect(github.pullRequests("acme", "widgets")).toEqual([]);
+    },
+  );
 
-  test("a push a ruleset refuses (GH013): the rule's name and the remedy in the status comment, the change kept", async () => {
-    const status = await askUnderRuleset();
-    expect(status).toContain("The change is kept here");
-    expect(github.pullRequests("acme", "widgets")).toEqual([]);
-  });
+  test(
+    "a push a ruleset refuses (GH013): the rule's name " + "and the remedy in the status comment, the change kept",
+    async () => {
+      const status = await askUnderRuleset();
+      expect(status).toContain("The change is kept here");
+      expect(github.pullRequests("acme", "widgets")).toEqual([]);
+    },
+  );
 
   test("a workflow change without permission stops before pushing, with the remedy", async () => {
     await writeFile(

@@ -308,52 +308,56 @@ describe("comments Harness ignores without a single API call", () => {
 });
 
 describe("who may ask", () => {
-  test("someone with read access gets one reply quoting the request and its id, no sandbox; a maintainer's /harness approve runs it as untrusted", async () => {
-    const replies: Array<{ body: string }> = [];
-    const first = github({ permission: "read" });
-    bodies(first.post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 10 }), replies);
-    await receive(
-      "issue_comment",
-      issueCommentCreated("/harness rewrite everything", { sender: { login: "drive-by", id: 9 } }),
-    );
-    expect(queue.requests).toEqual([]);
-    expect(replies).toHaveLength(1);
-    expect(replies[0]?.body).toMatch(/^@drive-by Harness runs only for people with \*\*write\*\* access/);
-    expect(replies[0]?.body).toContain("> rewrite everything");
-    const firstId = /approve ([a-z0-9]{6})/.exec(replies[0]?.body ?? "")?.[1];
-    expect(firstId).toBeDefined();
+  test(
+    "someone with read access gets one reply quoting the request and its " +
+      "id, no sandbox; a maintainer's /harness approve runs it as untrusted",
+    async () => {
+      const replies: Array<{ body: string }> = [];
+      const first = github({ permission: "read" });
+      bodies(first.post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 10 }), replies);
+      await receive(
+        "issue_comment",
+        issueCommentCreated("/harness rewrite everything", { sender: { login: "drive-by", id: 9 } }),
+      );
+      expect(queue.requests).toEqual([]);
+      expect(replies).toHaveLength(1);
+      expect(replies[0]?.body).toMatch(/^@drive-by Harness runs only for people with \*\*write\*\* access/);
+      expect(replies[0]?.body).toContain("> rewrite everything");
+      const firstId = /approve ([a-z0-9]{6})/.exec(replies[0]?.body ?? "")?.[1];
+      expect(firstId).toBeDefined();
 
-    // A second request by the same person replaces the first: the same reply is edited, no new comment.
-    const edits: Array<{ body: string }> = [];
-    const second = github({ permission: "read" });
-    bodies(second.patch("/repos/acme/widgets/issues/comments/10").reply(200, { id: 10 }), edits);
-    await receive(
-      "issue_comment",
-      issueCommentCreated("/harness please", { commentId: 557, sender: { login: "drive-by", id: 9 } }),
-      "d-2",
-    );
-    expect(second.pendingMocks()).toEqual([]);
-    expect(edits[0]?.body).toContain("> please");
-    expect(edits[0]?.body).toContain(`replaces your earlier request \`${firstId ?? ""}\``);
+      // A second request by the same person replaces the first: the same reply is edited, no new comment.
+      const edits: Array<{ body: string }> = [];
+      const second = github({ permission: "read" });
+      bodies(second.patch("/repos/acme/widgets/issues/comments/10").reply(200, { id: 10 }), edits);
+      await receive(
+        "issue_comment",
+        issueCommentCreated("/harness please", { commentId: 557, sender: { login: "drive-by", id: 9 } }),
+        "d-2",
+      );
+      expect(second.pendingMocks()).toEqual([]);
+      expect(edits[0]?.body).toContain("> please");
+      expect(edits[0]?.body).toContain(`replaces your earlier request \`${firstId ?? ""}\``);
 
-    github({ permission: "admin" })
-      .post("/repos/acme/widgets/issues/comments/557/reactions")
-      .reply(201, {})
-      .post("/repos/acme/widgets/issues/7/comments")
-      .reply(201, { id: 11 });
-    await receive(
-      "issue_comment",
-      issueCommentCreated("/harness approve", { commentId: 558, sender: { login: "lead" } }),
-      "d-3",
-    );
-    expect(queue.requests).toHaveLength(1);
-    expect(queue.requests[0]).toMatchObject({
-      intent: "please",
-      intentTrusted: false,
-      requester: { login: "drive-by" },
-      trigger: { kind: "comment", commentId: 557 },
-    });
-  });
+      github({ permission: "admin" })
+        .post("/repos/acme/widgets/issues/comments/557/reactions")
+        .reply(201, {})
+        .post("/repos/acme/widgets/issues/7/comments")
+        .reply(201, { id: 11 });
+      await receive(
+        "issue_comment",
+        issueCommentCreated("/harness approve", { commentId: 558, sender: { login: "lead" } }),
+        "d-3",
+      );
+      expect(queue.requests).toHaveLength(1);
+      expect(queue.requests[0]).toMatchObject({
+        intent: "please",
+        intentTrusted: false,
+        requester: { login: "drive-by" },
+        trigger: { kind: "comment", commentId: 557 },
+      });
+    },
+  );
 
   test("/harness approve from someone without access does nothing", async () => {
     github({ permission: "none" }).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 12 });
@@ -551,18 +555,22 @@ describe("the harness label", () => {
     });
   });
 
-  test("added by a maintainer to an issue an outsider wrote: the run starts, but the issue's text reaches the agent fenced as untrusted", async () => {
-    const scope = github({ permission: "write" })
-      .get("/repos/acme/widgets/collaborators/reporter/permission")
-      .reply(404, { message: "Not Found" })
-      .post("/repos/acme/widgets/issues/7/reactions", { content: "eyes" })
-      .reply(201, {})
-      .post("/repos/acme/widgets/issues/7/comments")
-      .reply(201, { id: 25 });
-    await receive("issues", issuesLabeled("harness"));
-    expect(scope.pendingMocks()).toEqual([]);
-    expect(queue.requests[0]).toMatchObject({ intentTrusted: false, requester: { login: "maintainer" } });
-  });
+  test(
+    "added by a maintainer to an issue an outsider wrote: the run " +
+      "starts, but the issue's text reaches the agent fenced as untrusted",
+    async () => {
+      const scope = github({ permission: "write" })
+        .get("/repos/acme/widgets/collaborators/reporter/permission")
+        .reply(404, { message: "Not Found" })
+        .post("/repos/acme/widgets/issues/7/reactions", { content: "eyes" })
+        .reply(201, {})
+        .post("/repos/acme/widgets/issues/7/comments")
+        .reply(201, { id: 25 });
+      await receive("issues", issuesLabeled("harness"));
+      expect(scope.pendingMocks()).toEqual([]);
+      expect(queue.requests[0]).toMatchObject({ intentTrusted: false, requester: { login: "maintainer" } });
+    },
+  );
 
   test("another label does nothing", async () => {
     github({ permission: "write" });

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
 import { fakePem } from "../helpers/fake-secrets.js";
-import { MAIN_ENTRY, startAppProcess } from "../helpers/app-process.js";
+import { MAIN_ENTRY, startAppProcess, waitFor } from "../helpers/app-process.js";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
@@ -55,7 +55,12 @@ describe("start-up with the local sandbox", () => {
   test("HARNESS_UNISOLATED_LOCAL=1 starts anyway and says so at start", async () => {
     const app = await startAppProcess(appEnv({ HARNESS_BWRAP: "/nonexistent/bwrap", HARNESS_UNISOLATED_LOCAL: "1" }));
     try {
-      expect(app.output()).toMatch(/WITHOUT isolation/);
+      // The warning goes through the logger, which writes from its own thread: it may arrive
+      // just after the "listening" line.
+      await waitFor("the start-up warning", () => /WITHOUT isolation/.test(app.output()), {
+        timeoutMs: 10_000,
+        diagnostics: () => app.output(),
+      });
       expect((await fetch(`${app.url}/healthz`)).status).toBe(200);
     } finally {
       await app.stop();

@@ -127,28 +127,31 @@ describe("structured logs: JSON lines, the run id on every line of a run", () =>
     expect(finished).toMatchObject({ runId, repo: "acme/widgets", issue: 1, status: "succeeded" });
   });
 
-  test("warnings during a run (status comment refused, token not revoked, PR refused) carry the run id too", async () => {
-    github.injectFault(
-      { method: "PATCH", pathPattern: "/repos/{owner}/{repo}/issues/comments/{comment_id}", times: Infinity },
-      { status: 422, body: { message: "Validation Failed" } },
-    );
-    github.injectFault(
-      { method: "DELETE", pathPattern: "/installation/token", times: 1 },
-      { status: 422, body: { message: "Unprocessable" } },
-    );
-    github.injectFault(
-      { method: "POST", pathPattern: "/repos/{owner}/{repo}/pulls", times: Infinity },
-      { status: 422, body: { message: "Validation Failed" } },
-    );
-    const runId = await runOnce();
-    const records = parsed();
-    const warnings = records.filter((record) => (record["level"] as number) >= 40);
-    expect(warnings.map((record) => record["msg"])).toEqual(
-      expect.arrayContaining(["status comment update failed", "could not revoke the clone token"]),
-    );
-    for (const record of records) expect(record, JSON.stringify(record)).toMatchObject({ runId });
-    expect(records.find((record) => record["msg"] === "push finished")).toMatchObject({ runId, pushed: true });
-  });
+  test(
+    "warnings during a run (status comment refused, " + "token not revoked, PR refused) carry the run id too",
+    async () => {
+      github.injectFault(
+        { method: "PATCH", pathPattern: "/repos/{owner}/{repo}/issues/comments/{comment_id}", times: Infinity },
+        { status: 422, body: { message: "Validation Failed" } },
+      );
+      github.injectFault(
+        { method: "DELETE", pathPattern: "/installation/token", times: 1 },
+        { status: 422, body: { message: "Unprocessable" } },
+      );
+      github.injectFault(
+        { method: "POST", pathPattern: "/repos/{owner}/{repo}/pulls", times: Infinity },
+        { status: 422, body: { message: "Validation Failed" } },
+      );
+      const runId = await runOnce();
+      const records = parsed();
+      const warnings = records.filter((record) => (record["level"] as number) >= 40);
+      expect(warnings.map((record) => record["msg"])).toEqual(
+        expect.arrayContaining(["status comment update failed", "could not revoke the clone token"]),
+      );
+      for (const record of records) expect(record, JSON.stringify(record)).toMatchObject({ runId });
+      expect(records.find((record) => record["msg"] === "push finished")).toMatchObject({ runId, pushed: true });
+    },
+  );
 });
 
 describe("bindLog", () => {

@@ -22,7 +22,10 @@ afterEach(async () => {
   }
 });
 
-/** Serves the endpoint on 127.0.0.1; other paths get 418, so "not mine" is visible. `onRequest` sees each response first. */
+/**
+ * Serves the endpoint on 127.0.0.1; other paths get 418, so "not mine" is visible.
+ * `onRequest` sees each response first.
+ */
 async function serve(
   store: Store,
   options: Partial<AuditEndpointOptions> = {},
@@ -304,35 +307,40 @@ describe("audit export: what it answers", () => {
     expect(largestRead).toBeLessThanOrEqual(200);
   });
 
-  test("a store that fails before the answer starts is a 503 with one line; after it started, the body is cut off, not ended", async () => {
-    const failing = await serve({
-      after: () => Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6379\n    at TCPConnectWrap.afterConnect")),
-    });
-    const refused = await fetch(`${failing}/audit.jsonl`, { headers: auth });
-    expect(refused.status).toBe(503);
-    const body = await refused.text();
-    expect(body.trim().split("\n")).toHaveLength(1);
-    expect(body).not.toContain("ECONNREFUSED");
-    expect(body).not.toMatch(/\bat \w/);
+  test(
+    "a store that fails before the answer starts is a 503 with " +
+      "one line; after it started, the body is cut off, not ended",
+    async () => {
+      const failing = await serve({
+        after: () =>
+          Promise.reject(new Error("connect ECONNREFUSED 127.0.0.1:6379\n    at TCPConnectWrap.afterConnect")),
+      });
+      const refused = await fetch(`${failing}/audit.jsonl`, { headers: auth });
+      expect(refused.status).toBe(503);
+      const body = await refused.text();
+      expect(body.trim().split("\n")).toHaveLength(1);
+      expect(body).not.toContain("ECONNREFUSED");
+      expect(body).not.toMatch(/\bat \w/);
 
-    let response: ServerResponse | undefined;
-    const store: Store = {
-      // Fails on the next turn of the event loop, as a real store would, once the answer has begun.
-      after: (afterSeq, limit) =>
-        response?.headersSent
-          ? new Promise((_resolve, reject) =>
-              setImmediate(() => {
-                reject(new Error("the store went away"));
-              }),
-            )
-          : Promise.resolve(synthetic(100, "x", afterSeq, limit)),
-    };
-    const base = await serve(store, { pageSize: 10 }, (res) => {
-      response = res;
-    });
-    // An exporter that saw a clean end would move its cursor to 100 and never ask for 11–100 again.
-    await expect(
-      fetch(`${base}/audit.jsonl?after=0&limit=100`, { headers: auth }).then((res) => res.text()),
-    ).rejects.toThrow();
-  });
+      let response: ServerResponse | undefined;
+      const store: Store = {
+        // Fails on the next turn of the event loop, as a real store would, once the answer has begun.
+        after: (afterSeq, limit) =>
+          response?.headersSent
+            ? new Promise((_resolve, reject) =>
+                setImmediate(() => {
+                  reject(new Error("the store went away"));
+                }),
+              )
+            : Promise.resolve(synthetic(100, "x", afterSeq, limit)),
+      };
+      const base = await serve(store, { pageSize: 10 }, (res) => {
+        response = res;
+      });
+      // An exporter that saw a clean end would move its cursor to 100 and never ask for 11–100 again.
+      await expect(
+        fetch(`${base}/audit.jsonl?after=0&limit=100`, { headers: auth }).then((res) => res.text()),
+      ).rejects.toThrow();
+    },
+  );
 });

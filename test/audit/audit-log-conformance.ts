@@ -63,58 +63,61 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
       for (const dispose of disposers.splice(0).reverse()) await dispose();
     });
 
-    test("entries come back as recorded, in order, with increasing seqs and the clock's time unless given one", async () => {
-      const { log } = await open();
-      const start = await lastSeq(log);
-      const runId = uniqueRunId();
-      await log.record(requested(runId));
-      await log.record({
-        action: "token.minted",
-        repo: "acme/widgets",
-        installationId: 7,
-        runId,
-        details: {
+    test(
+      "entries come back as recorded, in order, with " + "increasing seqs and the clock's time unless given one",
+      async () => {
+        const { log } = await open();
+        const start = await lastSeq(log);
+        const runId = uniqueRunId();
+        await log.record(requested(runId));
+        await log.record({
+          action: "token.minted",
+          repo: "acme/widgets",
+          installationId: 7,
+          runId,
+          details: {
+            permissions: ["contents:write", "pull_requests:write"],
+            repositories: ["acme/widgets"],
+            expiresInMinutes: 60,
+            forked: false,
+          },
+        });
+        await log.record({
+          action: "run.finished",
+          repo: "acme/widgets",
+          runId,
+          at: "2026-11-22T10:00:00+02:00",
+          details: { state: "succeeded" },
+        });
+        const records = await since(log, start);
+        expect(records).toHaveLength(3);
+        const [first, second, third] = records;
+        expect(first).toEqual({
+          seq: first?.seq,
+          at: expect.stringMatching(/^2026-11-22T09:\d\d:\d\d\.000Z$/) as unknown,
+          action: "run.requested",
+          repo: "acme/widgets",
+          installationId: 7,
+          issue: 12,
+          runId,
+          actor: "octocat",
+          details: { trigger: "comment", intent: "fix the typo" },
+        });
+        expect(second?.details).toEqual({
           permissions: ["contents:write", "pull_requests:write"],
           repositories: ["acme/widgets"],
           expiresInMinutes: 60,
           forked: false,
-        },
-      });
-      await log.record({
-        action: "run.finished",
-        repo: "acme/widgets",
-        runId,
-        at: "2026-11-22T10:00:00+02:00",
-        details: { state: "succeeded" },
-      });
-      const records = await since(log, start);
-      expect(records).toHaveLength(3);
-      const [first, second, third] = records;
-      expect(first).toEqual({
-        seq: first?.seq,
-        at: expect.stringMatching(/^2026-11-22T09:\d\d:\d\d\.000Z$/) as unknown,
-        action: "run.requested",
-        repo: "acme/widgets",
-        installationId: 7,
-        issue: 12,
-        runId,
-        actor: "octocat",
-        details: { trigger: "comment", intent: "fix the typo" },
-      });
-      expect(second?.details).toEqual({
-        permissions: ["contents:write", "pull_requests:write"],
-        repositories: ["acme/widgets"],
-        expiresInMinutes: 60,
-        forked: false,
-      });
-      expect(third?.at).toBe("2026-11-22T08:00:00.000Z");
-      expect(third?.actor).toBeUndefined();
-      expect(Date.parse(second?.at ?? "")).toBeGreaterThan(Date.parse(first?.at ?? ""));
-      const seqs = records.map((record) => record.seq);
-      expect(seqs[0]).toBeGreaterThan(start);
-      expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
-      expect(new Set(seqs).size).toBe(3);
-    });
+        });
+        expect(third?.at).toBe("2026-11-22T08:00:00.000Z");
+        expect(third?.actor).toBeUndefined();
+        expect(Date.parse(second?.at ?? "")).toBeGreaterThan(Date.parse(first?.at ?? ""));
+        const seqs = records.map((record) => record.seq);
+        expect(seqs[0]).toBeGreaterThan(start);
+        expect(seqs).toEqual([...seqs].sort((a, b) => a - b));
+        expect(new Set(seqs).size).toBe(3);
+      },
+    );
 
     test("after pages through the trail: oldest first, seq > cursor, at most limit, nothing past the end", async () => {
       const { log } = await open();
@@ -270,16 +273,19 @@ export function describeAuditLogConformance(name: string, factory: AuditLogFacto
       expect(JSON.stringify(await since(log, start))).not.toContain(TOKEN.slice(4, 14));
     });
 
-    test("a redactor given in the options catches the deployment's own secrets, and tokens are still caught", async () => {
-      const { log } = await open({ redactor: (text) => text.replaceAll("hunter2-secret-value", "[REDACTED]") });
-      const start = await lastSeq(log);
-      await log.record({
-        action: "request.refused",
-        repo: "acme/widgets",
-        details: { reason: `saw hunter2-secret-value and ${TOKEN} in the intent` },
-      });
-      expect((await since(log, start))[0]?.details?.["reason"]).toBe("saw [REDACTED] and [REDACTED] in the intent");
-    });
+    test(
+      "a redactor given in the options catches the " + "deployment's own secrets, and tokens are still caught",
+      async () => {
+        const { log } = await open({ redactor: (text) => text.replaceAll("hunter2-secret-value", "[REDACTED]") });
+        const start = await lastSeq(log);
+        await log.record({
+          action: "request.refused",
+          repo: "acme/widgets",
+          details: { reason: `saw hunter2-secret-value and ${TOKEN} in the intent` },
+        });
+        expect((await since(log, start))[0]?.details?.["reason"]).toBe("saw [REDACTED] and [REDACTED] in the intent");
+      },
+    );
 
     test("a second handle sees the first one's entries, and seqs keep rising across handles", async () => {
       const harness = await open();

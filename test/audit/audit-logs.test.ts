@@ -84,33 +84,37 @@ function recorder(path: string, runId: string, count: number, tag: string): Prom
 }
 
 describe("SQLite audit trail on one file", () => {
-  test("entries recorded by other processes at the same time are all kept, each with its own seq, and a reopened file keeps them", async () => {
-    const dir = await scratchDir("harness-audit-procs-");
-    try {
-      const path = join(dir.path, "harness.db");
-      const log = new SqliteAuditLog({ path });
-      const runId = uniqueRunId();
-      await log.record(requested(runId, "web"));
-      await Promise.all([recorder(path, runId, 150, "worker-a"), recorder(path, runId, 150, "worker-b")]);
-      const records = await log.forRun(runId, 1000);
-      expect(records).toHaveLength(301);
-      expect(records.map((record) => record.seq)).toEqual(Array.from({ length: 301 }, (_, i) => i + 1));
-      // Each process's entries stay in its own order.
-      for (const tag of ["worker-a", "worker-b"])
-        expect(records.filter((record) => record.actor === tag).map((record) => record.details?.["n"])).toEqual(
-          Array.from({ length: 150 }, (_, i) => i),
-        );
-      await log.close();
+  test(
+    "entries recorded by other processes at the same time are all " +
+      "kept, each with its own seq, and a reopened file keeps them",
+    async () => {
+      const dir = await scratchDir("harness-audit-procs-");
+      try {
+        const path = join(dir.path, "harness.db");
+        const log = new SqliteAuditLog({ path });
+        const runId = uniqueRunId();
+        await log.record(requested(runId, "web"));
+        await Promise.all([recorder(path, runId, 150, "worker-a"), recorder(path, runId, 150, "worker-b")]);
+        const records = await log.forRun(runId, 1000);
+        expect(records).toHaveLength(301);
+        expect(records.map((record) => record.seq)).toEqual(Array.from({ length: 301 }, (_, i) => i + 1));
+        // Each process's entries stay in its own order.
+        for (const tag of ["worker-a", "worker-b"])
+          expect(records.filter((record) => record.actor === tag).map((record) => record.details?.["n"])).toEqual(
+            Array.from({ length: 150 }, (_, i) => i),
+          );
+        await log.close();
 
-      const reopened = new SqliteAuditLog({ path });
-      expect(await reopened.after(0, 1000)).toEqual(records);
-      await reopened.record({ action: "run.finished", repo: "acme/widgets", runId, details: { state: "succeeded" } });
-      expect((await reopened.forRun(runId, 1000)).at(-1)).toMatchObject({ seq: 302, action: "run.finished" });
-      await reopened.close();
-    } finally {
-      await dir.cleanup();
-    }
-  });
+        const reopened = new SqliteAuditLog({ path });
+        expect(await reopened.after(0, 1000)).toEqual(records);
+        await reopened.record({ action: "run.finished", repo: "acme/widgets", runId, details: { state: "succeeded" } });
+        expect((await reopened.forRun(runId, 1000)).at(-1)).toMatchObject({ seq: 302, action: "run.finished" });
+        await reopened.close();
+      } finally {
+        await dir.cleanup();
+      }
+    },
+  );
 
   test("a file that cannot be opened is an error naming the file", async () => {
     const dir = await scratchDir("harness-audit-bad-");
@@ -123,28 +127,32 @@ describe("SQLite audit trail on one file", () => {
 });
 
 describe("createAuditLog", () => {
-  test("follows the queue settings: memory by default, the HARNESS_DB file for SQLite, the queue's Redis and prefix for BullMQ", async () => {
-    expect(createAuditLog(undefined)).toBeInstanceOf(MemoryAuditLog);
-    expect(createAuditLog({ kind: "memory" })).toBeInstanceOf(MemoryAuditLog);
-    const dir = await scratchDir("harness-audit-factory-");
-    try {
-      const sqlite = createAuditLog(
-        { kind: "sqlite", path: join(dir.path, "harness.db") },
-        { redactor: (text) => text.replaceAll("s3cr3t-value", "[REDACTED]") },
-      );
-      expect(sqlite).toBeInstanceOf(SqliteAuditLog);
-      await sqlite.record({
-        action: "request.refused",
-        repo: "acme/widgets",
-        details: { reason: `s3cr3t-value ${TOKEN}` },
-      });
-      expect((await sqlite.after(0, 10))[0]?.details).toEqual({ reason: "[REDACTED] [REDACTED]" });
-      await sqlite.close();
-    } finally {
-      await dir.cleanup();
-    }
-    const redis = createAuditLog({ kind: "bullmq", redisUrl, prefix: `${prefixRoot}:factory` });
-    expect(redis).toBeInstanceOf(RedisAuditLog);
-    await redis.close();
-  });
+  test(
+    "follows the queue settings: memory by default, the HARNESS_DB " +
+      "file for SQLite, the queue's Redis and prefix for BullMQ",
+    async () => {
+      expect(createAuditLog(undefined)).toBeInstanceOf(MemoryAuditLog);
+      expect(createAuditLog({ kind: "memory" })).toBeInstanceOf(MemoryAuditLog);
+      const dir = await scratchDir("harness-audit-factory-");
+      try {
+        const sqlite = createAuditLog(
+          { kind: "sqlite", path: join(dir.path, "harness.db") },
+          { redactor: (text) => text.replaceAll("s3cr3t-value", "[REDACTED]") },
+        );
+        expect(sqlite).toBeInstanceOf(SqliteAuditLog);
+        await sqlite.record({
+          action: "request.refused",
+          repo: "acme/widgets",
+          details: { reason: `s3cr3t-value ${TOKEN}` },
+        });
+        expect((await sqlite.after(0, 10))[0]?.details).toEqual({ reason: "[REDACTED] [REDACTED]" });
+        await sqlite.close();
+      } finally {
+        await dir.cleanup();
+      }
+      const redis = createAuditLog({ kind: "bullmq", redisUrl, prefix: `${prefixRoot}:factory` });
+      expect(redis).toBeInstanceOf(RedisAuditLog);
+      await redis.close();
+    },
+  );
 });

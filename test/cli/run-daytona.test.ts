@@ -40,72 +40,77 @@ afterEach(async () => {
 });
 
 describe("harness run --sandbox daytona, end to end against the fake Daytona", () => {
-  test("clone, command agent, commit, push and PR; one sandbox created and deleted; the token reaches Daytona only for the clone", async () => {
-    const agent = join(root.path, "agent.sh");
-    await writeFile(agent, '#!/bin/sh\necho "made in daytona" > DAYTONA.md\necho "Wrote DAYTONA.md"\n');
-    await chmod(agent, 0o755);
-    const serverHost = new URL(gitServer.url).host;
-    const api = nock(`http://${serverHost}/api/v3`)
-      .get("/repos/acme/widgets/pulls")
-      .query(true)
-      .reply(200, [])
-      .get("/repos/acme/widgets")
-      .reply(200, { default_branch: "main" })
-      .post("/repos/acme/widgets/pulls")
-      .reply(201, { number: 5, html_url: `${gitServer.url}/acme/widgets/pull/5` });
-    // nock answers only the REST paths above; git's own traffic to that host comes from a git child process, which nock never sees.
+  test(
+    "clone, command agent, commit, push and PR; one sandbox created " +
+      "and deleted; the token reaches Daytona only for the clone",
+    async () => {
+      const agent = join(root.path, "agent.sh");
+      await writeFile(agent, '#!/bin/sh\necho "made in daytona" > DAYTONA.md\necho "Wrote DAYTONA.md"\n');
+      await chmod(agent, 0o755);
+      const serverHost = new URL(gitServer.url).host;
+      const api = nock(`http://${serverHost}/api/v3`)
+        .get("/repos/acme/widgets/pulls")
+        .query(true)
+        .reply(200, [])
+        .get("/repos/acme/widgets")
+        .reply(200, { default_branch: "main" })
+        .post("/repos/acme/widgets/pulls")
+        .reply(201, { number: 5, html_url: `${gitServer.url}/acme/widgets/pull/5` });
+      // nock answers only the REST paths above; git's own traffic to that host comes from a git
+      // child process, which nock never sees.
 
-    const out = new PassThrough();
-    const err = new PassThrough();
-    let stdout = "";
-    let stderr = "";
-    out.on("data", (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    err.on("data", (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
-    const code = await main(
-      [
-        "run",
-        "--repo",
-        "acme/widgets",
-        "--intent",
-        "Write a note",
-        "--agent",
-        "command",
-        "--agent-command",
-        agent,
-        "--sandbox",
-        "daytona",
-        "--push",
-        "--branch",
-        "harness/daytona-e2e",
-      ],
-      {
-        env: {
-          PATH: process.env["PATH"],
-          GITHUB_TOKEN: token,
-          GITHUB_SERVER_URL: gitServer.url,
-          DAYTONA_API_KEY: daytona.apiKey,
-          DAYTONA_API_URL: daytona.apiUrl,
+      const out = new PassThrough();
+      const err = new PassThrough();
+      let stdout = "";
+      let stderr = "";
+      out.on("data", (chunk: Buffer) => {
+        stdout += chunk.toString();
+      });
+      err.on("data", (chunk: Buffer) => {
+        stderr += chunk.toString();
+      });
+      const code = await main(
+        [
+          "run",
+          "--repo",
+          "acme/widgets",
+          "--intent",
+          "Write a note",
+          "--agent",
+          "command",
+          "--agent-command",
+          agent,
+          "--sandbox",
+          "daytona",
+          "--push",
+          "--branch",
+          "harness/daytona-e2e",
+        ],
+        {
+          env: {
+            PATH: process.env["PATH"],
+            GITHUB_TOKEN: token,
+            GITHUB_SERVER_URL: gitServer.url,
+            DAYTONA_API_KEY: daytona.apiKey,
+            DAYTONA_API_URL: daytona.apiUrl,
+          },
+          stdout: out,
+          stderr: err,
         },
-        stdout: out,
-        stderr: err,
-      },
-    );
+      );
 
-    expect(stderr).not.toContain(token);
-    expect(code).toBe(0);
-    expect(stdout).toBe(`${gitServer.url}/acme/widgets/pull/5\n`);
-    expect(git(bare, "show", "harness/daytona-e2e:DAYTONA.md")).toBe("made in daytona");
-    expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
-    expect(daytona.requests.filter((r) => r.method === "DELETE" && /^\/api\/sandbox\//.test(r.path))).toHaveLength(1);
-    expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual([
-      "/git/clone",
-    ]);
-    expect(api.isDone()).toBe(true);
-  });
+      expect(stderr).not.toContain(token);
+      expect(code).toBe(0);
+      expect(stdout).toBe(`${gitServer.url}/acme/widgets/pull/5\n`);
+      expect(git(bare, "show", "harness/daytona-e2e:DAYTONA.md")).toBe("made in daytona");
+      expect(daytona.requests.filter((r) => r.method === "POST" && r.path === "/api/sandbox")).toHaveLength(1);
+      expect(daytona.requests.filter((r) => r.method === "DELETE" && /^\/api\/sandbox\//.test(r.path))).toHaveLength(1);
+      expect(daytona.requestsMentioning(token).map((r) => r.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual([
+        "/git/clone",
+      ]);
+      expect(api.isDone()).toBe(true);
+    },
+  );
 });
 
 describe("pushes GitHub refuses, from any sandbox", () => {

@@ -180,34 +180,38 @@ describe("harness run --push, end to end", () => {
     expect(git(bare, "rev-parse", "--verify", "harness/e2e")).toMatch(/^[0-9a-f]{40}$/);
   });
 
-  test("without GITHUB_TOKEN the push is refused with a message naming GITHUB_TOKEN, and the change is kept in the report", async () => {
-    const cli = io();
-    const code = await main(
-      [
-        "run",
-        "--repo",
-        repo,
-        "--intent",
-        "Add a greeting",
-        "--agent",
-        "command",
-        "--agent-command",
-        agent,
-        "--push",
-        "--github-repo",
-        "acme/widgets",
-        "--json",
-      ],
-      cli.io,
-    );
-    expect(code).toBe(1);
-    const report = JSON.parse(cli.stdout()) as {
-      pushResult: { pushed: boolean; error: string; patch: string; diffstat: string; commitSha: string };
-    };
-    expect(report.pushResult).toMatchObject({ pushed: false, error: "GITHUB_TOKEN required for push" });
-    expect(report.pushResult.patch).toContain("+Hello from harness");
-    expect(report.pushResult.diffstat).toContain("GREETING.md");
-  });
+  test(
+    "without GITHUB_TOKEN the push is refused with a message " +
+      "naming GITHUB_TOKEN, and the change is kept in the report",
+    async () => {
+      const cli = io();
+      const code = await main(
+        [
+          "run",
+          "--repo",
+          repo,
+          "--intent",
+          "Add a greeting",
+          "--agent",
+          "command",
+          "--agent-command",
+          agent,
+          "--push",
+          "--github-repo",
+          "acme/widgets",
+          "--json",
+        ],
+        cli.io,
+      );
+      expect(code).toBe(1);
+      const report = JSON.parse(cli.stdout()) as {
+        pushResult: { pushed: boolean; error: string; patch: string; diffstat: string; commitSha: string };
+      };
+      expect(report.pushResult).toMatchObject({ pushed: false, error: "GITHUB_TOKEN required for push" });
+      expect(report.pushResult.patch).toContain("+Hello from harness");
+      expect(report.pushResult.diffstat).toContain("GREETING.md");
+    },
+  );
 });
 
 describe("harness CLI: usage errors exit 2 with one line", () => {
@@ -247,13 +251,15 @@ describe("harness CLI: usage errors exit 2 with one line", () => {
     const file = join(dir.path, "bp.yml");
     await writeFile(
       file,
-      "name: x\nnodes:\n  - id: verify\n    kind: exec\n    title: Verify\n    argv: [npm, test]\n    onFailure: { retry: fixx, maxAttempts: 3 }\n",
+      "name: x\nnodes:\n  - id: verify\n    kind: exec\n    title: Verify\n    argv: [npm, test]\n" +
+        "    onFailure: { retry: fixx, maxAttempts: 3 }\n",
     );
     const cli = io();
     const code = await main(["run", "--repo", repo, "--intent", "x", "--blueprint", file], cli.io);
     expect(code).toBe(2);
     expect(cli.stderr()).toContain(
-      `blueprint ${file}: node "verify" (nodes[0]), field onFailure.retry: points to "fixx", which is not a node of this blueprint`,
+      `blueprint ${file}: node "verify" (nodes[0]), field onFailure.retry: ` +
+        `points to "fixx", which is not a node of this blueprint`,
     );
   });
 

@@ -105,21 +105,25 @@ describe("deliverRun", () => {
     expect(Object.keys(refsOf(bare)).sort()).toEqual([...Object.keys(before), "refs/heads/harness/run1"].sort());
   });
 
-  test("an edit to a large existing file travels as a delta against the base's blob, which the host fetches on demand", async () => {
-    const { randomBytes } = await import("node:crypto");
-    const big = Array.from({ length: 2000 }, () => randomBytes(24).toString("hex")).join("\n");
-    await commit(work, "big.txt", `${big}\n`, "big file");
-    git(work, "push", "--quiet", "origin", "HEAD:main");
-    base = git(work, "rev-parse", "HEAD");
-    const sha = await commit(work, "big.txt", `${big}\none more line\n`, "edit");
-    const bytes = await bundle(work, "HEAD", `^${base}`);
-    // The bundle is far smaller than the file: it holds a delta, not the blob.
-    expect(bytes.length).toBeLessThan(big.length / 4);
-    const outcome = await deliverRun(request(handing(bytes), sha));
-    expect(outcome, JSON.stringify(outcome)).toMatchObject({ delivered: true });
-    expect(git(bare, "show", "refs/heads/harness/run1:big.txt").endsWith("one more line")).toBe(true);
-    expect(outcome.delivered && outcome.diffstat).toMatch(/big\.txt \| 1 \+/);
-  });
+  test(
+    "an edit to a large existing file travels as a delta " +
+      "against the base's blob, which the host fetches on demand",
+    async () => {
+      const { randomBytes } = await import("node:crypto");
+      const big = Array.from({ length: 2000 }, () => randomBytes(24).toString("hex")).join("\n");
+      await commit(work, "big.txt", `${big}\n`, "big file");
+      git(work, "push", "--quiet", "origin", "HEAD:main");
+      base = git(work, "rev-parse", "HEAD");
+      const sha = await commit(work, "big.txt", `${big}\none more line\n`, "edit");
+      const bytes = await bundle(work, "HEAD", `^${base}`);
+      // The bundle is far smaller than the file: it holds a delta, not the blob.
+      expect(bytes.length).toBeLessThan(big.length / 4);
+      const outcome = await deliverRun(request(handing(bytes), sha));
+      expect(outcome, JSON.stringify(outcome)).toMatchObject({ delivered: true });
+      expect(git(bare, "show", "refs/heads/harness/run1:big.txt").endsWith("one more line")).toBe(true);
+      expect(outcome.delivered && outcome.diffstat).toMatch(/big\.txt \| 1 \+/);
+    },
+  );
 
   test("a history that does not descend from the base (another repository's commits) is refused", async () => {
     git(work, "checkout", "--quiet", "--orphan", "foreign");

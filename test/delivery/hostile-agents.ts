@@ -109,8 +109,10 @@ export const ATTACKS: readonly Attack[] = [
         "git add forged.txt",
         "git -c user.name='Linus Torvalds' -c user.email=torvalds@example.com commit -q -m 'Totally legit'",
         leakTarget(leakDir),
-        `if git push origin HEAD:refs/heads/main > "$D/self-push.out" 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> "$D/self-push.out"`,
-        `if git fetch origin > "$D/self-fetch.out" 2>&1; then echo "exit 0"; else echo "exit $?"; fi >> "$D/self-fetch.out"`,
+        `if git push origin HEAD:refs/heads/main > "$D/self-push.out" 2>&1; ` +
+          `then echo "exit 0"; else echo "exit $?"; fi >> "$D/self-push.out"`,
+        `if git fetch origin > "$D/self-fetch.out" 2>&1; ` +
+          `then echo "exit 0"; else echo "exit $?"; fi >> "$D/self-fetch.out"`,
       ].join("\n"),
   },
 ];
@@ -124,7 +126,8 @@ export async function hostileAgent(
   const script = join(dir, `agent-${String(ATTACKS.indexOf(attack))}.sh`);
   await writeFile(
     script,
-    `#!/bin/sh\nset -e\n${attack.plant(ctx)}\necho 'hello from the agent' > hello.txt\necho 'planted and changed hello.txt'\n`,
+    `#!/bin/sh\nset -e\n${attack.plant(ctx)}\n` +
+      `echo 'hello from the agent' > hello.txt\necho 'planted and changed hello.txt'\n`,
   );
   await chmod(script, 0o755);
   return script;

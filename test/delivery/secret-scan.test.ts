@@ -402,7 +402,8 @@ describe("scanForSecrets: no false positives on ordinary changes", () => {
             "export function isPem(text: string): boolean {",
             "  return text.trimStart().startsWith(PEM_HEADER);",
             "}",
-            `const digest = createHash("sha256").update("key = value").digest("hex"); // ${randomBytes(32).toString("hex")}`,
+            `const digest = createHash("sha256").update("key = value").digest("hex"); ` +
+              `// ${randomBytes(32).toString("hex")}`,
             `const commit = "${randomBytes(20).toString("hex")}";`,
             `const image = "data:image/png;base64,${randomBytes(600).toString("base64")}";`,
             "const task_runner = 'task-runner-for-the-disk-encryption-key-rotation';",
@@ -446,7 +447,8 @@ describe("maskSecrets", () => {
   const commentedLines = fakePemLines(2);
   const commentedPem = [commentedLines.header, ...commentedLines.body, commentedLines.footer];
   const patch =
-    `From 1234abcd Mon Sep 17 00:00:00 2001\nSubject: [PATCH] Configure ${anthropic.slice(0, 50)}\n ${anthropic.slice(50)}\n\n` +
+    `From 1234abcd Mon Sep 17 00:00:00 2001\n` +
+    `Subject: [PATCH] Configure ${anthropic.slice(0, 50)}\n ${anthropic.slice(50)}\n\n` +
     fileDiff(".env", [
       { at: 2, removed: [`OLD=${anthropic}`, ...chunks], added: ["PORT=3000", `KEY=${anthropic}`, "DEBUG=1"] },
     ]) +
@@ -602,7 +604,9 @@ describe("bounded cost", () => {
       const added = Array.from(
         { length: 150 },
         (_, i) =>
-          `  ${word()} ${word()}${String(i)} = ${word()}("${word()}-${randomBytes(6).toString("hex")}", ${String(i)}); // ${word()} ${word()} ${word()}`,
+          `  ${word()} ${word()}${String(i)} = ` +
+          `${word()}("${word()}-${randomBytes(6).toString("hex")}", ${String(i)}); ` +
+          `// ${word()} ${word()} ${word()}`,
       );
       if (f === 40) added[17] = `  apiKey: "${anthropic}",`;
       if (f === 80) added[99] = `  blob: "${toBase64(`{"k":"${tenSecrets[3]?.value ?? ""}"}`)}",`;

@@ -100,19 +100,22 @@ describe("an agent that plants git configuration or hooks cannot reach the token
 });
 
 describe("rejected pushes explain themselves (Daytona)", () => {
-  test("a ruleset rejection (GH013) names the rule, where before only 'pre-receive hook declined' came back", async () => {
-    await enforceRepositoryRules(bare, {
-      branch: "harness/attack",
-      rules: ["Require signed commits on harness branches"],
-    });
-    const agent = await hostileAgent(
-      root.path,
-      { name: "none", plant: () => "true" },
-      { leakDir, evilRoot, serverUrl: server.url },
-    );
-    const report = await runHarness(options(agent));
-    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
-    expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
-    expect(report.pushResult?.patch).toContain("+hello from the agent");
-  });
+  test(
+    "a ruleset rejection (GH013) names the rule, where " + "before only 'pre-receive hook declined' came back",
+    async () => {
+      await enforceRepositoryRules(bare, {
+        branch: "harness/attack",
+        rules: ["Require signed commits on harness branches"],
+      });
+      const agent = await hostileAgent(
+        root.path,
+        { name: "none", plant: () => "true" },
+        { leakDir, evilRoot, serverUrl: server.url },
+      );
+      const report = await runHarness(options(agent));
+      expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
+      expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
+      expect(report.pushResult?.patch).toContain("+hello from the agent");
+    },
+  );
 });

@@ -137,23 +137,26 @@ describe.each(isolations)(
 );
 
 describe("rejected pushes explain themselves (local sandbox)", () => {
-  test("a ruleset rejection (GH013) names the rule in the push result, with a remedy, and keeps the change", async () => {
-    await enforceRepositoryRules(bare, {
-      branch: "harness/attack",
-      rules: ["Require signed commits on harness branches"],
-    });
-    const agent = await hostileAgent(
-      root.path,
-      { name: "none", plant: () => "true" },
-      { leakDir, evilRoot, serverUrl: server.url },
-    );
-    const report = await runHarness(options(agent));
-    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
-    expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
-    expect(report.pushResult?.remedy).toMatch(/ruleset/);
-    expect(report.pushResult?.patch).toContain("+hello from the agent");
-    expect(refsOf(bare)["refs/heads/harness/attack"]).toBeUndefined();
-  });
+  test(
+    "a ruleset rejection (GH013) names the rule in the " + "push result, with a remedy, and keeps the change",
+    async () => {
+      await enforceRepositoryRules(bare, {
+        branch: "harness/attack",
+        rules: ["Require signed commits on harness branches"],
+      });
+      const agent = await hostileAgent(
+        root.path,
+        { name: "none", plant: () => "true" },
+        { leakDir, evilRoot, serverUrl: server.url },
+      );
+      const report = await runHarness(options(agent));
+      expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
+      expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
+      expect(report.pushResult?.remedy).toMatch(/ruleset/);
+      expect(report.pushResult?.patch).toContain("+hello from the agent");
+      expect(refsOf(bare)["refs/heads/harness/attack"]).toBeUndefined();
+    },
+  );
 });
 
 describe("a result that fails verification is not pushed, and the work is kept", () => {
@@ -274,7 +277,8 @@ describe("secrets never leave in a push", () => {
       await writeFile(join(root.path, "payload", "file"), content);
       await writeFile(
         script,
-        `#!/bin/sh\nmkdir -p "$(dirname '${path}')"\ncp '${join(root.path, "payload", "file")}' '${path}'\necho ok > hello.txt\n`,
+        `#!/bin/sh\nmkdir -p "$(dirname '${path}')"\n` +
+          `cp '${join(root.path, "payload", "file")}' '${path}'\necho ok > hello.txt\n`,
       );
       await chmod(script, 0o755);
       const before = refsOf(bare);
@@ -359,38 +363,42 @@ describe("follow-up commits on an existing pull request branch", () => {
     expect(git(bare, "show", "refs/heads/feature/login:hello.txt")).toBe("hello from the agent");
   });
 
-  test("a human pushing to the branch mid-run is not overwritten: the push is refused as non-fast-forward and the work kept", async () => {
-    await branchWithCommit("feature/race");
-    const agentScript = join(root.path, "racing-agent.sh");
-    const { chmod, writeFile } = await import("node:fs/promises");
-    // While the agent works, someone else pushes to the branch (straight into the bare repository).
-    await writeFile(agentScript, `#!/bin/sh\necho mine > hello.txt\n`);
-    await chmod(agentScript, 0o755);
-    const report = await runHarness(
-      options(agentScript, {
-        request: { branch: "feature/race" },
-        output: {
-          reporter: {
-            emit: (event) => {
-              if (event.type === "commit.finished") {
-                const moved = git(
-                  bare,
-                  "commit-tree",
-                  "-p",
-                  "refs/heads/feature/race",
-                  "-m",
-                  "human",
-                  `${git(bare, "rev-parse", "refs/heads/feature/race")}^{tree}`,
-                );
-                git(bare, "update-ref", "refs/heads/feature/race", moved);
-              }
+  test(
+    "a human pushing to the branch mid-run is not overwritten: " +
+      "the push is refused as non-fast-forward and the work kept",
+    async () => {
+      await branchWithCommit("feature/race");
+      const agentScript = join(root.path, "racing-agent.sh");
+      const { chmod, writeFile } = await import("node:fs/promises");
+      // While the agent works, someone else pushes to the branch (straight into the bare repository).
+      await writeFile(agentScript, `#!/bin/sh\necho mine > hello.txt\n`);
+      await chmod(agentScript, 0o755);
+      const report = await runHarness(
+        options(agentScript, {
+          request: { branch: "feature/race" },
+          output: {
+            reporter: {
+              emit: (event) => {
+                if (event.type === "commit.finished") {
+                  const moved = git(
+                    bare,
+                    "commit-tree",
+                    "-p",
+                    "refs/heads/feature/race",
+                    "-m",
+                    "human",
+                    `${git(bare, "rev-parse", "refs/heads/feature/race")}^{tree}`,
+                  );
+                  git(bare, "update-ref", "refs/heads/feature/race", moved);
+                }
+              },
             },
           },
-        },
-      }),
-    );
-    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "non_fast_forward" });
-    expect(git(bare, "log", "-1", "--format=%s", "refs/heads/feature/race")).toBe("human");
-    expect(report.pushResult?.patch).toContain("+mine");
-  });
+        }),
+      );
+      expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "non_fast_forward" });
+      expect(git(bare, "log", "-1", "--format=%s", "refs/heads/feature/race")).toBe("human");
+      expect(report.pushResult?.patch).toContain("+mine");
+    },
+  );
 });

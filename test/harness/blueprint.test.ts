@@ -137,7 +137,8 @@ describe("blueprint files", () => {
     const file = join(dir.path, "ci.yml");
     await writeFile(
       file,
-      "name: ci\nnodes:\n  - id: lint\n    kind: exec\n    title: Lint\n    argv: [npm, run, lint]\n    timeoutMinutes: 5\n",
+      "name: ci\nnodes:\n  - id: lint\n    kind: exec\n    title: Lint\n    argv: [npm, run, lint]\n" +
+        "    timeoutMinutes: 5\n",
     );
     expect(await loadBlueprintFile(file)).toEqual({
       name: "ci",

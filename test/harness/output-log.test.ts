@@ -125,7 +125,8 @@ describe("runHarness with outputLogMs: node.log carries every line", () => {
     const script = join(dir.path, "chatty.sh");
     await writeFile(
       script,
-      `#!/bin/sh\nfor i in $(seq 1 3000); do echo "line $i"; done\necho "key ${TOKEN}" >&2\nprintf 'no newline at the end'\n`,
+      `#!/bin/sh\nfor i in $(seq 1 3000); do echo "line $i"; done\n` +
+        `echo "key ${TOKEN}" >&2\nprintf 'no newline at the end'\n`,
     );
     await chmod(script, 0o755);
     const blueprint = validateBlueprint(
@@ -141,7 +142,9 @@ describe("runHarness with outputLogMs: node.log carries every line", () => {
     });
     const logs = reporter.ofType("node.log");
     const text = logs.map((event) => event.text).join("");
-    const expected = `${Array.from({ length: 3000 }, (_, i) => `line ${String(i + 1)}\n`).join("")}key [REDACTED]\nno newline at the end\n`;
+    const expected =
+      `${Array.from({ length: 3000 }, (_, i) => `line ${String(i + 1)}\n`).join("")}key [REDACTED]\n` +
+      `no newline at the end\n`;
     expect(text).toBe(expected);
     expect(logs.every((event) => event.nodeId === "chatty" && event.attempt === 1 && event.text.endsWith("\n"))).toBe(
       true,

@@ -38,25 +38,29 @@ describe("agent prompts", () => {
     expect(/untrusted-issue-body-([0-9a-f]+)/.exec(a)?.[1]).not.toBe(/untrusted-issue-body-([0-9a-f]+)/.exec(b)?.[1]);
   });
 
-  test("renders of the same inputs without a nonce fence with different markers, and the preamble names each one's own", () => {
-    const inputs = {
-      ...base,
-      intentTrusted: false,
-      issue: { number: 1, title: "t", body: "b" },
-      failureOutput: "boom",
-    };
-    const template = "{{intent}}\n{{issue.title}}\n{{issue.body}}\n{{failure.output}}";
-    const nonces = [renderAgentPrompt(template, inputs), renderAgentPrompt(template, inputs)].map((prompt) => {
-      const found = new Set([...prompt.matchAll(/<\/?untrusted-[a-z-]+?-([0-9a-f]+)>/g)].map((match) => match[1]));
-      // Every fence in one prompt, opening and closing, and the preamble carry the same nonce.
-      expect(found.size).toBe(1);
-      const [nonce] = [...found];
-      expect(prompt).toContain(`Text between <untrusted-…-${nonce ?? ""}> markers`);
-      return nonce;
-    });
-    expect(nonces[0]).toMatch(/^[0-9a-f]{12}$/);
-    expect(nonces[1]).not.toBe(nonces[0]);
-  });
+  test(
+    "renders of the same inputs without a nonce fence with " +
+      "different markers, and the preamble names each one's own",
+    () => {
+      const inputs = {
+        ...base,
+        intentTrusted: false,
+        issue: { number: 1, title: "t", body: "b" },
+        failureOutput: "boom",
+      };
+      const template = "{{intent}}\n{{issue.title}}\n{{issue.body}}\n{{failure.output}}";
+      const nonces = [renderAgentPrompt(template, inputs), renderAgentPrompt(template, inputs)].map((prompt) => {
+        const found = new Set([...prompt.matchAll(/<\/?untrusted-[a-z-]+?-([0-9a-f]+)>/g)].map((match) => match[1]));
+        // Every fence in one prompt, opening and closing, and the preamble carry the same nonce.
+        expect(found.size).toBe(1);
+        const [nonce] = [...found];
+        expect(prompt).toContain(`Text between <untrusted-…-${nonce ?? ""}> markers`);
+        return nonce;
+      });
+      expect(nonces[0]).toMatch(/^[0-9a-f]{12}$/);
+      expect(nonces[1]).not.toBe(nonces[0]);
+    },
+  );
 
   test("a nonce learned from one prompt cannot close or open a fence in the next", () => {
     const first = renderAgentPrompt("{{issue.body}}", { ...base, issue: { number: 1, title: "t", body: "b" } });

@@ -60,7 +60,8 @@ describe("ConsoleReporter", () => {
       at,
     });
     expect(out.text()).toBe(
-      "▶ Verify the change (attempt 2)\n✖ Verify the change (attempt 2) 1.2s — exit 1: 2 tests failed\n    FAIL a.test.ts\n    2 tests failed\n",
+      "▶ Verify the change (attempt 2)\n✖ Verify the change (attempt 2) 1.2s — exit 1: 2 tests failed\n" +
+        "    FAIL a.test.ts\n    2 tests failed\n",
     );
     expect(out.text()).not.toContain("\x1b");
   });

@@ -73,7 +73,10 @@ describe("runHarness: the default blueprint", () => {
     expect(report.nodes[0]?.summary).toBe("Added greeting.txt");
     const sha = report.commitSha ?? "";
     expect(git(repo, "show", "--format=%an <%ae>%n%B", "--name-only", sha)).toMatch(
-      /^harness <harness@users\.noreply\.github\.com>\n\[harness\] add a greeting\n\nHarness-Run: run1\n+greeting\.txt$/,
+      new RegExp(
+        String.raw`^harness <harness@users\.noreply\.github\.com>\n` +
+          String.raw`\[harness\] add a greeting\n\nHarness-Run: run1\n+greeting\.txt$`,
+      ),
     );
     expect(existsSync(created.at(-1)?.workDir ?? "")).toBe(false);
     expect(reporter.events.map((e) => e.type)).toEqual([
@@ -92,7 +95,8 @@ describe("runHarness: the default blueprint", () => {
     // The fix agent records the prompt it was given, then repairs the file verify checks.
     const agent = await script(
       "agent.sh",
-      `case "$HARNESS_PROMPT" in *"verification command failed"*) cp "$HARNESS_PROMPT_FILE" ${logDir}/fix-prompt.md; echo fixed > work.txt;; *) sh ${implement};; esac`,
+      `case "$HARNESS_PROMPT" in *"verification command failed"*) ` +
+        `cp "$HARNESS_PROMPT_FILE" ${logDir}/fix-prompt.md; echo fixed > work.txt;; *) sh ${implement};; esac`,
     );
     const verify = await script(
       "verify.sh",
@@ -162,7 +166,8 @@ describe("runHarness: the default blueprint", () => {
   test("commits the agent made itself are folded into one harness commit, without the prompt file", async () => {
     const agent = await script(
       "agent.sh",
-      'echo one > a.txt\ngit add -A\ngit -c user.name=agent -c user.email=a@b commit -qm "agent commit"\necho two > b.txt',
+      "echo one > a.txt\ngit add -A\n" +
+        'git -c user.name=agent -c user.email=a@b commit -qm "agent commit"\necho two > b.txt',
     );
     const report = await runHarness(options({ agent: { driver: commandAgent({ argv: [agent] }) } }));
     expect(report.status).toBe("succeeded");
@@ -185,73 +190,79 @@ describe("runHarness: the default blueprint", () => {
 });
 
 describe("runHarness: the agent's prompt file", () => {
-  test("is outside the checkout yet readable by the agent, carries a fresh nonce per prompt, and is gone when its step ends", async () => {
-    const marker = "PROMPT-MARKER-7f3a1c";
-    // Reports, as an agent would find them, where its prompt is and what the checkout holds.
-    const agent = await script(
-      "agent.sh",
-      [
-        'echo "FILE=$HARNESS_PROMPT_FILE"',
-        'case "$HARNESS_PROMPT_FILE" in "$PWD"/*) echo "WHERE=inside";; *) echo "WHERE=outside";; esac',
-        'if printf "%s" "$HARNESS_PROMPT" | cmp -s - "$HARNESS_PROMPT_FILE"; then echo "READ=same"; else echo "READ=different"; fi',
-        'echo "MODES=$(stat -c %a "$HARNESS_PROMPT_FILE") $(stat -c %a "$(dirname "$HARNESS_PROMPT_FILE")")"',
-        `echo "FOUND=$(grep -rlF ${marker} . 2>/dev/null | tr "\\n" " ")"`,
-        'echo "LISTING=$(ls -A | tr "\\n" " ")"',
-        'echo "NONCE=$(printf "%s" "$HARNESS_PROMPT" | grep -o "untrusted-request-[0-9a-f]*" | head -1)"',
-        'case "$HARNESS_PROMPT" in *"verification command failed"*) echo fixed > work.txt;; *) echo draft > work.txt;; esac',
-      ].join("\n"),
-    );
-    const verify = await script("verify.sh", "grep -q fixed work.txt");
-    // Looked at when each step ends, while the sandbox (and its scratch folder) still exists.
-    const afterStep: Array<{ node: string; fileExists: boolean; folderExists: boolean }> = [];
-    const watching = {
-      emit: (event: HarnessEvent) => {
-        if (event.type !== "node.finished" || event.report.kind !== "agent") return;
-        const file = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1] ?? "";
-        afterStep.push({
-          node: event.report.nodeId,
-          fileExists: file !== "" && existsSync(file),
-          folderExists: file !== "" && existsSync(dirname(file)),
-        });
-      },
-    };
-    const report = await runHarness(
-      options({
-        request: { intent: `add a greeting ${marker}`, intentTrusted: false },
-        agent: { driver: commandAgent({ argv: [agent] }) },
-        blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
-        output: { reporter: watching },
-      }),
-    );
+  test(
+    "is outside the checkout yet readable by the agent, carries " +
+      "a fresh nonce per prompt, and is gone when its step ends",
+    async () => {
+      const marker = "PROMPT-MARKER-7f3a1c";
+      // Reports, as an agent would find them, where its prompt is and what the checkout holds.
+      const agent = await script(
+        "agent.sh",
+        [
+          'echo "FILE=$HARNESS_PROMPT_FILE"',
+          'case "$HARNESS_PROMPT_FILE" in "$PWD"/*) echo "WHERE=inside";; *) echo "WHERE=outside";; esac',
+          'if printf "%s" "$HARNESS_PROMPT" | cmp -s - "$HARNESS_PROMPT_FILE"; ' +
+            'then echo "READ=same"; else echo "READ=different"; fi',
+          'echo "MODES=$(stat -c %a "$HARNESS_PROMPT_FILE") $(stat -c %a "$(dirname "$HARNESS_PROMPT_FILE")")"',
+          `echo "FOUND=$(grep -rlF ${marker} . 2>/dev/null | tr "\\n" " ")"`,
+          'echo "LISTING=$(ls -A | tr "\\n" " ")"',
+          'echo "NONCE=$(printf "%s" "$HARNESS_PROMPT" | grep -o "untrusted-request-[0-9a-f]*" | head -1)"',
+          'case "$HARNESS_PROMPT" in *"verification command failed"*) echo fixed > work.txt;; ' +
+            "*) echo draft > work.txt;; esac",
+        ].join("\n"),
+      );
+      const verify = await script("verify.sh", "grep -q fixed work.txt");
+      // Looked at when each step ends, while the sandbox (and its scratch folder) still exists.
+      const afterStep: Array<{ node: string; fileExists: boolean; folderExists: boolean }> = [];
+      const watching = {
+        emit: (event: HarnessEvent) => {
+          if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+          const file = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1] ?? "";
+          afterStep.push({
+            node: event.report.nodeId,
+            fileExists: file !== "" && existsSync(file),
+            folderExists: file !== "" && existsSync(dirname(file)),
+          });
+        },
+      };
+      const report = await runHarness(
+        options({
+          request: { intent: `add a greeting ${marker}`, intentTrusted: false },
+          agent: { driver: commandAgent({ argv: [agent] }) },
+          blueprint: builtinBlueprint("default", { verify: [verify], maxFixRounds: 2 }),
+          output: { reporter: watching },
+        }),
+      );
 
-    expect(report.status).toBe("succeeded");
-    const agentSteps = report.nodes.filter((node) => node.kind === "agent");
-    expect(agentSteps.map((node) => node.nodeId)).toEqual(["implement", "fix"]);
-    const workDir = created.at(-1)?.workDir ?? "";
-    const seen = agentSteps.map((node) =>
-      Object.fromEntries(
-        [...(node.summary ?? "").matchAll(/^([A-Z]+)=(.*)$/gm)].map((match) => [match[1] ?? "", match[2] ?? ""]),
-      ),
-    );
-    for (const facts of seen) {
-      expect(facts["FILE"]?.startsWith("/")).toBe(true);
-      expect(facts["FILE"]?.startsWith(`${workDir}/`)).toBe(false);
-      expect(facts["WHERE"]).toBe("outside");
-      expect(facts["READ"]).toBe("same");
-      expect(facts["MODES"]).toBe("600 700");
-      expect(facts["FOUND"]?.trim()).toBe("");
-      expect(facts["LISTING"]).not.toMatch(/\.harness|prompt/);
-    }
-    const nonces = seen.map((facts) => facts["NONCE"]);
-    expect(nonces[0]).toMatch(/^untrusted-request-[0-9a-f]{20}$/);
-    expect(nonces[1]).toMatch(/^untrusted-request-[0-9a-f]{20}$/);
-    expect(nonces[1]).not.toBe(nonces[0]);
-    expect(afterStep).toEqual([
-      { node: "implement", fileExists: false, folderExists: true },
-      { node: "fix", fileExists: false, folderExists: true },
-    ]);
-    expect(git(repo, "show", "--name-only", "--format=", report.commitSha ?? "")).toBe("work.txt");
-  });
+      expect(report.status).toBe("succeeded");
+      const agentSteps = report.nodes.filter((node) => node.kind === "agent");
+      expect(agentSteps.map((node) => node.nodeId)).toEqual(["implement", "fix"]);
+      const workDir = created.at(-1)?.workDir ?? "";
+      const seen = agentSteps.map((node) =>
+        Object.fromEntries(
+          [...(node.summary ?? "").matchAll(/^([A-Z]+)=(.*)$/gm)].map((match) => [match[1] ?? "", match[2] ?? ""]),
+        ),
+      );
+      for (const facts of seen) {
+        expect(facts["FILE"]?.startsWith("/")).toBe(true);
+        expect(facts["FILE"]?.startsWith(`${workDir}/`)).toBe(false);
+        expect(facts["WHERE"]).toBe("outside");
+        expect(facts["READ"]).toBe("same");
+        expect(facts["MODES"]).toBe("600 700");
+        expect(facts["FOUND"]?.trim()).toBe("");
+        expect(facts["LISTING"]).not.toMatch(/\.harness|prompt/);
+      }
+      const nonces = seen.map((facts) => facts["NONCE"]);
+      expect(nonces[0]).toMatch(/^untrusted-request-[0-9a-f]{20}$/);
+      expect(nonces[1]).toMatch(/^untrusted-request-[0-9a-f]{20}$/);
+      expect(nonces[1]).not.toBe(nonces[0]);
+      expect(afterStep).toEqual([
+        { node: "implement", fileExists: false, folderExists: true },
+        { node: "fix", fileExists: false, folderExists: true },
+      ]);
+      expect(git(repo, "show", "--name-only", "--format=", report.commitSha ?? "")).toBe("work.txt");
+    },
+  );
 });
 
 describe("runHarness: secrets", () => {

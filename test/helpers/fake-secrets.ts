@@ -31,7 +31,10 @@ export function fakeToken(
 /** A JWT-shaped value (three base64url parts, the first two JSON objects). */
 export function fakeJwt(): string {
   const part = (value: object): string => Buffer.from(JSON.stringify(value)).toString("base64url");
-  return `${part({ alg: "RS256" })}.${part({ iss: randomInt(1_000_000), iat: randomInt(2_000_000_000) })}.${randomBytes(24).toString("base64url")}`;
+  return (
+    `${part({ alg: "RS256" })}.` +
+    `${part({ iss: randomInt(1_000_000), iat: randomInt(2_000_000_000) })}.${randomBytes(24).toString("base64url")}`
+  );
 }
 
 /** The lines of a PEM private key block: header, `bodyLines` random base64 lines, footer. */

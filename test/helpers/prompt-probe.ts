@@ -14,7 +14,8 @@ export function promptProbeAgent(marker: string): AgentDriver {
       [
         'echo "FILE=$HARNESS_PROMPT_FILE"',
         'case "$HARNESS_PROMPT_FILE" in "$PWD"/*) echo "WHERE=inside";; *) echo "WHERE=outside";; esac',
-        'if printf "%s" "$HARNESS_PROMPT" | cmp -s - "$HARNESS_PROMPT_FILE"; then echo "READ=same"; else echo "READ=different"; fi',
+        'if printf "%s" "$HARNESS_PROMPT" | cmp -s - "$HARNESS_PROMPT_FILE"; ' +
+          'then echo "READ=same"; else echo "READ=different"; fi',
         `echo "FOUND=$(grep -rlF ${marker} . 2>/dev/null | tr "\\n" " ")"`,
         "echo done > done.txt",
       ].join("\n"),

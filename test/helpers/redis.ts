@@ -8,7 +8,8 @@ export function testRedisUrl(): string {
   const url = process.env["HARNESS_TEST_REDIS_URL"];
   if (!url)
     throw new Error(
-      "HARNESS_TEST_REDIS_URL is not set: run the tests with `npm test`, whose global set-up starts a private redis-server",
+      "HARNESS_TEST_REDIS_URL is not set: run the tests with `npm test`, " +
+        "whose global set-up starts a private redis-server",
     );
   return url;
 }

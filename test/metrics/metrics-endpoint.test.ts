@@ -118,7 +118,8 @@ describe("/metrics", () => {
     const agent = join(dir.path, "agent.sh");
     await writeFile(
       agent,
-      `#!/bin/sh\nwhile [ ! -f '${release}' ]; do sleep 0.02; done\necho hello > greeting.txt\necho "Added greeting.txt"\n`,
+      `#!/bin/sh\nwhile [ ! -f '${release}' ]; do sleep 0.02; done\n` +
+        `echo hello > greeting.txt\necho "Added greeting.txt"\n`,
     );
     await chmod(agent, 0o755);
     const repo = await makeRepo(join(dir.path, "repo"));
@@ -242,24 +243,27 @@ describe("/metrics", () => {
     expect(value(families, "harness_live_sandboxes")).toBe(0);
   });
 
-  test("a queue depth that fails or hangs is reported as absent and counted, never stale, and never hangs the scrape", async () => {
-    let answer: () => Promise<QueueDepth> = () => Promise.resolve({ queued: 5, running: 2 });
-    const metrics = new HarnessMetrics({ defaultMetrics: false, queueDepthTimeoutMs: 100 });
-    const base = await serve(metrics);
-    expect((await scrape(base)).get("harness_queue_depth")?.samples).toEqual([]);
-    metrics.queueDepthFrom(() => answer());
-    expect(value(await scrape(base), "harness_queue_depth", { state: "queued" })).toBe(5);
+  test(
+    "a queue depth that fails or hangs is reported as absent " + "and counted, never stale, and never hangs the scrape",
+    async () => {
+      let answer: () => Promise<QueueDepth> = () => Promise.resolve({ queued: 5, running: 2 });
+      const metrics = new HarnessMetrics({ defaultMetrics: false, queueDepthTimeoutMs: 100 });
+      const base = await serve(metrics);
+      expect((await scrape(base)).get("harness_queue_depth")?.samples).toEqual([]);
+      metrics.queueDepthFrom(() => answer());
+      expect(value(await scrape(base), "harness_queue_depth", { state: "queued" })).toBe(5);
 
-    answer = () => Promise.reject(new Error("Redis is unreachable"));
-    const failed = await scrape(base);
-    expect(failed.get("harness_queue_depth")?.samples).toEqual([]);
-    expect(value(failed, "harness_queue_depth_errors_total")).toBe(1);
+      answer = () => Promise.reject(new Error("Redis is unreachable"));
+      const failed = await scrape(base);
+      expect(failed.get("harness_queue_depth")?.samples).toEqual([]);
+      expect(value(failed, "harness_queue_depth_errors_total")).toBe(1);
 
-    answer = () => new Promise<QueueDepth>(() => undefined);
-    const hung = await scrape(base);
-    expect(hung.get("harness_queue_depth")?.samples).toEqual([]);
-    expect(value(hung, "harness_queue_depth_errors_total")).toBe(2);
-  });
+      answer = () => new Promise<QueueDepth>(() => undefined);
+      const hung = await scrape(base);
+      expect(hung.get("harness_queue_depth")?.samples).toEqual([]);
+      expect(value(hung, "harness_queue_depth_errors_total")).toBe(2);
+    },
+  );
 
   test("answers GET and HEAD on /metrics only; other methods get 405, other paths are left to the server", async () => {
     const base = await serve(new HarnessMetrics({ defaultMetrics: false }));

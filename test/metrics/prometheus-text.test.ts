@@ -12,7 +12,8 @@ const GOOD = [
   "",
   "# HELP msdos_file_access_time_seconds Escaped \\\\ and \\n newline",
   "# TYPE msdos_file_access_time_seconds gauge",
-  'msdos_file_access_time_seconds{path="C:\\\\DIR\\\\FILE.TXT",error="Cannot find file:\\n\\"FILE.TXT\\""} 1.458255915e9',
+  'msdos_file_access_time_seconds{path="C:\\\\DIR\\\\FILE.TXT",' +
+    'error="Cannot find file:\\n\\"FILE.TXT\\""} 1.458255915e9',
   "metric_without_timestamp_and_labels 12.47",
   'something_weird{problem="division by zero"} +Inf -3982045',
   "# TYPE http_request_duration_seconds histogram",

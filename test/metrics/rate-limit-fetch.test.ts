@@ -98,21 +98,24 @@ describe("withRateLimitObserver", () => {
     expect(seen.limit("core")).toBe(5000);
   });
 
-  test("responses without the headers, or with nonsense in them, change nothing; odd resource names share one series", async () => {
-    const metrics = new HarnessMetrics({ defaultMetrics: false });
-    const fetch = withRateLimitObserver(
-      fakeFetch([
-        {},
-        { "x-ratelimit-remaining": "lots" },
-        { "x-ratelimit-remaining": "-3" },
-        { "x-ratelimit-remaining": "7", "x-ratelimit-resource": 'Evil Resource"}' },
-      ]),
-      metrics,
-    );
-    for (let i = 0; i < 4; i++) await fetch("https://ghes.example/api/v3/x");
-    const seen = await gauges(metrics);
-    expect(seen.series.map((sample) => [sample.labels, sample.value])).toEqual([[{ resource: "other" }, 7]]);
-  });
+  test(
+    "responses without the headers, or with nonsense in them, " + "change nothing; odd resource names share one series",
+    async () => {
+      const metrics = new HarnessMetrics({ defaultMetrics: false });
+      const fetch = withRateLimitObserver(
+        fakeFetch([
+          {},
+          { "x-ratelimit-remaining": "lots" },
+          { "x-ratelimit-remaining": "-3" },
+          { "x-ratelimit-remaining": "7", "x-ratelimit-resource": 'Evil Resource"}' },
+        ]),
+        metrics,
+      );
+      for (let i = 0; i < 4; i++) await fetch("https://ghes.example/api/v3/x");
+      const seen = await gauges(metrics);
+      expect(seen.series.map((sample) => [sample.labels, sample.value])).toEqual([[{ resource: "other" }, 7]]);
+    },
+  );
 
   test("wrapping the node:http fetch Octokit uses, against a real server sending GitHub's headers", async () => {
     server = createServer((_req, res) => {

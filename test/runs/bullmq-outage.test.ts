@@ -45,42 +45,46 @@ describe.skipIf(!hasRedisServer)("BullMQ queue through a Redis outage", () => {
     redis.kill("SIGKILL");
   });
 
-  test("a run that finishes while Redis is unreachable is recorded once Redis is back; a request accepted meanwhile is not lost", async () => {
-    const processor = new ControlledProcessor();
-    const queue = new BullmqRunQueue(processor.process, {
-      redisUrl: url,
-      prefix: "outage",
-      concurrency: 2,
-      leaseMs: 10_000,
-    });
-    try {
-      const first = request(700);
-      await queue.enqueue(first);
-      await processor.startedCount(1);
-      // Redis stops answering (a partition, or a failover in progress).
-      redis.kill("SIGSTOP");
-      processor.release(first.runId);
-      const second = request(701);
-      const accepting = queue.enqueue(second);
-      let acceptedDuringOutage = false;
-      void accepting.then(() => {
-        acceptedDuringOutage = true;
+  test(
+    "a run that finishes while Redis is unreachable is recorded " +
+      "once Redis is back; a request accepted meanwhile is not lost",
+    async () => {
+      const processor = new ControlledProcessor();
+      const queue = new BullmqRunQueue(processor.process, {
+        redisUrl: url,
+        prefix: "outage",
+        concurrency: 2,
+        leaseMs: 10_000,
       });
-      // The outage itself lasts a while (a scenario, not a synchronisation): long enough for
-      // heartbeats and the run's finish to be attempted against a silent Redis.
-      await new Promise((resolve) => setTimeout(resolve, 1_000));
-      expect(processor.finished).toEqual([first.runId]);
-      expect(acceptedDuringOutage).toBe(false);
-      redis.kill("SIGCONT");
-      expect(await accepting).toEqual({ status: "queued", ahead: 0 });
-      await processor.startedCount(2);
-      processor.release(second.runId);
-      await queue.idle();
-      expect(processor.started).toEqual([first.runId, second.runId]);
-      expect(processor.finished).toEqual([first.runId, second.runId]);
-      expect(await queue.stats()).toEqual({ queued: 0, running: 0 });
-    } finally {
-      await queue.close(0);
-    }
-  });
+      try {
+        const first = request(700);
+        await queue.enqueue(first);
+        await processor.startedCount(1);
+        // Redis stops answering (a partition, or a failover in progress).
+        redis.kill("SIGSTOP");
+        processor.release(first.runId);
+        const second = request(701);
+        const accepting = queue.enqueue(second);
+        let acceptedDuringOutage = false;
+        void accepting.then(() => {
+          acceptedDuringOutage = true;
+        });
+        // The outage itself lasts a while (a scenario, not a synchronisation): long enough for
+        // heartbeats and the run's finish to be attempted against a silent Redis.
+        await new Promise((resolve) => setTimeout(resolve, 1_000));
+        expect(processor.finished).toEqual([first.runId]);
+        expect(acceptedDuringOutage).toBe(false);
+        redis.kill("SIGCONT");
+        expect(await accepting).toEqual({ status: "queued", ahead: 0 });
+        await processor.startedCount(2);
+        processor.release(second.runId);
+        await queue.idle();
+        expect(processor.started).toEqual([first.runId, second.runId]);
+        expect(processor.finished).toEqual([first.runId, second.runId]);
+        expect(await queue.stats()).toEqual({ queued: 0, running: 0 });
+      } finally {
+        await queue.close(0);
+      }
+    },
+  );
 });

@@ -152,26 +152,29 @@ export function describePendingRequestConformance(
       expect(await store.list(ISSUE)).toEqual([second]);
     });
 
-    test("Harness's reply is attached to a pending request and handed back with it, so a replacement can edit it", async () => {
-      const { store, another } = await open({ limits: { ttlMs: HOUR } });
-      const first = stored(await store.put(ask(alice, "fix the typo")));
-      expect(first.replyCommentId).toBeUndefined();
-      expect(await store.attachReply(ISSUE, first.id.toUpperCase(), 9001)).toBe(true);
-      expect(await (await another()).list(ISSUE)).toEqual([{ ...first, replyCommentId: 9001 }]);
+    test(
+      "Harness's reply is attached to a pending request and " + "handed back with it, so a replacement can edit it",
+      async () => {
+        const { store, another } = await open({ limits: { ttlMs: HOUR } });
+        const first = stored(await store.put(ask(alice, "fix the typo")));
+        expect(first.replyCommentId).toBeUndefined();
+        expect(await store.attachReply(ISSUE, first.id.toUpperCase(), 9001)).toBe(true);
+        expect(await (await another()).list(ISSUE)).toEqual([{ ...first, replyCommentId: 9001 }]);
 
-      const { request: second, replaced } = storing(await store.put(ask(alice, "fix the typo, and the other one")));
-      expect(replaced).toEqual({ ...first, replyCommentId: 9001 });
-      expect(second.replyCommentId).toBeUndefined();
-      expect(await store.attachReply(ISSUE, first.id, 9002)).toBe(false);
-      expect(await store.attachReply(OTHER_ISSUE, second.id, 9002)).toBe(false);
-      expect(await store.attachReply(ISSUE, second.id, 9001)).toBe(true);
-      expect(await store.take(ISSUE, second.id)).toEqual({ ...second, replyCommentId: 9001 });
-      expect(await store.attachReply(ISSUE, second.id, 9003)).toBe(false);
+        const { request: second, replaced } = storing(await store.put(ask(alice, "fix the typo, and the other one")));
+        expect(replaced).toEqual({ ...first, replyCommentId: 9001 });
+        expect(second.replyCommentId).toBeUndefined();
+        expect(await store.attachReply(ISSUE, first.id, 9002)).toBe(false);
+        expect(await store.attachReply(OTHER_ISSUE, second.id, 9002)).toBe(false);
+        expect(await store.attachReply(ISSUE, second.id, 9001)).toBe(true);
+        expect(await store.take(ISSUE, second.id)).toEqual({ ...second, replyCommentId: 9001 });
+        expect(await store.attachReply(ISSUE, second.id, 9003)).toBe(false);
 
-      const late = stored(await store.put(ask(bob, "bump the version")));
-      clock += HOUR;
-      expect(await store.attachReply(ISSUE, late.id, 9004)).toBe(false);
-    });
+        const late = stored(await store.put(ask(bob, "bump the version")));
+        clock += HOUR;
+        expect(await store.attachReply(ISSUE, late.id, 9004)).toBe(false);
+      },
+    );
 
     test("ids are unique within an issue (a clashing id is generated again) but may repeat across issues", async () => {
       const { store } = await open({ newId: idsInTurn("k7q2m9", "k7q2m9", "z1z1z1", "k7q2m9") });
@@ -207,24 +210,30 @@ export function describePendingRequestConformance(
       stored(await store.put(ask(carol, "three, now there is room")));
     });
 
-    test("the per-person cap counts one person's requests across issues and repositories; taking frees a place", async () => {
-      const { store } = await open({ limits: { maxPerPerson: 2 } });
-      const first = stored(await store.put(ask(alice, "one", "101#1")));
-      stored(await store.put(ask(alice, "two", "202#5")));
-      expect(await store.put(ask(alice, "three", "303#9"))).toEqual({
-        status: "refused",
-        reason: "person_full",
-        limit: 2,
-      });
-      stored(await store.put(ask(bob, "bob's", "303#9")));
+    test(
+      "the per-person cap counts one person's requests " + "across issues and repositories; taking frees a place",
+      async () => {
+        const { store } = await open({ limits: { maxPerPerson: 2 } });
+        const first = stored(await store.put(ask(alice, "one", "101#1")));
+        stored(await store.put(ask(alice, "two", "202#5")));
+        expect(await store.put(ask(alice, "three", "303#9"))).toEqual({
+          status: "refused",
+          reason: "person_full",
+          limit: 2,
+        });
+        stored(await store.put(ask(bob, "bob's", "303#9")));
 
-      expect(await store.take("101#1", first.id)).toBeDefined();
-      stored(await store.put(ask(alice, "three", "303#9")));
-      expect(await store.put(ask(alice, "four", "404#2"))).toMatchObject({ status: "refused", reason: "person_full" });
+        expect(await store.take("101#1", first.id)).toBeDefined();
+        stored(await store.put(ask(alice, "three", "303#9")));
+        expect(await store.put(ask(alice, "four", "404#2"))).toMatchObject({
+          status: "refused",
+          reason: "person_full",
+        });
 
-      expect(await store.takeOnly("202#5")).toMatchObject({ status: "taken", request: { intent: "two" } });
-      stored(await store.put(ask(alice, "four", "404#2")));
-    });
+        expect(await store.takeOnly("202#5")).toMatchObject({ status: "taken", request: { intent: "two" } });
+        stored(await store.put(ask(alice, "four", "404#2")));
+      },
+    );
 
     test("requests expire after the TTL: not listed, not taken, not counted", async () => {
       const { store } = await open({ limits: { ttlMs: HOUR, maxPerIssue: 1, maxPerPerson: 1 } });
@@ -334,20 +343,23 @@ export function describePendingRequestConformance(
       }
     });
 
-    test("what a stranger sends is bounded: oversized intents and logins are refused, odd ids find nothing", async () => {
-      const { store } = await open();
-      const atLimit = "x".repeat(MAX_PENDING_INTENT_BYTES);
-      expect(stored(await store.put(ask(alice, atLimit))).intent).toBe(atLimit);
-      // Measured in bytes: 32,769 two-byte characters are over 64 KiB.
-      await expect(store.put(ask(bob, "é".repeat(32_769)))).rejects.toThrow(/over the 65536-byte limit/);
-      await expect(store.put(ask({ login: "x".repeat(40), id: 5 }, "fix"))).rejects.toThrow(/1 to 39 characters/);
-      await expect(store.claimReply(ISSUE, "x".repeat(40), 60_000)).rejects.toThrow(/1 to 39 characters/);
-      expect((await store.list(ISSUE)).map((request) => request.requester.login)).toEqual(["Alice"]);
+    test(
+      "what a stranger sends is bounded: oversized intents " + "and logins are refused, odd ids find nothing",
+      async () => {
+        const { store } = await open();
+        const atLimit = "x".repeat(MAX_PENDING_INTENT_BYTES);
+        expect(stored(await store.put(ask(alice, atLimit))).intent).toBe(atLimit);
+        // Measured in bytes: 32,769 two-byte characters are over 64 KiB.
+        await expect(store.put(ask(bob, "é".repeat(32_769)))).rejects.toThrow(/over the 65536-byte limit/);
+        await expect(store.put(ask({ login: "x".repeat(40), id: 5 }, "fix"))).rejects.toThrow(/1 to 39 characters/);
+        await expect(store.claimReply(ISSUE, "x".repeat(40), 60_000)).rejects.toThrow(/1 to 39 characters/);
+        expect((await store.list(ISSUE)).map((request) => request.requester.login)).toEqual(["Alice"]);
 
-      for (const typed of ["", "   ", "x".repeat(1000), "../aaaa", "k7q2m9; DROP", "*"])
-        expect(await store.take(ISSUE, typed)).toBeUndefined();
-      expect(await store.list(ISSUE)).toHaveLength(1);
-    });
+        for (const typed of ["", "   ", "x".repeat(1000), "../aaaa", "k7q2m9; DROP", "*"])
+          expect(await store.take(ISSUE, typed)).toBeUndefined();
+        expect(await store.list(ISSUE)).toHaveLength(1);
+      },
+    );
 
     if (durable) {
       test("closed and opened again, the store still has its requests and reply windows", async () => {

@@ -146,37 +146,41 @@ describe("SQLite pending requests", () => {
     }
   });
 
-  test("two processes on one file racing to approve and to reply: each request and each reply goes to exactly one", async () => {
-    const stores = await sqliteStores({});
-    disposers.push(stores.dispose);
-    const issueKeys = Array.from({ length: 300 }, (_, i) => `77#${String(i)}`);
-    const ids: string[] = [];
-    for (const issueKey of issueKeys) {
-      const outcome = await stores.store.put({
-        issueKey,
-        intent: "fix the typo",
-        requester: { login: `p${String(ids.length)}`, id: ids.length + 1 },
-        commentId: ids.length,
-      });
-      if (outcome.status === "stored") ids.push(outcome.request.id);
-    }
-    expect(ids).toHaveLength(300);
+  test(
+    "two processes on one file racing to approve and to " + "reply: each request and each reply goes to exactly one",
+    async () => {
+      const stores = await sqliteStores({});
+      disposers.push(stores.dispose);
+      const issueKeys = Array.from({ length: 300 }, (_, i) => `77#${String(i)}`);
+      const ids: string[] = [];
+      for (const issueKey of issueKeys) {
+        const outcome = await stores.store.put({
+          issueKey,
+          intent: "fix the typo",
+          requester: { login: `p${String(ids.length)}`, id: ids.length + 1 },
+          commentId: ids.length,
+        });
+        if (outcome.status === "stored") ids.push(outcome.request.id);
+      }
+      expect(ids).toHaveLength(300);
 
-    const racers = [racer(stores.path, issueKeys), racer(stores.path, issueKeys)];
-    for (const one of racers) {
-      disposers.push(() => {
-        one.stop();
-        return Promise.resolve();
-      });
-    }
-    await Promise.all(racers.map((one) => one.ready));
-    for (const one of racers) one.go();
-    const [first, second] = await Promise.all(racers.map((one) => one.result));
+      const racers = [racer(stores.path, issueKeys), racer(stores.path, issueKeys)];
+      for (const one of racers) {
+        disposers.push(() => {
+          one.stop();
+          return Promise.resolve();
+        });
+      }
+      await Promise.all(racers.map((one) => one.ready));
+      for (const one of racers) one.go();
+      const [first, second] = await Promise.all(racers.map((one) => one.result));
 
-    expect([...first!.taken, ...second!.taken].sort()).toEqual([...ids].sort());
-    expect([...first!.claimed, ...second!.claimed].sort()).toEqual([...issueKeys].sort());
-    for (const issueKey of issueKeys) expect(await stores.store.list(issueKey)).toEqual([]);
-  }, 60_000);
+      expect([...first!.taken, ...second!.taken].sort()).toEqual([...ids].sort());
+      expect([...first!.claimed, ...second!.claimed].sort()).toEqual([...issueKeys].sort());
+      for (const issueKey of issueKeys) expect(await stores.store.list(issueKey)).toEqual([]);
+    },
+    60_000,
+  );
 
   test("the factory's sqlite kind keeps requests in the HARNESS_DB file", async () => {
     const stores = await sqliteStores({});

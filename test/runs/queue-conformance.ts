@@ -239,32 +239,35 @@ export function describeQueueConformance(
       await expect(queue.enqueue(request(31))).rejects.toThrow(/shutting down/);
     });
 
-    test("a flood on one issue: one runs, one waits, every later request is refused naming the waiting one", async () => {
-      const processor = new ControlledProcessor();
-      const queue = await make(processor.process);
-      const running = request(60);
-      await queue.enqueue(running);
-      await processor.startedCount(1);
-      const waiting = request(60);
-      expect(await queue.enqueue(waiting)).toEqual({ status: "waiting", behind: running.runId });
-      const flood = Array.from({ length: 58 }, () => request(60));
-      const outcomes = [];
-      for (const item of flood) outcomes.push(await queue.enqueue(item));
-      expect(outcomes).toEqual(
-        flood.map(() => ({ status: "refused", reason: "issue_busy", limit: 1, active: waiting.runId })),
-      );
-      // A refused request was not recorded: asked again later, it is judged afresh.
-      expect(await queue.seen(flood[0]?.key ?? "")).toBe(false);
-      expect(await queue.admission(request(60))).toMatchObject({ status: "refused", reason: "issue_busy" });
-      processor.release(running.runId);
-      await processor.startedCount(2);
-      expect(await queue.enqueue(flood[0] as RunRequest)).toEqual({ status: "waiting", behind: waiting.runId });
-      processor.release(waiting.runId);
-      await processor.startedCount(3);
-      processor.release(flood[0]?.runId ?? "");
-      await queue.idle();
-      expect(processor.started).toEqual([running.runId, waiting.runId, flood[0]?.runId]);
-    });
+    test(
+      "a flood on one issue: one runs, one waits, every " + "later request is refused naming the waiting one",
+      async () => {
+        const processor = new ControlledProcessor();
+        const queue = await make(processor.process);
+        const running = request(60);
+        await queue.enqueue(running);
+        await processor.startedCount(1);
+        const waiting = request(60);
+        expect(await queue.enqueue(waiting)).toEqual({ status: "waiting", behind: running.runId });
+        const flood = Array.from({ length: 58 }, () => request(60));
+        const outcomes = [];
+        for (const item of flood) outcomes.push(await queue.enqueue(item));
+        expect(outcomes).toEqual(
+          flood.map(() => ({ status: "refused", reason: "issue_busy", limit: 1, active: waiting.runId })),
+        );
+        // A refused request was not recorded: asked again later, it is judged afresh.
+        expect(await queue.seen(flood[0]?.key ?? "")).toBe(false);
+        expect(await queue.admission(request(60))).toMatchObject({ status: "refused", reason: "issue_busy" });
+        processor.release(running.runId);
+        await processor.startedCount(2);
+        expect(await queue.enqueue(flood[0] as RunRequest)).toEqual({ status: "waiting", behind: waiting.runId });
+        processor.release(waiting.runId);
+        await processor.startedCount(3);
+        processor.release(flood[0]?.runId ?? "");
+        await queue.idle();
+        expect(processor.started).toEqual([running.runId, waiting.runId, flood[0]?.runId]);
+      },
+    );
 
     test("admission answers what enqueue would, and records nothing", async () => {
       const processor = new ControlledProcessor();
@@ -282,45 +285,48 @@ export function describeQueueConformance(
       expect(processor.started).toEqual([first.runId]);
     });
 
-    test("per-repository and per-installation caps on waiting runs refuse the excess and free up as runs start", async () => {
-      const processor = new ControlledProcessor();
-      const queue = await make(processor.process, 1, { maxQueuedPerRepository: 2, maxQueuedPerInstallation: 3 });
-      const blocker = request(1, undefined, { repoId: 1, installationId: 7 });
-      await queue.enqueue(blocker);
-      await processor.startedCount(1);
-      const inRepo = [
-        request(2, undefined, { repoId: 1, installationId: 7 }),
-        request(3, undefined, { repoId: 1, installationId: 7 }),
-      ];
-      for (const item of inRepo) expect((await queue.enqueue(item)).status).toBe("queued");
-      expect(await queue.enqueue(request(4, undefined, { repoId: 1, installationId: 7 }))).toEqual({
-        status: "refused",
-        reason: "repository_full",
-        limit: 2,
-      });
-      const otherRepo = request(5, undefined, { repoId: 2, installationId: 7 });
-      expect((await queue.enqueue(otherRepo)).status).toBe("queued");
-      expect(await queue.enqueue(request(6, undefined, { repoId: 3, installationId: 7 }))).toEqual({
-        status: "refused",
-        reason: "installation_full",
-        limit: 3,
-      });
-      // Another installation is not held back by this one's quota.
-      const elsewhere = request(7, undefined, { repoId: 9, installationId: 8 });
-      expect((await queue.enqueue(elsewhere)).status).toBe("queued");
-      processor.release(blocker.runId);
-      // Fair order: the other installation's first request goes before this one's second.
-      await processor.startedCount(2);
-      expect(processor.started[1]).toBe(elsewhere.runId);
-      processor.release(elsewhere.runId);
-      await processor.startedCount(3);
-      expect(processor.started[2]).toBe(inRepo[0]?.runId);
-      expect((await queue.enqueue(request(8, undefined, { repoId: 3, installationId: 7 }))).status).toBe("queued");
-      processor.autoFinish = true;
-      for (const id of processor.started) processor.release(id);
-      await queue.idle();
-      expect(processor.started).toHaveLength(6);
-    });
+    test(
+      "per-repository and per-installation caps on waiting " + "runs refuse the excess and free up as runs start",
+      async () => {
+        const processor = new ControlledProcessor();
+        const queue = await make(processor.process, 1, { maxQueuedPerRepository: 2, maxQueuedPerInstallation: 3 });
+        const blocker = request(1, undefined, { repoId: 1, installationId: 7 });
+        await queue.enqueue(blocker);
+        await processor.startedCount(1);
+        const inRepo = [
+          request(2, undefined, { repoId: 1, installationId: 7 }),
+          request(3, undefined, { repoId: 1, installationId: 7 }),
+        ];
+        for (const item of inRepo) expect((await queue.enqueue(item)).status).toBe("queued");
+        expect(await queue.enqueue(request(4, undefined, { repoId: 1, installationId: 7 }))).toEqual({
+          status: "refused",
+          reason: "repository_full",
+          limit: 2,
+        });
+        const otherRepo = request(5, undefined, { repoId: 2, installationId: 7 });
+        expect((await queue.enqueue(otherRepo)).status).toBe("queued");
+        expect(await queue.enqueue(request(6, undefined, { repoId: 3, installationId: 7 }))).toEqual({
+          status: "refused",
+          reason: "installation_full",
+          limit: 3,
+        });
+        // Another installation is not held back by this one's quota.
+        const elsewhere = request(7, undefined, { repoId: 9, installationId: 8 });
+        expect((await queue.enqueue(elsewhere)).status).toBe("queued");
+        processor.release(blocker.runId);
+        // Fair order: the other installation's first request goes before this one's second.
+        await processor.startedCount(2);
+        expect(processor.started[1]).toBe(elsewhere.runId);
+        processor.release(elsewhere.runId);
+        await processor.startedCount(3);
+        expect(processor.started[2]).toBe(inRepo[0]?.runId);
+        expect((await queue.enqueue(request(8, undefined, { repoId: 3, installationId: 7 }))).status).toBe("queued");
+        processor.autoFinish = true;
+        for (const id of processor.started) processor.release(id);
+        await queue.idle();
+        expect(processor.started).toHaveLength(6);
+      },
+    );
 
     test("fair order: a busy installation's backlog does not starve another installation's first request", async () => {
       const processor = new ControlledProcessor();
@@ -341,7 +347,7 @@ export function describeQueueConformance(
       expect(processor.started.slice(2)).toEqual(busy.slice(1).map((item) => item.runId));
     });
 
-    test("per-repository and per-installation running caps hold, and a capped run starts when a place frees up", async () => {
+    test("repository and installation running caps hold; a capped run starts when a place frees up", async () => {
       const processor = new ControlledProcessor();
       const queue = await make(processor.process, 3, { maxRunningPerRepository: 1, maxRunningPerInstallation: 2 });
       const a1 = request(1, undefined, { repoId: 31, installationId: 41 });
@@ -350,11 +356,17 @@ export function describeQueueConformance(
       const c1 = request(4, undefined, { repoId: 33, installationId: 41 });
       for (const item of [a1, a2, b1, c1]) await queue.enqueue(item);
       await processor.startedCount(2);
-      expect([...processor.started].sort()).toEqual([a1.runId, b1.runId].sort());
-      processor.release(a1.runId);
+      // Two run (the installation's cap), one of them from repository 31 (its cap). Which of
+      // the runs tied for a place wins is not fixed: a worker's slots may claim at once.
+      const repository31 = [a1.runId, a2.runId];
+      const first = [...processor.started];
+      expect(first).toHaveLength(2);
+      expect(first.filter((id) => repository31.includes(id))).toHaveLength(1);
+      const running31 = first.find((id) => repository31.includes(id)) ?? "";
+      processor.release(running31);
       await processor.startedCount(3);
       expect(processor.started).toHaveLength(3);
-      expect([a2.runId, c1.runId]).toContain(processor.started[2]);
+      expect(first).not.toContain(processor.started[2]);
       processor.autoFinish = true;
       for (const id of processor.started) processor.release(id);
       await processor.startedCount(4);

@@ -38,19 +38,22 @@ const state = (runId: string): { state: string; attempts: number } =>
   };
 
 describe("SQLite run queue: durability", () => {
-  test("a request accepted by a web-only process is run by a worker that starts later, from the same file", async () => {
-    const web = queue(new ControlledProcessor(), { concurrency: 0 });
-    const item = request(1);
-    await web.enqueue(item);
-    await web.close(0);
-    const processor = new ControlledProcessor();
-    processor.autoFinish = true;
-    const worker = queue(processor);
-    await processor.startedCount(1);
-    await worker.idle();
-    expect(processor.started).toEqual([item.runId]);
-    expect(state(item.runId)).toEqual({ state: "done", attempts: 1 });
-  });
+  test(
+    "a request accepted by a web-only process is run " + "by a worker that starts later, from the same file",
+    async () => {
+      const web = queue(new ControlledProcessor(), { concurrency: 0 });
+      const item = request(1);
+      await web.enqueue(item);
+      await web.close(0);
+      const processor = new ControlledProcessor();
+      processor.autoFinish = true;
+      const worker = queue(processor);
+      await processor.startedCount(1);
+      await worker.idle();
+      expect(processor.started).toEqual([item.runId]);
+      expect(state(item.runId)).toEqual({ state: "done", attempts: 1 });
+    },
+  );
 
   test("a redelivery days later is still recognised (the key is durable)", async () => {
     const processor = new ControlledProcessor();

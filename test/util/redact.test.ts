@@ -143,43 +143,47 @@ describe("redact: hostile input costs time linear in its length", () => {
     expect(performance.now() - started).toBeLessThan(BUDGET_MS);
   });
 
-  test("any mix of the hostile pieces, up to 1 MB, redacts within the budget, and a secret planted after it is still caught", () => {
-    const pieces = [
-      "key",
-      "-",
-      "=",
-      ":",
-      " ",
-      '"',
-      "'",
-      "token",
-      "a",
-      "://",
-      "@",
-      "-----BEGIN ",
-      "PRIVATE KEY-----",
-      "sk-",
-      "x",
-      "secret_",
-      "\n",
-      ",",
-      "[REDACTED]",
-    ];
-    fc.assert(
-      fc.property(
-        fc.array(fc.constantFrom(...pieces), { minLength: 1, maxLength: 64 }),
-        fc.integer({ min: 1, max: 40_000 }),
-        (units, repeat) => {
-          const hostile = units.join("").repeat(repeat).slice(0, MB);
-          const value = fakeToken("", 24);
-          const started = performance.now();
-          const out = redactor(`${hostile}\nDATABASE_PASSWORD=${value}\n`);
-          expect(performance.now() - started).toBeLessThan(BUDGET_MS);
-          // Either the assignment rule or an unterminated private key before it took the value.
-          expect(out).not.toContain(value);
-        },
-      ),
-      { numRuns: 25 },
-    );
-  });
+  test(
+    "any mix of the hostile pieces, up to 1 MB, redacts within " +
+      "the budget, and a secret planted after it is still caught",
+    () => {
+      const pieces = [
+        "key",
+        "-",
+        "=",
+        ":",
+        " ",
+        '"',
+        "'",
+        "token",
+        "a",
+        "://",
+        "@",
+        "-----BEGIN ",
+        "PRIVATE KEY-----",
+        "sk-",
+        "x",
+        "secret_",
+        "\n",
+        ",",
+        "[REDACTED]",
+      ];
+      fc.assert(
+        fc.property(
+          fc.array(fc.constantFrom(...pieces), { minLength: 1, maxLength: 64 }),
+          fc.integer({ min: 1, max: 40_000 }),
+          (units, repeat) => {
+            const hostile = units.join("").repeat(repeat).slice(0, MB);
+            const value = fakeToken("", 24);
+            const started = performance.now();
+            const out = redactor(`${hostile}\nDATABASE_PASSWORD=${value}\n`);
+            expect(performance.now() - started).toBeLessThan(BUDGET_MS);
+            // Either the assignment rule or an unterminated private key before it took the value.
+            expect(out).not.toContain(value);
+          },
+        ),
+        { numRuns: 25 },
+      );
+    },
+  );
 });

@@ -75,7 +75,8 @@ export class ConsoleReporter implements Reporter {
       case "run.finished":
         this.stopSpinner();
         this.line(
-          `${event.report.status === "succeeded" ? "✔" : "✖"} Run ${event.report.status} in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`,
+          `${event.report.status === "succeeded" ? "✔" : "✖"} Run ${event.report.status} ` +
+            `in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`,
         );
         break;
       case "sandbox.ready":

@@ -50,14 +50,17 @@ return 1
  * reopens an ended run ('1'|'0'), then patch field/value pairs ('' clears a field).
  * Returns the new seq, or 0 when the entry was not recorded.
  */
-const APPEND = `
+const APPEND =
+  `
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return 0 end
-if (state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'interrupted') and ARGV[8] ~= '1' then return 0 end
+if (state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'interrupted') ` +
+  `and ARGV[8] ~= '1' then return 0 end
 local bytes = tonumber(ARGV[3])
 local cap = tonumber(ARGV[4])
 local maxEvents = tonumber(ARGV[5])
-if ARGV[1] == 'event' and ARGV[7] ~= '1' and tonumber(redis.call('HGET', KEYS[1], 'eventsKept') or '0') >= maxEvents then return 0 end
+if ARGV[1] == 'event' and ARGV[7] ~= '1' ` +
+  `and tonumber(redis.call('HGET', KEYS[1], 'eventsKept') or '0') >= maxEvents then return 0 end
 local seq = redis.call('HINCRBY', KEYS[1], 'lastSeq', 1)
 local id = seq .. '-0'
 if ARGV[1] == 'output' then

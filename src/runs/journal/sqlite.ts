@@ -129,9 +129,12 @@ export class SqliteRunJournal implements RunJournal {
     this.recent = new RecentEntries(Math.min(RECENT_CHARS, this.limits.maxOutputBytes));
     const db = this.db;
     this.statements = {
-      insertRun:
-        db.prepare(`INSERT OR IGNORE INTO journal_runs (run_id, owner, name, issue_number, issue_url, intent, requester, state, created_ms, created_at)
-        VALUES (@run_id, @owner, @name, @issue_number, @issue_url, @intent, @requester, 'queued', @created_ms, @created_at)`),
+      insertRun: db.prepare(
+        `INSERT OR IGNORE INTO journal_runs (run_id, owner, name, issue_number, issue_url, intent, requester, ` +
+          `state, created_ms, created_at)
+        VALUES (@run_id, @owner, @name, @issue_number, @issue_url, @intent, @requester, ` +
+          `'queued', @created_ms, @created_at)`,
+      ),
       countRuns: db.prepare("SELECT COUNT(*) AS n FROM journal_runs"),
       oldestRuns: db.prepare("SELECT run_id FROM journal_runs ORDER BY created_ms, run_id LIMIT ?"),
       deleteRun: db.prepare("DELETE FROM journal_runs WHERE run_id = ?"),
@@ -146,7 +149,8 @@ export class SqliteRunJournal implements RunJournal {
       events: db.prepare("SELECT seq, body FROM journal_events WHERE run_id = ? AND seq > ? ORDER BY seq LIMIT ?"),
       recent: db.prepare("SELECT * FROM journal_runs ORDER BY created_ms DESC, run_id DESC LIMIT ?"),
       older: db.prepare(
-        `SELECT * FROM journal_runs WHERE created_ms < @ms OR (created_ms = @ms AND run_id < @id) ORDER BY created_ms DESC, run_id DESC LIMIT @limit`,
+        `SELECT * FROM journal_runs WHERE created_ms < @ms OR (created_ms = @ms AND run_id < @id) ` +
+          `ORDER BY created_ms DESC, run_id DESC LIMIT @limit`,
       ),
     };
   }

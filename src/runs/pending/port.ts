@@ -61,9 +61,15 @@ export type TakeOnlyOutcome =
  * atomic across processes sharing the store.
  */
 export interface PendingRequestStore {
-  /** Stores a request under a fresh id; one person keeps at most one pending request per issue. Throws on an oversized intent or login. */
+  /**
+   * Stores a request under a fresh id; one person keeps at most one pending request per issue.
+   * Throws on an oversized intent or login.
+   */
   put(input: PendingRequestInput): Promise<PutOutcome>;
-  /** Removes and returns exactly that request (id matched case-insensitively) if it is pending, unexpired, on that issue. */
+  /**
+   * Removes and returns exactly that request (id matched case-insensitively) if it is pending,
+   * unexpired, on that issue.
+   */
   take(issueKey: string, id: string): Promise<PendingRequest | undefined>;
   /** A bare `/harness approve`: takes the request only when it is the issue's one unexpired request. */
   takeOnly(issueKey: string): Promise<TakeOnlyOutcome>;
@@ -71,7 +77,10 @@ export interface PendingRequestStore {
   list(issueKey: string): Promise<PendingRequest[]>;
   /** Records Harness's reply on a pending request; false when it is no longer pending (taken, replaced, expired). */
   attachReply(issueKey: string, id: string, replyCommentId: number): Promise<boolean>;
-  /** True the first time per (scope, login, case-insensitive) within `windowMs`, false after; exactly one caller wins a race. */
+  /**
+   * True the first time per (scope, login, case-insensitive) within `windowMs`, false after;
+   * exactly one caller wins a race.
+   */
   claimReply(scope: string, login: string, windowMs: number): Promise<boolean>;
   close(): Promise<void>;
 }
@@ -113,7 +122,9 @@ export function checkPendingInput(input: PendingRequestInput): void {
   const bytes = Buffer.byteLength(input.intent, "utf8");
   if (bytes > MAX_PENDING_INTENT_BYTES)
     throw new Error(
-      `A pending request's intent is ${String(bytes)} bytes, over the ${String(MAX_PENDING_INTENT_BYTES)}-byte limit: check the length before storing it`,
+      `A pending request's intent is ${String(bytes)} bytes, over the ` +
+        `${String(MAX_PENDING_INTENT_BYTES)}-byte limit: ` +
+        `check the length before storing it`,
     );
   checkLogin(input.requester.login);
   checkKey("issue key", input.issueKey);
@@ -149,7 +160,8 @@ export function generatedId(newId: () => string): string {
   const id = newId();
   if (id.length === 0 || id.length > MAX_PENDING_ID_LENGTH || !ID_PATTERN.test(id))
     throw new Error(
-      `A pending request id must be 1 to ${String(MAX_PENDING_ID_LENGTH)} lower-case letters and digits, not ${JSON.stringify(id.slice(0, 64))}`,
+      `A pending request id must be 1 to ${String(MAX_PENDING_ID_LENGTH)} lower-case letters and digits, ` +
+        `not ${JSON.stringify(id.slice(0, 64))}`,
     );
   return id;
 }
@@ -162,7 +174,8 @@ export function normalizeRequestId(typed: string): string | undefined {
 
 export function idClashError(issueKey: string): Error {
   return new Error(
-    `No free pending request id on ${issueKey} after ${String(MAX_ID_ATTEMPTS)} tries: the id generator keeps repeating itself`,
+    `No free pending request id on ${issueKey} after ${String(MAX_ID_ATTEMPTS)} tries: ` +
+      `the id generator keeps repeating itself`,
   );
 }
 
@@ -184,7 +197,10 @@ export function oldestFirst(a: PendingRequest, b: PendingRequest): number {
   return a.createdAt - b.createdAt || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
 }
 
-/** Runs a synchronous store operation as the port's promise: what it throws becomes a rejection, as from the Redis store. */
+/**
+ * Runs a synchronous store operation as the port's promise: what it throws becomes a rejection,
+ * as from the Redis store.
+ */
 export function settled<T>(operation: () => T): Promise<T> {
   return new Promise((resolve) => {
     resolve(operation());

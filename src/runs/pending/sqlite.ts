@@ -105,9 +105,11 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
       countPerson: db.prepare("SELECT COUNT(*) AS n FROM pending_requests WHERE requester_id = ?"),
       idInUse: db.prepare("SELECT 1 FROM pending_requests WHERE issue_key = ? AND id = ?"),
       delete: db.prepare("DELETE FROM pending_requests WHERE issue_key = ? AND id = ?"),
-      insert:
-        db.prepare(`INSERT INTO pending_requests (issue_key, id, intent, requester_login, requester_id, comment_id, created_at, expires_at)
-        VALUES (@issue_key, @id, @intent, @requester_login, @requester_id, @comment_id, @created_at, @expires_at)`),
+      insert: db.prepare(
+        `INSERT INTO pending_requests (issue_key, id, intent, requester_login, ` +
+          `requester_id, comment_id, created_at, expires_at)
+        VALUES (@issue_key, @id, @intent, @requester_login, @requester_id, @comment_id, @created_at, @expires_at)`,
+      ),
       take: db.prepare("DELETE FROM pending_requests WHERE issue_key = ? AND id = ? AND expires_at > ? RETURNING *"),
       attachReply: db.prepare(
         "UPDATE pending_requests SET reply_comment_id = ? WHERE issue_key = ? AND id = ? AND expires_at > ?",

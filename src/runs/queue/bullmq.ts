@@ -21,7 +21,10 @@ export interface BullmqQueueOptions extends DurableQueueOptions {
   redisUrl: string;
   /** Namespaces every key (`HARNESS_REDIS_PREFIX`), so deployments and tests can share a Redis. */
   prefix?: string;
-  /** How long a run queued behind another on its issue waits before looking again, in ms (it is also woken when the issue frees up). */
+  /**
+   * How long a run queued behind another on its issue waits before looking again, in ms (it is
+   * also woken when the issue frees up).
+   */
   waitPollMs?: number;
   /** How long dedup keys and finished run records are kept, in seconds (redeliveries within it are recognised). */
   retentionSeconds?: number;
@@ -53,7 +56,8 @@ const THIRTY_DAYS_S = 30 * 24 * 3600;
  * repository queued cap, installation queued cap, repository id, installation id.
  * Fair order: score = rank * 2^32 + sequence, rank = 1 + the installation's live runs.
  */
-const ENQUEUE = new RedisScript(`
+const ENQUEUE = new RedisScript(
+  `
 local existing = redis.call('GET', KEYS[1])
 if existing then return {'duplicate', existing} end
 if ARGV[4] == '1' then
@@ -64,7 +68,8 @@ if redis.call('LLEN', KEYS[3]) >= 2 then return {'refused', 'issue_busy', '1', r
 local repoCap = tonumber(ARGV[9])
 if repoCap > 0 and redis.call('SCARD', KEYS[6]) >= repoCap then return {'refused', 'repository_full', ARGV[9], ''} end
 local installationCap = tonumber(ARGV[10])
-if installationCap > 0 and redis.call('SCARD', KEYS[7]) >= installationCap then return {'refused', 'installation_full', ARGV[10], ''} end
+if installationCap > 0 and redis.call('SCARD', KEYS[7]) >= installationCap then return ` +
+    `{'refused', 'installation_full', ARGV[10], ''} end
 local rank = math.min(redis.call('SCARD', KEYS[7]) + redis.call('SCARD', KEYS[8]) + 1, 1000000)
 local behind = redis.call('LINDEX', KEYS[3], 0)
 local ahead = redis.call('ZCOUNT', KEYS[9], '-inf', '(' .. string.format('%.0f', (rank + 1) * 4294967296))
@@ -76,24 +81,29 @@ local score = string.format('%.0f', rank * 4294967296 + redis.call('INCR', KEYS[
 redis.call('SET', KEYS[1], ARGV[1], 'EX', ARGV[5])
 redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[5], 'NX')
 redis.call('RPUSH', KEYS[3], ARGV[1])
-redis.call('HSET', KEYS[4], 'request', ARGV[2], 'state', 'queued', 'attempts', 0, 'cancel', 0, 'created_at', ARGV[3], 'issue', ARGV[6], 'job', ARGV[7], 'repo', ARGV[11], 'inst', ARGV[12], 'score', score)
+redis.call('HSET', KEYS[4], 'request', ARGV[2], 'state', 'queued', 'attempts', 0, 'cancel', 0, ` +
+    `'created_at', ARGV[3], 'issue', ARGV[6], 'job', ARGV[7], ` +
+    `'repo', ARGV[11], 'inst', ARGV[12], 'score', score)
 redis.call('SADD', KEYS[5], ARGV[1])
 redis.call('SADD', KEYS[6], ARGV[1])
 redis.call('SADD', KEYS[7], ARGV[1])
 redis.call('ZADD', KEYS[9], score, ARGV[1])
 if behind then return {'waiting', behind, tostring(rank)} end
 return {'queued', tostring(ahead), tostring(rank)}
-`);
+`,
+);
 
 /**
  * The quota sets of a run, from the identifiers its record holds (records from before quotas
  * carry none and count under 0). Shared by the scripts below.
  */
-const QUOTA_KEYS = `
+const QUOTA_KEYS =
+  `
 local function quotaKeys(base, run)
   local repo = redis.call('HGET', run, 'repo') or '0'
   local inst = redis.call('HGET', run, 'inst') or '0'
-  return base .. 'repo:' .. repo .. ':queued', base .. 'inst:' .. inst .. ':queued', base .. 'repo:' .. repo .. ':running', base .. 'inst:' .. inst .. ':running', inst
+  return base .. 'repo:' .. repo .. ':queued', base .. 'inst:' .. inst .. ':queued', ` +
+  `base .. 'repo:' .. repo .. ':running', base .. 'inst:' .. inst .. ':running', inst
 end
 `;
 
@@ -104,7 +114,8 @@ end
  * KEYS: run, issue line, fair order. ARGV: run id, worker id, now, key base, repository running
  * cap, installation running cap.
  */
-const CLAIM = new RedisScript(`${QUOTA_KEYS}
+const CLAIM = new RedisScript(
+  `${QUOTA_KEYS}
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return {'missing'} end
 if state ~= 'queued' and state ~= 'running' then return {'terminal', state} end
@@ -114,7 +125,8 @@ local repoQueued, instQueued, repoRunning, instRunning, inst = quotaKeys(ARGV[4]
 if state == 'queued' then
   local repoCap = tonumber(ARGV[5])
   local installationCap = tonumber(ARGV[6])
-  if (repoCap > 0 and redis.call('SCARD', repoRunning) >= repoCap) or (installationCap > 0 and redis.call('SCARD', instRunning) >= installationCap) then
+  if (repoCap > 0 and redis.call('SCARD', repoRunning) >= repoCap) or ` +
+    `(installationCap > 0 and redis.call('SCARD', instRunning) >= installationCap) then
     return {'capped', inst}
   end
 end
@@ -127,7 +139,8 @@ redis.call('SADD', repoRunning, ARGV[1])
 redis.call('SADD', instRunning, ARGV[1])
 redis.call('ZREM', KEYS[3], ARGV[1])
 return {'run', tostring(attempts), redis.call('HGET', KEYS[1], 'cancel'), redis.call('HGET', KEYS[1], 'request')}
-`);
+`,
+);
 
 /**
  * Ends a run once: the first terminal state wins (a cancel racing a finishing run cannot make a

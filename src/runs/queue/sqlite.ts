@@ -72,11 +72,13 @@ CREATE TABLE IF NOT EXISTS deliveries (
  * Columns added after the first release: a store written by an older version gains them on
  * open, filled from the requests it already holds.
  */
-const QUOTA_COLUMNS = `
+const QUOTA_COLUMNS =
+  `
 ALTER TABLE runs ADD COLUMN repo_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN installation_id INTEGER NOT NULL DEFAULT 0;
 ALTER TABLE runs ADD COLUMN rank INTEGER NOT NULL DEFAULT 1;
-UPDATE runs SET repo_id = COALESCE(json_extract(request, '$.repo.id'), 0), installation_id = COALESCE(json_extract(request, '$.installationId'), 0);
+UPDATE runs SET repo_id = COALESCE(json_extract(request, '$.repo.id'), 0), ` +
+  `installation_id = COALESCE(json_extract(request, '$.installationId'), 0);
 `;
 
 const QUOTA_INDEXES = `
@@ -170,7 +172,9 @@ export class SqliteRunQueue implements RunQueue {
         const now = this.now();
         this.db
           .prepare(
-            "INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, created_at, repo_id, installation_id, rank) VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
+            "INSERT INTO runs (run_id, key, delivery_id, issue_key, request, state, available_at, " +
+              "created_at, repo_id, installation_id, rank) " +
+              "VALUES (?, ?, ?, ?, ?, 'queued', ?, ?, ?, ?, ?)",
           )
           .run(
             request.runId,
@@ -345,9 +349,12 @@ export class SqliteRunQueue implements RunQueue {
           .prepare(
             `SELECT * FROM runs r WHERE r.state = 'queued' AND r.available_at <= @now
              AND NOT EXISTS (SELECT 1 FROM runs o WHERE o.issue_key = r.issue_key AND o.state = 'running')
-             AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.rowid < r.rowid)))
-             AND (@repoCap = 0 OR (SELECT COUNT(*) FROM runs x WHERE x.repo_id = r.repo_id AND x.state = 'running') < @repoCap)
-             AND (@installationCap = 0 OR (SELECT COUNT(*) FROM runs y WHERE y.installation_id = r.installation_id AND y.state = 'running') < @installationCap)
+             AND NOT EXISTS (SELECT 1 FROM runs e WHERE e.issue_key = r.issue_key AND e.state = 'queued' ` +
+              `AND (e.created_at < r.created_at OR (e.created_at = r.created_at AND e.rowid < r.rowid)))
+             AND (@repoCap = 0 OR (SELECT COUNT(*) FROM runs x WHERE x.repo_id = r.repo_id ` +
+              `AND x.state = 'running') < @repoCap)
+             AND (@installationCap = 0 OR (SELECT COUNT(*) FROM runs y ` +
+              `WHERE y.installation_id = r.installation_id AND y.state = 'running') < @installationCap)
            ORDER BY r.rank, r.created_at, r.rowid LIMIT 1`,
           )
           .get({
@@ -358,7 +365,8 @@ export class SqliteRunQueue implements RunQueue {
         if (!row) return undefined;
         this.db
           .prepare(
-            "UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, started_at = COALESCE(started_at, ?) WHERE run_id = ?",
+            "UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, " +
+              "started_at = COALESCE(started_at, ?) WHERE run_id = ?",
           )
           .run(this.workerId, now + this.leaseMs, now, row.run_id);
         return { ...row, state: "running", attempts: row.attempts + 1 };
@@ -401,7 +409,8 @@ export class SqliteRunQueue implements RunQueue {
   private handBack(runId: string): void {
     this.db
       .prepare(
-        "UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?",
+        "UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), " +
+          "lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?",
       )
       .run(runId, this.workerId);
   }
@@ -409,7 +418,8 @@ export class SqliteRunQueue implements RunQueue {
   private finish(runId: string, state: RunState, error?: string): void {
     this.db
       .prepare(
-        "UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, last_error = ? WHERE run_id = ? AND lease_owner = ?",
+        "UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, last_error = ? " +
+          "WHERE run_id = ? AND lease_owner = ?",
       )
       .run(state, this.now(), error ?? null, runId, this.workerId);
   }
@@ -425,14 +435,16 @@ export class SqliteRunQueue implements RunQueue {
       if (row.attempts < this.maxAttempts && !row.cancel_requested) {
         this.db
           .prepare(
-            "UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, available_at = ? WHERE run_id = ? AND state = 'running' AND lease_until < ?",
+            "UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, available_at = ? " +
+              "WHERE run_id = ? AND state = 'running' AND lease_until < ?",
           )
           .run(now + this.backoffMs * 2 ** (row.attempts - 1), row.run_id, now);
         continue;
       }
       const changed = this.db
         .prepare(
-          "UPDATE runs SET state = 'interrupted', finished_at = ?, lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND state = 'running' AND lease_until < ?",
+          "UPDATE runs SET state = 'interrupted', finished_at = ?, lease_owner = NULL, lease_until = NULL " +
+            "WHERE run_id = ? AND state = 'running' AND lease_until < ?",
         )
         .run(now, row.run_id, now);
       if (changed.changes === 1) {
@@ -458,7 +470,8 @@ export function activeRunIds(path: string): Set<string> {
     return new Set(rows.map((row) => row.run_id));
   } catch (error) {
     throw new RunStoreError(
-      `Cannot read the run store at ${path} (HARNESS_DB) to tell live sandboxes from orphans: ${error instanceof Error ? error.message : String(error)}`,
+      `Cannot read the run store at ${path} (HARNESS_DB) to tell live sandboxes ` +
+        `from orphans: ${error instanceof Error ? error.message : String(error)}`,
       { cause: error },
     );
   } finally {

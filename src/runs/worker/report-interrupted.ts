@@ -20,7 +20,9 @@ export async function reportInterrupted(
     intent: request.intent,
     steps: [],
     error: `The run was interrupted: ${reason}`,
-    remedy: `Ask again with a new \`/harness <what should change>\` comment; nothing was pushed by the interrupted run unless a pull request is linked above`,
+    remedy:
+      `Ask again with a new \`/harness <what should change>\` comment; ` +
+      `nothing was pushed by the interrupted run unless a pull request is linked above`,
   });
   await issueThread(octokit, request.repo, request.issue.number).upsert(request.statusCommentId, body);
   deps.log.warn({ runId: request.runId, reason }, "run interrupted");

@@ -66,8 +66,13 @@ export async function planRun(
   if (undeclared.length > 0) {
     return {
       ok: false,
-      error: `The blueprint asks for the setup secret${undeclared.length > 1 ? "s" : ""} ${undeclared.join(", ")}, which the operator has not declared for ${repo}`,
-      remedy: `An operator adds ${repo}:${undeclared[0] ?? "NAME"} to HARNESS_SETUP_SECRETS (with the value in Harness's environment), or the secret comes out of .github/harness.yml`,
+      error:
+        `The blueprint asks for the setup secret${undeclared.length > 1 ? "s" : ""} ${undeclared.join(", ")}, ` +
+        `which the operator has not declared for ${repo}`,
+      remedy:
+        `An operator adds ${repo}:${undeclared[0] ?? "NAME"} to HARNESS_SETUP_SECRETS ` +
+        `(with the value in Harness's environment), ` +
+        `or the secret comes out of .github/harness.yml`,
     };
   }
   const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));

@@ -59,7 +59,8 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
   const redactToken = createRedactor([opts.githubToken, apiKey]);
   if (opts.network?.mode === "allowlist") {
     throw new SandboxError(
-      "Daytona cannot enforce a network allowlist by name (it filters by IP range only): use network none or open on Daytona",
+      "Daytona cannot enforce a network allowlist by name (it filters by IP range only): " +
+        "use network none or open on Daytona",
     );
   }
 
@@ -624,7 +625,8 @@ export function translateError(error: unknown, context: ErrorContext): SandboxEr
     /not found|does not exist|unknown/i.test(detail)
   ) {
     return new SandboxError(
-      `snapshot '${context.snapshot}' does not exist in Daytona (create it with \`harness daytona snapshot create\` or choose another)`,
+      `snapshot '${context.snapshot}' does not exist in Daytona ` +
+        `(create it with \`harness daytona snapshot create\` or choose another)`,
       { cause: error },
     );
   }

@@ -30,7 +30,8 @@ const HEX_NUMBER = /^0x[0-9a-f]*$/;
 export function parseAllowlist(entries: readonly string[]): { entries: AllowEntry[] } {
   if (entries.length > MAX_ALLOWLIST_ENTRIES) {
     throw new AllowlistError(
-      `The egress allowlist has ${entries.length} entries; at most ${MAX_ALLOWLIST_ENTRIES} are allowed (use a wildcard or a CIDR to cover many hosts)`,
+      `The egress allowlist has ${entries.length} entries; at most ${MAX_ALLOWLIST_ENTRIES} are allowed ` +
+        `(use a wildcard or a CIDR to cover many hosts)`,
     );
   }
   return { entries: entries.map(parseEntry) };
@@ -64,7 +65,8 @@ function parseEntry(raw: string): AllowEntry {
   if (wildcard && !name.includes(".")) {
     // `*.com` would open a whole top-level domain, which is never what a per-repo list means.
     throw new AllowlistError(
-      `${quote(entry)} would allow every name under a top-level domain; name at least two labels after "*." (*.example.com)`,
+      `${quote(entry)} would allow every name under a top-level domain; ` +
+        `name at least two labels after "*." (*.example.com)`,
     );
   }
   return { kind: "domain", name, wildcard };

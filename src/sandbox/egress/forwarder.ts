@@ -52,7 +52,8 @@ export function egressCommand(
  * modules are not visible. Exit codes follow runProcess and the shell: the command's own, 128+n
  * when a signal killed it, 127/126 when it cannot be started, 125 when the forwarder cannot.
  */
-export const FORWARDER_SOURCE = `// Harness egress forwarder: relays 127.0.0.1:<port> to the egress proxy's Unix socket.
+export const FORWARDER_SOURCE =
+  `// Harness egress forwarder: relays 127.0.0.1:<port> to the egress proxy's Unix socket.
 import { spawn } from "node:child_process";
 import { connect, createServer } from "node:net";
 import { constants } from "node:os";
@@ -83,7 +84,8 @@ const server = createServer({ allowHalfOpen: true }, (client) => {
     // Once is enough to explain every failed request that follows.
     if (!warned) {
       warned = true;
-      process.stderr.write(PREFIX + "cannot reach the egress proxy at " + socketPath + " (" + (error.code || error.message) + ")\\n");
+      process.stderr.write(PREFIX + "cannot reach the egress proxy at " + socketPath + ` +
+  `" (" + (error.code || error.message) + ")\\n");
     }
     destroyBoth();
   });
@@ -99,7 +101,8 @@ const server = createServer({ allowHalfOpen: true }, (client) => {
 });
 
 server.on("error", (error) => {
-  if (error.code === "EADDRINUSE") fail("127.0.0.1:" + port + " is already in use inside the sandbox; choose another proxy port");
+  if (error.code === "EADDRINUSE") fail("127.0.0.1:" + port + ` +
+  `" is already in use inside the sandbox; choose another proxy port");
   fail("cannot listen on 127.0.0.1:" + port + ": " + error.message);
 });
 

@@ -204,7 +204,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
         client,
         502,
         "Bad Gateway",
-        `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} (${describeError(error)})\n`,
+        `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} ` +
+          `(${describeError(error)})\n`,
       );
       return;
     }
@@ -245,7 +246,8 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
       textResponse(
         res,
         502,
-        `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} (${describeError(error)})\n`,
+        `Harness egress proxy: could not connect to ${displayHost(target.host)}:${target.port} ` +
+          `(${describeError(error)})\n`,
       );
       return;
     }
@@ -486,7 +488,10 @@ function parseAuthority(text: string): { host: string; port: number } | undefine
 function refusal(host: string, port: number, verdict: { status: 403 | 502; reason: string }): string {
   if (verdict.status === 502)
     return `Harness egress proxy: could not reach ${displayHost(host)}:${port} (${printable(verdict.reason)})\n`;
-  return `Harness egress policy: ${displayHost(host)}:${port} is not allowed for this run (${printable(verdict.reason)})\n`;
+  return (
+    `Harness egress policy: ${displayHost(host)}:${port} is not allowed for this run ` +
+    `(${printable(verdict.reason)})\n`
+  );
 }
 
 function displayHost(host: string): string {
@@ -504,7 +509,10 @@ function statusText(status: number): string {
 }
 
 function rawHead(status: number, text: string, body: string): string {
-  return `HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`;
+  return (
+    `HTTP/1.1 ${status} ${text}\r\nContent-Type: text/plain; charset=utf-8\r\n` +
+    `Content-Length: ${Buffer.byteLength(body)}\r\nConnection: close\r\n\r\n`
+  );
 }
 
 /** An answer written straight to a socket that node's HTTP server has handed over (CONNECT, Upgrade). */
@@ -543,7 +551,9 @@ function checkedSocketPath(path: string): string {
     throw new InvalidInputError(`The egress proxy socket path must be absolute, got "${path}"`);
   if (Buffer.byteLength(path) > MAX_SOCKET_PATH_BYTES) {
     throw new InvalidInputError(
-      `The egress proxy socket path ${path} is longer than the ${MAX_SOCKET_PATH_BYTES} bytes a Unix socket path can have; use a shorter directory`,
+      `The egress proxy socket path ${path} is longer than the ` +
+        `${MAX_SOCKET_PATH_BYTES} bytes a Unix socket path can have; ` +
+        `use a shorter directory`,
     );
   }
   return path;

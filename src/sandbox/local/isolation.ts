@@ -263,9 +263,11 @@ function explainFailure(bwrapPath: string, exitCode: number, output: string): Is
     return { available: false, reason, fix: "upgrade bubblewrap to 0.8.0 or newer (needed for --disable-userns)" };
   }
   if (
-    /namespace|uid map|gid map|setgroups|unshare|clone|operation not permitted|permission denied|no space left on device/i.test(
-      output,
-    )
+    new RegExp(
+      "namespace|uid map|gid map|setgroups|unshare|clone|" +
+        "operation not permitted|permission denied|no space left on device",
+      "i",
+    ).test(output)
   ) {
     return { available: false, reason, fix: userNamespaceFix() };
   }
@@ -292,9 +294,16 @@ function userNamespaceFix(): string {
     return "user namespaces are disabled: sysctl user.max_user_namespaces=15000";
   }
   if (sysctl("kernel.apparmor_restrict_unprivileged_userns") === "1") {
-    return "AppArmor restricts user namespaces: sysctl kernel.apparmor_restrict_unprivileged_userns=0, or give bwrap an AppArmor profile with `userns,`";
+    return (
+      "AppArmor restricts user namespaces: sysctl kernel.apparmor_restrict_unprivileged_userns=0, " +
+      "or give bwrap an AppArmor profile with `userns,`"
+    );
   }
-  return "user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1 (or user.max_user_namespaces=15000); in a container, allow unshare/clone in its seccomp and AppArmor profiles";
+  return (
+    "user namespaces may be disabled: sysctl kernel.unprivileged_userns_clone=1 " +
+    "(or user.max_user_namespaces=15000); " +
+    "in a container, allow unshare/clone in its seccomp and AppArmor profiles"
+  );
 }
 
 function firstLine(text: string): string {

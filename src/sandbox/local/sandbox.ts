@@ -51,7 +51,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const network = opts.network ?? { mode: "open" };
   if (!isolation && network.mode !== "open") {
     throw new SandboxError(
-      `The local sandbox cannot enforce network ${network.mode} without isolation: run it isolated (bubblewrap), or on Daytona`,
+      `The local sandbox cannot enforce network ${network.mode} without isolation: ` +
+        `run it isolated (bubblewrap), or on Daytona`,
     );
   }
   // Checked before anything is created: a bad entry is the caller's error, not a half-made sandbox.
@@ -64,7 +65,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       // A worktree shares its repository's .git, which would have to be visible (and writable)
       // inside: the user's own repository would be the agent's to change.
       throw new InvalidInputError(
-        `The isolated local sandbox clones from GitHub; a repository on this machine (${source.path}) runs in worktree mode (--sandbox worktree)`,
+        `The isolated local sandbox clones from GitHub; ` +
+          `a repository on this machine (${source.path}) runs in worktree mode (--sandbox worktree)`,
       );
     }
     await assertDirectory(source.path);

@@ -12,7 +12,10 @@ export function escapeHtml(text: string): string {
   );
 }
 
-/** Headers for anything the auth routes answer: never cached, never framed, no referrer (the callback URL carries a code). */
+/**
+ * Headers for anything the auth routes answer: never cached, never framed, no referrer (the
+ * callback URL carries a code).
+ */
 export const AUTH_RESPONSE_HEADERS: Readonly<Record<string, string>> = {
   "cache-control": "no-store",
   "referrer-policy": "no-referrer",
@@ -43,7 +46,8 @@ export function sendAuthPage(res: ServerResponse, page: AuthPage): void {
     ...page.paragraphs.map((text) => `<p>${escapeHtml(text)}</p>`),
     page.link ? `<p><a href="${escapeHtml(page.link.href)}">${escapeHtml(page.link.text)}</a></p>` : "",
     page.form
-      ? `<form method="post" action="${escapeHtml(page.form.action)}"><button type="submit">${escapeHtml(page.form.button)}</button></form>`
+      ? `<form method="post" action="${escapeHtml(page.form.action)}">` +
+        `<button type="submit">${escapeHtml(page.form.button)}</button></form>`
       : "",
     `</body></html>\n`,
   ].join("");

@@ -158,7 +158,8 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
         status: 400,
         title: "Sign-in link refused",
         paragraphs: [
-          "This sign-in link asks to send you to another site afterwards, so it was refused. Sign in from a Harness page instead.",
+          "This sign-in link asks to send you to another site afterwards, so it was refused. " +
+            "Sign in from a Harness page instead.",
         ],
         link: { href: loginUrl(homePath), text: "Sign in" },
       });
@@ -198,7 +199,8 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
         },
         "GitHub sign-in returned an error",
       );
-      // GitHub's description is not shown: the query string is anyone's to write, and only our own words go on the page.
+      // GitHub's description is not shown: the query string is anyone's to write, and only our
+      // own words go on the page.
       refuse(
         oauthError === "access_denied"
           ? {
@@ -264,7 +266,8 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
         status: 502,
         title: "GitHub did not answer",
         paragraphs: [
-          `GitHub did not say who you are (${user.status === undefined ? "unreachable" : `HTTP ${String(user.status)}`}). Try again in a minute.`,
+          `GitHub did not say who you are ` +
+            `(${user.status === undefined ? "unreachable" : `HTTP ${String(user.status)}`}). Try again in a minute.`,
         ],
       });
       return;
@@ -363,7 +366,8 @@ export function createGitHubAuth(options: GitHubAuthOptions): WebAuth {
             status: 500,
             title: "Sign-in failed",
             paragraphs: [
-              "Something went wrong while signing you in. Try again; if it keeps happening, the operator will find the details in the log.",
+              "Something went wrong while signing you in. Try again; " +
+                "if it keeps happening, the operator will find the details in the log.",
             ],
             link: signInAgain,
           });
@@ -421,7 +425,8 @@ function stateProblemPage(problem: LoginStateProblem | "spent"): Omit<AuthPage, 
         status: 400,
         title: "Sign-in link refused",
         paragraphs: [
-          "This sign-in was not started in this browser (or its cookies were cleared), so it was refused: a sign-in must finish where it started.",
+          "This sign-in was not started in this browser (or its cookies were cleared), so it was refused: " +
+            "a sign-in must finish where it started.",
         ],
       };
     case "spent":
@@ -440,7 +445,8 @@ function exchangeErrorPage(error: string, callbackUrl: string): Omit<AuthPage, "
         status: 400,
         title: "Sign-in code refused",
         paragraphs: [
-          "GitHub says the sign-in code is wrong or has expired (codes last 10 minutes and work once). Start the sign-in again.",
+          "GitHub says the sign-in code is wrong or has expired (codes last 10 minutes and work once). " +
+            "Start the sign-in again.",
         ],
       };
     case "incorrect_client_credentials":
@@ -448,7 +454,9 @@ function exchangeErrorPage(error: string, callbackUrl: string): Omit<AuthPage, "
         status: 502,
         title: "Sign-in is misconfigured",
         paragraphs: [
-          "GitHub rejected Harness's OAuth client credentials. The operator should check GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET: they must be the GitHub App's own client id and secret.",
+          "GitHub rejected Harness's OAuth client credentials. " +
+            "The operator should check GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET: " +
+            "they must be the GitHub App's own client id and secret.",
         ],
       };
     case "redirect_uri_mismatch":
@@ -456,7 +464,8 @@ function exchangeErrorPage(error: string, callbackUrl: string): Omit<AuthPage, "
         status: 502,
         title: "Sign-in is misconfigured",
         paragraphs: [
-          `GitHub does not accept ${callbackUrl} as a callback URL. The operator should add it in the GitHub App's settings (and check HARNESS_PUBLIC_URL).`,
+          `GitHub does not accept ${callbackUrl} as a callback URL. ` +
+            `The operator should add it in the GitHub App's settings (and check HARNESS_PUBLIC_URL).`,
         ],
       };
     default:
@@ -464,7 +473,8 @@ function exchangeErrorPage(error: string, callbackUrl: string): Omit<AuthPage, "
         status: 502,
         title: "Sign-in failed",
         paragraphs: [
-          `GitHub refused to finish the sign-in (${/^[a-z_]{1,64}$/.test(error) ? error : "unknown error"}). Start it again.`,
+          `GitHub refused to finish the sign-in (${/^[a-z_]{1,64}$/.test(error) ? error : "unknown error"}). ` +
+            `Start it again.`,
         ],
       };
   }

@@ -31,24 +31,28 @@ export function webAuthSetupFromEnv(env: NodeJS.ProcessEnv, apiBaseUrl: string):
     return { enabled: false, reason: "GITHUB_CLIENT_ID and GITHUB_CLIENT_SECRET are not set" };
   if (!clientId || !clientSecret) {
     throw new SettingsError(
-      `${clientId ? "GITHUB_CLIENT_SECRET" : "GITHUB_CLIENT_ID"} is not set: sign-in to the run pages needs both the GitHub App's client id and client secret (the App's settings page, "Client secrets")`,
+      `${clientId ? "GITHUB_CLIENT_SECRET" : "GITHUB_CLIENT_ID"} is not set: sign-in to the run pages needs both ` +
+        `the GitHub App's client id and client secret (the App's settings page, "Client secrets")`,
     );
   }
   if (!publicUrl) {
     if (sessionSecret)
       throw new SettingsError(
-        "HARNESS_SESSION_SECRET is set but HARNESS_PUBLIC_URL is not: sign-in needs the URL browsers reach Harness at (its /auth/callback is the GitHub App's callback URL)",
+        "HARNESS_SESSION_SECRET is set but HARNESS_PUBLIC_URL is not: " +
+          "sign-in needs the URL browsers reach Harness at (its /auth/callback is the GitHub App's callback URL)",
       );
     return { enabled: false, reason: "HARNESS_PUBLIC_URL is not set" };
   }
   if (!sessionSecret) {
     throw new SettingsError(
-      `HARNESS_SESSION_SECRET is not set: the run pages need it to sign session cookies (at least ${MIN_SESSION_SECRET_LENGTH} characters, e.g. the output of \`openssl rand -hex 32\`)`,
+      `HARNESS_SESSION_SECRET is not set: the run pages need it to sign session cookies ` +
+        `(at least ${MIN_SESSION_SECRET_LENGTH} characters, e.g. the output of \`openssl rand -hex 32\`)`,
     );
   }
   if (sessionSecret.length < MIN_SESSION_SECRET_LENGTH) {
     throw new SettingsError(
-      `HARNESS_SESSION_SECRET is too short (${String(sessionSecret.length)} characters): use at least ${MIN_SESSION_SECRET_LENGTH}, e.g. the output of \`openssl rand -hex 32\``,
+      `HARNESS_SESSION_SECRET is too short (${String(sessionSecret.length)} characters): ` +
+        `use at least ${MIN_SESSION_SECRET_LENGTH}, e.g. the output of \`openssl rand -hex 32\``,
     );
   }
   let url: URL;
@@ -63,7 +67,8 @@ export function webAuthSetupFromEnv(env: NodeJS.ProcessEnv, apiBaseUrl: string):
     );
   if (url.pathname !== "/" || url.search !== "" || url.hash !== "") {
     throw new SettingsError(
-      `HARNESS_PUBLIC_URL must be an origin such as https://harness.example.com, without a path: the pages and /auth/callback are served at its root (got "${publicUrl}")`,
+      `HARNESS_PUBLIC_URL must be an origin such as https://harness.example.com, without a path: ` +
+        `the pages and /auth/callback are served at its root (got "${publicUrl}")`,
     );
   }
   return {
