@@ -15,15 +15,21 @@ export function runListPage(
 <h1>Recent runs</h1>
 ${
   runs.length === 0
-    ? html`<p class="empty">No runs to show. Runs appear here when someone asks Harness for a change on a repository you can read.</p>`
+    ? html`<p class="empty">No runs to show.
+        Runs appear here when someone asks Harness for a change on a repository you can read.</p>`
     : html`<table class="runs">
-<thead><tr><th>State</th><th>Repository</th><th>Issue</th><th>Intent</th><th>Requested by</th><th>Queued</th><th>Duration</th><th>Pull request</th></tr></thead>
+<thead><tr><th>State</th><th>Repository</th><th>Issue</th><th>Intent</th><th>Requested by</th><th>Queued</th>
+<th>Duration</th><th>Pull request</th></tr></thead>
 <tbody>
 ${runs.map((run) => row(run, options))}
 </tbody>
 </table>`
 }
-${options.olderThan ? html`<p class="more"><a href="/runs?before=${encodeURIComponent(options.olderThan)}">Older runs →</a></p>` : ""}`;
+${
+  options.olderThan
+    ? html`<p class="more"><a href="/runs?before=${encodeURIComponent(options.olderThan)}">Older runs →</a></p>`
+    : ""
+}`;
   return layout({ title: "Runs", body });
 }
 

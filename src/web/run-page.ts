@@ -25,7 +25,8 @@ export function runPage(
   const body = html`
 <p class="crumbs"><a href="/runs">All runs</a> · signed in as ${options.viewer}</p>
 <section class="run-head">
-  <h1><span class="badge state-${summary.state}" id="run-state">${STATE_LABELS[summary.state]}</span> <span class="intent">${redactor(summary.intent)}</span></h1>
+  <h1><span class="badge state-${summary.state}"
+    id="run-state">${STATE_LABELS[summary.state]}</span> <span class="intent">${redactor(summary.intent)}</span></h1>
   <dl class="facts">
     <dt>Repository</dt><dd>${link(repoUrl(summary), repo)}</dd>
     <dt>Issue</dt><dd>${link(summary.issue.url, `#${String(summary.issue.number)}`)}</dd>
@@ -44,15 +45,31 @@ ${outcome(summary, view, redactor)}
 </section>
 <section class="steps-section">
   <h2>Steps</h2>
-  ${view.steps.length === 0 ? html`<p class="muted" id="no-steps">${live ? "The steps appear when the run starts." : "The run ended before its steps started."}</p>` : ""}
+  ${
+    view.steps.length === 0
+      ? html`<p class="muted" id="no-steps">${
+          live ? "The steps appear when the run starts." : "The run ended before its steps started."
+        }</p>`
+      : ""
+  }
   <ol class="steps" id="steps">${view.steps.map((step) => stepItem(step, redactor))}</ol>
 </section>
 ${options.audit !== undefined ? auditSection(options.audit, redactor) : ""}
 <section class="output-section">
   <h2>Output</h2>
-  ${summary.outputDroppedBytes > 0 ? html`<p class="muted">The first ${formatBytes(summary.outputDroppedBytes)} of output were dropped: a run keeps the last part of its output.</p>` : ""}
+  ${
+    summary.outputDroppedBytes > 0
+      ? html`<p class="muted">The first ${formatBytes(summary.outputDroppedBytes)} of output were dropped:
+          a run keeps the last part of its output.</p>`
+      : ""
+  }
   <pre class="log" id="output" tabindex="0">${renderOutput(view.output, redactor)}</pre>
-  ${live ? html`<p class="muted" id="live-note">This run is still going: new output appears here as it comes (reload the page if JavaScript is off).</p>` : ""}
+  ${
+    live
+      ? html`<p class="muted" id="live-note">This run is still going: new output appears here as it comes
+          (reload the page if JavaScript is off).</p>`
+      : ""
+  }
 </section>`;
   return layout({
     title: `${repo}#${String(summary.issue.number)} ${STATE_LABELS[summary.state]}`,
@@ -78,12 +95,45 @@ function outcome(summary: RunSummary, view: RunView, redactor: Redactor): SafeHt
   return html`
 <h2>Outcome</h2>
 ${pr ? html`<p class="pr">Pull request: <a id="pr-link" href="${pr}">${summary.prUrl ?? ""}</a></p>` : ""}
-${summary.error ? html`<div class="error"><p><strong>${summary.errorKind ? `${kindLabel(summary.errorKind)}: ` : ""}</strong><span id="run-error">${redactor(summary.error)}</span></p>${summary.remedy ? html`<p class="remedy">What to do: ${redactor(summary.remedy)}</p>` : ""}</div>` : ""}
+${
+  summary.error
+    ? html`<div class="error"><p><strong>${
+        summary.errorKind ? `${kindLabel(summary.errorKind)}: ` : ""
+      }</strong><span id="run-error">${redactor(summary.error)}</span></p>${
+        summary.remedy ? html`<p class="remedy">What to do: ${redactor(summary.remedy)}</p>` : ""
+      }</div>`
+    : ""
+}
 ${agentSummary ? html`<p class="summary"><strong>The agent says:</strong> ${redactor(agentSummary)}</p>` : ""}
-${view.commit ? html`<p>${view.commit.sha ? html`Committed ${String(view.commit.changedFiles)} changed file(s) as <code>${view.commit.sha.slice(0, 12)}</code>.` : "No file changed."}</p>` : ""}
-${turns > 0 || cost > 0 ? html`<p class="muted">${turns > 0 ? `${String(turns)} agent turns` : ""}${turns > 0 && cost > 0 ? " · " : ""}${cost > 0 ? `$${cost.toFixed(2)}` : ""}</p>` : ""}
-${view.push?.diffstat ? html`<details><summary>The change that was kept (diffstat)</summary><pre class="log">${redactor(view.push.diffstat)}</pre></details>` : ""}
-${view.push?.patch ? html`<details><summary>The change as a patch</summary><pre class="log">${redactor(view.push.patch)}</pre></details>` : ""}
+${
+  view.commit
+    ? html`<p>${
+        view.commit.sha
+          ? html`Committed ${String(view.commit.changedFiles)} changed file(s)
+              as <code>${view.commit.sha.slice(0, 12)}</code>.`
+          : "No file changed."
+      }</p>`
+    : ""
+}
+${
+  turns > 0 || cost > 0
+    ? html`<p class="muted">${turns > 0 ? `${String(turns)} agent turns` : ""}${
+        turns > 0 && cost > 0 ? " · " : ""
+      }${cost > 0 ? `$${cost.toFixed(2)}` : ""}</p>`
+    : ""
+}
+${
+  view.push?.diffstat
+    ? html`<details><summary>The change that was kept (diffstat)</summary>
+        <pre class="log">${redactor(view.push.diffstat)}</pre></details>`
+    : ""
+}
+${
+  view.push?.patch
+    ? html`<details><summary>The change as a patch</summary>
+        <pre class="log">${redactor(view.push.patch)}</pre></details>`
+    : ""
+}
 ${!summary.error && !pr && !report ? html`<p class="muted">The run ended.</p>` : ""}`;
 }
 
@@ -93,7 +143,9 @@ function auditSection(entries: readonly AuditRecord[] | "unavailable", redactor:
     content = html`<p class="muted">The audit trail could not be read just now; reload the page to try again.</p>`;
   else if (entries.length === 0) content = html`<p class="muted">No audit entries for this run yet.</p>`;
   else
-    content = html`<table class="audit"><thead><tr><th>Time</th><th>Action</th><th>Actor</th><th>Details</th></tr></thead><tbody>${entries.map((entry) => auditRow(entry, redactor))}</tbody></table>`;
+    content = html`<table class="audit">
+      <thead><tr><th>Time</th><th>Action</th><th>Actor</th><th>Details</th></tr></thead>
+      <tbody>${entries.map((entry) => auditRow(entry, redactor))}</tbody></table>`;
   return html`<section class="audit-section" id="audit">
   <h2>Audit</h2>
   ${content}
@@ -105,7 +157,18 @@ function auditRow(entry: AuditRecord, redactor: Redactor): SafeHtml {
     ...(entry.requestId !== undefined ? [["request", entry.requestId] as [string, AuditDetailValue]] : []),
     ...Object.entries(entry.details ?? {}),
   ];
-  return html`<tr data-seq="${entry.seq}"><td><time datetime="${entry.at}">${auditTime(entry.at)}</time></td><td><code>${redactor(entry.action)}</code></td><td>${entry.actor !== undefined ? redactor(entry.actor) : ""}</td><td>${details.length > 0 ? html`<ul class="audit-details">${details.map(([key, value]) => html`<li><span class="muted">${redactor(key)}:</span> ${redactor(detailText(value))}</li>`)}</ul>` : ""}</td></tr>`;
+  return html`<tr data-seq="${entry.seq}">
+    <td><time datetime="${entry.at}">${auditTime(entry.at)}</time></td>
+    <td><code>${redactor(entry.action)}</code></td>
+    <td>${entry.actor !== undefined ? redactor(entry.actor) : ""}</td>
+    <td>${
+      details.length > 0
+        ? html`<ul class="audit-details">${details.map(
+            ([key, value]) =>
+              html`<li><span class="muted">${redactor(key)}:</span> ${redactor(detailText(value))}</li>`,
+          )}</ul>`
+        : ""
+    }</td></tr>`;
 }
 
 function detailText(value: AuditDetailValue): string {
@@ -119,16 +182,31 @@ function auditTime(iso: string): string {
 }
 
 function stepItem(step: StepView, redactor: Redactor): SafeHtml {
-  return html`<li class="step" data-step="${step.id}" data-state="${step.state}"${step.onFailureOnly ? html` data-on-failure-only="true"` : ""}><span class="step-state">${step.state.replace("_", " ")}</span> <span class="step-title">${step.title}</span><span class="step-attempt">${step.attempt > 1 ? ` (attempt ${String(step.attempt)})` : ""}</span> <span class="step-duration">${step.durationMs !== undefined ? formatDuration(step.durationMs) : ""}</span><div class="step-error">${step.error ? redactor(step.error) : ""}</div></li>`;
+  const state = html`<span class="step-state">${step.state.replace("_", " ")}</span>`;
+  const title = html`<span class="step-title">${step.title}</span>`;
+  const attempt = html`<span class="step-attempt">${
+    step.attempt > 1 ? ` (attempt ${String(step.attempt)})` : ""
+  }</span>`;
+  const duration = html`<span class="step-duration">${
+    step.durationMs !== undefined ? formatDuration(step.durationMs) : ""
+  }</span>`;
+  const error = html`<div class="step-error">${step.error ? redactor(step.error) : ""}</div>`;
+  return html`<li class="step" data-step="${step.id}" data-state="${step.state}"${
+    step.onFailureOnly ? html` data-on-failure-only="true"` : ""
+  }>${state} ${title}${attempt} ${duration}${error}</li>`;
 }
 
 /** Output as escaped text in styled spans: ANSI colours become classes, nothing else survives. */
 export function renderOutput(pieces: readonly OutputPiece[], redactor: Redactor): SafeHtml {
-  return html`${pieces.map((piece) => (piece.kind === "heading" ? html`<span class="log-step">${piece.text}</span>` : segmentsHtml(redactor(piece.text))))}`;
+  return html`${pieces.map((piece) =>
+    piece.kind === "heading" ? html`<span class="log-step">${piece.text}</span>` : segmentsHtml(redactor(piece.text)),
+  )}`;
 }
 
 function segmentsHtml(text: string): SafeHtml {
-  return html`${ansiSegments(text).map(([className, segment]) => (className ? html`<span class="${className}">${segment}</span>` : segment))}`;
+  return html`${ansiSegments(text).map(([className, segment]) =>
+    className ? html`<span class="${className}">${segment}</span>` : segment,
+  )}`;
 }
 
 function link(url: string | undefined, text: string): SafeHtml {

@@ -199,7 +199,9 @@ export function createRunPages(
           500,
           layout({
             title: "Something went wrong",
-            body: html`<h1>Something went wrong</h1><p>This page could not be loaded just now. Try again in a moment; if it keeps failing, the operator will find the details in the server's log.</p>`,
+            body: html`<h1>Something went wrong</h1>
+              <p>This page could not be loaded just now. Try again in a moment;
+              if it keeps failing, the operator will find the details in the server's log.</p>`,
           }),
         );
       } else if (!res.writableEnded) {
@@ -216,7 +218,10 @@ function notFound(res: ServerResponse): void {
     404,
     layout({
       title: "Run not found",
-      body: html`<h1>Run not found</h1><p>There is no run here that you can see. Either the run does not exist, or it belongs to a repository your GitHub account cannot read.</p><p><a href="/runs">See the runs you can see</a></p>`,
+      body: html`<h1>Run not found</h1>
+        <p>There is no run here that you can see. Either the run does not exist,
+        or it belongs to a repository your GitHub account cannot read.</p>
+        <p><a href="/runs">See the runs you can see</a></p>`,
     }),
   );
 }
