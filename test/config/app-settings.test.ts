@@ -87,16 +87,20 @@ describe("settings from the environment", () => {
     });
   });
 
-  test("a base64 private key is accepted; the default sandbox is daytona when a key is set, else local with a warning", () => {
-    const base64 = Buffer.from(pem).toString("base64");
-    expect(
-      settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: base64, WEBHOOK_SECRET: "s", DAYTONA_API_KEY: "k" }),
-    ).toMatchObject({ privateKey: pem, sandbox: "daytona", apiBaseUrl: "https://api.github.com" });
-    const local = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" });
-    expect(local).toMatchObject({ sandbox: "local" });
-    expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/runs use the local sandbox on this host/);
-    expect(local).toMatchObject({ localSandbox: { mode: "namespaces" } });
-  });
+  test(
+    "a base64 private key is accepted; the default sandbox is daytona when a key is set, " +
+      "else local with a warning",
+    () => {
+      const base64 = Buffer.from(pem).toString("base64");
+      expect(
+        settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: base64, WEBHOOK_SECRET: "s", DAYTONA_API_KEY: "k" }),
+      ).toMatchObject({ privateKey: pem, sandbox: "daytona", apiBaseUrl: "https://api.github.com" });
+      const local = settingsFromEnv({ APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" });
+      expect(local).toMatchObject({ sandbox: "local" });
+      expect(local.mode === "app" ? local.warnings[0] : "").toMatch(/runs use the local sandbox on this host/);
+      expect(local).toMatchObject({ localSandbox: { mode: "namespaces" } });
+    },
+  );
 
   test("HARNESS_UNISOLATED_LOCAL=1 turns isolation off with a loud warning; read-only paths must be absolute", () => {
     const unisolated = settingsFromEnv({

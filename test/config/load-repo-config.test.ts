@@ -126,7 +126,8 @@ describe("loadRepoConfig reads both files from GitHub", () => {
 
   test("both files merge key by key, the repository's keys winning", async () => {
     const org =
-      "command: /org-bot\nverify: make check\npr:\n  labels: [automated]\nsandbox:\n  resources: { cpu: 4, memory: 8 }\n";
+      "command: /org-bot\nverify: make check\npr:\n  labels: [automated]\n" +
+      "sandbox:\n  resources: { cpu: 4, memory: 8 }\n";
     const repo = "verify: npm test\npr:\n  draft: false\nsandbox:\n  resources: { cpu: 2 }\n";
     const { octokit } = await world({ org, repo });
     expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({
@@ -147,7 +148,8 @@ describe("loadRepoConfig reads both files from GitHub", () => {
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect(error).toBeInstanceOf(RepoConfigError);
     expect((error as RepoConfigError).problems).toEqual([
-      "`permission: write` is below the organisation's `permission: admin` (acme/.github); a repository may raise the bar, not lower it",
+      "`permission: write` is below the organisation's `permission: admin` (acme/.github); " +
+        "a repository may raise the bar, not lower it",
     ]);
   });
 
@@ -157,10 +159,16 @@ describe("loadRepoConfig reads both files from GitHub", () => {
     expect(contentsRequests(fake)).toEqual(["/repos/acme/.github/contents/.github/harness.yml"]);
   });
 
-  test("an installation that does not cover `.github` reads the repository's file alone (GitHub answers 404)", async () => {
-    const { octokit } = await world({ org: "permission: admin\n", repo: "command: /robot\n" }, ["widgets"]);
-    expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({ command: "/robot", permission: "write" });
-  });
+  test(
+    "an installation that does not cover `.github` reads the repository's file alone " + "(GitHub answers 404)",
+    async () => {
+      const { octokit } = await world({ org: "permission: admin\n", repo: "command: /robot\n" }, ["widgets"]);
+      expect(await loadRepoConfig(octokit, "acme", "widgets")).toMatchObject({
+        command: "/robot",
+        permission: "write",
+      });
+    },
+  );
 });
 
 describe("loadRepoConfig refuses what it cannot use", () => {
@@ -177,7 +185,8 @@ describe("loadRepoConfig refuses what it cannot use", () => {
     const { octokit } = await world({ org: `# ${"x".repeat(2 * ONE_MIB - 3)}\n` });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect((error as RepoConfigError).problems).toEqual([
-      "acme/.github (the organisation's `.github` repository): `.github/harness.yml` is 2,097,152 bytes; Harness reads at most 65,536",
+      "acme/.github (the organisation's `.github` repository): `.github/harness.yml` is 2,097,152 bytes; " +
+        "Harness reads at most 65,536",
     ]);
   });
 
@@ -199,7 +208,8 @@ describe("loadRepoConfig refuses what it cannot use", () => {
     const { octokit } = await world({ org: "a: 1\na: 2\n", repo: "---\n---\n" });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect((error as RepoConfigError).problems).toEqual([
-      "acme/.github (the organisation's `.github` repository): `.github/harness.yml` repeats the key `a` at line 2, column 1; each key may appear once in a map",
+      "acme/.github (the organisation's `.github` repository): `.github/harness.yml` repeats the key `a` at " +
+        "line 2, column 1; each key may appear once in a map",
       "`.github/harness.yml` holds more than one YAML document (a second `---` at line 2, column 1); Harness reads one",
     ]);
   });
@@ -208,7 +218,8 @@ describe("loadRepoConfig refuses what it cannot use", () => {
     const { octokit } = await world({ repo: "_extends: .github\nverify: npm test\n" });
     const error = await failure(loadRepoConfig(octokit, "acme", "widgets"));
     expect((error as RepoConfigError).problems).toEqual([
-      "`_extends` is not supported: Harness merges the organisation's defaults from `.github/harness.yml` in acme/.github by itself; remove `_extends`",
+      "`_extends` is not supported: Harness merges the organisation's defaults from `.github/harness.yml` in " +
+        "acme/.github by itself; remove `_extends`",
     ]);
   });
 
@@ -317,7 +328,8 @@ describe("resolveBlueprint reads a blueprint file within its own cap", () => {
     const config = await loadRepoConfig(octokit, "acme", "widgets");
     await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(
       new BlueprintError(
-        "blueprint ci/nowhere.yml (from .github/harness.yml): no such file on the default branch; use default, command, or the path of a YAML file",
+        "blueprint ci/nowhere.yml (from .github/harness.yml): no such file on the default branch; " +
+          "use default, command, or the path of a YAML file",
       ),
     );
   });

@@ -134,22 +134,26 @@ describe("setup mode cannot be taken over", () => {
     expect(page).toContain(`${server.url}/setup`.replace(/"/g, "&quot;"));
   });
 
-  test("a code without the state this page handed out is refused, and .env is not written; /healthz answers throughout", async () => {
-    for (const attempt of [
-      `${server.url}/setup?code=attackers1`,
-      `${server.url}/setup?code=attackers1&state=${"a".repeat(48)}`,
-    ]) {
-      const [response, health] = await Promise.all([
-        fetch(attempt, { headers: { host: "attacker.example" } }),
-        timedHealthz(),
-      ]);
-      expect(response.status).toBe(400);
-      expect(await response.text()).toContain("not started from this page in this browser");
-      expect(health).toBeLessThan(100);
-    }
-    expect(conversions).toEqual([]);
-    await expect(readFile(join(dir.path, ".env"), "utf8")).rejects.toThrow();
-  });
+  test(
+    "a code without the state this page handed out is refused, and .env is not written; " +
+      "/healthz answers throughout",
+    async () => {
+      for (const attempt of [
+        `${server.url}/setup?code=attackers1`,
+        `${server.url}/setup?code=attackers1&state=${"a".repeat(48)}`,
+      ]) {
+        const [response, health] = await Promise.all([
+          fetch(attempt, { headers: { host: "attacker.example" } }),
+          timedHealthz(),
+        ]);
+        expect(response.status).toBe(400);
+        expect(await response.text()).toContain("not started from this page in this browser");
+        expect(health).toBeLessThan(100);
+      }
+      expect(conversions).toEqual([]);
+      await expect(readFile(join(dir.path, ".env"), "utf8")).rejects.toThrow();
+    },
+  );
 
   test("a state from another browser, or used twice, is refused", async () => {
     const victim = await start();

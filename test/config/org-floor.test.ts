@@ -70,21 +70,29 @@ describe("the organisation's values are a floor", () => {
       "maintain",
     );
     expect(problemsOf({ permission: "admin" }, { permission: "write" })).toEqual([
-      "`permission: write` is below the organisation's `permission: admin` (acme/.github); a repository may raise the bar, not lower it",
+      "`permission: write` is below the organisation's `permission: admin` (acme/.github); " +
+        "a repository may raise the bar, not lower it",
     ]);
   });
 
-  test("allowed_bots: the repository's list must be a subset of the organisation's (logins compared case-insensitively)", () => {
-    const org = { allowed_bots: ["renovate[bot]", "dependabot[bot]"] };
-    expect(resolveRepoConfig({ org, repo: { allowed_bots: ["Renovate[bot]"] } }, ORG).allowed_bots).toEqual([
-      "Renovate[bot]",
-    ]);
-    expect(problemsOf(org, { allowed_bots: ["renovate[bot]", "mallory[bot]"] })).toEqual([
-      expect.stringMatching(
-        /^`allowed_bots` adds `mallory\[bot\]`, which the organisation's `allowed_bots: \[renovate\[bot\], dependabot\[bot\]\]` \(acme\/\.github\) does not allow$/,
-      ),
-    ]);
-  });
+  test(
+    "allowed_bots: the repository's list must be a subset of the organisation's " +
+      "(logins compared case-insensitively)",
+    () => {
+      const org = { allowed_bots: ["renovate[bot]", "dependabot[bot]"] };
+      expect(resolveRepoConfig({ org, repo: { allowed_bots: ["Renovate[bot]"] } }, ORG).allowed_bots).toEqual([
+        "Renovate[bot]",
+      ]);
+      expect(problemsOf(org, { allowed_bots: ["renovate[bot]", "mallory[bot]"] })).toEqual([
+        expect.stringMatching(
+          new RegExp(
+            "^`allowed_bots` adds `mallory\\[bot\\]`, which the organisation's " +
+              "`allowed_bots: \\[renovate\\[bot\\], dependabot\\[bot\\]\\]` \\(acme\\/\\.github\\) does not allow$",
+          ),
+        ),
+      ]);
+    },
+  );
 
   test("sandbox.provider and sandbox.snapshot cannot be changed", () => {
     const org = { sandbox: { provider: "daytona", snapshot: "acme-node-22" } };
@@ -92,8 +100,10 @@ describe("the organisation's values are a floor", () => {
       "acme-node-22",
     );
     expect(problemsOf(org, { sandbox: { provider: "local", snapshot: "my-own" } })).toEqual([
-      "`sandbox.provider: local` differs from the organisation's `sandbox.provider: daytona` (acme/.github); only the organisation may change it",
-      "`sandbox.snapshot: my-own` differs from the organisation's `sandbox.snapshot: acme-node-22` (acme/.github); only the organisation may change it",
+      "`sandbox.provider: local` differs from the organisation's `sandbox.provider: daytona` (acme/.github); " +
+        "only the organisation may change it",
+      "`sandbox.snapshot: my-own` differs from the organisation's `sandbox.snapshot: acme-node-22` " +
+        "(acme/.github); only the organisation may change it",
     ]);
   });
 
@@ -159,35 +169,43 @@ describe("the organisation's values are a floor", () => {
     const repo = { sandbox: { network: repoNetwork } };
     if (refused) {
       expect(problemsOf(org, repo)).toEqual([
-        `\`sandbox.network: ${repoNetwork}\` is more open than the organisation's \`sandbox.network: ${orgNetwork}\` (acme/.github); a repository may only be as strict or stricter (none > allowlist > open)`,
+        `\`sandbox.network: ${repoNetwork}\` is more open than the organisation's ` +
+          `\`sandbox.network: ${orgNetwork}\` (acme/.github); ` +
+          `a repository may only be as strict or stricter (none > allowlist > open)`,
       ]);
     } else {
       expect(resolveRepoConfig({ org, repo }, ORG).sandbox.network).toBe(repoNetwork);
     }
   });
 
-  test("sandbox.allow: within an organisation's allow list, entries must be ones it lists (case-insensitive, exact)", () => {
-    const org = { sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org"] } };
-    expect(resolveRepoConfig({ org, repo: { sandbox: { allow: ["Registry.NPMjs.org"] } } }, ORG).sandbox.allow).toEqual(
-      ["Registry.NPMjs.org"],
-    );
-    expect(
-      problemsOf(org, { sandbox: { allow: ["registry.npmjs.org", "files.pythonhosted.org", "evil.example"] } }),
-    ).toEqual([
-      "`sandbox.allow` adds `files.pythonhosted.org`, `evil.example`, which the organisation's `sandbox.allow: [registry.npmjs.org, *.pythonhosted.org]` (acme/.github) does not list",
-    ]);
-    // An organisation that sets allowlist mode without listing domains leaves the list to repositories.
-    expect(
-      resolveRepoConfig(
-        { org: { sandbox: { network: "allowlist" } }, repo: { sandbox: { allow: ["example.org"] } } },
-        ORG,
-      ).sandbox.allow,
-    ).toEqual(["example.org"]);
-  });
+  test(
+    "sandbox.allow: within an organisation's allow list, entries must be ones it lists " + "(case-insensitive, exact)",
+    () => {
+      const org = { sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org"] } };
+      expect(
+        resolveRepoConfig({ org, repo: { sandbox: { allow: ["Registry.NPMjs.org"] } } }, ORG).sandbox.allow,
+      ).toEqual(["Registry.NPMjs.org"]);
+      expect(
+        problemsOf(org, { sandbox: { allow: ["registry.npmjs.org", "files.pythonhosted.org", "evil.example"] } }),
+      ).toEqual([
+        "`sandbox.allow` adds `files.pythonhosted.org`, `evil.example`, " +
+          "which the organisation's `sandbox.allow: [registry.npmjs.org, *.pythonhosted.org]` (acme/.github) " +
+          "does not list",
+      ]);
+      // An organisation that sets allowlist mode without listing domains leaves the list to repositories.
+      expect(
+        resolveRepoConfig(
+          { org: { sandbox: { network: "allowlist" } }, repo: { sandbox: { allow: ["example.org"] } } },
+          ORG,
+        ).sandbox.allow,
+      ).toEqual(["example.org"]);
+    },
+  );
 
   test("allow_workflow_changes: an organisation's false cannot be turned true", () => {
     expect(problemsOf({ allow_workflow_changes: false }, { allow_workflow_changes: true })).toEqual([
-      "`allow_workflow_changes: true` is not allowed: the organisation's `allow_workflow_changes: false` (acme/.github)",
+      "`allow_workflow_changes: true` is not allowed: " +
+        "the organisation's `allow_workflow_changes: false` (acme/.github)",
     ]);
     expect(
       resolveRepoConfig({ org: { allow_workflow_changes: true }, repo: { allow_workflow_changes: false } }, ORG)
@@ -195,15 +213,18 @@ describe("the organisation's values are a floor", () => {
     ).toBe(false);
   });
 
-  test("every breach is reported at once, each naming the key, the repository's value and the organisation's limit", () => {
-    const problems = problemsOf(
-      { permission: "admin", timeout_minutes: 30, allow_workflow_changes: false },
-      { permission: "read", timeout_minutes: 45, allow_workflow_changes: true },
-    );
-    expect(problems).toHaveLength(3);
-    expect(problems.join("\n")).toMatch(/`permission: read`.*`permission: admin`/);
-    expect(problems.join("\n")).toMatch(/`timeout_minutes: 45`.*`timeout_minutes: 30`/);
-  });
+  test(
+    "every breach is reported at once, each naming the key, the repository's value " + "and the organisation's limit",
+    () => {
+      const problems = problemsOf(
+        { permission: "admin", timeout_minutes: 30, allow_workflow_changes: false },
+        { permission: "read", timeout_minutes: 45, allow_workflow_changes: true },
+      );
+      expect(problems).toHaveLength(3);
+      expect(problems.join("\n")).toMatch(/`permission: read`.*`permission: admin`/);
+      expect(problems.join("\n")).toMatch(/`timeout_minutes: 45`.*`timeout_minutes: 30`/);
+    },
+  );
 
   test("long values from a file are cut short in messages", () => {
     const snapshot = "s".repeat(5000);
@@ -226,7 +247,8 @@ describe("problems in either file", () => {
 
   test("a file that is not a map of keys is refused, naming which file", () => {
     expect(problemsOf(["permission", "admin"], {})).toEqual([
-      "acme/.github (the organisation's `.github` repository): `(top level)` must be a map of keys (e.g. `permission: write`), not a list",
+      "acme/.github (the organisation's `.github` repository): `(top level)` must be a map of keys (e.g. " +
+        "`permission: write`), not a list",
     ]);
     expect(problemsOf({}, "permission admin")).toEqual([
       "`(top level)` must be a map of keys (e.g. `permission: write`), not a string",
@@ -235,7 +257,8 @@ describe("problems in either file", () => {
 
   test("`_extends` is refused with the reason: Harness merges the organisation's file by itself", () => {
     expect(problemsOf({}, { _extends: ".github", verify: "npm test" })).toEqual([
-      "`_extends` is not supported: Harness merges the organisation's defaults from `.github/harness.yml` in acme/.github by itself; remove `_extends`",
+      "`_extends` is not supported: Harness merges the organisation's defaults from `.github/harness.yml` in " +
+        "acme/.github by itself; remove `_extends`",
     ]);
   });
 

@@ -66,13 +66,15 @@ export async function writeFakeCli(dir: string, name: string, scenario: FakeScen
     exitCode: scenario.exitCode ?? 0,
     edit: scenario.edit ?? null,
   });
-  const script = `#!${process.execPath}
+  const script =
+    `#!${process.execPath}
 "use strict";
 const fs = require("node:fs");
 const path = require("node:path");
 const scenario = ${baked};
 const stdin = fs.readFileSync(0, "utf8");
-fs.writeFileSync(scenario.recordPath, JSON.stringify({ args: process.argv.slice(2), env: process.env, stdin, cwd: process.cwd() }));
+fs.writeFileSync(scenario.recordPath, JSON.stringify({ args: process.argv.slice(2), env: process.env, ` +
+    `stdin, cwd: process.cwd() }));
 if (scenario.edit) fs.writeFileSync(path.join(process.cwd(), scenario.edit.path), scenario.edit.content);
 process.stdout.write(scenario.stdout);
 process.stderr.write(scenario.stderr);

@@ -174,7 +174,8 @@ found=$(while read -r old new ref; do
 done | git cat-file --batch-check='%(objecttype) %(objectsize) %(rest)' |
   awk -v limit="$limit" '$1 == "blob" && $2 > limit {
     path = $0; sub(/^[^ ]+ [^ ]+ /, "", path)
-    printf "error: File %s is %.2f MB; this exceeds GitHub\\047s file size limit of %.2f MB\\n", path, $2 / 1048576, limit / 1048576
+    printf "error: File %s is %.2f MB; this exceeds GitHub\\047s file size limit of %.2f MB\\n", ` +
+      `path, $2 / 1048576, limit / 1048576
   }')
 [ -z "$found" ] && exit 0
 {
@@ -229,7 +230,8 @@ export async function requireWorkflowsPermission(bare: string, pusher: WorkflowP
   is_zero "$2" && return 0
   file=$(git diff --name-only "$(base_of "$1")" "$2" -- .github/workflows/ | head -n 1)
   [ -n "$file" ] || return 0
-  reason=${quote(`refusing to allow ${article} ${pusher} to create or update workflow \``)}"$file"${quote(`\` without ${needs}`)}
+  reason=${quote(`refusing to allow ${article} ${pusher} to create or update workflow \``)}"$file"` +
+      `${quote(`\` without ${needs}`)}
 }`,
   );
 }
@@ -253,7 +255,9 @@ export async function enforceRepositoryRules(
     bare,
     `decide() {
   ${matches}
-  say "error: GH013: Repository rule violations found for $3." "Review all repository rules at https://github.com/${repo}/rules?ref=$(printf %s "$3" | sed 's#/#%2F#g')" ${lines.map(quote).join(" ")}
+  say "error: GH013: Repository rule violations found for $3." ` +
+      `"Review all repository rules at https://github.com/${repo}/rules?ref=$(printf %s "$3" | sed 's#/#%2F#g')" ` +
+      `${lines.map(quote).join(" ")}
   reason='push declined due to repository rule violations'
 }`,
   );
@@ -285,7 +289,8 @@ export async function blockSecrets(bare: string, options: BlockSecretsOptions = 
     "    Resolve the following violations before pushing again" "" "    - Push cannot contain secrets" "" "" \\
     "     (?) Learn how to resolve a blocked push" \\
     "     https://docs.github.com/code-security/secret-scanning/working-with-secret-scanning-and-push-protection/working-with-push-protection-from-the-command-line#resolving-a-blocked-push" \\
-    "" "" ${quote(`      —— ${type} ${"—".repeat(34)}`)} "       locations:" "         - commit: $2" "           path: $path:$line" "" \\
+    "" "" ${quote(`      —— ${type} ${"—".repeat(34)}`)} "       locations:" ` +
+      `"         - commit: $2" "           path: $path:$line" "" \\
     "       (?) To push, remove secret from commit(s) or follow this URL to allow the secret."
   reason='push declined due to repository rule violations'
 }`,
@@ -312,7 +317,8 @@ export LC_ALL
 
 is_zero() { case $1 in *[!0]*) return 1 ;; esac; return 0; }
 # What a new branch is compared with: the default branch, or nothing in an empty repository.
-base_of() { if is_zero "$1"; then git rev-parse -q --verify 'HEAD^{commit}' || git hash-object -t tree /dev/null; else echo "$1"; fi; }
+base_of() { if is_zero "$1"; then git rev-parse -q --verify 'HEAD^{commit}' || ` +
+      `git hash-object -t tree /dev/null; else echo "$1"; fi; }
 say() { printf '%s\\n' "$@" >&2; }
 
 # pkt-line: four hex digits of length (including themselves), then the payload; 0000 is a flush.

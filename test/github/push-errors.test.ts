@@ -170,21 +170,25 @@ describe("classifyPushError on what real git prints", () => {
     expect(result.summary).toContain("At least one approved review is required");
   });
 
-  test("workflows: a GitHub App pushing .github/workflows/ci.yml; a push without workflow files goes through", async () => {
-    const { bare, work, url } = await remote();
-    await requireWorkflowsPermission(bare);
-    await commit(work, "src/a.txt");
-    expect((await push(work, url, "HEAD:refs/heads/harness/ok", TOKEN)).exitCode).toBe(0);
-    await commit(work, ".github/workflows/ci.yml", "on: push\n");
-    const result = await rejected(work, url, "HEAD:refs/heads/harness/ci");
-    expect(result.output).toContain(
-      "(refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission)",
-    );
-    expect(result.kind).toBe("workflows");
-    expect(result.summary).toContain(".github/workflows/ci.yml");
-    expect(result.summary).toContain("harness/ci");
-    expect(result.remedy).toContain("Workflows: write");
-  });
+  test(
+    "workflows: a GitHub App pushing .github/workflows/ci.yml; " + "a push without workflow files goes through",
+    async () => {
+      const { bare, work, url } = await remote();
+      await requireWorkflowsPermission(bare);
+      await commit(work, "src/a.txt");
+      expect((await push(work, url, "HEAD:refs/heads/harness/ok", TOKEN)).exitCode).toBe(0);
+      await commit(work, ".github/workflows/ci.yml", "on: push\n");
+      const result = await rejected(work, url, "HEAD:refs/heads/harness/ci");
+      expect(result.output).toContain(
+        "(refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without " +
+          "`workflows` permission)",
+      );
+      expect(result.kind).toBe("workflows");
+      expect(result.summary).toContain(".github/workflows/ci.yml");
+      expect(result.summary).toContain("harness/ci");
+      expect(result.remedy).toContain("Workflows: write");
+    },
+  );
 
   test("workflows: a personal access token needs the workflow scope", async () => {
     const { bare, work, url } = await remote();
@@ -468,7 +472,8 @@ const PASTED: Pasted[] = [
     facts: [".github/workflows/reprod-documentation-workflow.yml", "main"],
     lines: [
       "To https://github.com/damianooldoni/test-workflows",
-      " ! [remote rejected] main -> main (refusing to allow a GitHub App to create or update workflow `.github/workflows/reprod-documentation-workflow.yml` without `workflows` permission)",
+      " ! [remote rejected] main -> main (refusing to allow a GitHub App to create or update workflow " +
+        "`.github/workflows/reprod-documentation-workflow.yml` without `workflows` permission)",
       "error: failed to push some refs to 'https://github.com/damianooldoni/test-workflows'",
     ],
   },
@@ -479,7 +484,8 @@ const PASTED: Pasted[] = [
     lines: [
       "Total 0 (delta 0), reused 0 (delta 0)",
       "To https://github.com/IvanBil/PowerPlatformConnectors",
-      " ! [remote rejected] master -> master (refusing to allow an OAuth App to create or update workflow `.github/workflows/validation.yml` without `workflow` scope)",
+      " ! [remote rejected] master -> master (refusing to allow an OAuth App to create or update workflow " +
+        "`.github/workflows/validation.yml` without `workflow` scope)",
     ],
   },
   {
@@ -489,7 +495,8 @@ const PASTED: Pasted[] = [
     lines: [
       "remote: Resolving deltas: 100% (14/14), completed with 7 local objects.",
       "To https://github.com/oiooj/categraf.git",
-      " ! [remote rejected] main -> main (refusing to allow a Personal Access Token to create or update workflow `.github/workflows/release.yaml` without `workflow` scope)",
+      " ! [remote rejected] main -> main (refusing to allow a Personal Access Token to create or update " +
+        "workflow `.github/workflows/release.yaml` without `workflow` scope)",
       "error: failed to push some refs to 'https://github.com/oiooj/categraf.git'",
     ],
   },
@@ -552,7 +559,8 @@ const PASTED: Pasted[] = [
       "remote: Resolving deltas: 100% (22/22), completed with 13 local objects.",
       "remote: error: Trace: 654c8d72f32f9965c4734092a2fb75d32fe2a39f6d10881c1465db48addc3ea4",
       "remote: error: See https://gh.io/lfs for more information.",
-      "remote: error: File images/reserves/drive-download-20260817T221619Z-1-001.zip is 301.74 MB; this exceeds GitHub's file size limit of 100.00 MB",
+      "remote: error: File images/reserves/drive-download-20260817T221619Z-1-001.zip is 301.74 MB; " +
+        "this exceeds GitHub's file size limit of 100.00 MB",
       "remote: error: GH001: Large files detected. You may want to try Git Large File Storage - https://git-lfs.github.com/.",
       "To github.com:babfave000/Vab-Portfolio.git",
       "! [remote rejected] main -> main (pre-receive hook declined)",
@@ -629,7 +637,8 @@ const PASTED: Pasted[] = [
       "remote: You can make your email public or disable this protection by visiting:",
       "remote: https://github.com/settings/emails",
       "To https://github.com/AlexandreMeslin/ENG4021",
-      " ! [remote rejected] codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 -> codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 (push declined due to email privacy restrictions)",
+      " ! [remote rejected] codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 -> " +
+        "codespace-fantastic-space-zebra-vp7p7jpxw69hp9v4 (push declined due to email privacy restrictions)",
       "error: failed to push some refs to 'https://github.com/AlexandreMeslin/ENG4021'",
     ],
   },

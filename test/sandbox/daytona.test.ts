@@ -66,53 +66,67 @@ const requestsTo = (pattern: RegExp) =>
   daytona.requests.filter((request) => pattern.test(`${request.method} ${request.path}`));
 
 describe("Daytona sandbox: creation", () => {
-  test("network none is set at creation (networkBlockAll); an allowlist, which Daytona cannot enforce by name, is refused before anything is created", async () => {
-    await sandbox({ network: { mode: "none" } });
-    const [create] = requestsTo(/^POST \/api\/sandbox$/);
-    expect((create?.body as { networkBlockAll?: boolean }).networkBlockAll).toBe(true);
-    const before = daytona.requests.length;
-    await expect(
-      createDaytonaSandbox(options({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } })),
-    ).rejects.toThrow(/cannot enforce a network allowlist/);
-    expect(daytona.requests.length).toBe(before);
-  });
+  test(
+    "network none is set at creation (networkBlockAll); an allowlist, which Daytona cannot enforce by name, " +
+      "is refused before anything is created",
+    async () => {
+      await sandbox({ network: { mode: "none" } });
+      const [create] = requestsTo(/^POST \/api\/sandbox$/);
+      expect((create?.body as { networkBlockAll?: boolean }).networkBlockAll).toBe(true);
+      const before = daytona.requests.length;
+      await expect(
+        createDaytonaSandbox(options({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } })),
+      ).rejects.toThrow(/cannot enforce a network allowlist/);
+      expect(daytona.requests.length).toBe(before);
+    },
+  );
 
-  test("one ephemeral, labelled sandbox from the default snapshot; clone of the default branch, then the run's branch", async () => {
-    const box = await sandbox();
-    const [create] = requestsTo(/^POST \/api\/sandbox$/);
-    expect(create?.body).toMatchObject({
-      snapshot: "daytona-medium",
-      autoDeleteInterval: 0,
-      autoStopInterval: 75,
-      labels: { app: "harness", "harness-run": "run-7", "harness-repo": "acme/widgets", "harness-issue": "7" },
-      env: {},
-    });
-    expect(box.workDir).toBe(join(daytona.sandbox(box.id).workDir, "workspace", "widgets"));
-    const [clone] = requestsTo(/\/git\/clone$/);
-    expect(clone?.body).toMatchObject({
-      url: `${gitServer.url}/acme/widgets.git`,
-      path: "workspace/widgets",
-      username: "x-access-token",
-      password: token,
-    });
-    expect((clone?.body as { branch?: string }).branch).toBeUndefined();
-    expect(requestsTo(/\/git\/checkout$/)).toEqual([]);
-    expect(git(box.workDir, "branch", "--show-current")).toBe("harness/7-fix");
-    expect(daytona.sandboxes.size).toBe(1);
-  });
+  test(
+    "one ephemeral, labelled sandbox from the default snapshot; clone of the default branch, " +
+      "then the run's branch",
+    async () => {
+      const box = await sandbox();
+      const [create] = requestsTo(/^POST \/api\/sandbox$/);
+      expect(create?.body).toMatchObject({
+        snapshot: "daytona-medium",
+        autoDeleteInterval: 0,
+        autoStopInterval: 75,
+        labels: { app: "harness", "harness-run": "run-7", "harness-repo": "acme/widgets", "harness-issue": "7" },
+        env: {},
+      });
+      expect(box.workDir).toBe(join(daytona.sandbox(box.id).workDir, "workspace", "widgets"));
+      const [clone] = requestsTo(/\/git\/clone$/);
+      expect(clone?.body).toMatchObject({
+        url: `${gitServer.url}/acme/widgets.git`,
+        path: "workspace/widgets",
+        username: "x-access-token",
+        password: token,
+      });
+      expect((clone?.body as { branch?: string }).branch).toBeUndefined();
+      expect(requestsTo(/\/git\/checkout$/)).toEqual([]);
+      expect(git(box.workDir, "branch", "--show-current")).toBe("harness/7-fix");
+      expect(daytona.sandboxes.size).toBe(1);
+    },
+  );
 
-  test("bootstrap is three sequential round trips: create → clone ‖ work dir ‖ session → branch ‖ scratch folder", async () => {
-    daytona.setLatency(40);
-    await sandbox();
-    const steps = daytona.requests.map(
-      (request) =>
-        `${request.method} ${request.path.replace(/\/toolbox\/[^/]+/, "").replace(/\/process\/session\/[^/]+/, "/process/session/:id")}`,
-    );
-    expect(steps.slice(0, 1)).toEqual(["POST /api/sandbox"]);
-    expect(new Set(steps.slice(1, 4))).toEqual(new Set(["GET /work-dir", "POST /git/clone", "POST /process/session"]));
-    expect(new Set(steps.slice(4, 6))).toEqual(new Set(["POST /git/branches", "POST /files/folder"]));
-    expect(steps).toHaveLength(6);
-  });
+  test(
+    "bootstrap is three sequential round trips: " + "create → clone ‖ work dir ‖ session → branch ‖ scratch folder",
+    async () => {
+      daytona.setLatency(40);
+      await sandbox();
+      const steps = daytona.requests.map(
+        (request) =>
+          `${request.method} ` +
+          request.path.replace(/\/toolbox\/[^/]+/, "").replace(/\/process\/session\/[^/]+/, "/process/session/:id"),
+      );
+      expect(steps.slice(0, 1)).toEqual(["POST /api/sandbox"]);
+      expect(new Set(steps.slice(1, 4))).toEqual(
+        new Set(["GET /work-dir", "POST /git/clone", "POST /process/session"]),
+      );
+      expect(new Set(steps.slice(4, 6))).toEqual(new Set(["POST /git/branches", "POST /files/folder"]));
+      expect(steps).toHaveLength(6);
+    },
+  );
 
   test("a custom snapshot is used", async () => {
     daytona.addSnapshot("harness-node22");
@@ -265,25 +279,28 @@ describe("Daytona sandbox: exec", () => {
     ).toBe(true);
   });
 
-  test("agent credentials reach the one command through the sandbox env API, never a command string or envVars", async () => {
-    const box = await sandbox();
-    const key = fakeToken("sk-ant-", 29);
-    const withKey = await box.exec({
-      argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'],
-      cwd: box.workDir,
-      timeout: 10_000,
-      env: { ANTHROPIC_API_KEY: key, EXPECTED: key },
-    });
-    expect(withKey.stdout).toBe("seen\n");
-    const later = await box.exec({
-      argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'],
-      cwd: box.workDir,
-      timeout: 10_000,
-    });
-    expect(later.stdout).toBe("[]\n");
-    for (const request of daytona.requestsMentioning(key)) expect(request.path).toMatch(/\/env$/);
-    expect(JSON.stringify(requestsTo(/^POST \/api\/sandbox$/)[0]?.body)).not.toContain(key);
-  });
+  test(
+    "agent credentials reach the one command through the sandbox env API, " + "never a command string or envVars",
+    async () => {
+      const box = await sandbox();
+      const key = fakeToken("sk-ant-", 29);
+      const withKey = await box.exec({
+        argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'],
+        cwd: box.workDir,
+        timeout: 10_000,
+        env: { ANTHROPIC_API_KEY: key, EXPECTED: key },
+      });
+      expect(withKey.stdout).toBe("seen\n");
+      const later = await box.exec({
+        argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'],
+        cwd: box.workDir,
+        timeout: 10_000,
+      });
+      expect(later.stdout).toBe("[]\n");
+      for (const request of daytona.requestsMentioning(key)) expect(request.path).toMatch(/\/env$/);
+      expect(JSON.stringify(requestsTo(/^POST \/api\/sandbox$/)[0]?.body)).not.toContain(key);
+    },
+  );
 
   test("streaming exec (agents) delivers stdout and stderr live and the exit code", async () => {
     const box = await sandbox();
@@ -372,31 +389,36 @@ describe("Daytona sandbox: files, git, teardown", () => {
     expect(daytona.requests.length).toBe(before);
   });
 
-  test("a scratch file lands outside the clone with mode 0600, commands read it, and removing it twice is fine", async () => {
-    const box = await sandbox();
-    const path = await box.writeScratchFile("prompt-implement-1.md", "the prompt PROMPT-MARKER-d4e5");
-    expect(path.startsWith(`${box.workDir}/`)).toBe(false);
-    expect(path).toBe(join(daytona.sandbox(box.id).workDir, ".harness", "prompt-implement-1.md"));
-    expect((await stat(path)).mode & 0o777).toBe(0o600);
-    expect((await stat(dirname(path))).mode & 0o777).toBe(0o700);
-    const read = await box.exec({ argv: ["cat", path], cwd: box.workDir, timeout: 10_000 });
-    expect(read.stdout).toBe("the prompt PROMPT-MARKER-d4e5");
-    const search = await box.exec({
-      argv: ["grep", "-rl", "PROMPT-MARKER-d4e5", "."],
-      cwd: box.workDir,
-      timeout: 10_000,
-    });
-    expect(search.stdout).toBe("");
-    expect(git(box.workDir, "status", "--porcelain", "--ignored")).toBe("");
+  test(
+    "a scratch file lands outside the clone with mode 0600, " + "commands read it, and removing it twice is fine",
+    async () => {
+      const box = await sandbox();
+      const path = await box.writeScratchFile("prompt-implement-1.md", "the prompt PROMPT-MARKER-d4e5");
+      expect(path.startsWith(`${box.workDir}/`)).toBe(false);
+      expect(path).toBe(join(daytona.sandbox(box.id).workDir, ".harness", "prompt-implement-1.md"));
+      expect((await stat(path)).mode & 0o777).toBe(0o600);
+      expect((await stat(dirname(path))).mode & 0o777).toBe(0o700);
+      const read = await box.exec({ argv: ["cat", path], cwd: box.workDir, timeout: 10_000 });
+      expect(read.stdout).toBe("the prompt PROMPT-MARKER-d4e5");
+      const search = await box.exec({
+        argv: ["grep", "-rl", "PROMPT-MARKER-d4e5", "."],
+        cwd: box.workDir,
+        timeout: 10_000,
+      });
+      expect(search.stdout).toBe("");
+      expect(git(box.workDir, "status", "--porcelain", "--ignored")).toBe("");
 
-    await box.removeScratchFile("prompt-implement-1.md");
-    expect(existsSync(path)).toBe(false);
-    await expect(box.removeScratchFile("prompt-implement-1.md")).resolves.toBeUndefined();
-    const before = daytona.requests.length;
-    await expect(box.writeScratchFile("../workspace/widgets/prompt.md", "x")).rejects.toBeInstanceOf(InvalidInputError);
-    await expect(box.removeScratchFile("../workspace")).rejects.toBeInstanceOf(InvalidInputError);
-    expect(daytona.requests.length).toBe(before);
-  });
+      await box.removeScratchFile("prompt-implement-1.md");
+      expect(existsSync(path)).toBe(false);
+      await expect(box.removeScratchFile("prompt-implement-1.md")).resolves.toBeUndefined();
+      const before = daytona.requests.length;
+      await expect(box.writeScratchFile("../workspace/widgets/prompt.md", "x")).rejects.toBeInstanceOf(
+        InvalidInputError,
+      );
+      await expect(box.removeScratchFile("../workspace")).rejects.toBeInstanceOf(InvalidInputError);
+      expect(daytona.requests.length).toBe(before);
+    },
+  );
 
   test("downloadBytes asks the size first and refuses an oversized file before transferring it", async () => {
     const box = await sandbox();
@@ -421,68 +443,76 @@ describe("Daytona sandbox: files, git, teardown", () => {
     await expect(other.teardown()).resolves.toBeUndefined();
   });
 
-  test("exactly one sandbox is created and deleted per lifecycle, and the token appears only in clone and push bodies", async () => {
-    const box = await createDaytonaSandbox(options());
-    await box.exec({ argv: ["git", "status"], cwd: box.workDir, timeout: 10_000 });
-    await box.teardown();
-    expect(requestsTo(/^POST \/api\/sandbox$/)).toHaveLength(1);
-    expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
-    expect(daytona.requestsMentioning(token).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual([
-      "/git/clone",
-    ]);
-  });
+  test(
+    "exactly one sandbox is created and deleted per lifecycle, " +
+      "and the token appears only in clone and push bodies",
+    async () => {
+      const box = await createDaytonaSandbox(options());
+      await box.exec({ argv: ["git", "status"], cwd: box.workDir, timeout: 10_000 });
+      await box.teardown();
+      expect(requestsTo(/^POST \/api\/sandbox$/)).toHaveLength(1);
+      expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
+      expect(daytona.requestsMentioning(token).map((request) => request.path.replace(/\/toolbox\/[^/]+/, ""))).toEqual([
+        "/git/clone",
+      ]);
+    },
+  );
 });
 
 describe("Daytona sandbox: an agent step's prompt", () => {
-  test("the agent reads its prompt from the scratch folder, finds none of it in the clone, and the file is gone when the step ends", async () => {
-    const marker = "PROMPT-MARKER-a9b8c7";
-    const agent = promptProbeAgent(marker);
-    let fileAfterStep: string | undefined;
-    let existedAfterStep: boolean | undefined;
-    const report = await runHarness({
-      request: {
-        runId: "run-prompt",
-        repo: "acme/widgets",
-        branch: "harness/prompt",
-        intent: `add a greeting ${marker}`,
-      },
-      blueprint: builtinBlueprint("default"),
-      agent: { driver: agent },
-      sandbox: {
-        create: async (sandboxOptions) => {
-          const created = await createDaytonaSandbox(sandboxOptions);
-          open.push(created);
-          return created;
+  test(
+    "the agent reads its prompt from the scratch folder, finds none of it in the clone, " +
+      "and the file is gone when the step ends",
+    async () => {
+      const marker = "PROMPT-MARKER-a9b8c7";
+      const agent = promptProbeAgent(marker);
+      let fileAfterStep: string | undefined;
+      let existedAfterStep: boolean | undefined;
+      const report = await runHarness({
+        request: {
+          runId: "run-prompt",
+          repo: "acme/widgets",
+          branch: "harness/prompt",
+          intent: `add a greeting ${marker}`,
         },
-        options: { githubServerUrl: gitServer.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
-      },
-      github: { token },
-      output: {
-        reporter: {
-          emit: (event: HarnessEvent) => {
-            if (event.type !== "node.finished" || event.report.kind !== "agent") return;
-            fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
-            existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+        blueprint: builtinBlueprint("default"),
+        agent: { driver: agent },
+        sandbox: {
+          create: async (sandboxOptions) => {
+            const created = await createDaytonaSandbox(sandboxOptions);
+            open.push(created);
+            return created;
           },
+          options: { githubServerUrl: gitServer.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
         },
-        throttleMs: 20,
-      },
-    });
+        github: { token },
+        output: {
+          reporter: {
+            emit: (event: HarnessEvent) => {
+              if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+              fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
+              existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+            },
+          },
+          throttleMs: 20,
+        },
+      });
 
-    expect(report.status, report.error).toBe("succeeded");
-    const summary = report.nodes[0]?.summary ?? "";
-    expect(summary).toMatch(/^WHERE=outside$/m);
-    expect(summary).toMatch(/^READ=same$/m);
-    expect(summary).toMatch(/^FOUND=$/m);
-    expect(fileAfterStep).toMatch(/\/\.harness\/prompt-implement-1\.md$/);
-    expect(existedAfterStep).toBe(false);
-    // Nothing was uploaded into the clone for the prompt.
-    const uploads = requestsTo(/\/files\/bulk-upload$/).map((request) =>
-      JSON.stringify(request.multipart?.files.map((file) => file.destination)),
-    );
-    expect(uploads.some((destinations) => destinations.includes("/.harness/prompt-implement-1.md"))).toBe(true);
-    expect(uploads.some((destinations) => destinations.includes("/workspace/"))).toBe(false);
-  });
+      expect(report.status, report.error).toBe("succeeded");
+      const summary = report.nodes[0]?.summary ?? "";
+      expect(summary).toMatch(/^WHERE=outside$/m);
+      expect(summary).toMatch(/^READ=same$/m);
+      expect(summary).toMatch(/^FOUND=$/m);
+      expect(fileAfterStep).toMatch(/\/\.harness\/prompt-implement-1\.md$/);
+      expect(existedAfterStep).toBe(false);
+      // Nothing was uploaded into the clone for the prompt.
+      const uploads = requestsTo(/\/files\/bulk-upload$/).map((request) =>
+        JSON.stringify(request.multipart?.files.map((file) => file.destination)),
+      );
+      expect(uploads.some((destinations) => destinations.includes("/.harness/prompt-implement-1.md"))).toBe(true);
+      expect(uploads.some((destinations) => destinations.includes("/workspace/"))).toBe(false);
+    },
+  );
 });
 
 describe("Daytona sandbox: org secrets", () => {
@@ -539,17 +569,20 @@ const live = () =>
   [...daytona.sandboxes.values()].filter((sandbox) => sandbox.state !== "destroyed").map((sandbox) => sandbox.id);
 
 describe("a retried attempt replaces the sandbox of the dead one", () => {
-  test("the earlier attempt's sandbox is deleted (its agent killed), other runs' sandboxes are left alone", async () => {
-    const dead = await deadAttempt("run-7");
-    const otherRun = await deadAttempt("run-8");
-    const retry = await createDaytonaSandbox(options({ replaceEarlierAttempts: true }));
-    open.push(retry);
-    expect(live().sort()).toEqual([retry.id, otherRun].sort());
-    expect(daytona.sandbox(dead).state).toBe("destroyed");
-    expect(daytona.liveProcesses(dead)).toEqual([]);
-    expect(daytona.liveProcesses(otherRun)).not.toEqual([]);
-    expect(daytona.sandbox(retry.id).labels).toMatchObject({ app: "harness", "harness-run": "run-7" });
-  });
+  test(
+    "the earlier attempt's sandbox is deleted (its agent killed), " + "other runs' sandboxes are left alone",
+    async () => {
+      const dead = await deadAttempt("run-7");
+      const otherRun = await deadAttempt("run-8");
+      const retry = await createDaytonaSandbox(options({ replaceEarlierAttempts: true }));
+      open.push(retry);
+      expect(live().sort()).toEqual([retry.id, otherRun].sort());
+      expect(daytona.sandbox(dead).state).toBe("destroyed");
+      expect(daytona.liveProcesses(dead)).toEqual([]);
+      expect(daytona.liveProcesses(otherRun)).not.toEqual([]);
+      expect(daytona.sandbox(retry.id).labels).toMatchObject({ app: "harness", "harness-run": "run-7" });
+    },
+  );
 
   test("the lookup runs beside the create, not before it: no extra round trip on the way to a sandbox", async () => {
     await deadAttempt("run-7");
@@ -575,13 +608,16 @@ describe("a retried attempt replaces the sandbox of the dead one", () => {
     expect(daytona.sandbox(dead).state).not.toBe("destroyed");
   });
 
-  test("a lookup Daytona refuses does not fail the run: the new sandbox is made, the leftover waits for the reaper", async () => {
-    const dead = await deadAttempt("run-7");
-    daytona.injectFault({ method: "GET", pathPattern: /^\/api\/sandbox$/, times: 1 }, { status: 500 });
-    const retry = await createDaytonaSandbox(options({ replaceEarlierAttempts: true }));
-    open.push(retry);
-    expect(live().sort()).toEqual([dead, retry.id].sort());
-  });
+  test(
+    "a lookup Daytona refuses does not fail the run: " + "the new sandbox is made, the leftover waits for the reaper",
+    async () => {
+      const dead = await deadAttempt("run-7");
+      daytona.injectFault({ method: "GET", pathPattern: /^\/api\/sandbox$/, times: 1 }, { status: 500 });
+      const retry = await createDaytonaSandbox(options({ replaceEarlierAttempts: true }));
+      open.push(retry);
+      expect(live().sort()).toEqual([dead, retry.id].sort());
+    },
+  );
 
   test("a create that fails still deletes the earlier attempt's sandbox", async () => {
     const dead = await deadAttempt("run-7");

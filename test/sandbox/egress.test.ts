@@ -367,7 +367,8 @@ describe("the egress proxy", () => {
     const { text } = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`);
     expect(text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
     expect(text).toContain(
-      `Harness egress policy: 127.0.0.1:${site.port} is not allowed for this run (port ${site.port} is not one of the allowed ports 443)\n`,
+      `Harness egress policy: 127.0.0.1:${site.port} is not allowed for this run ` +
+        `(port ${site.port} is not one of the allowed ports 443)\n`,
     );
     expect(site.connections).toBe(0);
     expect(decisions).toEqual([
@@ -390,46 +391,52 @@ describe("the egress proxy", () => {
     const byName = await proxyGet(socketPath, `http://other.test:${site.port}/`);
     expect(byName.status).toBe(403);
     expect(byName.body).toBe(
-      `Harness egress policy: other.test:${site.port} is not allowed for this run (other.test is not on the allowlist)\n`,
+      `Harness egress policy: other.test:${site.port} is not allowed for this run ` +
+        `(other.test is not on the allowlist)\n`,
     );
     const byAddress = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`);
     expect(byAddress.text).toContain("(127.0.0.1 is not on the allowlist)");
     expect(site.connections).toBe(0);
   });
 
-  test("a listed name that resolves to an internal address is refused unless a CIDR entry covers that address", async () => {
-    const site = await startSite("site");
-    const { socketPath, decisions } = await startProxy({
-      allowlist: allow("localhost", "metadata.test"),
-      ports: [site.port],
-      resolve: (host) => Promise.resolve(host === "localhost" ? ["127.0.0.1"] : ["203.0.113.10", "169.254.169.254"]),
-    });
-    const viaGet = await proxyGet(socketPath, `http://localhost:${site.port}/`);
-    expect(viaGet.status).toBe(403);
-    expect(viaGet.body).toContain("(localhost resolves to the internal address 127.0.0.1, which no CIDR entry allows)");
-    const viaConnect = await rawExchange(socketPath, `CONNECT LocalHost.:${site.port} HTTP/1.1\r\n\r\n`);
-    expect(viaConnect.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
-    expect(viaConnect.text).toContain("resolves to the internal address 127.0.0.1");
-    // One internal address among public ones is enough: a retry could land on it.
-    const mixed = await proxyGet(socketPath, `http://metadata.test:${site.port}/latest/meta-data/`);
-    expect(mixed.body).toContain("resolves to the internal address 169.254.169.254");
-    expect(site.connections).toBe(0);
-    expect(decisions.every((decision) => !decision.allowed)).toBe(true);
+  test(
+    "a listed name that resolves to an internal address " + "is refused unless a CIDR entry covers that address",
+    async () => {
+      const site = await startSite("site");
+      const { socketPath, decisions } = await startProxy({
+        allowlist: allow("localhost", "metadata.test"),
+        ports: [site.port],
+        resolve: (host) => Promise.resolve(host === "localhost" ? ["127.0.0.1"] : ["203.0.113.10", "169.254.169.254"]),
+      });
+      const viaGet = await proxyGet(socketPath, `http://localhost:${site.port}/`);
+      expect(viaGet.status).toBe(403);
+      expect(viaGet.body).toContain(
+        "(localhost resolves to the internal address 127.0.0.1, which no CIDR entry allows)",
+      );
+      const viaConnect = await rawExchange(socketPath, `CONNECT LocalHost.:${site.port} HTTP/1.1\r\n\r\n`);
+      expect(viaConnect.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
+      expect(viaConnect.text).toContain("resolves to the internal address 127.0.0.1");
+      // One internal address among public ones is enough: a retry could land on it.
+      const mixed = await proxyGet(socketPath, `http://metadata.test:${site.port}/latest/meta-data/`);
+      expect(mixed.body).toContain("resolves to the internal address 169.254.169.254");
+      expect(site.connections).toBe(0);
+      expect(decisions.every((decision) => !decision.allowed)).toBe(true);
 
-    // Control: the same name with the address listed explicitly goes through, so the refusal
-    // above is the rule at work and not a broken path.
-    const explicit = await startEgressProxy({
-      socketPath: join(base, "explicit.sock"),
-      allowlist: allow("localhost", "127.0.0.1/32"),
-      ports: [site.port],
-      resolve: testResolver,
-    });
-    cleanups.push(() => explicit.close());
-    expect(await proxyGet(join(base, "explicit.sock"), `http://localhost:${site.port}/ok`)).toEqual({
-      status: 200,
-      body: "site says hello /ok\n",
-    });
-  });
+      // Control: the same name with the address listed explicitly goes through, so the refusal
+      // above is the rule at work and not a broken path.
+      const explicit = await startEgressProxy({
+        socketPath: join(base, "explicit.sock"),
+        allowlist: allow("localhost", "127.0.0.1/32"),
+        ports: [site.port],
+        resolve: testResolver,
+      });
+      cleanups.push(() => explicit.close());
+      expect(await proxyGet(join(base, "explicit.sock"), `http://localhost:${site.port}/ok`)).toEqual({
+        status: 200,
+        body: "site says hello /ok\n",
+      });
+    },
+  );
 
   test("malformed requests are 400, unreachable or unresolvable targets 502", async () => {
     const { socketPath } = await startProxy({
@@ -513,7 +520,8 @@ describe("the egress proxy", () => {
       argv: [
         process.execPath,
         "-e",
-        `require("node:net").createServer().listen(${JSON.stringify(socketPath)}, () => process.kill(process.pid, "SIGKILL"))`,
+        `require("node:net").createServer().listen(${JSON.stringify(socketPath)}, ` +
+          `() => process.kill(process.pid, "SIGKILL"))`,
       ],
       cwd: base,
       env: {},
@@ -608,43 +616,48 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     expect(decisions.map((decision) => decision.allowed)).toEqual([true, true, true]);
   });
 
-  test("a site off the allowlist gets 403 with the policy text and sees no connection; without the proxy nothing connects at all", async () => {
-    const allowed = await startSite("allowed");
-    const denied = await startSite("denied");
-    const { run } = await sandboxed({ allowlist: allow("allowed.test", "127.0.0.1/32"), ports: [allowed.port] });
-    const viaProxy = await run([
-      "curl",
-      "-sS",
-      "-w",
-      "\n%{http_code}",
-      "--noproxy",
-      "",
-      `http://127.0.0.1:${denied.port}/secret`,
-    ]);
-    expect(viaProxy.stdout).toBe(
-      `Harness egress policy: 127.0.0.1:${denied.port} is not allowed for this run (port ${denied.port} is not one of the allowed ports ${allowed.port})\n\n403`,
-    );
-    const tunnel = await run(["curl", "-sS", "-p", `http://denied.test:${denied.port}/secret`]);
-    expect(tunnel.exitCode).not.toBe(0);
-    expect(tunnel.stderr).toContain("403");
+  test(
+    "a site off the allowlist gets 403 with the policy text and sees no connection; " +
+      "without the proxy nothing connects at all",
+    async () => {
+      const allowed = await startSite("allowed");
+      const denied = await startSite("denied");
+      const { run } = await sandboxed({ allowlist: allow("allowed.test", "127.0.0.1/32"), ports: [allowed.port] });
+      const viaProxy = await run([
+        "curl",
+        "-sS",
+        "-w",
+        "\n%{http_code}",
+        "--noproxy",
+        "",
+        `http://127.0.0.1:${denied.port}/secret`,
+      ]);
+      expect(viaProxy.stdout).toBe(
+        `Harness egress policy: 127.0.0.1:${denied.port} is not allowed for this run ` +
+          `(port ${denied.port} is not one of the allowed ports ${allowed.port})\n\n403`,
+      );
+      const tunnel = await run(["curl", "-sS", "-p", `http://denied.test:${denied.port}/secret`]);
+      expect(tunnel.exitCode).not.toBe(0);
+      expect(tunnel.stderr).toContain("403");
 
-    // Straight to the host's 127.0.0.1, bypassing the proxy: the sandbox's loopback is its own.
-    for (const port of [denied.port, allowed.port]) {
-      const direct = await run(["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${port}/direct`], {
-        proxied: false,
+      // Straight to the host's 127.0.0.1, bypassing the proxy: the sandbox's loopback is its own.
+      for (const port of [denied.port, allowed.port]) {
+        const direct = await run(["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${port}/direct`], {
+          proxied: false,
+        });
+        expect(direct.exitCode).toBe(7); // CURLE_COULDNT_CONNECT
+      }
+      expect(denied.connections).toBe(0);
+      // Control: the server was up the whole time and reachable from the host.
+      const fromHost = await runProcess({
+        argv: ["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${denied.port}/control`],
+        cwd: base,
+        env: { PATH: "/usr/bin:/bin" },
+        timeout: 10_000,
       });
-      expect(direct.exitCode).toBe(7); // CURLE_COULDNT_CONNECT
-    }
-    expect(denied.connections).toBe(0);
-    // Control: the server was up the whole time and reachable from the host.
-    const fromHost = await runProcess({
-      argv: ["curl", "-sS", "--noproxy", "*", `http://127.0.0.1:${denied.port}/control`],
-      cwd: base,
-      env: { PATH: "/usr/bin:/bin" },
-      timeout: 10_000,
-    });
-    expect(fromHost.stdout).toBe("denied says hello /control\n");
-  });
+      expect(fromHost.stdout).toBe("denied says hello /control\n");
+    },
+  );
 
   test("the command's exit code and signal death come through the forwarder", async () => {
     const { run } = await sandboxed({ allowlist: [] });

@@ -240,7 +240,8 @@ describe("probeIsolation", () => {
     const fake = join(base, "bwrap-refused");
     await writeFile(
       fake,
-      '#!/bin/sh\necho "bwrap: No permissions to creating new namespace, likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
+      '#!/bin/sh\necho "bwrap: No permissions to creating new namespace, ' +
+        'likely because the kernel does not allow non-privileged user namespaces." >&2\nexit 1\n',
     );
     await chmod(fake, 0o755);
     const result = await probeIsolation({ bwrapPath: fake });
@@ -285,7 +286,8 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     await expect.poll(() => readOrUndefined(`/proc/${helperPid}/environ`)).toContain(hostSecret);
 
     const dump = await runIsolated(
-      'cat "/proc/$1/environ" "/proc/$2/environ" /proc/1/environ; for f in /proc/[0-9]*/environ; do cat "$f"; done; kill -KILL "$1"',
+      'cat "/proc/$1/environ" "/proc/$2/environ" /proc/1/environ; for f in /proc/[0-9]*/environ; ' +
+        'do cat "$f"; done; kill -KILL "$1"',
       [String(helperPid), String(process.pid)],
     );
     expect(dump.stdout + dump.stderr).not.toContain(hostSecret);
@@ -313,43 +315,46 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     expect(init.stdout).toMatch(/bwrap/);
   });
 
-  test("cannot see another run's checkout, the app's .env, the host's HOME, the harness's directory or host /etc", async () => {
-    const sibling = await mkdtemp(join(tmpdir(), "harness-isolation-sibling-"));
-    cleanups.push(() => rm(sibling, { recursive: true, force: true }));
-    const secret = fakeToken("ghp_");
-    await writeFile(join(sibling, ".env"), `GITHUB_TOKEN=${secret}\nGITHUB_PRIVATE_KEY="${fakePem()}"\n`);
-    expect(await readFile(join(sibling, ".env"), "utf8")).toContain(secret); // control: it is there on the host
+  test(
+    "cannot see another run's checkout, the app's .env, " + "the host's HOME, the harness's directory or host /etc",
+    async () => {
+      const sibling = await mkdtemp(join(tmpdir(), "harness-isolation-sibling-"));
+      cleanups.push(() => rm(sibling, { recursive: true, force: true }));
+      const secret = fakeToken("ghp_");
+      await writeFile(join(sibling, ".env"), `GITHUB_TOKEN=${secret}\nGITHUB_PRIVATE_KEY="${fakePem()}"\n`);
+      expect(await readFile(join(sibling, ".env"), "utf8")).toContain(secret); // control: it is there on the host
 
-    const paths = [
-      join(sibling, ".env"),
-      sibling,
-      homedir(),
-      process.cwd(),
-      join(process.cwd(), "package.json"),
-      "/etc/shadow",
-      "/etc/gitconfig",
-      "/root",
-      "/home",
-      "/var",
-      "/run",
-      "/sys",
-      "/srv",
-    ];
-    const result = await runIsolated(
-      'for p in "$@"; do if [ -e "$p" ]; then echo "visible: $p"; cat "$p" 2>/dev/null; fi; done; true',
-      paths,
-    );
-    expect(result.exitCode).toBe(0);
-    expect(result.stdout).not.toContain("visible:");
-    expect(result.stdout).not.toContain(secret);
+      const paths = [
+        join(sibling, ".env"),
+        sibling,
+        homedir(),
+        process.cwd(),
+        join(process.cwd(), "package.json"),
+        "/etc/shadow",
+        "/etc/gitconfig",
+        "/root",
+        "/home",
+        "/var",
+        "/run",
+        "/sys",
+        "/srv",
+      ];
+      const result = await runIsolated(
+        'for p in "$@"; do if [ -e "$p" ]; then echo "visible: $p"; cat "$p" 2>/dev/null; fi; done; true',
+        paths,
+      );
+      expect(result.exitCode).toBe(0);
+      expect(result.stdout).not.toContain("visible:");
+      expect(result.stdout).not.toContain(secret);
 
-    // /tmp is a fresh tmpfs holding only the path down to this run's own directories.
-    const tmp = await runIsolated('ls -A "$1"', [dirname(base)]);
-    expect(tmp.stdout.trim().split("\n")).toEqual([basename(base)]);
-    const etc = await runIsolated("ls -A /etc");
-    expect(etc.exitCode).toBe(0);
-    for (const entry of etc.stdout.trim().split("\n")) expect(ALLOWED_ETC).toContain(entry);
-  });
+      // /tmp is a fresh tmpfs holding only the path down to this run's own directories.
+      const tmp = await runIsolated('ls -A "$1"', [dirname(base)]);
+      expect(tmp.stdout.trim().split("\n")).toEqual([basename(base)]);
+      const etc = await runIsolated("ls -A /etc");
+      expect(etc.exitCode).toBe(0);
+      for (const entry of etc.stdout.trim().split("\n")) expect(ALLOWED_ETC).toContain(entry);
+    },
+  );
 
   test("cannot write outside workDir and homeDir: nothing reaches the host", async () => {
     const sibling = await mkdtemp(join(tmpdir(), "harness-isolation-sibling-"));
@@ -371,38 +376,48 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     for (const path of [...readOnlyTargets, ...hostTargets]) expect(existsSync(path), path).toBe(false);
   });
 
-  test("writes in workDir and homeDir land on the host, as an unprivileged uid whose files the host can read and remove", async () => {
-    const result = await runIsolated(
-      'id -u; id -g; echo hello > "$1/from-sandbox.txt" && mkdir -p "$1/deep/er" && echo x > "$1/deep/er/f" && chmod 500 "$1/deep/er" && chmod 700 "$1/deep" && echo config > "$2/.toolrc"',
-      [workDir, homeDir],
-    );
-    expect(result.exitCode).toBe(0);
-    expect(result.stdout.trim().split("\n")).toEqual([String(SANDBOX_UID), String(SANDBOX_UID)]);
-    expect(SANDBOX_UID).not.toBe(0);
+  test(
+    "writes in workDir and homeDir land on the host, " +
+      "as an unprivileged uid whose files the host can read and remove",
+    async () => {
+      const result = await runIsolated(
+        'id -u; id -g; echo hello > "$1/from-sandbox.txt" && mkdir -p "$1/deep/er" && echo x > "$1/deep/er/f" ' +
+          '&& chmod 500 "$1/deep/er" && chmod 700 "$1/deep" && echo config > "$2/.toolrc"',
+        [workDir, homeDir],
+      );
+      expect(result.exitCode).toBe(0);
+      expect(result.stdout.trim().split("\n")).toEqual([String(SANDBOX_UID), String(SANDBOX_UID)]);
+      expect(SANDBOX_UID).not.toBe(0);
 
-    expect(await readFile(join(workDir, "from-sandbox.txt"), "utf8")).toBe("hello\n");
-    expect(await readFile(join(homeDir, ".toolrc"), "utf8")).toBe("config\n");
-    // uid 1000 inside is the harness's own uid outside, so the files are the harness's.
-    expect((await stat(join(workDir, "from-sandbox.txt"))).uid).toBe(process.getuid?.());
-    await chmod(join(workDir, "deep", "er"), 0o700);
-    await rm(join(workDir, "deep"), { recursive: true });
-    await rm(join(workDir, "from-sandbox.txt"));
-    expect(existsSync(join(workDir, "deep"))).toBe(false);
-  });
+      expect(await readFile(join(workDir, "from-sandbox.txt"), "utf8")).toBe("hello\n");
+      expect(await readFile(join(homeDir, ".toolrc"), "utf8")).toBe("config\n");
+      // uid 1000 inside is the harness's own uid outside, so the files are the harness's.
+      expect((await stat(join(workDir, "from-sandbox.txt"))).uid).toBe(process.getuid?.());
+      await chmod(join(workDir, "deep", "er"), 0o700);
+      await rm(join(workDir, "deep"), { recursive: true });
+      await rm(join(workDir, "from-sandbox.txt"));
+      expect(existsSync(join(workDir, "deep"))).toBe(false);
+    },
+  );
 
-  test("a real toolchain works: git commits in the checkout (no dubious-ownership refusal), names resolve", async () => {
-    const result = await runIsolated(
-      "git init -q . && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m from-sandbox && git log --format=%s && getent hosts localhost >/dev/null && echo resolved",
-      [],
-      { env: { GIT_CONFIG_NOSYSTEM: "1" } },
-    );
-    expect(result.stderr).toBe("");
-    expect(result.stdout.trim().split("\n")).toEqual(["from-sandbox", "resolved"]);
-  });
+  test(
+    "a real toolchain works: git commits in the checkout " + "(no dubious-ownership refusal), names resolve",
+    async () => {
+      const result = await runIsolated(
+        "git init -q . && git -c user.name=t -c user.email=t@example.com commit -q --allow-empty -m from-sandbox && " +
+          "git log --format=%s && getent hosts localhost >/dev/null && echo resolved",
+        [],
+        { env: { GIT_CONFIG_NOSYSTEM: "1" } },
+      );
+      expect(result.stderr).toBe("");
+      expect(result.stdout.trim().split("\n")).toEqual(["from-sandbox", "resolved"]);
+    },
+  );
 
   test("holds no capabilities, cannot gain new privileges, cannot make a user namespace to get them back", async () => {
     const result = await runIsolated(
-      "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; if unshare --user --map-root-user true 2>/dev/null; then echo unshared; fi",
+      "grep -E '^(Cap(Inh|Prm|Eff|Bnd|Amb)|NoNewPrivs):' /proc/self/status; " +
+        "if unshare --user --map-root-user true 2>/dev/null; then echo unshared; fi",
     );
     const fields = Object.fromEntries(
       result.stdout
@@ -421,23 +436,26 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     expect(result.stdout).not.toContain("unshared");
   });
 
-  test("runs in a session of its own, so it has no controlling terminal of the caller's to push keystrokes into", async () => {
-    const sessionOf = async (argv: string[]): Promise<string> => {
-      const result = await runProcess({
-        argv: [...argv, "sh", "-c", "cut -d' ' -f6 /proc/self/stat"],
-        cwd: workDir,
-        env: sandboxEnv(),
-        timeout: 15_000,
-      });
-      expect(result.exitCode).toBe(0);
-      return result.stdout.trim();
-    };
-    const withoutCommand = isolatedArgv(spec(), ["true"], { bwrapPath }).slice(0, -1);
-    // A session id of 0 means the session leader is outside the sandbox's PID namespace: the
-    // caller's session (and terminal, if it had one). --new-session makes it a sandbox process.
-    expect(await sessionOf(withoutCommand)).not.toBe("0");
-    expect(await sessionOf(withoutCommand.filter((arg) => arg !== "--new-session"))).toBe("0"); // control
-  });
+  test(
+    "runs in a session of its own, " + "so it has no controlling terminal of the caller's to push keystrokes into",
+    async () => {
+      const sessionOf = async (argv: string[]): Promise<string> => {
+        const result = await runProcess({
+          argv: [...argv, "sh", "-c", "cut -d' ' -f6 /proc/self/stat"],
+          cwd: workDir,
+          env: sandboxEnv(),
+          timeout: 15_000,
+        });
+        expect(result.exitCode).toBe(0);
+        return result.stdout.trim();
+      };
+      const withoutCommand = isolatedArgv(spec(), ["true"], { bwrapPath }).slice(0, -1);
+      // A session id of 0 means the session leader is outside the sandbox's PID namespace: the
+      // caller's session (and terminal, if it had one). --new-session makes it a sandbox process.
+      expect(await sessionOf(withoutCommand)).not.toBe("0");
+      expect(await sessionOf(withoutCommand.filter((arg) => arg !== "--new-session"))).toBe("0"); // control
+    },
+  );
 
   test("passes the spawn environment to the command, and none of its values ever appears in the argv", async () => {
     const env = { GITHUB_TOKEN: fakeToken("ghs_"), ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 64, "url-safe") };
@@ -514,7 +532,9 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
   });
 
   test("a timeout ends the whole sandbox, orphans included, although they are in another session", async () => {
-    const script = `( setsid sh -c '${HEARTBEAT_LOOP}' sh "$1" orphan </dev/null >/dev/null 2>&1 & ); sh -c '${HEARTBEAT_LOOP}' sh "$1" main`;
+    const script =
+      `( setsid sh -c '${HEARTBEAT_LOOP}' sh "$1" orphan </dev/null >/dev/null 2>&1 & ); ` +
+      `sh -c '${HEARTBEAT_LOOP}' sh "$1" main`;
     const running = runIsolated(script, [workDir], { timeout: 3_000 });
     await waitUntilBeating(join(workDir, "main"));
     await waitUntilBeating(join(workDir, "orphan"));
@@ -546,7 +566,8 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
           argv: [
             "sh",
             "-c",
-            'echo $$ > "$1"; shift; bwrap_pid_file=$1; shift; setsid "$@" </dev/null >/dev/null 2>&1 & echo $! > "$bwrap_pid_file"; wait',
+            'echo $$ > "$1"; shift; bwrap_pid_file=$1; shift; setsid "$@" </dev/null >/dev/null 2>&1 & ' +
+              'echo $! > "$bwrap_pid_file"; wait',
             "sh",
             wrapperPidFile,
             bwrapPidFile,

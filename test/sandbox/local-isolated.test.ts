@@ -71,7 +71,9 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     const sandbox = await isolatedSandbox();
     const result = await sh(
       sandbox,
-      `for f in /proc/*/environ; do cat "$f"; echo; done; cat /proc/$PPID/environ /proc/${String(process.pid)}/environ; echo CMDLINES; for f in /proc/*/cmdline; do tr "\\0" " " < "$f"; echo; done`,
+      `for f in /proc/*/environ; do cat "$f"; echo; done; ` +
+        `cat /proc/$PPID/environ /proc/${String(process.pid)}/environ; echo CMDLINES; ` +
+        `for f in /proc/*/cmdline; do tr "\\0" " " < "$f"; echo; done`,
     );
     expect(result.stdout + result.stderr).not.toContain(appSecret);
     // No host process is visible at all: not the test runner, not the harness.
@@ -129,76 +131,84 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     expect((await sandbox.downloadBytes("made.txt", 100)).toString()).toBe("made\n");
   });
 
-  test("the run's scratch file is readable inside at the path the harness was given, but not writable, and no other run sees it", async () => {
-    const mine = await isolatedSandbox({ runId: "mine" });
-    const other = await isolatedSandbox({ runId: "other", branch: "harness/other" });
-    const path = await mine.writeScratchFile("prompt-implement-1.md", `the prompt ${appSecret}`);
-    expect(path.startsWith(`${mine.workDir}/`)).toBe(false);
+  test(
+    "the run's scratch file is readable inside at the path the harness was given, but not writable, " +
+      "and no other run sees it",
+    async () => {
+      const mine = await isolatedSandbox({ runId: "mine" });
+      const other = await isolatedSandbox({ runId: "other", branch: "harness/other" });
+      const path = await mine.writeScratchFile("prompt-implement-1.md", `the prompt ${appSecret}`);
+      expect(path.startsWith(`${mine.workDir}/`)).toBe(false);
 
-    const inside = await sh(mine, `cat ${path}; echo; grep -rl ${appSecret} . ; echo searched`);
-    expect(inside.stdout).toBe(`the prompt ${appSecret}\nsearched\n`);
-    for (const attempt of [
-      `echo x > ${path}`,
-      `rm -f ${path}`,
-      `echo x > ${dirname(path)}/planted`,
-      `ln -s /etc/passwd ${dirname(path)}/link`,
-    ]) {
-      const result = await sh(mine, attempt);
-      expect(result.exitCode, `${attempt} succeeded`).not.toBe(0);
-    }
-    expect(await readFile(path, "utf8")).toBe(`the prompt ${appSecret}`);
-    const elsewhere = await sh(other, `cat ${path}; ls ${dirname(path)}`);
-    expect(elsewhere.exitCode).not.toBe(0);
-    expect(elsewhere.stdout).not.toContain(appSecret);
+      const inside = await sh(mine, `cat ${path}; echo; grep -rl ${appSecret} . ; echo searched`);
+      expect(inside.stdout).toBe(`the prompt ${appSecret}\nsearched\n`);
+      for (const attempt of [
+        `echo x > ${path}`,
+        `rm -f ${path}`,
+        `echo x > ${dirname(path)}/planted`,
+        `ln -s /etc/passwd ${dirname(path)}/link`,
+      ]) {
+        const result = await sh(mine, attempt);
+        expect(result.exitCode, `${attempt} succeeded`).not.toBe(0);
+      }
+      expect(await readFile(path, "utf8")).toBe(`the prompt ${appSecret}`);
+      const elsewhere = await sh(other, `cat ${path}; ls ${dirname(path)}`);
+      expect(elsewhere.exitCode).not.toBe(0);
+      expect(elsewhere.stdout).not.toContain(appSecret);
 
-    await mine.removeScratchFile("prompt-implement-1.md");
-    const after = await sh(mine, `cat ${path}`);
-    expect(after.exitCode).not.toBe(0);
-  });
+      await mine.removeScratchFile("prompt-implement-1.md");
+      const after = await sh(mine, `cat ${path}`);
+      expect(after.exitCode).not.toBe(0);
+    },
+  );
 
-  test("a run's agent finds its prompt outside the checkout, and nothing of it inside; the file is gone when the step ends", async () => {
-    const marker = `PROMPT-MARKER-${appSecret.slice(-12)}`;
-    const agent = promptProbeAgent(marker);
-    let fileAfterStep: string | undefined;
-    let existedAfterStep: boolean | undefined;
-    const report = await runHarness({
-      request: {
-        runId: "prompt-iso",
-        repo: "acme/widgets",
-        branch: "harness/prompt-iso",
-        intent: `add a greeting ${marker}`,
-      },
-      blueprint: builtinBlueprint("default"),
-      agent: { driver: agent },
-      sandbox: {
-        create: async (options) => {
-          const sandbox = await createLocalSandbox(options);
-          sandboxes.push(sandbox);
-          return sandbox;
+  test(
+    "a run's agent finds its prompt outside the checkout, and nothing of it inside; " +
+      "the file is gone when the step ends",
+    async () => {
+      const marker = `PROMPT-MARKER-${appSecret.slice(-12)}`;
+      const agent = promptProbeAgent(marker);
+      let fileAfterStep: string | undefined;
+      let existedAfterStep: boolean | undefined;
+      const report = await runHarness({
+        request: {
+          runId: "prompt-iso",
+          repo: "acme/widgets",
+          branch: "harness/prompt-iso",
+          intent: `add a greeting ${marker}`,
         },
-        options: { githubServerUrl: server.url, localIsolation: { mode: "namespaces" } },
-      },
-      github: { token },
-      output: {
-        reporter: {
-          emit: (event: HarnessEvent) => {
-            if (event.type !== "node.finished" || event.report.kind !== "agent") return;
-            fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
-            existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+        blueprint: builtinBlueprint("default"),
+        agent: { driver: agent },
+        sandbox: {
+          create: async (options) => {
+            const sandbox = await createLocalSandbox(options);
+            sandboxes.push(sandbox);
+            return sandbox;
           },
+          options: { githubServerUrl: server.url, localIsolation: { mode: "namespaces" } },
         },
-        throttleMs: 20,
-      },
-    });
+        github: { token },
+        output: {
+          reporter: {
+            emit: (event: HarnessEvent) => {
+              if (event.type !== "node.finished" || event.report.kind !== "agent") return;
+              fileAfterStep = /^FILE=(.+)$/m.exec(event.report.summary ?? "")?.[1];
+              existedAfterStep = fileAfterStep !== undefined && existsSync(fileAfterStep);
+            },
+          },
+          throttleMs: 20,
+        },
+      });
 
-    expect(report.status).toBe("succeeded");
-    const summary = report.nodes[0]?.summary ?? "";
-    expect(summary).toMatch(/^WHERE=outside$/m);
-    expect(summary).toMatch(/^READ=same$/m);
-    expect(summary).toMatch(/^FOUND=$/m);
-    expect(fileAfterStep?.startsWith(`${sandboxes.at(-1)?.workDir ?? "-"}/`)).toBe(false);
-    expect(existedAfterStep).toBe(false);
-  });
+      expect(report.status).toBe("succeeded");
+      const summary = report.nodes[0]?.summary ?? "";
+      expect(summary).toMatch(/^WHERE=outside$/m);
+      expect(summary).toMatch(/^READ=same$/m);
+      expect(summary).toMatch(/^FOUND=$/m);
+      expect(fileAfterStep?.startsWith(`${sandboxes.at(-1)?.workDir ?? "-"}/`)).toBe(false);
+      expect(existedAfterStep).toBe(false);
+    },
+  );
 
   test("a setsid, double-forked child does not outlive its command", async () => {
     const sandbox = await isolatedSandbox();
@@ -272,34 +282,41 @@ describe("the isolation argv's scratch folder", () => {
 });
 
 describe.skipIf(!probe.available)("the isolated local sandbox with a network allowlist", () => {
-  test("commands reach the outside only through the harness's proxy, which refuses what the list does not name", async () => {
-    const sandbox = await isolatedSandbox({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } });
-    const port = new URL(server.url).port;
-    const env = await sh(sandbox, 'printf "%s\\n" "$HTTPS_PROXY" "$HTTP_PROXY"');
-    expect(env.stdout).toBe("http://127.0.0.1:3128\nhttp://127.0.0.1:3128\n");
-    // Through the proxy: a destination off the list is refused with the policy's words.
-    const viaProxy = await sandbox.exec({
-      argv: [
-        "node",
-        "-e",
-        `require("http").get({ host: "127.0.0.1", port: 3128, path: "http://example.invalid:${port}/", headers: { host: "example.invalid" } }, (res) => { let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => { console.log(res.statusCode, body.trim()); }); }).on("error", (e) => console.log("error", e.message))`,
-      ],
-      cwd: sandbox.workDir,
-      timeout: 20_000,
-    });
-    expect(viaProxy.stdout).toMatch(/^403 Harness egress policy: example\.invalid:\d+ is not allowed for this run/);
-    // Around the proxy: the host's services (the git server here) are out of reach.
-    const direct = await sandbox.exec({
-      argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`],
-      cwd: sandbox.workDir,
-      timeout: 20_000,
-      env: { NO_PROXY: "*" },
-    });
-    expect(direct.exitCode).not.toBe(0);
-    // The proxy goes with the sandbox.
-    await sandbox.teardown();
-    await expect(stat(join(sandbox.workDir, "..", "egress", "proxy.sock"))).rejects.toThrow();
-  });
+  test(
+    "commands reach the outside only through the harness's proxy, " + "which refuses what the list does not name",
+    async () => {
+      const sandbox = await isolatedSandbox({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } });
+      const port = new URL(server.url).port;
+      const env = await sh(sandbox, 'printf "%s\\n" "$HTTPS_PROXY" "$HTTP_PROXY"');
+      expect(env.stdout).toBe("http://127.0.0.1:3128\nhttp://127.0.0.1:3128\n");
+      // Through the proxy: a destination off the list is refused with the policy's words.
+      const viaProxy = await sandbox.exec({
+        argv: [
+          "node",
+          "-e",
+          `require("http").get({ host: "127.0.0.1", port: 3128, path: "http://example.invalid:${port}/", ` +
+            `headers: { host: "example.invalid" } }, (res) => { let body = ""; ` +
+            `res.on("data", (c) => { body += c; }); ` +
+            `res.on("end", () => { console.log(res.statusCode, body.trim()); }); ` +
+            `}).on("error", (e) => console.log("error", e.message))`,
+        ],
+        cwd: sandbox.workDir,
+        timeout: 20_000,
+      });
+      expect(viaProxy.stdout).toMatch(/^403 Harness egress policy: example\.invalid:\d+ is not allowed for this run/);
+      // Around the proxy: the host's services (the git server here) are out of reach.
+      const direct = await sandbox.exec({
+        argv: ["git", "ls-remote", `http://127.0.0.1:${port}/acme/widgets.git`],
+        cwd: sandbox.workDir,
+        timeout: 20_000,
+        env: { NO_PROXY: "*" },
+      });
+      expect(direct.exitCode).not.toBe(0);
+      // The proxy goes with the sandbox.
+      await sandbox.teardown();
+      await expect(stat(join(sandbox.workDir, "..", "egress", "proxy.sock"))).rejects.toThrow();
+    },
+  );
 
   test("an allowlist entry that is not a domain or a CIDR is refused before the sandbox is made", async () => {
     await expect(

@@ -404,25 +404,28 @@ describe("local sandbox: git lifecycle", () => {
     await expect(createLocalSandbox({ repo: testRepo, branch })).rejects.toBeInstanceOf(InvalidInputError);
   });
 
-  test("a missing path or a ref that is neither a path nor GitHub is a typed error, and leaves nothing behind", async () => {
-    const runId = "badref";
-    await expect(createLocalSandbox({ repo: "/nonexistent/repo", branch: "b", runId })).rejects.toThrow(
-      /does not exist/,
-    );
-    await expect(createLocalSandbox({ repo: "not a repo", branch: "b", runId })).rejects.toBeInstanceOf(RepoRefError);
-    await expect(createLocalSandbox({ repo: "https://gitlab.com/a/b", branch: "b", runId })).rejects.toThrow(
-      /neither a local path .* nor a GitHub repository/,
-    );
-    const notGit = await scratchDir();
-    try {
-      await expect(createLocalSandbox({ repo: notGit.path, branch: "b", runId })).rejects.toThrow(
-        /not a git repository/,
+  test(
+    "a missing path or a ref that is neither a path nor GitHub is a typed error, " + "and leaves nothing behind",
+    async () => {
+      const runId = "badref";
+      await expect(createLocalSandbox({ repo: "/nonexistent/repo", branch: "b", runId })).rejects.toThrow(
+        /does not exist/,
       );
-    } finally {
-      await notGit.cleanup();
-    }
-    expect(await leftovers(runId)).toEqual([]);
-  });
+      await expect(createLocalSandbox({ repo: "not a repo", branch: "b", runId })).rejects.toBeInstanceOf(RepoRefError);
+      await expect(createLocalSandbox({ repo: "https://gitlab.com/a/b", branch: "b", runId })).rejects.toThrow(
+        /neither a local path .* nor a GitHub repository/,
+      );
+      const notGit = await scratchDir();
+      try {
+        await expect(createLocalSandbox({ repo: notGit.path, branch: "b", runId })).rejects.toThrow(
+          /not a git repository/,
+        );
+      } finally {
+        await notGit.cleanup();
+      }
+      expect(await leftovers(runId)).toEqual([]);
+    },
+  );
 });
 
 describe("local sandbox: remote repositories over smart HTTP", () => {
@@ -470,22 +473,25 @@ describe("local sandbox: remote repositories over smart HTTP", () => {
     expect(await sandbox.downloadFile("README.md")).toBe("# test repo\n");
   });
 
-  test("a wrong token fails with a readable error that does not contain the token, and leaves nothing behind", async () => {
-    const wrong = fakeToken("ghs_", 37);
-    const attempt = createLocalSandbox({
-      repo: "acme/widgets",
-      branch: "b",
-      githubToken: wrong,
-      githubServerUrl: server.url,
-      runId: "wrongtoken",
-    });
-    await expect(attempt).rejects.toBeInstanceOf(SandboxError);
-    await expect(attempt).rejects.toThrow(/Cloning acme\/widgets failed/);
-    await attempt.catch((error: unknown) => {
-      expect(String(error)).not.toContain(wrong);
-    });
-    expect(await leftovers("wrongtoken")).toEqual([]);
-  });
+  test(
+    "a wrong token fails with a readable error that does not contain the token, " + "and leaves nothing behind",
+    async () => {
+      const wrong = fakeToken("ghs_", 37);
+      const attempt = createLocalSandbox({
+        repo: "acme/widgets",
+        branch: "b",
+        githubToken: wrong,
+        githubServerUrl: server.url,
+        runId: "wrongtoken",
+      });
+      await expect(attempt).rejects.toBeInstanceOf(SandboxError);
+      await expect(attempt).rejects.toThrow(/Cloning acme\/widgets failed/);
+      await attempt.catch((error: unknown) => {
+        expect(String(error)).not.toContain(wrong);
+      });
+      expect(await leftovers("wrongtoken")).toEqual([]);
+    },
+  );
 
   test("checks out the remote branch when it already exists (follow-up commits to a PR)", async () => {
     const seed = await scratchDir();

@@ -21,7 +21,8 @@ describe("ANSI output as segments", () => {
 
   test("every other escape and control character is dropped", () => {
     const text =
-      "a\x1b[2J\x1b[H\x1b]0;title\x07b\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\c\x1b(Bd\x07\x08\x00e\x1b[?25lf\x9bg\x1b";
+      "a\x1b[2J\x1b[H\x1b]0;title\x07b\x1b]8;;https://x\x1b\\link\x1b]8;;\x1b\\c" +
+      "\x1b(Bd\x07\x08\x00e\x1b[?25lf\x9bg\x1b";
     expect(stripAnsi(text)).toBe("ablinkcdefg");
     expect(stripAnsi("one\r\ntwo\rthree")).toBe("one\ntwo\nthree");
     expect(stripAnsi("tab\there")).toBe("tab\there");

@@ -178,27 +178,30 @@ describe("sign-in round trip", () => {
     }
   });
 
-  it("signs out with a POST: the cookie is cleared, a copied cookie no longer works, the token is revoked", async () => {
-    const client = new Client(world);
-    await client.signIn();
-    expect(await client.whoami()).toBe("signed in as octocat");
-    const copied = client.jar.get("harness_session") ?? "";
+  it(
+    "signs out with a POST: the cookie is cleared, a copied cookie no longer works, " + "the token is revoked",
+    async () => {
+      const client = new Client(world);
+      await client.signIn();
+      expect(await client.whoami()).toBe("signed in as octocat");
+      const copied = client.jar.get("harness_session") ?? "";
 
-    const form = await client.request("/auth/logout");
-    expect(form.status).toBe(200);
-    expect(form.body).toContain('<form method="post" action="/auth/logout">');
-    expect(await client.whoami()).toBe("signed in as octocat");
+      const form = await client.request("/auth/logout");
+      expect(form.status).toBe(200);
+      expect(form.body).toContain('<form method="post" action="/auth/logout">');
+      expect(await client.whoami()).toBe("signed in as octocat");
 
-    const tokensBefore = world.fake.oauth.userTokens().filter((t) => !t.revoked).length;
-    const out = await client.request("/auth/logout", { method: "POST" });
-    expect(out.status).toBe(200);
-    expect(out.setCookies).toEqual(["harness_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"]);
-    expect(await client.whoami()).toBe("signed out");
-    expect((await client.request("/whoami", { headers: { cookie: `harness_session=${copied}` } })).body).toBe(
-      "signed out",
-    );
-    expect(world.fake.oauth.userTokens().filter((t) => !t.revoked).length).toBe(tokensBefore - 1);
-  });
+      const tokensBefore = world.fake.oauth.userTokens().filter((t) => !t.revoked).length;
+      const out = await client.request("/auth/logout", { method: "POST" });
+      expect(out.status).toBe(200);
+      expect(out.setCookies).toEqual(["harness_session=; Path=/; HttpOnly; SameSite=Lax; Max-Age=0"]);
+      expect(await client.whoami()).toBe("signed out");
+      expect((await client.request("/whoami", { headers: { cookie: `harness_session=${copied}` } })).body).toBe(
+        "signed out",
+      );
+      expect(world.fake.oauth.userTokens().filter((t) => !t.revoked).length).toBe(tokensBefore - 1);
+    },
+  );
 });
 
 describe("session cookies", () => {
@@ -263,24 +266,27 @@ describe("session cookies", () => {
 });
 
 describe("OAuth state", () => {
-  it("refuses a callback without state, or with a state whose signature is wrong, before exchanging the code", async () => {
-    const client = new Client(world);
-    const { callbackUrl } = await client.startSignIn();
-    const exchanges = exchangeCount(world);
-    const url = new URL(callbackUrl);
-    const state = url.searchParams.get("state") ?? "";
+  it(
+    "refuses a callback without state, or with a state whose signature is wrong, " + "before exchanging the code",
+    async () => {
+      const client = new Client(world);
+      const { callbackUrl } = await client.startSignIn();
+      const exchanges = exchangeCount(world);
+      const url = new URL(callbackUrl);
+      const state = url.searchParams.get("state") ?? "";
 
-    url.searchParams.delete("state");
-    const missing = await client.request(url.toString());
-    expect(missing.status).toBe(400);
-    expect(missing.body).toContain("did not carry a valid sign-in state");
+      url.searchParams.delete("state");
+      const missing = await client.request(url.toString());
+      expect(missing.status).toBe(400);
+      expect(missing.body).toContain("did not carry a valid sign-in state");
 
-    url.searchParams.set("state", `${state.slice(0, -1)}${state.endsWith("A") ? "B" : "A"}`);
-    const forged = await client.request(url.toString());
-    expect(forged.status).toBe(400);
-    expect(exchangeCount(world)).toBe(exchanges);
-    expect(await client.whoami()).toBe("signed out");
-  });
+      url.searchParams.set("state", `${state.slice(0, -1)}${state.endsWith("A") ? "B" : "A"}`);
+      const forged = await client.request(url.toString());
+      expect(forged.status).toBe(400);
+      expect(exchangeCount(world)).toBe(exchanges);
+      expect(await client.whoami()).toBe("signed out");
+    },
+  );
 
   it("refuses a state started in another browser (login CSRF)", async () => {
     const attacker = new Client(world);
@@ -504,7 +510,8 @@ describe("errors during the callback", () => {
     const client = new Client(world);
     const token = fakeToken("ghp_");
     const page = await client.request(
-      `/auth/callback?error=${encodeURIComponent("<script>alert(1)</script>")}&error_description=${encodeURIComponent(`${token} call +1 555`)}`,
+      `/auth/callback?error=${encodeURIComponent("<script>alert(1)</script>")}` +
+        `&error_description=${encodeURIComponent(`${token} call +1 555`)}`,
     );
     expect(page.status).toBe(400);
     expect(page.body).toContain("unknown error");

@@ -57,7 +57,8 @@ beforeAll(async () => {
   const agent = join(dir.path, "agent.sh");
   await writeFile(
     agent,
-    `#!/bin/sh\nprintf 'starting <script>alert(1)</script>\\n'\nprintf '\\033[32mgreen light\\033[0m\\n'\nwhile [ ! -f '${release}' ]; do sleep 0.05; done\nprintf 'done\\n' > DONE.md\necho 'agent finished'\n`,
+    `#!/bin/sh\nprintf 'starting <script>alert(1)</script>\\n'\nprintf '\\033[32mgreen light\\033[0m\\n'\n` +
+      `while [ ! -f '${release}' ]; do sleep 0.05; done\nprintf 'done\\n' > DONE.md\necho 'agent finished'\n`,
   );
   await chmod(agent, 0o755);
   for (const name of ["widgets", "vault"])
@@ -152,42 +153,45 @@ async function startRun(repoName: string): Promise<string> {
 }
 
 describe("the run page in a real browser", () => {
-  test("sign in through GitHub, watch a step turn from running to done without reloading, then see the PR", async () => {
-    const runId = await startRun("widgets");
-    const { page } = browser;
-    await page.goto(`${server.url.replace("localhost", "127.0.0.1")}/runs/${runId}`);
-    // Signed out: sent through GitHub's sign-in (the fake approves at once) and back to the run.
-    await page.waitForURL(new RegExp(`/runs/${runId}$`));
-    await expect.poll(() => page.locator(".crumbs").textContent()).toContain("viewer");
-    const step = page.locator('li.step[data-step="implement"]');
-    await step.and(page.locator('[data-state="running"]')).waitFor();
-    await page.getByText("green light").waitFor();
-    // Output is text, never markup: the agent's <script> is shown, not run.
-    expect(await page.locator("#output").textContent()).toContain("<script>alert(1)</script>");
-    expect(await page.locator("#output script").count()).toBe(0);
-    expect(await page.locator("#output .ansi-green, #output [class*=green]").count()).toBeGreaterThan(0);
-    const navigations: string[] = [];
-    page.on("framenavigated", (frame) => {
-      if (frame === page.mainFrame()) navigations.push(frame.url());
-    });
+  test(
+    "sign in through GitHub, watch a step turn from running to done without reloading, " + "then see the PR",
+    async () => {
+      const runId = await startRun("widgets");
+      const { page } = browser;
+      await page.goto(`${server.url.replace("localhost", "127.0.0.1")}/runs/${runId}`);
+      // Signed out: sent through GitHub's sign-in (the fake approves at once) and back to the run.
+      await page.waitForURL(new RegExp(`/runs/${runId}$`));
+      await expect.poll(() => page.locator(".crumbs").textContent()).toContain("viewer");
+      const step = page.locator('li.step[data-step="implement"]');
+      await step.and(page.locator('[data-state="running"]')).waitFor();
+      await page.getByText("green light").waitFor();
+      // Output is text, never markup: the agent's <script> is shown, not run.
+      expect(await page.locator("#output").textContent()).toContain("<script>alert(1)</script>");
+      expect(await page.locator("#output script").count()).toBe(0);
+      expect(await page.locator("#output .ansi-green, #output [class*=green]").count()).toBeGreaterThan(0);
+      const navigations: string[] = [];
+      page.on("framenavigated", (frame) => {
+        if (frame === page.mainFrame()) navigations.push(frame.url());
+      });
 
-    await writeFile(release, "");
-    await step.and(page.locator('[data-state="succeeded"]')).waitFor();
-    await page.locator("#pr-link").waitFor();
-    expect(navigations).toEqual([]);
-    expect(await page.locator("#run-state").textContent()).toMatch(/succeeded|opened|done/i);
-    expect(await page.locator("#output").textContent()).toContain("agent finished");
-    // docs/run-page.png is refreshed on request only, so a test run leaves the tree clean.
-    const shot = await page.screenshot({
-      path: process.env["UPDATE_SCREENSHOTS"] ? "docs/run-page.png" : join(dir.path, "run-page.png"),
-      fullPage: true,
-    });
-    expect(shot.length).toBeGreaterThan(10_000);
-    // The finished status comment links to this page.
-    expect(
-      github.issueComments("acme", "widgets", 1).find((comment) => comment.body.includes("<!-- harness:run="))?.body,
-    ).toContain(`[Run page](${server.url.replace("localhost", "127.0.0.1")}/runs/${runId})`);
-  });
+      await writeFile(release, "");
+      await step.and(page.locator('[data-state="succeeded"]')).waitFor();
+      await page.locator("#pr-link").waitFor();
+      expect(navigations).toEqual([]);
+      expect(await page.locator("#run-state").textContent()).toMatch(/succeeded|opened|done/i);
+      expect(await page.locator("#output").textContent()).toContain("agent finished");
+      // docs/run-page.png is refreshed on request only, so a test run leaves the tree clean.
+      const shot = await page.screenshot({
+        path: process.env["UPDATE_SCREENSHOTS"] ? "docs/run-page.png" : join(dir.path, "run-page.png"),
+        fullPage: true,
+      });
+      expect(shot.length).toBeGreaterThan(10_000);
+      // The finished status comment links to this page.
+      expect(
+        github.issueComments("acme", "widgets", 1).find((comment) => comment.body.includes("<!-- harness:run="))?.body,
+      ).toContain(`[Run page](${server.url.replace("localhost", "127.0.0.1")}/runs/${runId})`);
+    },
+  );
 
   test("a run of a repository the viewer cannot read is refused", async () => {
     const runId = await startRun("vault");

@@ -407,7 +407,8 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
     if (seg.length === 1 && method === "POST") {
       const name = str(body, "name");
       if (!name) throw apiError(400, "name is required", ctx.path);
-      if (findSnapshot(world, name)) throw apiError(409, `Snapshot with name ${name} already exists`, ctx.path); // guess: text
+      // guess: text
+      if (findSnapshot(world, name)) throw apiError(409, `Snapshot with name ${name} already exists`, ctx.path);
       const buildInfo = field(body, "buildInfo");
       const dockerfile = str(buildInfo, "dockerfileContent");
       const imageName = str(body, "imageName");

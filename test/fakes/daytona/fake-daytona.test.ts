@@ -293,47 +293,51 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     await sb.process.deleteSession("sync");
   });
 
-  it("async exec streams live logs over the WebSocket (stdout/stderr separated), takes input, then reports the exit code", async () => {
-    await sb.process.createSession("async");
-    const { cmdId, exitCode } = await sb.process.executeSessionCommand("async", {
-      command: "for i in 1 2 3; do echo tick$i; echo warn$i >&2; done; read line; echo got:$line",
-      runAsync: true,
-    });
-    expect(exitCode).toBeUndefined();
-    expect(cmdId).toBeTruthy();
-    const running = await sb.process.getSessionCommand("async", cmdId);
-    expect(running.exitCode).toBeUndefined();
+  it(
+    "async exec streams live logs over the WebSocket (stdout/stderr separated), takes input, " +
+      "then reports the exit code",
+    async () => {
+      await sb.process.createSession("async");
+      const { cmdId, exitCode } = await sb.process.executeSessionCommand("async", {
+        command: "for i in 1 2 3; do echo tick$i; echo warn$i >&2; done; read line; echo got:$line",
+        runAsync: true,
+      });
+      expect(exitCode).toBeUndefined();
+      expect(cmdId).toBeTruthy();
+      const running = await sb.process.getSessionCommand("async", cmdId);
+      expect(running.exitCode).toBeUndefined();
 
-    let out = "";
-    let err = "";
-    const streaming = sb.process.getSessionCommandLogs(
-      "async",
-      cmdId,
-      (chunk) => {
-        out += chunk;
-      },
-      (chunk) => {
-        err += chunk;
-      },
-    );
-    // The command blocks on `read` until input arrives: output so far must already have streamed live.
-    await eventually(() => out.includes("tick3") && err.includes("warn3"), "live output before input");
-    await sb.process.sendSessionCommandInput("async", cmdId, "hello\n");
-    await streaming;
-    expect(out).toBe("tick1\ntick2\ntick3\ngot:hello\n");
-    expect(err).toBe("warn1\nwarn2\nwarn3\n");
-    const finished = await sb.process.getSessionCommand("async", cmdId);
-    expect(finished.exitCode).toBe(0);
-    const logs = await sb.process.getSessionCommandLogs("async", cmdId);
-    expect(logs.stdout).toBe(out);
-    expect(logs.stderr).toBe(err);
-    // Some markers were deliberately split across frames, and the SDK still demultiplexed exactly.
-    expect(fake.sandbox(sb.id).commands.get(cmdId)?.output.stats.splitMarkers).toBeGreaterThan(0);
-    const upgrade = fake.requests.find((r) => r.upgrade && r.path.endsWith(`/command/${cmdId}/logs`));
-    expect(upgrade?.status).toBe(101);
-    expect(upgrade?.query["follow"]).toBe("true");
-    await sb.process.deleteSession("async");
-  });
+      let out = "";
+      let err = "";
+      const streaming = sb.process.getSessionCommandLogs(
+        "async",
+        cmdId,
+        (chunk) => {
+          out += chunk;
+        },
+        (chunk) => {
+          err += chunk;
+        },
+      );
+      // The command blocks on `read` until input arrives: output so far must already have streamed live.
+      await eventually(() => out.includes("tick3") && err.includes("warn3"), "live output before input");
+      await sb.process.sendSessionCommandInput("async", cmdId, "hello\n");
+      await streaming;
+      expect(out).toBe("tick1\ntick2\ntick3\ngot:hello\n");
+      expect(err).toBe("warn1\nwarn2\nwarn3\n");
+      const finished = await sb.process.getSessionCommand("async", cmdId);
+      expect(finished.exitCode).toBe(0);
+      const logs = await sb.process.getSessionCommandLogs("async", cmdId);
+      expect(logs.stdout).toBe(out);
+      expect(logs.stderr).toBe(err);
+      // Some markers were deliberately split across frames, and the SDK still demultiplexed exactly.
+      expect(fake.sandbox(sb.id).commands.get(cmdId)?.output.stats.splitMarkers).toBeGreaterThan(0);
+      const upgrade = fake.requests.find((r) => r.upgrade && r.path.endsWith(`/command/${cmdId}/logs`));
+      expect(upgrade?.status).toBe(101);
+      expect(upgrade?.query["follow"]).toBe("true");
+      await sb.process.deleteSession("async");
+    },
+  );
 
   it("deleteSession kills a running command's process group", async () => {
     await sb.process.createSession("doomed");
@@ -352,16 +356,19 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     expect(await rejection(sb.process.getSession("doomed"))).toBeInstanceOf(DaytonaNotFoundError);
   });
 
-  it("a sync session exec that outlives the SDK timeout fails client-side while the command keeps running", async () => {
-    await sb.process.createSession("slow");
-    const error = await rejection(sb.process.executeSessionCommand("slow", { command: "sleep 30" }, 1));
-    expect(error).toBeInstanceOf(DaytonaConnectionTimeoutError);
-    const command = [...(fake.sandbox(sb.id).sessions.get("slow")?.commands.values() ?? [])][0];
-    expect(command?.exitCode).toBeUndefined();
-    expect(command?.pid !== undefined && fake.isProcessAlive(command.pid)).toBe(true);
-    await sb.process.deleteSession("slow");
-    await eventually(() => command?.pid !== undefined && !fake.isProcessAlive(command.pid), "slow command to die");
-  });
+  it(
+    "a sync session exec that outlives the SDK timeout " + "fails client-side while the command keeps running",
+    async () => {
+      await sb.process.createSession("slow");
+      const error = await rejection(sb.process.executeSessionCommand("slow", { command: "sleep 30" }, 1));
+      expect(error).toBeInstanceOf(DaytonaConnectionTimeoutError);
+      const command = [...(fake.sandbox(sb.id).sessions.get("slow")?.commands.values() ?? [])][0];
+      expect(command?.exitCode).toBeUndefined();
+      expect(command?.pid !== undefined && fake.isProcessAlive(command.pid)).toBe(true);
+      await sb.process.deleteSession("slow");
+      await eventually(() => command?.pid !== undefined && !fake.isProcessAlive(command.pid), "slow command to die");
+    },
+  );
 
   it("uploads, creates folders, lists and downloads files", async () => {
     await sb.fs.uploadFiles([

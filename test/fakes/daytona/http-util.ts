@@ -105,7 +105,10 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
   res.end(text);
 }
 
-/** Empty body: the SDK treats an empty DELETE /sandbox response as "keep local state" (a `{}` would wipe `sandbox.id`). */
+/**
+ * Empty body: the SDK treats an empty DELETE /sandbox response as "keep local state" (a `{}` would
+ * wipe `sandbox.id`).
+ */
 export function sendEmpty(res: ServerResponse, status = 200): void {
   if (res.headersSent || res.destroyed) return;
   res.writeHead(status, { "Content-Length": 0 });

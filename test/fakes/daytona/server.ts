@@ -25,7 +25,9 @@ import { findLogsCommand, killSandboxProcesses, streamLogs } from "./toolbox-pro
  * A fake Daytona (control-plane API + sandbox toolbox) on 127.0.0.1 that the REAL `@daytonaio/sdk` talks to.
  *
  *   const fake = await startFakeDaytona();
- *   const daytona = new Daytona({ apiKey: fake.apiKey, apiUrl: fake.apiUrl, target: "us", useDeprecatedPolling: true });
+ *   const daytona = new Daytona({
+ *     apiKey: fake.apiKey, apiUrl: fake.apiUrl, target: "us", useDeprecatedPolling: true
+ *   });
  *   …
  *   await daytona[Symbol.asyncDispose](); await fake.close();
  *
@@ -117,7 +119,8 @@ function queryRecord(url: URL): Record<string, string> {
 function refuseUpgrade(socket: Duplex, status: number, body: unknown): void {
   const text = JSON.stringify(body);
   socket.end(
-    `HTTP/1.1 ${String(status)} ${STATUS_CODES[status] ?? ""}\r\nContent-Type: application/json\r\nContent-Length: ${String(Buffer.byteLength(text))}\r\nConnection: close\r\n\r\n${text}`,
+    `HTTP/1.1 ${String(status)} ${STATUS_CODES[status] ?? ""}\r\nContent-Type: application/json\r\n` +
+      `Content-Length: ${String(Buffer.byteLength(text))}\r\nConnection: close\r\n\r\n${text}`,
   );
 }
 

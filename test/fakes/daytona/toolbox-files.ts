@@ -145,7 +145,8 @@ async function bulkDownload(ctx: ToolboxContext): Promise<void> {
     try {
       target = sandboxPath(ctx, requested);
       info = await statOrNotFound(ctx, target, requested);
-      if (info.isDirectory()) failure = daemonError(400, `path is a directory: ${requested}`, "INVALID_FILE_PATH", ctx); // guess
+      // guess
+      if (info.isDirectory()) failure = daemonError(400, `path is a directory: ${requested}`, "INVALID_FILE_PATH", ctx);
     } catch (error) {
       failure = error instanceof HttpError ? error : daemonError(500, String(error), "FILE_READ_FAILED", ctx);
     }
@@ -157,7 +158,9 @@ async function bulkDownload(ctx: ToolboxContext): Promise<void> {
       });
     } else {
       parts.push({
-        head: `${disposition("file")}\r\nContent-Type: application/octet-stream\r\nContent-Length: ${String(info.size)}`,
+        head:
+          `${disposition("file")}\r\nContent-Type: application/octet-stream\r\n` +
+          `Content-Length: ${String(info.size)}`,
         file: target,
       });
     }
@@ -200,7 +203,8 @@ export async function handleFiles(ctx: ToolboxContext): Promise<boolean> {
       const target = sandboxPath(ctx, requested);
       await statOrNotFound(ctx, target, requested ?? "");
       const mode = query.get("mode");
-      if (mode !== null && !/^[0-7]{3,4}$/.test(mode)) throw daemonError(400, `invalid mode: ${mode}`, undefined, ctx); // guess: text
+      // guess: text
+      if (mode !== null && !/^[0-7]{3,4}$/.test(mode)) throw daemonError(400, `invalid mode: ${mode}`, undefined, ctx);
       // Every fake sandbox runs as the test's own user, so ownership is not modelled: say so rather than pretend.
       if (query.get("owner") !== null || query.get("group") !== null)
         throw daemonError(501, "fake-daytona: changing owner or group is not modelled", undefined, ctx);

@@ -123,9 +123,11 @@ function gitFailure(ctx: ToolboxContext, op: GitOp, result: GitResult, credentia
   const message = `git ${op} failed: ${text}`;
   const fail = (status: number, code?: string): HttpError => daemonError(status, message, code, ctx);
   if (
-    /Authentication failed|could not read (Username|Password)|terminal prompts disabled|HTTP Basic: Access denied|returned error: 401|Invalid username or (password|token)/i.test(
-      text,
-    )
+    new RegExp(
+      "Authentication failed|could not read (Username|Password)|terminal prompts disabled|" +
+        "HTTP Basic: Access denied|returned error: 401|Invalid username or (password|token)",
+      "i",
+    ).test(text)
   ) {
     return fail(401, "GIT_AUTH_FAILED");
   }
@@ -135,16 +137,20 @@ function gitFailure(ctx: ToolboxContext, op: GitOp, result: GitResult, credentia
   if (/non-fast-forward|\[rejected\]|fetch first|Updates were rejected/i.test(text))
     return fail(409, "GIT_PUSH_REJECTED");
   if (
-    /Remote branch .* not found|did not match any file\(s\) known to git|invalid reference|src refspec .* does not match any|branch '.*' not found|not a valid branch name/i.test(
-      text,
-    )
+    new RegExp(
+      "Remote branch .* not found|did not match any file\\(s\\) known to git|invalid reference|" +
+        "src refspec .* does not match any|branch '.*' not found|not a valid branch name",
+      "i",
+    ).test(text)
   ) {
     return op === "add" ? fail(404) : fail(404, "GIT_BRANCH_NOT_FOUND");
   }
   if (
-    /repository '.*' not found|Repository not found|does not appear to be a git repository|repository '.*' does not exist|returned error: 404/i.test(
-      text,
-    )
+    new RegExp(
+      "repository '.*' not found|Repository not found|does not appear to be a git repository|" +
+        "repository '.*' does not exist|returned error: 404",
+      "i",
+    ).test(text)
   ) {
     return fail(404, "GIT_REPO_NOT_FOUND");
   }
@@ -155,9 +161,11 @@ function gitFailure(ctx: ToolboxContext, op: GitOp, result: GitResult, credentia
   if (op === "branch-create" && /already exists/i.test(text)) return fail(409, "GIT_BRANCH_EXISTS");
   if (/already exists|checked out at/i.test(text)) return fail(409);
   if (
-    /Could not resolve host|Failed to connect|Connection refused|Connection timed out|SSL certificate problem|unable to access/i.test(
-      text,
-    )
+    new RegExp(
+      "Could not resolve host|Failed to connect|Connection refused|Connection timed out|" +
+        "SSL certificate problem|unable to access",
+      "i",
+    ).test(text)
   ) {
     return fail(502, "GIT_TRANSPORT_FAILED");
   }
@@ -364,7 +372,8 @@ export async function handleGit(ctx: ToolboxContext): Promise<boolean> {
       const credentials: Credentials = { username: str(body, "username"), password: str(body, "password") };
       const remote = str(body, "remote") ?? "origin";
       const branch = str(body, "branch") ?? (await currentBranch(ctx, dir));
-      if (!branch) throw daemonError(400, `cannot ${op}: HEAD is detached and no branch was given`, undefined, ctx); // guess
+      // guess
+      if (!branch) throw daemonError(400, `cannot ${op}: HEAD is detached and no branch was given`, undefined, ctx);
       // guess: `branch` names the local branch, pushed to the same name on `remote` (the v0.190 daemon pushed
       // refs/heads/<current>:refs/heads/<current> to origin; `branch`/`remote`/`set_upstream` are newer).
       const args =

@@ -155,8 +155,9 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
     await command.done;
     if (timer) clearTimeout(timer);
     if (deadline.hit) {
-      // Daemon v0.190: SIGKILL the group, then 408 {code:'REQUEST_TIMEOUT'} → SDK DaytonaTimeoutError. Newer daemons may
-      // send PROCESS_EXECUTION_TIMEOUT (→ DaytonaProcessExecutionTimeoutError, also a DaytonaTimeoutError).
+      // Daemon v0.190: SIGKILL the group, then 408 {code:'REQUEST_TIMEOUT'} → SDK DaytonaTimeoutError.
+      // Newer daemons may send PROCESS_EXECUTION_TIMEOUT (→ DaytonaProcessExecutionTimeoutError, also a
+      // DaytonaTimeoutError).
       throw daemonError(408, "command execution timeout", "REQUEST_TIMEOUT", ctx);
     }
     // Deviation: `result` is capped at the retention size (the daemon returns everything) to keep memory bounded.
@@ -171,7 +172,8 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
   if (sessionId === undefined && method === "POST") {
     const id = str(body, "sessionId");
     if (!id) throw daemonError(400, "sessionId is required", undefined, ctx);
-    if (sandbox.sessions.has(id)) throw daemonError(409, `session ${id} already exists`, undefined, ctx); // guess: text and no code
+    // guess: text and no code
+    if (sandbox.sessions.has(id)) throw daemonError(409, `session ${id} already exists`, undefined, ctx);
     sandbox.sessions.set(id, { id, createdAt: Date.now(), env: { ...sandbox.processEnv }, commands: new Map() });
     sendEmpty(ctx.res, 201);
     return true;

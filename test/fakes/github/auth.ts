@@ -104,7 +104,8 @@ export function verifyAppJwt(state: FakeGitHubState, jwt: string): AppRecord {
   if (exp === undefined || exp <= now) {
     throw githubError(
       401,
-      "'Expiration time' claim ('exp') must be a numeric value representing the future time at which the assertion expires",
+      "'Expiration time' claim ('exp') must be a numeric value " +
+        "representing the future time at which the assertion expires",
     );
   }
   // guess: a minute of tolerance on both sides, as for clock drift; GitHub documents the 10-minute maximum.

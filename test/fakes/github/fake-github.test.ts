@@ -57,8 +57,11 @@ function appJwt(privateKeyPem: string, appId: number, claims: { iat?: number; ex
   const now = Math.floor(Date.now() / 1000);
   const iat = claims.iat ?? now - 30;
   const encode = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString("base64url");
-  const unsigned = `${encode({ alg: "RS256", typ: "JWT" })}.${encode({ iat, exp: claims.exp ?? iat + 600, iss: appId })}`;
-  return `${unsigned}.${rsaSign("RSA-SHA256", Buffer.from(unsigned), createPrivateKey(privateKeyPem)).toString("base64url")}`;
+  const unsigned =
+    `${encode({ alg: "RS256", typ: "JWT" })}.` + encode({ iat, exp: claims.exp ?? iat + 600, iss: appId });
+  return (
+    `${unsigned}.` + rsaSign("RSA-SHA256", Buffer.from(unsigned), createPrivateKey(privateKeyPem)).toString("base64url")
+  );
 }
 
 function jwtClient(w: World): Octokit {
@@ -216,53 +219,56 @@ describe("fake GitHub: app authentication and tokens", () => {
     expect(tokenOnApp.status).toBe(401);
   });
 
-  test("tokens are down-scoped to the repositories and permissions asked, and never beyond the installation", async () => {
-    const w = await world();
-    const other = await w.fake.addRepo({ owner: "acme", name: "gadgets" });
-    const elsewhere = await w.fake.addRepo({ owner: "umbrella", name: "secret" });
+  test(
+    "tokens are down-scoped to the repositories and permissions asked, " + "and never beyond the installation",
+    async () => {
+      const w = await world();
+      const other = await w.fake.addRepo({ owner: "acme", name: "gadgets" });
+      const elsewhere = await w.fake.addRepo({ owner: "umbrella", name: "secret" });
 
-    const { token, data } = await mintViaApi(w, { repository_ids: [w.repo.id], permissions: { contents: "read" } });
-    expect(data["permissions"]).toEqual({ contents: "read", metadata: "read" });
-    expect(data["repository_selection"]).toBe("selected");
-    expect((data["repositories"] as { full_name: string }[]).map((r) => r.full_name)).toEqual(["acme/widgets"]);
-    const minted = w.fake.mintedTokens().find((t) => t.token === token);
-    expect(minted).toMatchObject({
-      repositories: ["acme/widgets"],
-      permissions: { contents: "read", metadata: "read" },
-      revoked: false,
-    });
+      const { token, data } = await mintViaApi(w, { repository_ids: [w.repo.id], permissions: { contents: "read" } });
+      expect(data["permissions"]).toEqual({ contents: "read", metadata: "read" });
+      expect(data["repository_selection"]).toBe("selected");
+      expect((data["repositories"] as { full_name: string }[]).map((r) => r.full_name)).toEqual(["acme/widgets"]);
+      const minted = w.fake.mintedTokens().find((t) => t.token === token);
+      expect(minted).toMatchObject({
+        repositories: ["acme/widgets"],
+        permissions: { contents: "read", metadata: "read" },
+        revoked: false,
+      });
 
-    const client = tokenClient(w, token);
-    expect(
-      (await attempt(() => client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "gadgets" }))).status,
-    ).toBe(404);
-    expect((await client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" })).status).toBe(200);
+      const client = tokenClient(w, token);
+      expect(
+        (await attempt(() => client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "gadgets" }))).status,
+      ).toBe(404);
+      expect((await client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" })).status).toBe(200);
 
-    const byName = await mintViaApi(w, { repositories: ["gadgets"] });
-    expect((byName.data["repositories"] as { id: number }[]).map((r) => r.id)).toEqual([other.id]);
+      const byName = await mintViaApi(w, { repositories: ["gadgets"] });
+      expect((byName.data["repositories"] as { id: number }[]).map((r) => r.id)).toEqual([other.id]);
 
-    const wider = await attempt(() =>
-      jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
-        installation_id: w.installationId,
-        permissions: { workflows: "write" },
-      }),
-    );
-    expect(wider).toMatchObject({
-      status: 422,
-      data: { message: "The permissions requested are not granted to this installation." },
-    });
-    const foreign = await attempt(() =>
-      jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
-        installation_id: w.installationId,
-        repository_ids: [elsewhere.id],
-      }),
-    );
-    expect(foreign.status).toBe(422);
-    const noSuchInstallation = await attempt(() =>
-      jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: 999 }),
-    );
-    expect(noSuchInstallation.status).toBe(404);
-  });
+      const wider = await attempt(() =>
+        jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
+          installation_id: w.installationId,
+          permissions: { workflows: "write" },
+        }),
+      );
+      expect(wider).toMatchObject({
+        status: 422,
+        data: { message: "The permissions requested are not granted to this installation." },
+      });
+      const foreign = await attempt(() =>
+        jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", {
+          installation_id: w.installationId,
+          repository_ids: [elsewhere.id],
+        }),
+      );
+      expect(foreign.status).toBe(422);
+      const noSuchInstallation = await attempt(() =>
+        jwtClient(w).request("POST /app/installations/{installation_id}/access_tokens", { installation_id: 999 }),
+      );
+      expect(noSuchInstallation.status).toBe(404);
+    },
+  );
 
   test("a revoked or expired token gets 401 Bad credentials", async () => {
     const w = await world();
@@ -625,51 +631,54 @@ describe("fake GitHub: pull requests and contents", () => {
     ).toBe(403);
   });
 
-  test("contents: .github/harness.yml as base64 JSON and raw, from the default branch or a ref; 404 when missing", async () => {
-    const w = await world();
-    const client = tokenClient(w, w.fake.mintToken(w.installationId, { permissions: { contents: "read" } }));
-    const json = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
-      owner: "acme",
-      repo: "widgets",
-      path: ".github/harness.yml",
-    });
-    const file = json.data as { type: string; encoding: string; content: string; sha: string; path: string };
-    expect(file).toMatchObject({ type: "file", encoding: "base64", path: ".github/harness.yml" });
-    expect(Buffer.from(file.content, "base64").toString("utf8")).toBe(HARNESS_YML);
-    expect(file.sha).toMatch(/^[0-9a-f]{40}$/);
+  test(
+    "contents: .github/harness.yml as base64 JSON and raw, " + "from the default branch or a ref; 404 when missing",
+    async () => {
+      const w = await world();
+      const client = tokenClient(w, w.fake.mintToken(w.installationId, { permissions: { contents: "read" } }));
+      const json = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+        owner: "acme",
+        repo: "widgets",
+        path: ".github/harness.yml",
+      });
+      const file = json.data as { type: string; encoding: string; content: string; sha: string; path: string };
+      expect(file).toMatchObject({ type: "file", encoding: "base64", path: ".github/harness.yml" });
+      expect(Buffer.from(file.content, "base64").toString("utf8")).toBe(HARNESS_YML);
+      expect(file.sha).toMatch(/^[0-9a-f]{40}$/);
 
-    const raw = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
-      owner: "acme",
-      repo: "widgets",
-      path: ".github/harness.yml",
-      mediaType: { format: "raw" },
-    });
-    expect(raw.data).toBe(HARNESS_YML);
+      const raw = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+        owner: "acme",
+        repo: "widgets",
+        path: ".github/harness.yml",
+        mediaType: { format: "raw" },
+      });
+      expect(raw.data).toBe(HARNESS_YML);
 
-    await w.fake.setFile("acme", "widgets", ".github/harness.yml", "command: /bot\n", { branch: "experiment" });
-    const onBranch = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
-      owner: "acme",
-      repo: "widgets",
-      path: ".github/harness.yml",
-      ref: "experiment",
-      mediaType: { format: "raw" },
-    });
-    expect(onBranch.data).toBe("command: /bot\n");
-    expect(await w.fake.readFile("acme", "widgets", ".github/harness.yml")).toBe(HARNESS_YML);
+      await w.fake.setFile("acme", "widgets", ".github/harness.yml", "command: /bot\n", { branch: "experiment" });
+      const onBranch = await client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+        owner: "acme",
+        repo: "widgets",
+        path: ".github/harness.yml",
+        ref: "experiment",
+        mediaType: { format: "raw" },
+      });
+      expect(onBranch.data).toBe("command: /bot\n");
+      expect(await w.fake.readFile("acme", "widgets", ".github/harness.yml")).toBe(HARNESS_YML);
 
-    await w.fake.setFile("acme", "widgets", ".github/harness.yml", null);
-    expect(
-      (
-        await attempt(() =>
-          client.request("GET /repos/{owner}/{repo}/contents/{path}", {
-            owner: "acme",
-            repo: "widgets",
-            path: ".github/harness.yml",
-          }),
-        )
-      ).status,
-    ).toBe(404);
-  });
+      await w.fake.setFile("acme", "widgets", ".github/harness.yml", null);
+      expect(
+        (
+          await attempt(() =>
+            client.request("GET /repos/{owner}/{repo}/contents/{path}", {
+              owner: "acme",
+              repo: "widgets",
+              path: ".github/harness.yml",
+            }),
+          )
+        ).status,
+      ).toBe(404);
+    },
+  );
 });
 
 describe("fake GitHub: git smart HTTP", () => {
@@ -712,7 +721,8 @@ describe("fake GitHub: git smart HTTP", () => {
     ]);
     expect(refused.code).not.toBe(0);
     expect(refused.output).toContain(
-      "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without `workflows` permission",
+      "refusing to allow a GitHub App to create or update workflow `.github/workflows/ci.yml` without " +
+        "`workflows` permission",
     );
     expect((await w.fake.branches("acme", "widgets")).map((b) => b.name)).toEqual(["main"]);
 
@@ -816,80 +826,86 @@ describe("fake GitHub: faults, rate limits, recording", () => {
     expect(report.data.resources.core).toMatchObject({ limit: 3, remaining: 0 });
   });
 
-  test("every request is recorded with its authorization header and body; unknown routes are 404 and flagged", async () => {
-    const w = await world();
-    w.fake.createIssue("acme", "widgets", { title: "t" });
-    const token = w.fake.mintToken(w.installationId);
-    const client = tokenClient(w, token);
-    await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
-      owner: "acme",
-      repo: "widgets",
-      issue_number: 1,
-      body: "hello",
-    });
-    const missing = await attempt(() =>
-      client.request("GET /repos/{owner}/{repo}/hooks", { owner: "acme", repo: "widgets" }),
-    );
-    expect(missing).toMatchObject({ status: 404, data: { message: "Not Found" } });
+  test(
+    "every request is recorded with its authorization header and body; " + "unknown routes are 404 and flagged",
+    async () => {
+      const w = await world();
+      w.fake.createIssue("acme", "widgets", { title: "t" });
+      const token = w.fake.mintToken(w.installationId);
+      const client = tokenClient(w, token);
+      await client.request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", {
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body: "hello",
+      });
+      const missing = await attempt(() =>
+        client.request("GET /repos/{owner}/{repo}/hooks", { owner: "acme", repo: "widgets" }),
+      );
+      expect(missing).toMatchObject({ status: 404, data: { message: "Not Found" } });
 
-    const comment = w.fake.requests.find(
-      (r) => r.route === "POST /repos/{owner}/{repo}/issues/{issue_number}/comments",
-    );
-    expect(comment).toMatchObject({
-      method: "POST",
-      path: "/api/v3/repos/acme/widgets/issues/1/comments",
-      status: 201,
-      auth: { kind: "token", installationId: w.installationId },
-    });
-    expect(comment?.headers.authorization).toBe(`token ${token}`);
-    expect(JSON.parse(comment?.body ?? "{}")).toEqual({ body: "hello" });
-    expect(w.fake.unhandledRequests().map((r) => `${r.method} ${r.path}`)).toEqual([
-      "GET /api/v3/repos/acme/widgets/hooks",
-    ]);
-  });
+      const comment = w.fake.requests.find(
+        (r) => r.route === "POST /repos/{owner}/{repo}/issues/{issue_number}/comments",
+      );
+      expect(comment).toMatchObject({
+        method: "POST",
+        path: "/api/v3/repos/acme/widgets/issues/1/comments",
+        status: 201,
+        auth: { kind: "token", installationId: w.installationId },
+      });
+      expect(comment?.headers.authorization).toBe(`token ${token}`);
+      expect(JSON.parse(comment?.body ?? "{}")).toEqual({ body: "hello" });
+      expect(w.fake.unhandledRequests().map((r) => `${r.method} ${r.path}`)).toEqual([
+        "GET /api/v3/repos/acme/widgets/hooks",
+      ]);
+    },
+  );
 });
 
 describe("fake GitHub with Probot", () => {
-  test("createProbot with GHE_HOST authenticates as the installation, comments and reads config through the fake", async () => {
-    const w = await world();
-    w.fake.createIssue("acme", "widgets", { title: "t" });
-    const probot = createProbot({
-      env: {
-        APP_ID: String(w.app.id),
-        PRIVATE_KEY: w.app.privateKeyPem,
-        GHE_HOST: w.fake.host,
-        GHE_PROTOCOL: "http",
-        WEBHOOK_SECRET: "s3cret",
-        LOG_LEVEL: "silent",
-      },
-    });
-    const appOctokit = await probot.auth();
-    const app = await appOctokit.request("GET /app");
-    expect(app.data?.slug).toBe("harness");
+  test(
+    "createProbot with GHE_HOST authenticates as the installation, " + "comments and reads config through the fake",
+    async () => {
+      const w = await world();
+      w.fake.createIssue("acme", "widgets", { title: "t" });
+      const probot = createProbot({
+        env: {
+          APP_ID: String(w.app.id),
+          PRIVATE_KEY: w.app.privateKeyPem,
+          GHE_HOST: w.fake.host,
+          GHE_PROTOCOL: "http",
+          WEBHOOK_SECRET: "s3cret",
+          LOG_LEVEL: "silent",
+        },
+      });
+      const appOctokit = await probot.auth();
+      const app = await appOctokit.request("GET /app");
+      expect(app.data?.slug).toBe("harness");
 
-    const octokit = await probot.auth(w.installationId);
-    const comment = await octokit.rest.issues.createComment({
-      owner: "acme",
-      repo: "widgets",
-      issue_number: 1,
-      body: "queued",
-    });
-    expect(comment.data.user?.login).toBe("harness[bot]");
-    const config = await octokit.config.get({ owner: "acme", repo: "widgets", path: ".github/harness.yml" });
-    expect(config.config).toEqual({ command: "/harness", permission: "write" });
+      const octokit = await probot.auth(w.installationId);
+      const comment = await octokit.rest.issues.createComment({
+        owner: "acme",
+        repo: "widgets",
+        issue_number: 1,
+        body: "queued",
+      });
+      expect(comment.data.user?.login).toBe("harness[bot]");
+      const config = await octokit.config.get({ owner: "acme", repo: "widgets", path: ".github/harness.yml" });
+      expect(config.config).toEqual({ command: "/harness", permission: "write" });
 
-    const scoped = await appOctokit.request("POST /app/installations/{installation_id}/access_tokens", {
-      installation_id: w.installationId,
-      repository_ids: [w.repo.id],
-      permissions: { contents: "write" },
-    });
-    expect(scoped.data.permissions).toEqual({ contents: "write", metadata: "read" });
+      const scoped = await appOctokit.request("POST /app/installations/{installation_id}/access_tokens", {
+        installation_id: w.installationId,
+        repository_ids: [w.repo.id],
+        permissions: { contents: "write" },
+      });
+      expect(scoped.data.permissions).toEqual({ contents: "write", metadata: "read" });
 
-    const paths = w.fake.requests.map((r) => `${r.method} ${r.path}`);
-    expect(paths).toContain(`POST /api/v3/app/installations/${String(w.installationId)}/access_tokens`);
-    expect(paths).toContain("POST /api/v3/repos/acme/widgets/issues/1/comments");
-    expect(w.fake.unhandledRequests()).toEqual([]);
-  });
+      const paths = w.fake.requests.map((r) => `${r.method} ${r.path}`);
+      expect(paths).toContain(`POST /api/v3/app/installations/${String(w.installationId)}/access_tokens`);
+      expect(paths).toContain("POST /api/v3/repos/acme/widgets/issues/1/comments");
+      expect(w.fake.unhandledRequests()).toEqual([]);
+    },
+  );
 
   test("signed webhooks built from GitHub's examples reach a Probot app; a wrong secret is refused", async () => {
     const w = await world();

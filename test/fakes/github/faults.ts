@@ -39,7 +39,9 @@ export const faults = {
     status: 403,
     body: {
       message:
-        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000000:0000000:00000000.",
+        "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. " +
+        "If you reach out to GitHub Support for help, " +
+        "please include the request ID 0000:0000:0000000:0000000:00000000.",
       documentation_url:
         "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
       status: "403",

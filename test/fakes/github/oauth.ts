@@ -162,7 +162,8 @@ export class FakeOAuth {
       sendHtml(
         res,
         200,
-        "<h1>Sign in to GitHub</h1><p>(fake) Nobody is signed in: the test should call <code>fake.oauth.signInAs(login)</code>.</p>",
+        "<h1>Sign in to GitHub</h1><p>(fake) Nobody is signed in: " +
+          "the test should call <code>fake.oauth.signInAs(login)</code>.</p>",
       );
       return;
     }
@@ -352,7 +353,8 @@ function redirect(res: ServerResponse, base: string, query: Record<string, strin
   for (const [key, value] of Object.entries(query)) url.searchParams.set(key, value);
   res.writeHead(302, { location: url.toString(), "content-type": "text/html; charset=utf-8" });
   res.end(
-    `<html><body>You are being <a href="${url.toString().replace(/&/g, "&amp;").replace(/"/g, "&quot;")}">redirected</a>.</body></html>`,
+    `<html><body>You are being <a href="${url.toString().replace(/&/g, "&amp;").replace(/"/g, "&quot;")}">` +
+      `redirected</a>.</body></html>`,
   );
 }
 

@@ -71,6 +71,9 @@ export function rateLimitExceededMessage(credential: Credential): string {
       // guess: GitHub words the app-JWT case like the installation one.
       return `API rate limit exceeded for app ID ${String(credential.app.id)}.`;
     case "none":
-      return "API rate limit exceeded for 127.0.0.1. (But here's the good news: Authenticated requests get a higher rate limit. Check out the documentation for more details.)";
+      return (
+        "API rate limit exceeded for 127.0.0.1. (But here's the good news: " +
+        "Authenticated requests get a higher rate limit. Check out the documentation for more details.)"
+      );
   }
 }

@@ -210,7 +210,8 @@ export function pullRoutes(): Route[] {
       if (strangers.length > 0 || (input.team_reviewers ?? []).length > 0) {
         throw githubError(
           422,
-          `Reviews may only be requested from collaborators. One or more of the users or teams you specified is not a collaborator of the ${repo.owner}/${repo.name} repository.`,
+          `Reviews may only be requested from collaborators. One or more of the users or teams you specified ` +
+            `is not a collaborator of the ${repo.owner}/${repo.name} repository.`,
         );
       }
       for (const login of reviewers) {

@@ -47,7 +47,9 @@ import {
  *   const fake = await startFakeGitHub();
  *   const app = fake.addApp({ id: 1, slug: "harness" });            // generates a key pair
  *   const repo = await fake.addRepo({ owner: "acme", name: "widgets", files: { ".github/harness.yml": "…" } });
- *   const installation = fake.addInstallation({ account: "acme", permissions: { issues: "write", contents: "write" } });
+ *   const installation = fake.addInstallation({
+ *     account: "acme", permissions: { issues: "write", contents: "write" }
+ *   });
  *   …
  *   await fake.close();
  *

@@ -212,7 +212,9 @@ export function issueJson(state: FakeGitHubState, repo: RepoRecord, issue: Issue
 export function commentJson(state: FakeGitHubState, repo: RepoRecord, comment: CommentRecord): Record<string, unknown> {
   const api = `${state.apiUrl}/repos/${repo.owner}/${repo.name}`;
   const issue = repo.issues.get(comment.issueNumber);
-  const page = `${state.baseUrl}/${repo.owner}/${repo.name}/${issue?.pull ? "pull" : "issues"}/${String(comment.issueNumber)}`;
+  const page =
+    `${state.baseUrl}/${repo.owner}/${repo.name}/` +
+    `${issue?.pull ? "pull" : "issues"}/${String(comment.issueNumber)}`;
   const app = comment.appId === undefined ? undefined : state.apps.get(comment.appId);
   return {
     url: `${api}/issues/comments/${String(comment.id)}`,

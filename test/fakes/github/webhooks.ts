@@ -246,7 +246,8 @@ function fillIssue(
   const target = record(payload["issue"]);
   const api = `${repo.serverUrl}/api/v3/repos/${repo.owner}/${repo.name}`;
   const url = `${api}/issues/${String(issue.number)}`;
-  const htmlUrl = `${repo.serverUrl}/${repo.owner}/${repo.name}/${isPullRequest ? "pull" : "issues"}/${String(issue.number)}`;
+  const htmlUrl =
+    `${repo.serverUrl}/${repo.owner}/${repo.name}/` + `${isPullRequest ? "pull" : "issues"}/${String(issue.number)}`;
   Object.assign(target, {
     url,
     repository_url: api,
