@@ -90,6 +90,32 @@ export async function resolveCommit(bareDir: string, revision: string): Promise<
   }
 }
 
+export interface CommitInfo {
+  sha: string;
+  tree: string;
+  parents: string[];
+  author: { name: string; email: string; date: string };
+  committer: { name: string; email: string; date: string };
+  message: string;
+}
+
+/** What GitHub's commit objects show of a commit; the fields are NUL-separated so any message survives. */
+export async function readCommit(bareDir: string, sha: string): Promise<CommitInfo> {
+  const out = (
+    await runGit(bareDir, ["show", "-s", "--format=%T%x00%P%x00%an%x00%ae%x00%aI%x00%cn%x00%ce%x00%cI%x00%B", sha])
+  ).toString("utf8");
+  const [tree = "", parents = "", an = "", ae = "", ad = "", cn = "", ce = "", cd = "", ...message] = out.split("\0");
+  const utc = (date: string): string => new Date(date).toISOString().replace(/\.\d{3}Z$/, "Z");
+  return {
+    sha,
+    tree,
+    parents: parents.split(" ").filter((p) => p !== ""),
+    author: { name: an, email: ae, date: utc(ad) },
+    committer: { name: cn, email: ce, date: utc(cd) },
+    message: message.join("\0").replace(/\n+$/, ""),
+  };
+}
+
 export async function branchExists(bareDir: string, branch: string): Promise<boolean> {
   return (await resolveCommit(bareDir, `refs/heads/${branch}`)) !== undefined;
 }

@@ -500,6 +500,12 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
       }),
     );
     expect(bogus.status).toBe(422);
+    expect(w.fake.takeViolations()).toEqual([
+      expect.stringMatching(
+        /^POST \/repos\/\{owner\}\/\{repo\}\/issues\/\{issue_number\}\/reactions: request .*body\/content/,
+      ),
+      expect.stringMatching(/ghes-3\.17's description: body\/content must be equal to one of the allowed values/),
+    ]);
   });
 });
 
@@ -857,6 +863,9 @@ describe("fake GitHub: faults, rate limits, recording", () => {
       expect(JSON.parse(comment?.body ?? "{}")).toEqual({ body: "hello" });
       expect(w.fake.unhandledRequests().map((r) => `${r.method} ${r.path}`)).toEqual([
         "GET /api/v3/repos/acme/widgets/hooks",
+      ]);
+      expect(w.fake.takeViolations()).toEqual([
+        "GET /repos/acme/widgets/hooks: unknown route (the fake serves no such endpoint)",
       ]);
     },
   );

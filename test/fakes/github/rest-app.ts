@@ -3,7 +3,7 @@ import { z } from "zod";
 import { requireJwt, requireToken } from "./auth.js";
 import { githubError, intParam, jsonBody, notFound, paginate, param, route, type Route } from "./http.js";
 import { rateLimitKey, type RateLimiter } from "./rate-limit.js";
-import { appJson, installationJson, repoJson, userJson } from "./shapes.js";
+import { appJson, installationJson, publicUserJson, repoJson } from "./shapes.js";
 import {
   isoSeconds,
   levelCovers,
@@ -184,7 +184,7 @@ export function appRoutes(deps: { limiter: RateLimiter }): Route[] {
     route("GET", "/users/{username}", (ctx) => {
       const user = ctx.state.users.get(param(ctx, "username").toLowerCase());
       if (!user) throw notFound();
-      return { status: 200, body: userJson(ctx.state, user) };
+      return { status: 200, body: publicUserJson(ctx.state, user) };
     }),
 
     // Not counted against the limit, as on GitHub.

@@ -1,7 +1,7 @@
 import { authorizeRepo } from "./auth.js";
-import { listBranches, readPath, resolveCommit, type TreeEntry } from "./bare-repo.js";
+import { listBranches, readCommit, readPath, resolveCommit, type TreeEntry } from "./bare-repo.js";
 import { githubError, notFound, paginate, param, route, type ApiContext, type Route } from "./http.js";
-import { repoJson, userJson } from "./shapes.js";
+import { branchJson, repoJson, userJson } from "./shapes.js";
 import { legacyPermission, roleAtLeast, userIdFor, type RepoRecord, type RepoRole } from "./state.js";
 
 /*
@@ -49,6 +49,11 @@ function contentUrls(
   return { url: self, html_url: html, git_url: git };
 }
 
+/** The entry's URLs again under `_links`, as GitHub repeats them. */
+function withLinks(urls: Record<string, string>): Record<string, unknown> {
+  return { ...urls, _links: { self: urls["url"], git: urls["git_url"], html: urls["html_url"] } };
+}
+
 function entryJson(ctx: ApiContext, repo: RepoRecord, ref: string, entry: TreeEntry): Record<string, unknown> {
   const type = entry.type === "tree" ? "dir" : entry.type === "commit" ? "submodule" : "file";
   return {
@@ -57,7 +62,7 @@ function entryJson(ctx: ApiContext, repo: RepoRecord, ref: string, entry: TreeEn
     name: entry.name,
     path: entry.path,
     sha: entry.sha,
-    ...contentUrls(ctx, repo, entry.path, ref, type === "dir" ? "dir" : "file", entry.sha),
+    ...withLinks(contentUrls(ctx, repo, entry.path, ref, type === "dir" ? "dir" : "file", entry.sha)),
     download_url: type === "file" ? `${ctx.state.baseUrl}/${repo.owner}/${repo.name}/raw/${ref}/${entry.path}` : null,
   };
 }
@@ -123,8 +128,7 @@ export function repoRoutes(): Route[] {
       const name = param(ctx, "branch");
       const sha = await resolveCommit(repo.bareDir, `refs/heads/${name}`);
       if (!sha) throw githubError(404, "Branch not found");
-      const base = `${ctx.state.apiUrl}/repos/${repo.owner}/${repo.name}`;
-      return { status: 200, body: { name, commit: { sha, url: `${base}/commits/${sha}` }, protected: false } };
+      return { status: 200, body: branchJson(ctx.state, repo, name, await readCommit(repo.bareDir, sha)) };
     }),
 
     route("GET", "/repos/{owner}/{repo}/contents/{path*}", async (ctx) => {
@@ -161,7 +165,7 @@ export function repoRoutes(): Route[] {
           path,
           content: inline ? wrappedBase64(found.content) : "",
           sha: found.sha,
-          ...contentUrls(ctx, repo, path, ref, "file", found.sha),
+          ...withLinks(contentUrls(ctx, repo, path, ref, "file", found.sha)),
           download_url: `${ctx.state.baseUrl}/${repo.owner}/${repo.name}/raw/${ref}/${path}`,
         },
       };

@@ -21,6 +21,8 @@ import {
   type RecordedRequest,
 } from "./http.js";
 import { FakeOAuth } from "./oauth.js";
+import { OpenApiValidator, formatProblem } from "./openapi/validator.js";
+import { recordViolation, takeViolations } from "./openapi/violations.js";
 import { RateLimiter, rateLimitExceededMessage, rateLimitHeaders, rateLimitKey } from "./rate-limit.js";
 import { appRoutes, mintToken } from "./rest-app.js";
 import { issueRoutes } from "./rest-issues.js";
@@ -265,11 +267,24 @@ export interface FakeGitHub {
   clearFaults(): void;
   /** Requests no route answered: endpoints the fake lacks, or wrong URLs. */
   unhandledRequests(): RecordedRequest[];
+  /**
+   * Takes the exchanges GitHub's API description does not allow (see docs/testing.md): a test
+   * that provokes one on purpose asserts on it here instead of failing in the set-up's afterEach.
+   */
+  takeViolations(): string[];
   close(): Promise<void>;
 }
 
 const ROUTES = (limiter: RateLimiter) =>
   compileRoutes([...appRoutes({ limiter }), ...repoRoutes(), ...issueRoutes(), ...pullRoutes()]);
+
+/** The routes the fake serves, for checking them against GitHub's description before the tests. */
+export function fakeGitHubRoutes(): { method: string; template: string }[] {
+  return ROUTES(new RateLimiter(1, () => 0)).map(({ method, template }) => ({ method, template }));
+}
+
+let validator: OpenApiValidator | undefined;
+let nextFakeId = 1;
 
 export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<FakeGitHub> {
   const state = new FakeGitHubState();
@@ -279,6 +294,9 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
   const limiter = new RateLimiter(options.rateLimit ?? 5000, () => state.now());
   const oauth = new FakeOAuth(state);
   const routes = ROUTES(limiter);
+  validator ??= OpenApiValidator.forRoutes(routes);
+  const openapi = validator;
+  const fakeId = nextFakeId++;
 
   const server = createServer((req, res) => {
     onRequest(req, res).catch((error: unknown) => {
@@ -366,6 +384,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     const key = rateLimitKey(credential);
     if (!matched) {
       record.unhandled = true;
+      recordViolation(fakeId, `${call.method} ${call.apiPath}: unknown route (the fake serves no such endpoint)`);
       sendApi(res, errorResponse(githubError(404, "Not Found")), { ...common, ...rateLimitHeaders(limiter.peek(key)) });
       return;
     }
@@ -394,11 +413,37 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       credential,
       params: matched.params,
     };
+    const template = matched.route.template;
+    const requestProblems = openapi.checkRequest({
+      method: call.method,
+      template,
+      params: matched.params,
+      query: call.query,
+      body: parsedBody(call.bodyText),
+    });
     let response: ApiResponse;
-    try {
-      response = await matched.route.handler(ctx);
-    } catch (error) {
-      response = errorResponse(error);
+    if (requestProblems.length > 0) {
+      for (const problem of requestProblems) recordViolation(fakeId, formatProblem(problem));
+      // GitHub checks a request against the same description and answers 422 with what failed.
+      response = errorResponse(
+        githubError(422, `Invalid request.\n\n${requestProblems.map((p) => p.message).join("\n")}`),
+      );
+    } else {
+      try {
+        response = await matched.route.handler(ctx);
+      } catch (error) {
+        response = errorResponse(error);
+      }
+    }
+    if (!response.raw) {
+      const hasBody = response.body !== undefined && response.status !== 204 && response.status !== 304;
+      const problems = openapi.checkResponse({
+        method: call.method,
+        template,
+        status: response.status,
+        body: hasBody ? response.body : undefined,
+      });
+      for (const problem of problems) recordViolation(fakeId, formatProblem(problem));
     }
     sendApi(res, response, { ...common, ...rateHeaders });
   }
@@ -729,6 +774,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       faultRegistry.clear();
     },
     unhandledRequests: () => requests.filter((r) => r.unhandled === true),
+    takeViolations: () => takeViolations(fakeId),
 
     async close() {
       await new Promise<void>((resolve) => {
@@ -741,6 +787,16 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     },
   };
   return fake;
+}
+
+/** The request's JSON body for validation; unparsable text is left to the route, which answers 400. */
+function parsedBody(text: string): unknown {
+  if (text.trim() === "") return undefined;
+  try {
+    return JSON.parse(text) as unknown;
+  } catch {
+    return undefined;
+  }
 }
 
 function errorResponse(error: unknown): ApiResponse {

@@ -1,3 +1,4 @@
+import type { CommitInfo } from "./bare-repo.js";
 import type {
   AppRecord,
   CommentRecord,
@@ -11,11 +12,17 @@ import type {
 } from "./state.js";
 
 /*
- * JSON shapes of GitHub's REST answers, trimmed to what clients read but keeping the fields
- * that matter for URLs (`html_url`, `url`, `clone_url`) so the app under test builds links from
- * API answers rather than from a hard-coded host. `node_id` values are omitted: nothing here
- * uses GraphQL.
+ * JSON shapes of GitHub's REST answers, complete: every field GitHub's API description marks
+ * required is present with the right type (the fake checks each answer against it; see
+ * docs/testing.md). URLs are built from the fake's host so the app under test builds links from
+ * API answers rather than from a hard-coded host. Values the fake has no state for (counts,
+ * licences, milestones) are GitHub's answers for a new, empty repository.
  */
+
+/** A legacy-format global node id (`base64("<len>:<Type><id>")`), the shape GitHub gives REST objects. */
+export function nodeId(type: string, id: number): string {
+  return Buffer.from(`0${String(type.length)}:${type}${String(id)}`).toString("base64");
+}
 
 export function userJson(state: FakeGitHubState, user: UserRecord): Record<string, unknown> {
   const api = `${state.apiUrl}/users/${encodeURIComponent(user.login)}`;
@@ -23,14 +30,44 @@ export function userJson(state: FakeGitHubState, user: UserRecord): Record<strin
   return {
     login: user.login,
     id: user.id,
+    node_id: nodeId(user.type, user.id),
     avatar_url: `${state.baseUrl}/avatars/u/${String(user.id)}?v=4`,
     gravatar_id: "",
     url: api,
     html_url: slug ? `${state.baseUrl}/apps/${slug}` : `${state.baseUrl}/${user.login}`,
     followers_url: `${api}/followers`,
+    following_url: `${api}/following{/other_user}`,
+    gists_url: `${api}/gists{/gist_id}`,
+    starred_url: `${api}/starred{/owner}{/repo}`,
+    subscriptions_url: `${api}/subscriptions`,
+    organizations_url: `${api}/orgs`,
     repos_url: `${api}/repos`,
+    events_url: `${api}/events{/privacy}`,
+    received_events_url: `${api}/received_events`,
     type: user.type,
+    user_view_type: "public",
     site_admin: false,
+  };
+}
+
+/** `GET /users/{username}`: the user plus a public profile the fake leaves empty. */
+export function publicUserJson(state: FakeGitHubState, user: UserRecord): Record<string, unknown> {
+  return {
+    ...userJson(state, user),
+    name: null,
+    company: null,
+    blog: "",
+    location: null,
+    email: null,
+    hireable: null,
+    bio: null,
+    twitter_username: null,
+    public_repos: 0,
+    public_gists: 0,
+    followers: 0,
+    following: 0,
+    created_at: "2020-01-01T00:00:00Z",
+    updated_at: "2020-01-01T00:00:00Z",
   };
 }
 
@@ -39,33 +76,105 @@ export function ownerUser(state: FakeGitHubState, repo: RepoRecord): UserRecord 
 }
 
 export function repoJson(state: FakeGitHubState, repo: RepoRecord): Record<string, unknown> {
-  const full = `${repo.owner}/${repo.name}`;
+  return repoShape(state, { id: repo.id, owner: repo.owner, name: repo.name, fork: false }, repo);
+}
+
+/**
+ * GitHub's `full-repository` (and, being a superset, `repository`): `identity` names the
+ * repository shown, `source` supplies what the fake keeps per repository (a fork's head
+ * repository borrows its parent's).
+ */
+function repoShape(
+  state: FakeGitHubState,
+  identity: { id: number; owner: string; name: string; fork: boolean },
+  source: RepoRecord,
+): Record<string, unknown> {
+  const full = `${identity.owner}/${identity.name}`;
   const api = `${state.apiUrl}/repos/${full}`;
   const host = new URL(state.baseUrl || "http://127.0.0.1").host;
+  const owner = identity.fork ? state.user(identity.owner) : ownerUser(state, source);
   return {
-    id: repo.id,
-    name: repo.name,
+    id: identity.id,
+    node_id: nodeId("Repository", identity.id),
+    name: identity.name,
     full_name: full,
-    private: repo.private,
-    visibility: repo.private ? "private" : "public",
-    owner: userJson(state, ownerUser(state, repo)),
+    private: source.private,
+    visibility: source.private ? "private" : "public",
+    owner: userJson(state, owner),
     html_url: `${state.baseUrl}/${full}`,
     description: null,
-    fork: false,
+    fork: identity.fork,
     url: api,
-    issues_url: `${api}/issues{/number}`,
-    pulls_url: `${api}/pulls{/number}`,
+    archive_url: `${api}/{archive_format}{/ref}`,
+    assignees_url: `${api}/assignees{/user}`,
+    blobs_url: `${api}/git/blobs{/sha}`,
+    branches_url: `${api}/branches{/branch}`,
+    collaborators_url: `${api}/collaborators{/collaborator}`,
+    comments_url: `${api}/comments{/number}`,
+    commits_url: `${api}/commits{/sha}`,
+    compare_url: `${api}/compare/{base}...{head}`,
     contents_url: `${api}/contents/{+path}`,
+    contributors_url: `${api}/contributors`,
+    deployments_url: `${api}/deployments`,
+    downloads_url: `${api}/downloads`,
+    events_url: `${api}/events`,
+    forks_url: `${api}/forks`,
+    git_commits_url: `${api}/git/commits{/sha}`,
+    git_refs_url: `${api}/git/refs{/sha}`,
+    git_tags_url: `${api}/git/tags{/sha}`,
+    hooks_url: `${api}/hooks`,
+    issue_comment_url: `${api}/issues/comments{/number}`,
+    issue_events_url: `${api}/issues/events{/number}`,
+    issues_url: `${api}/issues{/number}`,
+    keys_url: `${api}/keys{/key_id}`,
+    labels_url: `${api}/labels{/name}`,
+    languages_url: `${api}/languages`,
+    merges_url: `${api}/merges`,
+    milestones_url: `${api}/milestones{/number}`,
+    notifications_url: `${api}/notifications{?since,all,participating}`,
+    pulls_url: `${api}/pulls{/number}`,
+    releases_url: `${api}/releases{/id}`,
+    stargazers_url: `${api}/stargazers`,
+    statuses_url: `${api}/statuses/{sha}`,
+    subscribers_url: `${api}/subscribers`,
+    subscription_url: `${api}/subscription`,
+    tags_url: `${api}/tags`,
+    teams_url: `${api}/teams`,
+    trees_url: `${api}/git/trees{/sha}`,
     clone_url: `${state.baseUrl}/${full}.git`,
     git_url: `git://${host}/${full}.git`,
     ssh_url: `git@${host}:${full}.git`,
-    default_branch: repo.defaultBranch,
-    archived: repo.archived,
+    svn_url: `${state.baseUrl}/${full}`,
+    mirror_url: null,
+    homepage: null,
+    language: null,
+    size: 0,
+    forks: 0,
+    forks_count: 0,
+    stargazers_count: 0,
+    watchers: 0,
+    watchers_count: 0,
+    open_issues: 0,
+    open_issues_count: 0,
+    network_count: 0,
+    subscribers_count: 0,
+    license: null,
+    topics: [],
+    default_branch: source.defaultBranch,
+    archived: source.archived,
     disabled: false,
+    is_template: false,
     has_issues: true,
-    created_at: repo.createdAt,
-    updated_at: repo.createdAt,
-    pushed_at: repo.createdAt,
+    has_projects: true,
+    has_wiki: true,
+    has_pages: false,
+    has_downloads: true,
+    has_discussions: false,
+    allow_forking: true,
+    web_commit_signoff_required: false,
+    created_at: source.createdAt,
+    updated_at: source.createdAt,
+    pushed_at: source.createdAt,
   };
 }
 
@@ -75,23 +184,14 @@ export function forkRepoJson(
   fork: { owner: string; name: string; id: number },
   parent: RepoRecord,
 ): Record<string, unknown> {
-  const full = `${fork.owner}/${fork.name}`;
-  return {
-    ...repoJson(state, parent),
-    id: fork.id,
-    name: fork.name,
-    full_name: full,
-    owner: userJson(state, state.user(fork.owner)),
-    html_url: `${state.baseUrl}/${full}`,
-    url: `${state.apiUrl}/repos/${full}`,
-    clone_url: `${state.baseUrl}/${full}.git`,
-    fork: true,
-  };
+  return repoShape(state, { ...fork, fork: true }, parent);
 }
 
 export function appJson(state: FakeGitHubState, app: AppRecord): Record<string, unknown> {
   return {
     id: app.id,
+    node_id: nodeId("Integration", app.id),
+    client_id: `Iv1.${String(app.id).padStart(16, "0")}`,
     slug: app.slug,
     name: app.name,
     owner: userJson(state, app.owner),
@@ -136,6 +236,7 @@ export function installationJson(state: FakeGitHubState, installation: Installat
 export function labelJson(state: FakeGitHubState, repo: RepoRecord, label: LabelRecord): Record<string, unknown> {
   return {
     id: label.id,
+    node_id: nodeId("Label", label.id),
     url: `${state.apiUrl}/repos/${repo.owner}/${repo.name}/labels/${encodeURIComponent(label.name)}`,
     name: label.name,
     color: label.color,
@@ -171,6 +272,7 @@ export function issueJson(state: FakeGitHubState, repo: RepoRecord, issue: Issue
     events_url: `${url}/events`,
     html_url: htmlUrl,
     id: issue.id,
+    node_id: nodeId(issue.pull ? "PullRequest" : "Issue", issue.id),
     number: issue.number,
     title: issue.title,
     user: userJson(state, issue.user),
@@ -221,6 +323,7 @@ export function commentJson(state: FakeGitHubState, repo: RepoRecord, comment: C
     html_url: `${page}#issuecomment-${String(comment.id)}`,
     issue_url: `${api}/issues/${String(comment.issueNumber)}`,
     id: comment.id,
+    node_id: nodeId("IssueComment", comment.id),
     user: userJson(state, comment.user),
     created_at: comment.createdAt,
     updated_at: comment.updatedAt,
@@ -233,6 +336,7 @@ export function commentJson(state: FakeGitHubState, repo: RepoRecord, comment: C
 export function reactionJson(state: FakeGitHubState, reaction: ReactionRecord): Record<string, unknown> {
   return {
     id: reaction.id,
+    node_id: nodeId("Reaction", reaction.id),
     user: userJson(state, reaction.user),
     content: reaction.content,
     created_at: reaction.createdAt,
@@ -251,14 +355,31 @@ export function pullJson(
   const htmlUrl = issueHtmlUrl(state, repo, issue);
   const headOwner = pull.fork?.owner ?? repo.owner;
   const issueShape = issueJson(state, repo, issue);
+  const pullUrl = `${api}/pulls/${String(issue.number)}`;
+  const issueUrl = `${api}/issues/${String(issue.number)}`;
   return {
-    url: `${api}/pulls/${String(issue.number)}`,
+    url: pullUrl,
     id: issue.id,
+    node_id: nodeId("PullRequest", issue.id),
     html_url: htmlUrl,
     diff_url: `${htmlUrl}.diff`,
     patch_url: `${htmlUrl}.patch`,
     issue_url: `${api}/issues/${String(issue.number)}`,
-    commits_url: `${api}/pulls/${String(issue.number)}/commits`,
+    commits_url: `${pullUrl}/commits`,
+    review_comments_url: `${pullUrl}/comments`,
+    review_comment_url: `${api}/pulls/comments{/number}`,
+    comments_url: `${issueUrl}/comments`,
+    statuses_url: `${api}/statuses/${shas.head}`,
+    _links: {
+      self: { href: pullUrl },
+      html: { href: htmlUrl },
+      issue: { href: issueUrl },
+      comments: { href: `${issueUrl}/comments` },
+      review_comments: { href: `${pullUrl}/comments` },
+      review_comment: { href: `${api}/pulls/comments{/number}` },
+      commits: { href: `${pullUrl}/commits` },
+      statuses: { href: `${api}/statuses/${shas.head}` },
+    },
     number: issue.number,
     state: issue.state,
     locked: false,
@@ -295,7 +416,59 @@ export function pullJson(
     draft: pull.draft,
     merged: pull.merged,
     mergeable: null,
+    rebaseable: null,
     mergeable_state: "unknown",
+    merged_by: null,
     maintainer_can_modify: pull.maintainerCanModify,
+    // guess: the fake keeps no diff statistics; GitHub computes these asynchronously anyway.
+    comments: issueShape["comments"],
+    review_comments: 0,
+    commits: 1,
+    additions: 0,
+    deletions: 0,
+    changed_files: 0,
+  };
+}
+
+/** GitHub's `commit` object (as in a branch's answer); the fake links no GitHub users to commits. */
+export function commitJson(state: FakeGitHubState, repo: RepoRecord, commit: CommitInfo): Record<string, unknown> {
+  const api = `${state.apiUrl}/repos/${repo.owner}/${repo.name}`;
+  const html = `${state.baseUrl}/${repo.owner}/${repo.name}`;
+  return {
+    sha: commit.sha,
+    node_id: Buffer.from(`04:Commit${String(repo.id)}:${commit.sha}`).toString("base64"),
+    url: `${api}/commits/${commit.sha}`,
+    html_url: `${html}/commit/${commit.sha}`,
+    comments_url: `${api}/commits/${commit.sha}/comments`,
+    commit: {
+      url: `${api}/git/commits/${commit.sha}`,
+      author: commit.author,
+      committer: commit.committer,
+      message: commit.message,
+      comment_count: 0,
+      tree: { sha: commit.tree, url: `${api}/git/trees/${commit.tree}` },
+      verification: { verified: false, reason: "unsigned", signature: null, payload: null, verified_at: null },
+    },
+    author: null,
+    committer: null,
+    parents: commit.parents.map((sha) => ({ sha, url: `${api}/commits/${sha}`, html_url: `${html}/commit/${sha}` })),
+  };
+}
+
+/** `GET /repos/{owner}/{repo}/branches/{branch}` for an unprotected branch. */
+export function branchJson(
+  state: FakeGitHubState,
+  repo: RepoRecord,
+  name: string,
+  commit: CommitInfo,
+): Record<string, unknown> {
+  const branchUrl = `${state.apiUrl}/repos/${repo.owner}/${repo.name}/branches/${name}`;
+  return {
+    name,
+    commit: commitJson(state, repo, commit),
+    _links: { self: branchUrl, html: `${state.baseUrl}/${repo.owner}/${repo.name}/tree/${name}` },
+    protected: false,
+    protection: { enabled: false, required_status_checks: { enforcement_level: "off", contexts: [], checks: [] } },
+    protection_url: `${branchUrl}/protection`,
   };
 }
