@@ -126,6 +126,11 @@ export interface PushResult {
   prUrl?: string;
   /** True when an already-open pull request for the branch was reused. */
   prReused?: boolean;
+  /**
+   * True when a draft was asked for but the pull request was opened ready for review, because
+   * the repository's plan does not offer drafts (GitHub: private repositories on Free and Pro).
+   */
+  draftUnavailable?: boolean;
   /** A one-line, redacted, user-readable reason when the push or the PR failed. */
   error?: string;
   /** The class of push failure, when the push failed. */

@@ -70,7 +70,7 @@ export function issueThread(
         const response = await octokit.request("GET /repos/{owner}/{repo}/issues/{issue_number}/comments", {
           ...where,
           issue_number: issueNumber,
-          since,
+          since: toSeconds(since),
           per_page: 100,
           page,
         });
@@ -83,4 +83,13 @@ export function issueThread(
     },
   };
   return thread;
+}
+
+/**
+ * GitHub documents `since` as `YYYY-MM-DDTHH:MM:SSZ`; a time with milliseconds is floored to its
+ * second, which can only widen the search, and the text match then picks the right comment.
+ */
+export function toSeconds(iso: string): string {
+  const ms = Date.parse(iso);
+  return Number.isNaN(ms) ? iso : new Date(Math.floor(ms / 1000) * 1000).toISOString().replace(".000Z", "Z");
 }

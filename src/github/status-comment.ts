@@ -34,6 +34,8 @@ export interface StatusView {
   prUrl?: string;
   prNumber?: number;
   prReused?: boolean;
+  /** The pull request was opened ready for review because the repository does not offer drafts. */
+  draftUnavailable?: boolean;
   changedFiles?: number;
   costUsd?: number;
   turns?: number;
@@ -97,6 +99,13 @@ export function renderStatusComment(view: StatusView): string {
       view.costUsd !== undefined ? `$${view.costUsd.toFixed(2)}` : undefined,
     ].filter((fact): fact is string => fact !== undefined);
     lines.push(facts.join(" · "), "");
+    if (view.draftUnavailable && !view.prReused) {
+      lines.push(
+        "Opened ready for review, not as a draft: this repository's plan does not offer draft pull requests " +
+          "(GitHub has them on private repositories only with Team and Enterprise).",
+        "",
+      );
+    }
   }
 
   const steps = view.steps.filter((step) => !step.onFailureOnly || step.state !== "pending");

@@ -175,6 +175,7 @@ export class StatusCommentReporter implements Reporter {
           view.phase = "succeeded";
           view.prUrl = push.prUrl;
           if (push.prReused) view.prReused = true;
+          if (push.draftUnavailable) view.draftUnavailable = true;
         } else {
           view.phase = report.status === "succeeded" ? "failed" : report.status;
           const error = push?.error ?? report.error;

@@ -34,6 +34,8 @@ export interface PushRequest {
   /** Whether the token may change workflows; undefined asks the client, then just tries. */
   canWriteWorkflows?: boolean;
   draft?: boolean;
+  /** Known already: this repository refuses drafts, so open ready for review at once. */
+  draftUnavailable?: boolean;
   labels?: readonly string[];
   reviewers?: readonly string[];
 }
@@ -123,7 +125,13 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
   }
   try {
     const pr = await openPullRequest(request.github, request.githubRepo, request);
-    return { pushed: true, prUrl: pr.url, commitSha, ...(pr.reused ? { prReused: true } : {}) };
+    return {
+      pushed: true,
+      prUrl: pr.url,
+      commitSha,
+      ...(pr.reused ? { prReused: true } : {}),
+      ...(pr.draftUnavailable ? { draftUnavailable: true } : {}),
+    };
   } catch (error) {
     return { pushed: true, commitSha, error: `PR creation failed: ${describeGitHubError(error)}` };
   }
@@ -137,38 +145,71 @@ export async function pushAndOpenPullRequest(request: PushRequest): Promise<Push
 export async function openPullRequest(
   github: GitHubClient,
   repo: GitHubRepo,
-  request: Pick<PushRequest, "branch" | "title" | "body" | "draft" | "labels" | "reviewers">,
-): Promise<{ url: string; number: number; reused: boolean }> {
+  request: Pick<PushRequest, "branch" | "title" | "body" | "draft" | "draftUnavailable" | "labels" | "reviewers">,
+): Promise<OpenedPullRequest> {
   const existing = await github.findOpenPullRequest(repo, request.branch);
   if (existing) return { url: existing.url, number: existing.number, reused: true };
   const base = await github.getDefaultBranch(repo);
-  const pr = await createOrFindPullRequest(github, repo, {
-    title: request.title,
-    body: request.body,
-    head: request.branch,
-    base,
-    ...(request.draft ? { draft: true } : {}),
-  });
-  if (!pr.reused) await decorate(github, repo, pr.number, request);
-  return pr;
+  const pr: NewPullRequest = { title: request.title, body: request.body, head: request.branch, base };
+  let opened: OpenedPullRequest;
+  if (request.draft && request.draftUnavailable) {
+    opened = { ...(await createOrFindPullRequest(github, repo, pr)), draftUnavailable: true };
+  } else if (request.draft) {
+    opened = await createDraftOrReady(github, repo, pr);
+  } else {
+    opened = await createOrFindPullRequest(github, repo, pr);
+  }
+  if (!opened.reused) await decorate(github, repo, opened.number, request);
+  return opened;
 }
+
+export interface OpenedPullRequest {
+  url: string;
+  number: number;
+  reused: boolean;
+  /** Opened ready for review because the repository does not offer drafts. */
+  draftUnavailable?: boolean;
+}
+
+/**
+ * A draft where the repository offers drafts, else the same pull request ready for review:
+ * GitHub refuses drafts on private repositories of Free and Pro accounts with a 422 whose
+ * message says so, and an agent's work is better opened ready than not opened at all.
+ */
+async function createDraftOrReady(github: GitHubClient, repo: GitHubRepo, pr: NewPullRequest) {
+  try {
+    return await createOrFindPullRequest(github, repo, { ...pr, draft: true });
+  } catch (error) {
+    if (!isStatus(error, 422) || !DRAFTS_UNSUPPORTED.test(errorMessage(error))) throw error;
+    return { ...(await createOrFindPullRequest(github, repo, pr)), draftUnavailable: true };
+  }
+}
+
+const DRAFTS_UNSUPPORTED = /draft pull requests are not supported/i;
 
 /** Creating can race with another run (or a redelivery): GitHub then answers 422, and the open PR is the answer. */
 async function createOrFindPullRequest(
   github: GitHubClient,
   repo: GitHubRepo,
   pr: NewPullRequest,
-): Promise<{ url: string; number: number; reused: boolean }> {
+): Promise<OpenedPullRequest> {
   try {
     const created = await github.createPullRequest(repo, pr);
     return { url: created.url, number: created.number, reused: false };
   } catch (error) {
-    if (isStatus(error, 422)) {
+    if (isStatus(error, 422) && !DRAFTS_UNSUPPORTED.test(errorMessage(error))) {
       const existing = await github.findOpenPullRequest(repo, pr.head);
       if (existing) return { url: existing.url, number: existing.number, reused: true };
     }
     throw error;
   }
+}
+
+/** GitHub's message, from an Octokit error's response body or the error itself. */
+function errorMessage(error: unknown): string {
+  const data = (error as { response?: { data?: { message?: unknown } } } | null)?.response?.data;
+  if (typeof data?.message === "string") return data.message;
+  return error instanceof Error ? error.message : String(error);
 }
 
 /** Labels and reviewers are courtesy: failing to add them must not fail a run whose PR is open. */

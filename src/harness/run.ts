@@ -72,7 +72,14 @@ export interface HarnessGitHub {
   canWriteWorkflows?: boolean;
   commitIdentity?: CommitIdentity;
   /** Pull request details beyond title and body. */
-  pullRequest?: { draft?: boolean; labels?: readonly string[]; reviewers?: readonly string[]; requester?: string };
+  pullRequest?: {
+    draft?: boolean;
+    /** The repository is known to refuse drafts: open ready for review without asking again. */
+    draftUnavailable?: boolean;
+    labels?: readonly string[];
+    reviewers?: readonly string[];
+    requester?: string;
+  };
   push?: boolean;
 }
 
@@ -472,6 +479,7 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
       }),
       ...(github.canWriteWorkflows !== undefined ? { canWriteWorkflows: github.canWriteWorkflows } : {}),
       ...(github.pullRequest?.draft ? { draft: true } : {}),
+      ...(github.pullRequest?.draftUnavailable ? { draftUnavailable: true } : {}),
       ...(github.pullRequest?.labels ? { labels: github.pullRequest.labels } : {}),
       ...(github.pullRequest?.reviewers ? { reviewers: github.pullRequest.reviewers } : {}),
     });

@@ -18,6 +18,7 @@ import { localInventory } from "../sandbox/local/inventory.js";
 import type { RunRequest } from "../runs/request.js";
 import type { WorkerDeps } from "../runs/worker/deps.js";
 import { processRun } from "../runs/worker/process-run.js";
+import { DraftRefusals } from "../runs/worker/draft-refusals.js";
 import { reportInterrupted } from "../runs/worker/report-interrupted.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { createLocalSandbox } from "../sandbox/local/sandbox.js";
@@ -129,6 +130,7 @@ export async function buildRuntime(
     environment,
     statusIntervalMs: settings.statusIntervalMs,
     reporters: [runMetrics, journalReporter],
+    draftRefusals: new DraftRefusals(),
     // Every output line is recorded, and comments link to the run page, only when there is one.
     ...(context.publicUrl ? { outputLogMs: 100, publicUrl: context.publicUrl } : {}),
   };

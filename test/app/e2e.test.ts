@@ -254,6 +254,39 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     expect(github.reactions("acme", "widgets", { issueNumber: issue.number }).map((r) => r.content)).toEqual(["eyes"]);
     expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
   });
+
+  test("a private repository on a Free plan gets a ready PR and a comment saying why; its next run asks for no draft", async () => {
+    github.setPlan("acme", "widgets", "free", { private: true });
+    await comment("/harness add a HELLO file");
+    await settle();
+    const [first] = statusComments();
+    expect(first?.body).toContain("### ✅ Harness opened a pull request");
+    expect(first?.body).toContain("Opened ready for review, not as a draft: this repository's plan does not offer");
+    const [pr] = github.pullRequests("acme", "widgets");
+    expect(pr?.pull?.draft).toBe(false);
+    expect(pr?.labels).toContain("harness");
+    const creations = () =>
+      github.requests
+        .filter((r) => r.route === "POST /repos/{owner}/{repo}/pulls")
+        .map((r) => [(JSON.parse(r.body) as { draft?: boolean }).draft === true, r.status]);
+    expect(creations()).toEqual([
+      [true, 422],
+      [false, 201],
+    ]);
+
+    // The worker remembers the refusal: the next run opens its PR ready without asking again.
+    await github.setFile("acme", "widgets", "HELLO.md", "an older greeting\n");
+    await comment("/harness add a HELLO file again");
+    await settle();
+    expect(creations()).toEqual([
+      [true, 422],
+      [false, 201],
+      [false, 201],
+    ]);
+    const second = statusComments().find((c) => c.id !== first?.id);
+    expect(second?.body).toContain("### ✅ Harness opened a pull request");
+    expect(second?.body).toContain("Opened ready for review, not as a draft");
+  });
 });
 
 describe("the audit trail", () => {

@@ -7,6 +7,7 @@ import type { OctokitLike } from "../../github/octokit-client.js";
 import type { TokenMinter } from "../../github/tokens.js";
 import type { DaytonaOptions, LocalIsolation, Sandbox, SandboxKind, SandboxOptions } from "../../sandbox/types.js";
 import type { Log } from "../../util/log.js";
+import type { DraftRefusals } from "./draft-refusals.js";
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {
@@ -41,4 +42,6 @@ export interface WorkerDeps {
   outputLogMs?: number;
   /** The operator's audit trail: tokens minted, branches pushed, pull requests, outcomes. */
   audit?: AuditLog;
+  /** Repositories known to refuse draft pull requests (their later runs open ready ones at once). */
+  draftRefusals?: DraftRefusals;
 }

@@ -1,6 +1,6 @@
 import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
 import { pullRequestBody, pullRequestTitle } from "../../github/pull-request-text.js";
-import { openPullRequest } from "../../harness/push.js";
+import { openPullRequest, type OpenedPullRequest } from "../../harness/push.js";
 import { statusMarker } from "../../github/status-comment.js";
 import { issueThread } from "../../github/issue-thread.js";
 import { branchExists } from "../../github/repository.js";
@@ -50,8 +50,13 @@ export async function branchPushed(
 export async function pullRequestFromEarlierAttempt(
   octokit: OctokitLike,
   request: RunRequest,
-  run: { branch: string; blueprint: string; pr: { draft: boolean; labels: string[]; reviewers: string[] } },
-): Promise<{ url: string; number: number; reused: boolean } | undefined> {
+  run: {
+    branch: string;
+    blueprint: string;
+    pr: { draft: boolean; labels: string[]; reviewers: string[] };
+    draftUnavailable?: boolean;
+  },
+): Promise<OpenedPullRequest | undefined> {
   const repository = { owner: request.repo.owner, name: request.repo.name };
   if (request.issue.pullRequest || !(await branchPushed(octokit, repository, run.branch))) return undefined;
   return openPullRequest(createOctokitClient(octokit), repository, {
@@ -66,6 +71,7 @@ export async function pullRequestFromEarlierAttempt(
       requester: request.requester.login,
     }),
     draft: run.pr.draft,
+    ...(run.draftUnavailable ? { draftUnavailable: true } : {}),
     labels: run.pr.labels,
     reviewers: run.pr.reviewers,
   });

@@ -13,13 +13,21 @@ export async function finishEarlierAttempt(
   plan: RunPlan,
   branch: string,
 ): Promise<boolean> {
+  const refusals = run.deps.draftRefusals;
   const pr = await pullRequestFromEarlierAttempt(octokit, run.request, {
     branch,
     blueprint: plan.blueprint.name,
     pr: plan.config.pr,
+    ...(refusals?.has(run.request.repo) ? { draftUnavailable: true } : {}),
   });
   if (!pr) return false;
-  Object.assign(run.status.view, { prUrl: pr.url, prNumber: pr.number, ...(pr.reused ? { prReused: true } : {}) });
+  if (pr.draftUnavailable) refusals?.remember(run.request.repo);
+  Object.assign(run.status.view, {
+    prUrl: pr.url,
+    prNumber: pr.number,
+    ...(pr.reused ? { prReused: true } : {}),
+    ...(pr.draftUnavailable ? { draftUnavailable: true } : {}),
+  });
   run.audit?.pullRequest(pr.url, pr.reused);
   run.log.info({ prUrl: pr.url }, "run finished from the branch an earlier attempt pushed");
   await run.status.finish("succeeded");

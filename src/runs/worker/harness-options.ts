@@ -91,6 +91,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
       commitIdentity: { name: inputs.identity.name, email: inputs.identity.email },
       pullRequest: {
         draft: config.pr.draft,
+        ...(deps.draftRefusals?.has(request.repo) ? { draftUnavailable: true } : {}),
         labels: config.pr.labels,
         reviewers: config.pr.reviewers,
         requester: request.requester.login,

@@ -399,10 +399,18 @@ describe("fake GitHub: issues, comments, reactions, permissions", () => {
     expect(await level("acme", "widgets", "alice")).toMatchObject({ permission: "write", role_name: "maintain" });
     expect(await level("acme", "widgets", "bob")).toMatchObject({ permission: "read", role_name: "triage" });
     expect(await level("acme", "widgets", "acme")).toMatchObject({ permission: "admin" });
-    expect(await level("acme", "widgets", "mallory")).toMatchObject({ permission: "none" });
-
+    // Someone who is not a collaborator is a 404, on a private repository and a public one alike.
+    const stranger = (repo: string) =>
+      attempt(() =>
+        client.request("GET /repos/{owner}/{repo}/collaborators/{username}/permission", {
+          owner: "acme",
+          repo,
+          username: "mallory",
+        }),
+      );
+    expect(await stranger("widgets")).toMatchObject({ status: 404, data: { message: "Not Found" } });
     await w.fake.addRepo({ owner: "acme", name: "open", private: false });
-    expect(await level("acme", "open", "mallory")).toMatchObject({ permission: "read" });
+    expect(await stranger("open")).toMatchObject({ status: 404 });
   });
 
   test("comments: created as the app's bot, updated, listed page by page with a Link header", async () => {

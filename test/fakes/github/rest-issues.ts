@@ -32,6 +32,21 @@ import {
 /** GitHub's limit on a comment body (the status comment must stay under it). */
 export const MAX_COMMENT_LENGTH = 65_536;
 
+/**
+ * `since` as GitHub documents it, `YYYY-MM-DDTHH:MM:SSZ`: timestamps are kept to the second, so a
+ * comment updated in the same second counts as updated since. guess: GitHub's handling of
+ * fractional seconds is undocumented; the fake refuses them (422) so the app sends what is
+ * documented rather than relying on lenient parsing.
+ */
+function sinceParam(ctx: ApiContext): number | undefined {
+  const since = ctx.query.get("since");
+  if (since === null) return undefined;
+  if (!/^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(Z|[+-]\d\d:\d\d)$/.test(since) || Number.isNaN(Date.parse(since))) {
+    throw validationFailed([{ resource: "IssueComment", field: "since", code: "invalid" }]);
+  }
+  return Date.parse(since);
+}
+
 function repoFromParams(ctx: ApiContext): RepoRecord | undefined {
   return ctx.state.findRepo(param(ctx, "owner"), param(ctx, "repo"));
 }
@@ -147,8 +162,12 @@ export function issueRoutes(): Route[] {
 
     route("GET", "/repos/{owner}/{repo}/issues/{issue_number}/comments", (ctx) => {
       const { repo, issue } = authorizedIssue(ctx, "read", intParam(ctx, "issue_number"));
+      const since = sinceParam(ctx);
       const all = [...ctx.state.comments.values()].filter(
-        (c) => c.repoId === repo.id && c.issueNumber === issue.number,
+        (c) =>
+          c.repoId === repo.id &&
+          c.issueNumber === issue.number &&
+          (since === undefined || Date.parse(c.updatedAt) >= since),
       );
       const { page, headers } = paginate(ctx, all);
       return { status: 200, body: page.map((c) => commentJson(ctx.state, repo, c)), headers };

@@ -78,6 +78,15 @@ function parseHead(repo: RepoRecord, head: string): string | undefined {
   return head.slice(0, colon).toLowerCase() === repo.owner.toLowerCase() ? head.slice(colon + 1) : undefined;
 }
 
+/**
+ * GitHub offers drafts on public repositories on every plan, and on private ones only with Team
+ * and Enterprise (its REST documentation for creating a pull request says so); otherwise it
+ * answers 422 with only a message.
+ */
+function draftsAllowed(repo: RepoRecord): boolean {
+  return !repo.private || repo.plan === "team" || repo.plan === "enterprise";
+}
+
 export function pullRoutes(): Route[] {
   return [
     route("GET", "/repos/{owner}/{repo}/pulls", async (ctx) => {
@@ -137,6 +146,9 @@ export function pullRoutes(): Route[] {
         throw validationFailed([
           { resource: "PullRequest", code: "custom", message: `No commits between ${input.base} and ${headRef}` },
         ]);
+      }
+      if (input.draft === true && !draftsAllowed(repo)) {
+        throw githubError(422, "Draft pull requests are not supported in this repository.");
       }
       const now = ctx.state.nowIso();
       const issue: IssueRecord = {

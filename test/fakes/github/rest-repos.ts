@@ -83,9 +83,10 @@ export function repoRoutes(): Route[] {
       const repo = authorizeRepo(ctx, repoFromParams(ctx), [], "read");
       const login = param(ctx, "username");
       const user = ctx.state.users.get(login.toLowerCase()) ?? { login, id: userIdFor(login), type: "User" as const };
-      // Anyone can read a public repository, so GitHub reports "read" for strangers there.
-      // guess: a stranger on a private repository is reported as "none" rather than 404.
-      const role: RepoRole = ctx.state.roleOf(repo, login) ?? (repo.private ? "none" : "read");
+      // GitHub answers 404 for someone who is not a collaborator (an outside contributor, a
+      // stranger, a login that does not exist), whatever the repository's visibility.
+      const role: RepoRole | undefined = ctx.state.roleOf(repo, login);
+      if (role === undefined) throw notFound();
       const permission = legacyPermission(role);
       return {
         status: 200,

@@ -30,6 +30,7 @@ import { pullRoutes } from "./rest-pulls.js";
 import { repoRoutes, resolveRef } from "./rest-repos.js";
 import {
   FakeGitHubState,
+  type AccountPlan,
   isoSeconds,
   type AppRecord,
   type CommentRecord,
@@ -68,6 +69,7 @@ export type { Fault, FaultHandle, FaultMatcher } from "./faults.js";
 export { faults } from "./faults.js";
 export type { RecordedRequest } from "./http.js";
 export type {
+  AccountPlan,
   AppRecord,
   CommentRecord,
   InstallationRecord,
@@ -134,6 +136,11 @@ export interface AddRepoOptions {
   files?: Record<string, string>;
   defaultBranch?: string;
   private?: boolean;
+  /**
+   * The owner account's plan. Default `team`, where every feature the app uses is available;
+   * `free`/`pro` refuse draft pull requests on private repositories, as GitHub does.
+   */
+  plan?: AccountPlan;
   /** Owner kind; the owner of a user-owned repository is its admin. Default `User`. */
   ownerType?: "User" | "Organization";
   /** Archived repositories refuse every push. */
@@ -217,6 +224,8 @@ export interface FakeGitHub {
   removeInstallation(id: number): void;
   addRepo(options: AddRepoOptions): Promise<RepoInfo>;
   repo(owner: string, name: string): RepoInfo;
+  /** Moves the repository's owner to another plan (and visibility), as an upgrade or downgrade would. */
+  setPlan(owner: string, name: string, plan: AccountPlan, options?: { private?: boolean }): void;
   setCollaborator(owner: string, repo: string, login: string, role: RepoRole): void;
   /** Registers a user so `GET /users/{login}` finds it. */
   addUser(
@@ -575,6 +584,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
         owner: repoOptions.owner,
         name: repoOptions.name,
         ownerType,
+        plan: repoOptions.plan ?? "team",
         // Private by default: that is where access rules bite (public repositories are readable by anyone).
         private: repoOptions.private ?? true,
         archived: repoOptions.archived ?? false,
@@ -592,6 +602,12 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
 
     repo(owner, name) {
       return repoInfo(repoRecord(owner, name));
+    },
+
+    setPlan(owner, name, plan, planOptions = {}) {
+      const repo = repoRecord(owner, name);
+      repo.plan = plan;
+      if (planOptions.private !== undefined) repo.private = planOptions.private;
     },
 
     setCollaborator(owner, name, login, role) {

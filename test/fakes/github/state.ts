@@ -67,11 +67,15 @@ export interface TokenRecord {
   revoked: boolean;
 }
 
+/** The owner account's GitHub plan: some features (draft pull requests) depend on it. */
+export type AccountPlan = "free" | "pro" | "team" | "enterprise";
+
 export interface RepoRecord {
   id: number;
   owner: string;
   name: string;
   ownerType: "User" | "Organization";
+  plan: AccountPlan;
   private: boolean;
   archived: boolean;
   defaultBranch: string;
