@@ -255,7 +255,7 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
   });
 
-  test("a private repository on a Free plan gets a ready PR and a comment saying why; its next run asks for no draft", async () => {
+  test("a private repository on a Free plan: a ready PR, a comment saying why, no draft asked next time", async () => {
     github.setPlan("acme", "widgets", "free", { private: true });
     await comment("/harness add a HELLO file");
     await settle();
