@@ -1,3 +1,4 @@
+import { ROUTE_PERMISSIONS } from "./route-permissions.js";
 import { verify } from "node:crypto";
 import { githubError, HttpError, notFound, type ApiContext } from "./http.js";
 import {
@@ -175,7 +176,11 @@ export function authorizeRepo(
     if (access === "read") return repo;
     throw githubError(403, "Resource not accessible by integration");
   }
-  if (anyOf.length > 0 && !anyOf.some((need) => tokenHas(credential.token.permissions, need))) {
+  const table = ROUTE_PERMISSIONS[ctx.route];
+  if (table === undefined || table === "jwt") throw new Error(`no permission entry for ${ctx.route} in the table`);
+  const allowed = (needs: readonly PermissionNeed[]): boolean =>
+    needs.length === 0 || needs.some((need) => tokenHas(credential.token.permissions, need));
+  if (!allowed(table) || !allowed(anyOf)) {
     if (!repo.private && access === "read") return repo;
     throw githubError(403, "Resource not accessible by integration");
   }

@@ -1,5 +1,5 @@
 import { spawn } from "node:child_process";
-import { createPrivateKey, generateKeyPairSync, sign as rsaSign } from "node:crypto";
+import { generateKeyPairSync } from "node:crypto";
 import { mkdir, writeFile } from "node:fs/promises";
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
@@ -8,6 +8,7 @@ import { Octokit } from "@octokit/core";
 import { createNodeMiddleware, createProbot, type ApplicationFunction } from "probot";
 import { afterEach, describe, expect, test } from "vitest";
 import { scratchDir } from "../../helpers/git.js";
+import { appJwt } from "./app-jwt.js";
 import { faults, startFakeGitHub, type FakeApp, type FakeGitHub, type RepoInfo } from "./server.js";
 import { issueCommentCreated, issuesLabeled, sendWebhook } from "./webhooks.js";
 import { fakeToken } from "../../helpers/fake-secrets.js";
@@ -50,18 +51,6 @@ async function world(options: { rateLimit?: number } = {}): Promise<World> {
   });
   const installation = fake.addInstallation({ id: 77, account: "acme", permissions: { ...FULL } });
   return { fake, app: { ...app, privateKeyPem: app.privateKeyPem }, repo, installationId: installation.id };
-}
-
-/** An app JWT signed like universal-github-app-jwt does (RS256, iat 30 s back, 10 min life). */
-function appJwt(privateKeyPem: string, appId: number, claims: { iat?: number; exp?: number } = {}): string {
-  const now = Math.floor(Date.now() / 1000);
-  const iat = claims.iat ?? now - 30;
-  const encode = (value: unknown): string => Buffer.from(JSON.stringify(value)).toString("base64url");
-  const unsigned =
-    `${encode({ alg: "RS256", typ: "JWT" })}.` + encode({ iat, exp: claims.exp ?? iat + 600, iss: appId });
-  return (
-    `${unsigned}.` + rsaSign("RSA-SHA256", Buffer.from(unsigned), createPrivateKey(privateKeyPem)).toString("base64url")
-  );
 }
 
 function jwtClient(w: World): Octokit {

@@ -76,6 +76,8 @@ export interface ApiContext {
   /** Already verified: handlers only decide what this credential may do. */
   credential: Credential;
   params: Record<string, string>;
+  /** The route that matched, e.g. `GET /repos/{owner}/{repo}/branches` (the permission table's key). */
+  route: string;
 }
 
 export type RouteHandler = (ctx: ApiContext) => ApiResponse | Promise<ApiResponse>;

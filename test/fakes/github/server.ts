@@ -421,6 +421,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       bodyText: call.bodyText,
       credential,
       params: matched.params,
+      route: `${call.method} ${matched.route.template}`,
     };
     const template = matched.route.template;
     const requestProblems = openapi.checkRequest({
