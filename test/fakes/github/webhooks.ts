@@ -4,6 +4,7 @@ import { performance } from "node:perf_hooks";
 import { sign } from "@octokit/webhooks-methods";
 import type { Context } from "probot";
 import { userIdFor } from "./state.js";
+import { assertValidWebhookPayload, webhookPayloadProblem } from "./webhook-payloads.js";
 
 /*
  * The fake GitHub's other half: deliveries to the app. `sendWebhook` posts like GitHub's
@@ -33,6 +34,11 @@ export interface SendWebhookOptions {
   signature?: string;
   /** Sends no signature headers at all. */
   omitSignature?: boolean;
+  /**
+   * Why this test delivers a payload GitHub's webhook description does not allow (a hostile or
+   * malformed body to prove the app survives it). Without it such a payload fails the test.
+   */
+  unlikeGitHubBecause?: string;
 }
 
 /**
@@ -48,6 +54,7 @@ export async function sendWebhook(
   deliveryId: string = randomUUID(),
   options: SendWebhookOptions = {},
 ): Promise<WebhookDelivery> {
+  if (options.unlikeGitHubBecause === undefined) assertValidWebhookPayload(event, payload);
   const url = new URL(appUrl);
   if (url.pathname === "/" || url.pathname === "") url.pathname = "/api/github/webhooks";
   const body = JSON.stringify(payload);
@@ -343,4 +350,16 @@ export function issuesLabeled(options: IssuesLabeledOptions): IssuesLabeledPaylo
   fillIssue(payload, repo, { ...issue, labels }, false, sender);
   payload["label"] = labelPayload(repo, label);
   return payload as unknown as IssuesLabeledPayload;
+}
+
+/**
+ * A `ping` delivery (sent when a hook is created): the first of GitHub's examples that its
+ * webhook description accepts (the oldest predates fields now required), moved onto the fake.
+ */
+export function ping(repo: PayloadRepo): Record<string, unknown> {
+  const definitions = require("@octokit/webhooks-examples") as ExampleDefinition[];
+  const samples = definitions.find((d) => d.name === "ping")?.examples ?? [];
+  const sample = samples.find((candidate) => webhookPayloadProblem("ping", candidate) === undefined);
+  if (!sample) throw new Error("@octokit/webhooks-examples has no ping its webhook description accepts");
+  return rehome(record(structuredClone(sample)), repo);
 }
