@@ -54,6 +54,7 @@ export async function startHarnessServer(
     const publicUrl = settings.publicUrl;
     const flow = createManifestFlow({
       githubHost: settings.githubHost,
+      githubProtocol: settings.githubProtocol,
       envFile: settings.envFile,
       baseUrl: () => publicUrl ?? listeningUrl,
       ...(settings.org ? { org: settings.org } : {}),

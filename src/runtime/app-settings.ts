@@ -19,6 +19,8 @@ export type AppSettings =
        */
       host: string;
       githubHost: string;
+      /** GHE_PROTOCOL: `https` unless an Enterprise Server is reached over plain `http`. */
+      githubProtocol: "https" | "http";
       org?: string;
       envFile: string;
       /** HARNESS_PUBLIC_URL: the address GitHub sends the browser back to (default: where Harness listens). */
@@ -113,6 +115,7 @@ export function settingsFromEnv(
       port,
       host: env["HOST"] || "127.0.0.1",
       githubHost: env["GHE_HOST"] || "github.com",
+      githubProtocol: env["GHE_HOST"] && env["GHE_PROTOCOL"] === "http" ? "http" : "https",
       ...(env["GH_ORG"] ? { org: env["GH_ORG"] } : {}),
       ...(env["HARNESS_PUBLIC_URL"] ? { publicUrl: env["HARNESS_PUBLIC_URL"] } : {}),
       envFile: ".env",

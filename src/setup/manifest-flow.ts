@@ -6,6 +6,8 @@ import { parse as parseYaml } from "yaml";
 export interface ManifestFlowOptions {
   /** `github.com` or a GitHub Enterprise Server host. */
   githubHost: string;
+  /** GHE_PROTOCOL for an Enterprise Server host (default `https`; github.com is always https). */
+  githubProtocol?: "https" | "http";
   /** Register on this organisation instead of the signed-in user. */
   org?: string;
   /** Where the credentials are written (`.env`). */
@@ -51,8 +53,10 @@ export function createManifestFlow(options: ManifestFlowOptions) {
     states.delete(state);
     return expires !== undefined && expires > now();
   };
-  const web = `https://${options.githubHost}`;
-  const api = options.githubHost === "github.com" ? "https://api.github.com" : `https://${options.githubHost}/api/v3`;
+  const dotCom = options.githubHost === "github.com";
+  const protocol = dotCom ? "https" : (options.githubProtocol ?? "https");
+  const web = `${protocol}://${options.githubHost}`;
+  const api = dotCom ? "https://api.github.com" : `${protocol}://${options.githubHost}/api/v3`;
 
   return async (req: IncomingMessage, res: ServerResponse): Promise<boolean> => {
     const url = new URL(req.url ?? "/", "http://localhost");
@@ -147,7 +151,7 @@ export function createManifestFlow(options: ManifestFlowOptions) {
       const app = (await response.json()) as {
         id: number;
         pem: string;
-        webhook_secret: string;
+        webhook_secret: string | null;
         client_id?: string;
         client_secret?: string;
         html_url: string;
@@ -158,7 +162,8 @@ export function createManifestFlow(options: ManifestFlowOptions) {
       await updateEnvFile(options.envFile, {
         APP_ID: String(app.id),
         PRIVATE_KEY: JSON.stringify(app.pem),
-        WEBHOOK_SECRET: app.webhook_secret,
+        // GitHub's description allows a null secret; writing "null" would make it the secret.
+        ...(app.webhook_secret ? { WEBHOOK_SECRET: app.webhook_secret } : {}),
         ...(app.client_id ? { GITHUB_CLIENT_ID: app.client_id } : {}),
         ...(app.client_secret ? { GITHUB_CLIENT_SECRET: app.client_secret } : {}),
         // With these the run pages are on after the restart, at the address used to register.
@@ -176,6 +181,7 @@ export function createManifestFlow(options: ManifestFlowOptions) {
           `
         <p>The GitHub App <b>${escapeHtml(app.slug ?? String(app.id))}</b> is registered ` +
             `and its credentials are in <code>${escapeHtml(options.envFile)}</code>.</p>
+        ${app.webhook_secret ? "" : noSecretWarning(options.envFile, app.html_url)}
         <ol><li>Restart Harness (<code>npm start</code>) so it picks them up.</li>
         <li><a href="${escapeHtml(app.html_url)}/installations/new">Install the app</a> ` +
             `on the repositories it should work on.</li></ol>`,
@@ -249,5 +255,18 @@ export function escapeHtml(text: string): string {
   return text.replace(
     /[&<>"']/g,
     (char) => ({ "&": "&amp;", "<": "&lt;", ">": "&gt;", '"': "&quot;", "'": "&#39;" })[char] ?? char,
+  );
+}
+
+/**
+ * GitHub registered the app without a webhook secret. Harness verifies every delivery with one
+ * and will not start without it, so the operator must set one on both sides.
+ */
+function noSecretWarning(envFile: string, appUrl: string): string {
+  return (
+    `<p><b>GitHub returned no webhook secret.</b> Choose one (for example <code>openssl rand -hex 32</code>), ` +
+    `enter it under <i>Webhook secret</i> in <a href="${escapeHtml(appUrl)}">the app's settings</a>, ` +
+    `and add it to <code>${escapeHtml(envFile)}</code> as <code>WEBHOOK_SECRET=…</code>. ` +
+    `Harness will not start without it: it verifies every delivery with that secret.</p>`
   );
 }

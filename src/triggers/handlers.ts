@@ -25,7 +25,7 @@ import {
   intentFromIssue,
   parseCommand,
 } from "./command.js";
-import { parseIssueComment, parseIssuesLabeled, type IssueCommentEvent } from "./payload.js";
+import { parseIssueComment, parseIssuesLabeled, payloadProblem, type IssueCommentEvent } from "./payload.js";
 import type { ConfigCache, TtlCache } from "./ttl-cache.js";
 import { describeGitHubError } from "../github/errors.js";
 
@@ -70,7 +70,14 @@ type Issue = IssueCommentEvent["issue"];
  */
 export async function onIssueComment(context: WebhookContext, deps: HandlerDeps): Promise<void> {
   const event = parseIssueComment(context.payload);
-  if (!event) return;
+  if (!event) {
+    // Actions other than "created" are expected; anything else is a payload the app cannot read.
+    const action = (context.payload as { action?: unknown }).action;
+    if (action === "created") {
+      context.log.warn({ problem: payloadProblem(context.payload, "issue_comment") }, "ignored an unreadable comment");
+    }
+    return;
+  }
   // Cheap filter first: most comments are not commands, and cost no API call at all.
   if (!event.comment.body.trimStart().startsWith("/")) return;
   if (deps.appId !== undefined && event.comment.performed_via_github_app?.id === deps.appId) return;
@@ -758,10 +765,10 @@ async function fetchPermission(
 
 function isIgnoredBot(
   sender: { login: string; type: string },
-  author: { login: string; type: string },
+  author: { login: string; type: string } | null,
   config: RepoConfig,
 ): boolean {
-  const bot = sender.type === "Bot" || author.type === "Bot" || sender.login.endsWith("[bot]");
+  const bot = sender.type === "Bot" || author?.type === "Bot" || sender.login.endsWith("[bot]");
   return bot && !config.allowed_bots.includes(sender.login);
 }
 

@@ -33,7 +33,12 @@ const issueComment = z.object({
       .string()
       .nullable()
       .transform((body) => body ?? ""),
-    user,
+    /**
+     * Null when the author's account is gone (GitHub's webhook description allows it). The
+     * command is still handled: whoever asks is the delivery's `sender`, which is what is
+     * authorised, so a missing author changes nothing but the bot check.
+     */
+    user: user.nullable(),
     performed_via_github_app: z.object({ id: z.number() }).loose().nullable().optional(),
   }),
   repository,
@@ -56,6 +61,16 @@ export type IssuesLabeledEvent = z.infer<typeof issuesLabeled>;
 export function parseIssueComment(payload: unknown): IssueCommentEvent | undefined {
   const parsed = issueComment.safeParse(payload);
   return parsed.success ? parsed.data : undefined;
+}
+
+/** Where a payload departs from what the app reads (paths and kinds only: values may be a stranger's text). */
+export function payloadProblem(payload: unknown, kind: "issue_comment" | "issues"): string | undefined {
+  const parsed = (kind === "issue_comment" ? issueComment : issuesLabeled).safeParse(payload);
+  if (parsed.success) return undefined;
+  return parsed.error.issues
+    .slice(0, 3)
+    .map((issue) => `${issue.path.map(String).join(".") || "payload"}: ${issue.code}`)
+    .join("; ");
 }
 
 export function parseIssuesLabeled(payload: unknown): IssuesLabeledEvent | undefined {

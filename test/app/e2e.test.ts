@@ -10,7 +10,7 @@ import { SqliteRunJournal } from "../../src/runs/journal/sqlite.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
-import { issueCommentCreated, issuesLabeled, sendWebhook } from "../fakes/github/webhooks.js";
+import { issueCommentCreated, issuesLabeled, ping, sendWebhook } from "../fakes/github/webhooks.js";
 import { git, scratchDir } from "../helpers/git.js";
 import { parsePrometheusText, sampleValue } from "../metrics/prometheus-text.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
@@ -185,7 +185,8 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     const author = git(github.repo("acme", "widgets").bareDir, "log", "-1", "--format=%an <%ae>%n%B", branch);
     expect(author).toMatch(
       new RegExp(
-        `^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.github\\.com>\n` +
+        // The fake is an Enterprise Server at 127.0.0.1: its noreply domain is the instance's own.
+        `^harness\\[bot\\] <${String(bot.id)}\\+harness\\[bot\\]@users\\.noreply\\.127\\.0\\.0\\.1>\n` +
           `\\[harness\\] add a HELLO file\n\nRequested in #1\\.\n\nHarness-Run: `,
       ),
     );
@@ -228,6 +229,29 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     ).toBe(1);
     // The fake GitHub sends rate-limit headers like GitHub does; the gauge follows them.
     expect(after.get("harness_github_rate_limit_remaining")?.samples.length ?? 0).toBeGreaterThan(0);
+  });
+
+  test("a comment whose author's account is gone (comment.user null) is answered for its sender", async () => {
+    const issue = github.createIssue("acme", "widgets", { title: "Greet people", user: "reporter" });
+    const posted = github.addComment("acme", "widgets", issue.number, {
+      body: "/harness add a HELLO file",
+      user: "maintainer",
+    });
+    const payload = issueCommentCreated({
+      repo: github.repo("acme", "widgets"),
+      issue: { number: issue.number, title: issue.title, body: issue.body },
+      comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
+      installationId: 77,
+    });
+    // GitHub's webhook description allows a null author; the sender is still who asked.
+    (payload.comment as { user: unknown }).user = null;
+    const delivery = await sendWebhook(server.url, SECRET, "issue_comment", payload, undefined, {
+      unlikeGitHubBecause: "GitHub's OpenAPI webhook description allows a null author; webhooks-schemas does not",
+    });
+    expect(delivery.status).toBe(200);
+    await settle();
+    expect(github.reactions("acme", "widgets", { commentId: posted.id }).map((r) => r.content)).toEqual(["eyes"]);
+    expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
   });
 
   test("the harness label starts a run with the issue's title and body", async () => {
@@ -659,7 +683,7 @@ describe("durable runs (SQLite queue)", () => {
       expect(statusComments()[0]?.body).toContain("queued");
       expect(github.pullRequests("acme", "widgets")).toEqual([]);
       await restart("worker");
-      expect((await sendWebhook(server.url, SECRET, "ping", { zen: "z" })).status).toBe(404);
+      expect((await sendWebhook(server.url, SECRET, "ping", ping(github.repo("acme", "widgets")))).status).toBe(404);
       await server.settle();
       expect(statusComments()).toHaveLength(1);
       expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
@@ -796,7 +820,7 @@ describe("security", () => {
 
   test("unknown events and actions are answered 200 and ignored", async () => {
     const repo = github.repo("acme", "widgets");
-    const ping = await sendWebhook(server.url, SECRET, "ping", { zen: "Keep it logically awesome.", hook_id: 1 });
+    const pinged = await sendWebhook(server.url, SECRET, "ping", ping(repo));
     const edited = await sendWebhook(server.url, SECRET, "issue_comment", {
       ...issueCommentCreated({
         repo,
@@ -805,8 +829,9 @@ describe("security", () => {
         installationId: 77,
       }),
       action: "edited",
+      changes: { body: { from: "/harness stop" } },
     });
-    expect([ping.status, edited.status]).toEqual([200, 200]);
+    expect([pinged.status, edited.status]).toEqual([200, 200]);
     await settle();
     expect(github.mintedTokens()).toEqual([]);
   });

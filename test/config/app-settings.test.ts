@@ -25,6 +25,8 @@ describe("settings from the environment", () => {
       githubHost: "ghe.corp",
       org: "platform",
     });
+    expect(settingsFromEnv({ GHE_HOST: "ghe.corp", GHE_PROTOCOL: "http" })).toMatchObject({ githubProtocol: "http" });
+    expect(settingsFromEnv({ GHE_PROTOCOL: "http" })).toMatchObject({ githubProtocol: "https" });
   });
 
   test("credentials without a webhook secret: refuses to start", () => {

@@ -346,6 +346,17 @@ describe("resolveBlueprint reads a blueprint file within its own cap", () => {
     );
   });
 
+  test("a 2 MB blueprint file, which GitHub sends without content, is refused by its size, not parsed", async () => {
+    const { octokit } = await world({
+      repo: "blueprint: ci/huge.yml\n",
+      otherRepoFiles: { "ci/huge.yml": `# ${"x".repeat(2 * ONE_MIB - 3)}\n` },
+    });
+    const config = await loadRepoConfig(octokit, "acme", "widgets");
+    await expect(resolveBlueprint(octokit, "acme", "widgets", config)).rejects.toThrow(
+      new BlueprintError("blueprint ci/huge.yml is 2,097,152 bytes; Harness reads at most 262,144"),
+    );
+  });
+
   test("a blueprint with duplicate keys is refused with the line", async () => {
     const { octokit } = await world({
       repo: "blueprint: ci/lint.yml\n",

@@ -31,7 +31,14 @@ beforeEach(async () => {
     );
   }) as typeof fetch;
   server = await startHarnessServer(
-    { mode: "setup", port: 0, host: "127.0.0.1", githubHost: "github.com", envFile: join(dir.path, ".env") },
+    {
+      mode: "setup",
+      port: 0,
+      host: "127.0.0.1",
+      githubHost: "github.com",
+      githubProtocol: "https",
+      envFile: join(dir.path, ".env"),
+    },
     { fetch: fakeFetch },
   );
 });
@@ -174,5 +181,44 @@ describe("setup mode cannot be taken over", () => {
     expect(again.page).toContain("already registered");
     expect((await finish("abc124", again.state || "x", again.cookie)).status).toBe(409);
     expect(conversions).toHaveLength(1);
+  });
+});
+
+describe("an Enterprise Server over http, and a registration without a webhook secret", () => {
+  test("GHE_PROTOCOL=http is used for the form and the exchange; a null secret is not written as 'null'", async () => {
+    const exchanged: string[] = [];
+    const gheFetch = ((url: string) => {
+      exchanged.push(url);
+      const app = {
+        id: 9,
+        slug: "harness",
+        pem: fakePem(),
+        webhook_secret: null,
+        html_url: "http://ghe.test/apps/harness",
+      };
+      return Promise.resolve(new Response(JSON.stringify(app), { status: 201 }));
+    }) as typeof fetch;
+    const envFile = join(dir.path, "ghe.env");
+    const ghe = await startHarnessServer(
+      { mode: "setup", port: 0, host: "127.0.0.1", githubHost: "ghe.test", githubProtocol: "http", envFile },
+      { fetch: gheFetch },
+    );
+    try {
+      const response = await fetch(`${ghe.url}/`);
+      const page = await response.text();
+      expect(page).toContain('action="http://ghe.test/settings/apps/new?state=');
+      const state = /settings\/apps\/new\?state=([0-9a-f]+)"/.exec(page)?.[1] ?? "";
+      const cookie = (response.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
+      const done = await fetch(`${ghe.url}/setup?code=c0de&state=${state}`, { headers: { cookie } });
+      expect(exchanged).toEqual(["http://ghe.test/api/v3/app-manifests/c0de/conversions"]);
+      const text = await done.text();
+      expect(text).toContain("GitHub returned no webhook secret.");
+      expect(text).toContain("WEBHOOK_SECRET=");
+      const env = await readFile(envFile, "utf8");
+      expect(env).toContain("APP_ID=9\n");
+      expect(env).not.toContain("WEBHOOK_SECRET");
+    } finally {
+      await ghe.close();
+    }
   });
 });

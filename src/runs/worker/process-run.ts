@@ -36,7 +36,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     const { plan } = planned;
     announcePlan(run, plan);
 
-    const identity = await fetchBotIdentity(await deps.appOctokit(), octokit);
+    const identity = await fetchBotIdentity(await deps.appOctokit(), octokit, new URL(request.repo.htmlUrl).origin);
     const branch = runBranch(request);
     if (await finishEarlierAttempt(run, octokit, plan, branch)) return;
 
