@@ -2,6 +2,8 @@ import { existsSync } from "node:fs";
 import Database from "better-sqlite3";
 import { RunStoreError } from "../../store/run-store-error.js";
 import { HeldRuns, interruptReason, newWorkerId, type AttemptOutcome } from "./attempt.js";
+import { judgeOwner, machineProbes, ownProof, readProof, type LivenessProbes, type OwnerProof } from "./liveness.js";
+import { lockFree, OwnerLock, ownerLockDir, sweepOwnerLocks } from "./owner-lock.js";
 import { IdleSignal } from "../../util/idle.js";
 import { openSqliteFile } from "../../store/sqlite-file.js";
 import { queueLimits, refusalFor } from "./quota.js";
@@ -18,6 +20,11 @@ export interface SqliteQueueOptions extends DurableQueueOptions {
   /** The store failed a poll (busy past its timeout, disk trouble); the next poll tries again. */
   onStoreError?: (error: unknown) => void;
   now?: () => number;
+  /**
+   * What proves a claim's owner gone (default: this machine's `/proc` and the lock files next
+   * to the store). Tests inject their own.
+   */
+  liveness?: LivenessProbes;
 }
 
 type RunState = "queued" | "running" | "done" | "cancelled" | "interrupted";
@@ -33,6 +40,7 @@ interface RunRow {
   lease_owner: string | null;
   lease_until: number | null;
   cancel_requested: number;
+  lease_proof: string | null;
 }
 
 /**
@@ -40,6 +48,9 @@ interface RunRow {
  * the same millisecond are told apart by insertion order (rowid), never left to chance.
  */
 const ISSUE_ORDER = "ORDER BY (state = 'running') DESC, created_at, rowid";
+
+/** How often a worker looks for lock files left by dead processes, in ms. */
+const LOCK_SWEEP_MS = 10 * 60_000;
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS runs (
@@ -81,10 +92,19 @@ UPDATE runs SET repo_id = COALESCE(json_extract(request, '$.repo.id'), 0), ` +
   `installation_id = COALESCE(json_extract(request, '$.installationId'), 0);
 `;
 
+/** Added with the liveness proof; claims made before it carry none and follow the lease rule. */
+const PROOF_COLUMN = "ALTER TABLE runs ADD COLUMN lease_proof TEXT";
+
 const QUOTA_INDEXES = `
 CREATE INDEX IF NOT EXISTS runs_repository ON runs (repo_id, state);
 CREATE INDEX IF NOT EXISTS runs_installation ON runs (installation_id, state);
 `;
+
+function hasColumn(db: Database.Database, name: string): boolean {
+  return (db.prepare("PRAGMA table_info(runs)").all() as Array<{ name: string }>).some(
+    (column) => column.name === name,
+  );
+}
 
 function migrate(db: Database.Database): void {
   const columns = new Set(
@@ -94,6 +114,11 @@ function migrate(db: Database.Database): void {
     db.transaction(() => {
       db.exec(QUOTA_COLUMNS);
     }).immediate();
+  if (!columns.has("lease_proof"))
+    db.transaction(() => {
+      // Looked at again under the write lock: another process opening the same store may have added it.
+      if (!hasColumn(db, "lease_proof")) db.exec(PROOF_COLUMN);
+    }).immediate();
   db.exec(QUOTA_INDEXES);
 }
 
@@ -101,7 +126,9 @@ function migrate(db: Database.Database): void {
  * A durable run queue in one SQLite file (WAL): requests survive restarts and crashes, each
  * request key runs once however often it is delivered, one run per issue is active at a time,
  * claimed runs hold a lease renewed by heartbeats, and a run whose worker died is retried (with
- * backoff) until its attempts are spent, then given up as interrupted — never left silent.
+ * backoff) until its attempts are spent, then given up as interrupted — never left silent. A
+ * worker that provably died on this machine (liveness.ts) is not waited for: its runs are taken
+ * back as soon as another process looks, typically the same one restarted.
  * No token is ever stored: requests hold identifiers and text only.
  */
 export class SqliteRunQueue implements RunQueue {
@@ -121,6 +148,13 @@ export class SqliteRunQueue implements RunQueue {
   private poller: NodeJS.Timeout | undefined;
   private readonly checkpointer: NodeJS.Timeout;
   private closed = false;
+  private readonly probes: LivenessProbes;
+  private readonly lock: OwnerLock | undefined;
+  private readonly lockDir: string | undefined;
+  /** Recorded with each claim (see liveness.ts); null when this process can prove nothing. */
+  private readonly proof: OwnerProof | undefined;
+  private readonly proofText: string | null;
+  private sweptAt: number | undefined;
 
   constructor(
     private readonly processor: RunProcessor,
@@ -139,6 +173,15 @@ export class SqliteRunQueue implements RunQueue {
     });
     this.db = openSqliteFile(options.path, SCHEMA, "run store");
     migrate(this.db);
+    this.lockDir = options.path === ":memory:" ? undefined : ownerLockDir(options.path);
+    const lockDir = this.lockDir;
+    this.probes = options.liveness ?? machineProbes(lockDir ? (name) => lockFree(lockDir, name) : undefined);
+    // Only a process that claims runs needs to be provably alive (or dead), and only one that
+    // can give a proof at all (Linux) needs a lock file.
+    const provable = this.concurrency > 0 && ownProof(this.probes) !== undefined;
+    this.lock = provable && lockDir ? OwnerLock.acquire(lockDir) : undefined;
+    this.proof = provable ? ownProof(this.probes, this.lock?.name) : undefined;
+    this.proofText = this.proof ? JSON.stringify(this.proof) : null;
     // Checkpoints run on a timer, not inside whichever write crosses SQLite's threshold: left
     // automatic, about one enqueue in a hundred paid ~6 ms to copy the WAL back (measured).
     this.db.pragma("wal_autocheckpoint = 0");
@@ -258,6 +301,7 @@ export class SqliteRunQueue implements RunQueue {
     clearInterval(this.checkpointer);
     await this.held.drain(graceMs);
     this.db.close();
+    this.lock?.release();
   }
 
   /** Duplicate, refused, or accepted with its fair rank — read in the caller's transaction. */
@@ -310,9 +354,7 @@ export class SqliteRunQueue implements RunQueue {
 
   private hasClaimable(): boolean {
     return (
-      this.db
-        .prepare("SELECT 1 FROM runs WHERE state = 'queued' OR (state = 'running' AND lease_until < ?)")
-        .get(this.now()) !== undefined
+      this.db.prepare("SELECT 1 FROM runs WHERE state = 'queued'").get() !== undefined || this.stalled().length > 0
     );
   }
 
@@ -320,7 +362,12 @@ export class SqliteRunQueue implements RunQueue {
   private pump(): void {
     if (this.closed || this.concurrency === 0) return;
     try {
-      void this.recoverExpired().catch((error: unknown) => this.options.onStoreError?.(error));
+      void this.recoverStalled().catch((error: unknown) => this.options.onStoreError?.(error));
+      const now = this.now();
+      if (this.sweptAt === undefined || now - this.sweptAt > LOCK_SWEEP_MS) {
+        this.sweptAt = now;
+        this.sweepLocks();
+      }
       while (this.held.size < this.concurrency) {
         const row = this.claim();
         if (!row) break;
@@ -366,9 +413,9 @@ export class SqliteRunQueue implements RunQueue {
         this.db
           .prepare(
             "UPDATE runs SET state = 'running', attempts = attempts + 1, lease_owner = ?, lease_until = ?, " +
-              "started_at = COALESCE(started_at, ?) WHERE run_id = ?",
+              "lease_proof = ?, started_at = COALESCE(started_at, ?) WHERE run_id = ?",
           )
-          .run(this.workerId, now + this.leaseMs, now, row.run_id);
+          .run(this.workerId, now + this.leaseMs, this.proofText, now, row.run_id);
         return { ...row, state: "running", attempts: row.attempts + 1 };
       })
       .immediate();
@@ -410,7 +457,7 @@ export class SqliteRunQueue implements RunQueue {
     this.db
       .prepare(
         "UPDATE runs SET state = 'queued', attempts = MAX(attempts - 1, 0), " +
-          "lease_owner = NULL, lease_until = NULL WHERE run_id = ? AND lease_owner = ?",
+          "lease_owner = NULL, lease_until = NULL, lease_proof = NULL WHERE run_id = ? AND lease_owner = ?",
       )
       .run(runId, this.workerId);
   }
@@ -418,40 +465,74 @@ export class SqliteRunQueue implements RunQueue {
   private finish(runId: string, state: RunState, error?: string): void {
     this.db
       .prepare(
-        "UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, last_error = ? " +
-          "WHERE run_id = ? AND lease_owner = ?",
+        "UPDATE runs SET state = ?, finished_at = ?, lease_owner = NULL, lease_until = NULL, lease_proof = NULL, " +
+          "last_error = ? WHERE run_id = ? AND lease_owner = ?",
       )
       .run(state, this.now(), error ?? null, runId, this.workerId);
   }
 
-  /** Runs whose worker stopped heartbeating: retried with backoff, or given up as interrupted. */
-  private async recoverExpired(): Promise<void> {
+  /**
+   * Running runs held by no live worker: the lease lapsed (no heartbeat came), or the owner is
+   * provably gone (see liveness.ts) — a crashed process restarted on the same machine need not
+   * wait out the dead one's lease. Another host or boot, or no proof, leaves the lease to decide.
+   */
+  private stalled(): Array<{ row: RunRow; dead: boolean }> {
     const now = this.now();
-    const expired = this.db
-      .prepare("SELECT * FROM runs WHERE state = 'running' AND lease_until < ?")
+    const rows = this.db
+      .prepare("SELECT * FROM runs WHERE state = 'running' AND (lease_until < ? OR lease_proof IS NOT NULL)")
       .all(now) as RunRow[];
-    for (const row of expired) {
+    const found: Array<{ row: RunRow; dead: boolean }> = [];
+    for (const row of rows) {
       if (this.held.has(row.run_id)) continue;
+      if (row.lease_until !== null && row.lease_until < now) found.push({ row, dead: false });
+      else if (this.proof && judgeOwner(readProof(row.lease_proof), this.proof, this.probes).owner === "dead")
+        found.push({ row, dead: true });
+    }
+    return found;
+  }
+
+  /** Stalled runs are retried with backoff, or given up as interrupted once their attempts are spent. */
+  private async recoverStalled(): Promise<void> {
+    const now = this.now();
+    // Only the claim that was judged is taken back: a heartbeat or a new claim since means it lives.
+    const unchanged =
+      "WHERE run_id = @runId AND state = 'running' AND lease_owner IS @owner AND lease_until IS @leaseUntil";
+    for (const { row, dead } of this.stalled()) {
+      const claim = { runId: row.run_id, owner: row.lease_owner, leaseUntil: row.lease_until };
       if (row.attempts < this.maxAttempts && !row.cancel_requested) {
+        // A run whose first worker provably died starts again at once. One that has lost two may
+        // be what kills them, so it backs off as after a lapsed lease.
+        const delay = dead && row.attempts <= 1 ? 0 : this.backoffMs * 2 ** (row.attempts - 1);
         this.db
           .prepare(
-            "UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, available_at = ? " +
-              "WHERE run_id = ? AND state = 'running' AND lease_until < ?",
+            "UPDATE runs SET state = 'queued', lease_owner = NULL, lease_until = NULL, lease_proof = NULL, " +
+              `available_at = @availableAt ${unchanged}`,
           )
-          .run(now + this.backoffMs * 2 ** (row.attempts - 1), row.run_id, now);
+          .run({ ...claim, availableAt: now + delay });
         continue;
       }
       const changed = this.db
         .prepare(
-          "UPDATE runs SET state = 'interrupted', finished_at = ?, lease_owner = NULL, lease_until = NULL " +
-            "WHERE run_id = ? AND state = 'running' AND lease_until < ?",
+          "UPDATE runs SET state = 'interrupted', finished_at = @now, lease_owner = NULL, lease_until = NULL, " +
+            `lease_proof = NULL ${unchanged}`,
         )
-        .run(now, row.run_id, now);
+        .run({ ...claim, now });
       if (changed.changes === 1) {
         const reason = interruptReason(row.attempts, row.cancel_requested === 1);
         await this.options.onInterrupted?.(JSON.parse(row.request) as RunRequest, reason).catch(() => undefined);
       }
     }
+  }
+
+  /** At start and now and then: lock files of dead processes that no running claim names (owner-lock.ts). */
+  private sweepLocks(): void {
+    if (!this.lockDir) return;
+    const named = this.db.prepare("SELECT lease_proof FROM runs WHERE state = 'running'").all() as Array<{
+      lease_proof: string | null;
+    }>;
+    const keep = new Set(named.map((row) => readProof(row.lease_proof)?.lock).filter((name) => name !== undefined));
+    if (this.lock) keep.add(this.lock.name);
+    sweepOwnerLocks(this.lockDir, keep);
   }
 }
 
