@@ -1,4 +1,5 @@
 import { readFileSync } from "node:fs";
+import { dirname, join, resolve } from "node:path";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
 import { NETWORK_MODES, type NetworkMode } from "../config/network-policy.js";
@@ -49,6 +50,11 @@ export type AppSettings =
        * out with HARNESS_UNISOLATED_LOCAL=1. Absent means namespaces.
        */
       localSandbox?: LocalIsolation;
+      /**
+       * Warm repository mirrors the local sandbox clones with (HARNESS_REPO_CACHE,
+       * HARNESS_REPO_CACHE_MAX_GB); absent when off.
+       */
+      repoCache?: { root: string; maxBytes: number };
       /**
        * Which repositories may have which setup secrets (HARNESS_SETUP_SECRETS); the values are
        * read from the environment by name when a run needs them.
@@ -154,6 +160,7 @@ export function settingsFromEnv(
   if (localSandbox.mode === "none" && [sandbox, ...allowed].includes("local")) warnings.push(UNISOLATED_WARNING);
   const logFormat = env["LOG_FORMAT"] === "pretty" ? "pretty" : "json";
   const role = roleFrom(env);
+  const queue = queueFrom(env);
   return {
     mode: "app",
     port,
@@ -176,7 +183,8 @@ export function settingsFromEnv(
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
-    queue: queueFrom(env),
+    queue,
+    ...repoCacheFrom(env, queue),
     maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
     leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
     queueLimits: {
@@ -211,6 +219,32 @@ export function settingsFromEnv(
     role,
     warnings,
   };
+}
+
+/**
+ * HARNESS_REPO_CACHE: where the mirrors live, or `off`. By default beside the SQLite store (or
+ * in ./data with Redis); off with the in-memory queue, whose deployments keep nothing.
+ */
+function repoCacheFrom(
+  env: NodeJS.ProcessEnv,
+  queue: QueueSettings,
+): { repoCache?: { root: string; maxBytes: number } } {
+  const setting = env["HARNESS_REPO_CACHE"] || undefined;
+  if (setting === "off") return {};
+  const root =
+    setting ??
+    (queue.kind === "sqlite"
+      ? join(dirname(queue.path), "repo-cache")
+      : queue.kind === "bullmq"
+        ? "./data/repo-cache"
+        : undefined);
+  if (root === undefined) return {};
+  const maxGb = Number(env["HARNESS_REPO_CACHE_MAX_GB"] || "20");
+  if (!Number.isFinite(maxGb) || maxGb <= 0)
+    throw new SettingsError(
+      `HARNESS_REPO_CACHE_MAX_GB must be a positive number, got "${env["HARNESS_REPO_CACHE_MAX_GB"] ?? ""}"`,
+    );
+  return { repoCache: { root: resolve(root), maxBytes: Math.round(maxGb * 1024 ** 3) } };
 }
 
 /** The export is a list of who did what in which repository: it takes a real secret or stays off. */

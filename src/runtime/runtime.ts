@@ -21,6 +21,7 @@ import { processRun } from "../runs/worker/process-run.js";
 import { DraftRefusals } from "../runs/worker/draft-refusals.js";
 import { reportInterrupted } from "../runs/worker/report-interrupted.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
+import { RepoCache } from "../sandbox/local/repo-cache.js";
 import { createLocalSandbox } from "../sandbox/local/sandbox.js";
 import type { Sandbox, SandboxKind, SandboxOptions } from "../sandbox/types.js";
 import { assertRedisReachable } from "../store/redis-connection.js";
@@ -109,6 +110,16 @@ export async function buildRuntime(
   // Who asked, who approved, which token, which push: beside the runs, redacted, bounded.
   const audit = createAuditLog(settings.queue, { redactor });
   const runMetrics = new RunMetricsReporter(metrics);
+  const repoCache =
+    settings.repoCache && settings.role !== "web"
+      ? new RepoCache({
+          root: settings.repoCache.root,
+          maxBytes: settings.repoCache.maxBytes,
+          warn: (message) => {
+            log.warn({}, redactor(message));
+          },
+        })
+      : undefined;
   const journalReporter = new JournalReporter(journal, { log });
   const journaling = new RunJournaling(journal, journalReporter, log);
 
@@ -124,6 +135,7 @@ export async function buildRuntime(
     allowedSandboxes: settings.allowedSandboxes,
     daytona: settings.daytona,
     localIsolation,
+    ...(repoCache ? { repoCache } : {}),
     unisolatedWarning: UNISOLATED_WARNING,
     ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
     ...(settings.network ? { network: settings.network } : {}),
@@ -190,6 +202,7 @@ export async function buildRuntime(
       await reaper?.stop();
       await acknowledgements.idle();
       await queue.close(graceMs);
+      await repoCache?.settle();
       await Promise.allSettled([journal.close(), pending.close(), audit.close()]);
     },
   };

@@ -134,6 +134,24 @@ export interface LocalIsolation {
  */
 export type NetworkPolicy = { mode: "open" } | { mode: "none" } | { mode: "allowlist"; allow: readonly string[] };
 
+/** One run's use of a warm mirror of its repository (see `local/repo-cache.ts`). */
+export interface MirrorLease {
+  /** The bare mirror, named by `git clone --reference` (git reads its objects as alternates). */
+  readonly path: string;
+  /** Fetches what is new into the mirror, off the run's critical path. */
+  refresh(token: string | undefined): void;
+  /** The clone with this mirror failed where one without it worked: rebuild it. */
+  discard(): void;
+  /** The checkout that used the mirror is gone. */
+  release(): void;
+}
+
+/** Warm mirrors of repositories, per scope (an installation); none is shared across scopes. */
+export interface RepositoryMirrors {
+  /** A current-enough mirror of `url` for `scope`, or undefined to clone without one. */
+  lease(scope: string, url: string, token: string | undefined): Promise<MirrorLease | undefined>;
+}
+
 export interface SandboxOptions {
   /**
    * Source repository: a local path (the local sandbox makes a worktree of it), or a GitHub
@@ -150,6 +168,11 @@ export interface SandboxOptions {
   localIsolation?: LocalIsolation;
   /** Daytona-specific options (ignored by the local sandbox). */
   daytona?: DaytonaOptions;
+  /**
+   * Warm mirrors the local sandbox clones with (ignored by Daytona and by worktree mode), and
+   * the scope whose mirrors this run may use: its installation, never another's.
+   */
+  repoCache?: { mirrors: RepositoryMirrors; scope: string };
   /**
    * Read-only GitHub token for the clone. Handed to git only through an environment-scoped
    * credential for the one git process that needs it; never written to disk or a remote URL.

@@ -1,4 +1,4 @@
-import { chmod, writeFile } from "node:fs/promises";
+import { chmod, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
@@ -968,5 +968,31 @@ describe("failures end in the right terminal comment, and the app keeps serving"
     await comment("/harness add a HELLO file again");
     await settle();
     expect(statusComments()[1]?.body).toContain("### ✅ Harness opened a pull request");
+  });
+});
+
+describe("the warm repository cache (HARNESS_REPO_CACHE)", () => {
+  test("runs clone with their installation's mirror; the base is GitHub's current head; PRs are right", async () => {
+    await server.close(1_000);
+    const cacheRoot = join(dir.path, "repo-cache");
+    await start({}, { repoCache: { root: cacheRoot, maxBytes: 1024 ** 3 } });
+
+    await comment("/harness add a HELLO file");
+    await settle();
+    expect(statusComments()[0]?.body).toContain("### ✅ Harness opened a pull request");
+    const scopes = await readdir(cacheRoot);
+    expect(scopes).toEqual([expect.stringMatching(/^installation-77-[0-9a-f]{16}$/)]);
+
+    // Someone merges in between: the next run must start from that commit, not the mirror's.
+    await github.setFile("acme", "widgets", "NEWS.md", "merged meanwhile\n");
+    const head = git(github.repo("acme", "widgets").bareDir, "rev-parse", "refs/heads/main");
+    await comment("/harness add a HELLO file again");
+    await settle();
+    expect(statusComments()[1]?.body).toContain("### ✅ Harness opened a pull request");
+    const second = github.pullRequests("acme", "widgets")[1]?.pull?.headRef ?? "";
+    const base = git(github.repo("acme", "widgets").bareDir, "rev-parse", `${second}~1`);
+    expect(base).toBe(head);
+    expect(await github.readFile("acme", "widgets", "NEWS.md", second)).toBe("merged meanwhile\n");
+    expect(logs).not.toMatch(/repository cache/);
   });
 });

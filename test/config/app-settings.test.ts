@@ -1,3 +1,4 @@
+import { resolve } from "node:path";
 import { describe, expect, test } from "vitest";
 import { settingsFromEnv } from "../../src/runtime/app-settings.js";
 import { fakePem } from "../helpers/fake-secrets.js";
@@ -178,6 +179,26 @@ describe("queue settings", () => {
     expect(
       settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r" }),
     ).toMatchObject({ role: "worker" });
+  });
+});
+
+describe("repository cache settings (HARNESS_REPO_CACHE)", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+  test("beside the SQLite store by default, in ./data with Redis, off in memory or on request; bounded in GB", () => {
+    expect(settingsFromEnv({ ...base, HARNESS_DB: "/var/lib/harness/runs.db" })).toMatchObject({
+      repoCache: { root: "/var/lib/harness/repo-cache", maxBytes: 20 * 1024 ** 3 },
+    });
+    expect(
+      settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r", HARNESS_REPO_CACHE_MAX_GB: "1.5" }),
+    ).toMatchObject({ repoCache: { root: resolve("./data/repo-cache"), maxBytes: 1.5 * 1024 ** 3 } });
+    expect(settingsFromEnv({ ...base, HARNESS_REPO_CACHE: "/srv/mirrors" })).toMatchObject({
+      repoCache: { root: "/srv/mirrors" },
+    });
+    expect(settingsFromEnv({ ...base, HARNESS_REPO_CACHE: "off" })).not.toHaveProperty("repoCache");
+    expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "memory" })).not.toHaveProperty("repoCache");
+    expect(() => settingsFromEnv({ ...base, HARNESS_REPO_CACHE_MAX_GB: "lots" })).toThrow(
+      /HARNESS_REPO_CACHE_MAX_GB must be a positive number, got "lots"/,
+    );
   });
 });
 

@@ -15,6 +15,8 @@ export interface RecordedGitRequest {
   /** The Basic-auth user and password the client sent, if any. */
   user?: string;
   password?: string;
+  /** Bytes of the response body: what crossed the network for this request. */
+  responseBytes?: number;
 }
 
 export interface GitHttpServer {
@@ -60,7 +62,8 @@ async function handle(
 ): Promise<void> {
   const url = new URL(req.url ?? "/", "http://localhost");
   const credentials = parseBasic(req.headers.authorization);
-  requests.push({ method: req.method ?? "GET", path: url.pathname + url.search, ...credentials });
+  const record: RecordedGitRequest = { method: req.method ?? "GET", path: url.pathname + url.search, ...credentials };
+  requests.push(record);
 
   if (
     options.token !== undefined &&
@@ -100,7 +103,9 @@ async function handle(
     }),
   );
 
-  writeCgiResponse(res, Buffer.concat(chunks));
+  const output = Buffer.concat(chunks);
+  record.responseBytes = output.length;
+  writeCgiResponse(res, output);
 }
 
 /** Turns a CGI program's output (headers, a blank line, the body) into the HTTP response. */

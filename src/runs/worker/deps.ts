@@ -5,7 +5,14 @@ import { type SetupSecretGrant } from "../../config/setup-secrets.js";
 import type { Reporter } from "../../contracts/events.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
 import type { TokenMinter } from "../../github/tokens.js";
-import type { DaytonaOptions, LocalIsolation, Sandbox, SandboxKind, SandboxOptions } from "../../sandbox/types.js";
+import type {
+  DaytonaOptions,
+  LocalIsolation,
+  RepositoryMirrors,
+  Sandbox,
+  SandboxKind,
+  SandboxOptions,
+} from "../../sandbox/types.js";
 import type { Log } from "../../util/log.js";
 import type { DraftRefusals } from "./draft-refusals.js";
 
@@ -23,6 +30,8 @@ export interface WorkerDeps {
   daytona?: DaytonaOptions;
   /** How the local sandbox isolates runs (default: namespaces). */
   localIsolation?: LocalIsolation;
+  /** Warm mirrors the local sandbox clones with; each run uses only its installation's. */
+  repoCache?: RepositoryMirrors;
   /** Which repositories may have which setup secrets; values come from `environment` by name. */
   setupSecrets?: readonly SetupSecretGrant[];
   /** The operator's network ceiling and always-allowed entries (default: open, none). */

@@ -59,6 +59,9 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
         replaceEarlierAttempts: true,
         ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
         ...(sandboxKind === "local" ? { localIsolation } : {}),
+        ...(sandboxKind === "local" && deps.repoCache
+          ? { repoCache: { mirrors: deps.repoCache, scope: `installation-${String(request.installationId)}` } }
+          : {}),
         network: network.policy,
         ...(sandboxKind === "daytona"
           ? {

@@ -24,6 +24,7 @@ import {
   assertScratchFileContent,
   assertScratchFileName,
   DEFAULT_OPERATION_TIMEOUT,
+  type MirrorLease,
   type Sandbox,
   type SandboxOptions,
 } from "../types.js";
@@ -112,6 +113,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
     return result.stdout.trim();
   };
 
+  let mirror: MirrorLease | undefined;
   try {
     if (source.kind === "local") {
       const branchExists =
@@ -124,12 +126,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         source.path,
       );
     } else {
-      await gitOrThrow(
-        `Cloning ${source.display}`,
-        ["clone", "--quiet", "--", source.url, workDir],
-        base,
-        opts.githubToken,
-      );
+      mirror = await cloneRemote(source, workDir, base, opts, git);
       const fetched = await git(
         ["fetch", "--quiet", "origin", `refs/heads/${opts.branch}:refs/remotes/origin/${opts.branch}`],
         workDir,
@@ -146,6 +143,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   } catch (error) {
     await egress?.proxy.close();
     await removeSandboxDir(base, source);
+    mirror?.release();
     throw error;
   }
 
@@ -186,7 +184,12 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
                 homeDir,
                 scratchDir,
                 network: network.mode === "open" ? (isolation.network ?? "open") : "none",
-                readOnlyPaths: [...(isolation.readOnlyPaths ?? []), ...(egress ? egress.readOnlyPaths : [])],
+                readOnlyPaths: [
+                  ...(isolation.readOnlyPaths ?? []),
+                  ...(egress ? egress.readOnlyPaths : []),
+                  // The checkout's alternates: its own repository's mirror, read-only, nothing else of the cache.
+                  ...(mirror ? [mirror.path] : []),
+                ],
               },
               egress ? egressCommand(egress.forwarderPath, egress.socketPath, execOpts.argv) : execOpts.argv,
               isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {},
@@ -288,6 +291,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       tornDown = true;
       await egress?.proxy.close().catch(() => undefined);
       await removeSandboxDir(base, source);
+      mirror?.release();
     },
   };
   return sandbox;
@@ -309,6 +313,49 @@ async function startEgress(dir: string, allowlist: AllowEntry[]): Promise<Egress
   const proxy = await startEgressProxy({ socketPath, allowlist });
   const nodeDir = dirname(process.execPath);
   return { proxy, socketPath, forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
+}
+
+type Git = (args: string[], cwd: string, token?: string) => Promise<ExecResult>;
+
+/** Failures a mirror cannot have caused: with them, a plain clone working says nothing about the mirror. */
+const NETWORK_FAILURE = /unable to access|could not resolve|connection|timed out|RPC failed|HTTP [0-9]{3}/i;
+
+/**
+ * Clones from GitHub, with the repository's warm mirror as a reference when there is one, so
+ * only what the mirror lacks is fetched and the base is still GitHub's current head. A clone
+ * the mirror broke is done again without it, and the mirror rebuilt. Returns the mirror the
+ * checkout now reads objects from.
+ */
+async function cloneRemote(
+  source: Extract<Source, { kind: "remote" }>,
+  workDir: string,
+  base: string,
+  opts: SandboxOptions,
+  git: Git,
+): Promise<MirrorLease | undefined> {
+  const token = opts.githubToken;
+  const redactToken = createRedactor([token]);
+  const clone = (reference: string | undefined): Promise<ExecResult> =>
+    git(["clone", "--quiet", ...(reference ? ["--reference", reference] : []), "--", source.url, workDir], base, token);
+  const cache = opts.repoCache;
+  const mirror = cache ? await cache.mirrors.lease(cache.scope, source.url, token) : undefined;
+  let result = await clone(mirror?.path);
+  if (result.exitCode === 0) {
+    mirror?.refresh(token);
+    return mirror;
+  }
+  if (mirror) {
+    await rm(workDir, { recursive: true, force: true });
+    const withMirror = result;
+    result = await clone(undefined);
+    if (result.exitCode === 0 && !NETWORK_FAILURE.test(withMirror.stderr)) mirror.discard();
+    mirror.release();
+  }
+  if (result.exitCode !== 0) {
+    const detail = redactToken((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
+    throw new SandboxError(`Cloning ${source.display} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
+  }
+  return undefined;
 }
 
 type Source = { kind: "local"; path: string; display: string } | { kind: "remote"; url: string; display: string };

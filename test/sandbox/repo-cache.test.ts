@@ -1,0 +1,250 @@
+import { randomBytes } from "node:crypto";
+import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { RepoCache } from "../../src/sandbox/local/repo-cache.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
+import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
+import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+
+/*
+ * The warm repository cache, over real git smart HTTP: what a second run saves, and what it
+ * must never cost — a stale base, a token on disk, another installation's objects, or a run
+ * broken by a damaged mirror.
+ */
+
+const probe = await probeIsolation();
+if (!probe.available) console.warn(`Isolated repository-cache tests skipped: ${probe.reason}; fix: ${probe.fix}`);
+
+const token = fakeToken("ghs_", 37);
+let root: { path: string; cleanup: () => Promise<void> };
+let cacheRoot: { path: string; cleanup: () => Promise<void> };
+let server: GitHttpServer;
+let upstream: string;
+let warnings: string[];
+let cache: RepoCache;
+const sandboxes: Sandbox[] = [];
+
+beforeEach(async () => {
+  root = await scratchDir("harness-cache-upstream-");
+  cacheRoot = await scratchDir("harness-cache-");
+  upstream = await makeBareRepo(root.path, "acme", "widgets");
+  // Incompressible content, so the bytes a clone fetches show whether the mirror supplied it.
+  await pushCommit("blob.bin", randomBytes(1024 * 1024), "a megabyte");
+  server = await startGitHttpServer({ projectRoot: root.path, token });
+  warnings = [];
+  cache = new RepoCache({ root: cacheRoot.path, refreshIntervalMs: 0, warn: (message) => warnings.push(message) });
+});
+
+afterEach(async () => {
+  await Promise.all(sandboxes.splice(0).map((sandbox) => sandbox.teardown()));
+  await cache.settle();
+  await server.close();
+  await root.cleanup();
+  await cacheRoot.cleanup();
+});
+
+/** Commits `content` at `path` on upstream's main, as another contributor would. */
+async function pushCommit(path: string, content: string | Buffer, message: string): Promise<string> {
+  const work = await scratchDir("harness-cache-work-");
+  try {
+    git(work.path, "clone", "--quiet", upstream, "w");
+    const checkout = join(work.path, "w");
+    await writeFile(join(checkout, path), content);
+    git(checkout, "add", path);
+    git(checkout, "commit", "--quiet", "-m", message);
+    git(checkout, "push", "--quiet", "origin", "HEAD:main");
+    return git(checkout, "rev-parse", "HEAD");
+  } finally {
+    await work.cleanup();
+  }
+}
+
+async function cachedSandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox> {
+  const sandbox = await createLocalSandbox({
+    repo: "acme/widgets",
+    branch: `harness/${randomBytes(3).toString("hex")}`,
+    githubToken: token,
+    githubServerUrl: server.url,
+    repoCache: { mirrors: cache, scope: "installation-1" },
+    ...overrides,
+  });
+  sandboxes.push(sandbox);
+  return sandbox;
+}
+
+/** Bytes of packs GitHub's side sent since request `from`. */
+function packBytesSince(from: number): number {
+  return server.requests
+    .slice(from)
+    .filter((request) => request.method === "POST" && request.path.endsWith("/git-upload-pack"))
+    .reduce((sum, request) => sum + (request.responseBytes ?? 0), 0);
+}
+
+async function filesUnder(dir: string): Promise<string[]> {
+  const entries = await readdir(dir, { recursive: true, withFileTypes: true });
+  return entries.filter((entry) => entry.isFile()).map((entry) => join(entry.parentPath, entry.name));
+}
+
+describe("the warm repository cache", () => {
+  test("a second run fetches only what the mirror lacks, and its checkout is complete", async () => {
+    const before = server.requests.length;
+    const first = await cachedSandbox();
+    const firstBytes = packBytesSince(before);
+    expect(firstBytes).toBeGreaterThan(1024 * 1024);
+
+    const middle = server.requests.length;
+    const second = await cachedSandbox();
+    const secondBytes = packBytesSince(middle);
+    expect(secondBytes).toBeLessThan(firstBytes / 20);
+
+    for (const sandbox of [first, second]) {
+      expect((await stat(join(sandbox.workDir, "blob.bin"))).size).toBe(1024 * 1024);
+      // Every object reachable, through the alternates the mirror provides.
+      expect(() => git(sandbox.workDir, "fsck", "--connectivity-only", "--no-dangling")).not.toThrow();
+    }
+    expect(warnings).toEqual([]);
+  });
+
+  test("the base is always the current head, even when the mirror is behind; then the mirror catches up", async () => {
+    await cachedSandbox();
+    await cache.settle();
+    const newer = await pushCommit("NEWS.md", "fresh\n", "newer than the mirror");
+
+    const sandbox = await cachedSandbox();
+    expect(git(sandbox.workDir, "rev-parse", "origin/main")).toBe(newer);
+    expect(await sandbox.downloadFile("NEWS.md")).toBe("fresh\n");
+
+    await cache.settle();
+    const mirror = join(cache.dirFor("installation-1", `${server.url}/acme/widgets.git`), "mirror.git");
+    expect(git(mirror, "rev-parse", "refs/heads/main")).toBe(newer);
+  });
+
+  test("the token is never written anywhere in the cache, and the mirror has no remote", async () => {
+    await cachedSandbox();
+    await cachedSandbox();
+    await cache.settle();
+    const basic = Buffer.from(`x-access-token:${token}`).toString("base64");
+    const files = await filesUnder(cacheRoot.path);
+    expect(files.length).toBeGreaterThan(3);
+    for (const file of files) {
+      const content = await readFile(file, "latin1");
+      expect(content, file).not.toContain(token);
+      expect(content, file).not.toContain(basic);
+    }
+    const mirror = join(cache.dirFor("installation-1", `${server.url}/acme/widgets.git`), "mirror.git");
+    const config = await readFile(join(mirror, "config"), "utf8");
+    expect(config).not.toMatch(/\[remote|url\s*=/);
+  });
+
+  test("installations never share a mirror", async () => {
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-1" } });
+    const before = server.requests.length;
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2" } });
+    // The second installation built its own from GitHub, with its own token's access.
+    expect(packBytesSince(before)).toBeGreaterThan(1024 * 1024);
+    const url = `${server.url}/acme/widgets.git`;
+    expect(cache.dirFor("installation-1", url)).not.toBe(cache.dirFor("installation-2", url));
+  });
+
+  test("a damaged mirror is detected: the run still gets a correct checkout, and the mirror is rebuilt", async () => {
+    await cachedSandbox();
+    await cache.settle();
+    await Promise.all(sandboxes.splice(0).map((sandbox) => sandbox.teardown()));
+    const mirror = join(cache.dirFor("installation-1", `${server.url}/acme/widgets.git`), "mirror.git");
+    // Every object still there by name, none readable: packs overwritten in the middle, loose
+    // objects replaced by garbage.
+    let damaged = 0;
+    for (const file of await filesUnder(join(mirror, "objects"))) {
+      const bytes = await readFile(file);
+      if (file.endsWith(".pack")) bytes.fill(0x5a, 64, bytes.length - 64);
+      else if (/objects\/[0-9a-f]{2}\/[0-9a-f]{38}$/.test(file)) bytes.fill(0x5a);
+      else continue;
+      await writeFile(file, bytes);
+      damaged += 1;
+    }
+    expect(damaged).toBeGreaterThan(0);
+
+    const sandbox = await cachedSandbox();
+    expect((await stat(join(sandbox.workDir, "blob.bin"))).size).toBe(1024 * 1024);
+    expect(() => git(sandbox.workDir, "fsck", "--no-dangling")).not.toThrow();
+    expect(warnings.join("\n")).toMatch(/damaged and will be rebuilt/);
+    await cache.settle();
+
+    const lease = await cache.lease("installation-1", `${server.url}/acme/widgets.git`, token);
+    expect(lease?.fresh).toBe(true);
+    lease?.release();
+    expect(() => git(mirror, "fsck", "--no-dangling")).not.toThrow();
+  });
+
+  test("bounded: the least recently used go when over size, idle ones when too old, leased ones never", async () => {
+    let now = 1_000_000;
+    const small = new RepoCache({ root: cacheRoot.path, maxBytes: 1, inUseMs: 10, maxIdleMs: 1_000, now: () => now });
+    const url = `${server.url}/acme/widgets.git`;
+    const a = await small.lease("installation-1", url, token);
+    now += 1;
+    const b = await small.lease("installation-2", url, token);
+    await small.settle();
+    now += 100;
+    // Both over the one-byte budget and idle past the in-use window, but both still leased.
+    await small.evict();
+    expect(await exists(small.dirFor("installation-1", url))).toBe(true);
+    expect(await exists(small.dirFor("installation-2", url))).toBe(true);
+
+    a?.release();
+    b?.release();
+    await small.evict();
+    // Over size, idle past the window: least recently used first, until the total fits.
+    expect(await exists(small.dirFor("installation-1", url))).toBe(false);
+    expect(await exists(small.dirFor("installation-2", url))).toBe(false);
+
+    const c = await small.lease("installation-3", url, token);
+    c?.release();
+    const roomy = new RepoCache({ root: cacheRoot.path, inUseMs: 10, maxIdleMs: 1_000, now: () => now });
+    await roomy.evict();
+    expect(await exists(roomy.dirFor("installation-3", url))).toBe(true);
+    now += 2_000;
+    await roomy.evict();
+    expect(await exists(roomy.dirFor("installation-3", url))).toBe(false);
+  });
+
+  test("a wrong token: no cache is built and the clone's own error is reported, without the token", async () => {
+    const wrong = fakeToken("ghs_", 37);
+    const attempt = cachedSandbox({ githubToken: wrong, runId: "wrong" });
+    await expect(attempt).rejects.toThrow(/Cloning acme\/widgets failed/);
+    await attempt.catch((error: unknown) => {
+      expect(String(error)).not.toContain(wrong);
+    });
+    expect(warnings.join("\n")).not.toContain(wrong);
+    expect(await filesUnder(cacheRoot.path).then((files) => files.filter((f) => f.endsWith("HEAD")))).toEqual([]);
+  });
+});
+
+describe.skipIf(!probe.available)("the warm repository cache in the isolated sandbox", () => {
+  test("the checkout reads its own mirror, cannot write it, and cannot see another installation's", async () => {
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2" } });
+    const sandbox = await cachedSandbox({ localIsolation: { mode: "namespaces" } });
+    const url = `${server.url}/acme/widgets.git`;
+    const mine = join(cache.dirFor("installation-1", url), "mirror.git");
+    const theirs = join(cache.dirFor("installation-2", url), "mirror.git");
+    const sh = (script: string) => sandbox.exec({ argv: ["sh", "-c", script], cwd: sandbox.workDir, timeout: 30_000 });
+
+    const log = await sh("git log --oneline -1 -- blob.bin && git cat-file -s HEAD:blob.bin");
+    expect(log.exitCode, log.stderr).toBe(0);
+    expect(log.stdout).toContain("1048576");
+    const write = await sh(`touch ${mine}/objects/planted 2>&1; echo rc=$?`);
+    expect(write.stdout).toMatch(/rc=[1-9]/);
+    const peek = await sh(`ls ${theirs} 2>&1; echo rc=$?`);
+    expect(peek.stdout).toMatch(/rc=[1-9]/);
+  });
+});
+
+async function exists(path: string): Promise<boolean> {
+  return stat(path).then(
+    () => true,
+    () => false,
+  );
+}
