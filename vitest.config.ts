@@ -6,8 +6,12 @@ const ciReport = process.env["VITEST_JSON_REPORT"];
 export default defineConfig({
   test: {
     include: ["test/**/*.test.ts"],
-    globalSetup: ["test/prerequisites.ts", "test/fakes/github/openapi/global-setup.ts"],
-    setupFiles: ["test/fakes/github/openapi/fail-on-violations.ts"],
+    globalSetup: [
+      "test/prerequisites.ts",
+      "test/fakes/github/openapi/global-setup.ts",
+      "test/fakes/daytona/models/global-setup.ts",
+    ],
+    setupFiles: ["test/fakes/github/openapi/fail-on-violations.ts", "test/fakes/daytona/models/fail-on-violations.ts"],
     testTimeout: 20_000,
     hookTimeout: 20_000,
     ...(ciReport ? { reporters: ["default", "json"], outputFile: { json: ciReport } } : {}),

@@ -1,4 +1,4 @@
-import { randomUUID } from "node:crypto";
+import { createHash, randomUUID } from "node:crypto";
 import { mkdir, rm } from "node:fs/promises";
 import { join } from "node:path";
 import type { FakeWorld, RequestContext } from "./context.js";
@@ -30,6 +30,24 @@ export function addSnapshot(world: FakeWorld, name: string, extra: Partial<FakeS
   };
   world.snapshots.set(snapshot.id, snapshot);
   return snapshot;
+}
+
+/**
+ * The API's BuildInfo for a Dockerfile build. guess: `snapshotRef` is the image the build produced; the fake
+ * builds nothing, so it names one after a hash of the Dockerfile.
+ */
+function buildInfoDto(request: unknown, at: number): Record<string, unknown> | undefined {
+  const dockerfile = str(request, "dockerfileContent");
+  if (dockerfile === undefined) return undefined;
+  const hashes = field(request, "contextHashes");
+  const time = new Date(at).toISOString();
+  return {
+    dockerfileContent: dockerfile,
+    ...(Array.isArray(hashes) ? { contextHashes: hashes } : {}),
+    createdAt: time,
+    updatedAt: time,
+    snapshotRef: `fake-daytona/build:${createHash("sha256").update(dockerfile).digest("hex").slice(0, 12)}`,
+  };
 }
 
 function findSnapshot(world: FakeWorld, idOrName: string): FakeSnapshot | undefined {
@@ -90,12 +108,14 @@ function toDto(world: FakeWorld, sandbox: FakeSandbox, full: boolean): Record<st
   };
   if (sandbox.networkAllowList !== undefined) dto["networkAllowList"] = sandbox.networkAllowList;
   if (sandbox.domainAllowList !== undefined) dto["domainAllowList"] = sandbox.domainAllowList;
-  if (world.config.includeToolboxProxyUrl) dto["toolboxProxyUrl"] = world.toolboxUrl;
+  // The model requires the field; an empty one still sends the SDK to `GET …/toolbox-proxy-url` (it tests truthiness).
+  dto["toolboxProxyUrl"] = world.config.includeToolboxProxyUrl ? world.toolboxUrl : "";
   if (full) {
     // guess: secrets are not echoed in `env` (the placeholders live in the sandbox's process env only).
     dto["env"] = { ...sandbox.env };
     dto["volumes"] = [];
-    if (sandbox.buildInfo !== undefined) dto["buildInfo"] = sandbox.buildInfo;
+    const buildInfo = buildInfoDto(sandbox.buildInfo, sandbox.createdAt);
+    if (buildInfo) dto["buildInfo"] = buildInfo;
   }
   return dto;
 }
@@ -120,7 +140,9 @@ function snapshotDto(snapshot: FakeSnapshot): Record<string, unknown> {
     updatedAt: now,
     lastUsedAt: null,
     sourceSandboxId: null,
-    ...(snapshot.dockerfile === undefined ? {} : { buildInfo: { dockerfileContent: snapshot.dockerfile } }),
+    ...(snapshot.dockerfile === undefined
+      ? {}
+      : { buildInfo: buildInfoDto({ dockerfileContent: snapshot.dockerfile }, snapshot.createdAt) }),
   };
 }
 
@@ -297,9 +319,21 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
   const notFound = (idOrName: string) => apiError(404, `Sandbox with ID or name ${idOrName} not found`, ctx.path);
 
   if (seg[0] === "config" && seg.length === 1 && method === "GET") {
-    // Only `sandbox.getMetrics()` reads this (for analyticsApiUrl). guess: field set trimmed to what the SDK reads.
+    // Only `sandbox.getMetrics()` reads this (for analyticsApiUrl); the rest is what the model requires, with
+    // values that point nowhere real (guess: shapes of the OIDC and proxy values).
+    const origin = world.apiUrl.replace(/\/api$/, "");
     sendJson(ctx.res, 200, {
+      version: "fake-daytona",
+      oidc: { issuer: `${origin}/oidc`, clientId: "fake-daytona", audience: "fake-daytona", provider: "auth0" },
+      linkedAccountsEnabled: false,
+      announcements: {},
+      proxyTemplateUrl: `${origin}/preview/{{PORT}}-{{sandboxId}}`,
+      proxyToolboxUrl: world.toolboxUrl,
       defaultSnapshot: world.config.defaultSnapshot,
+      dashboardUrl: `${origin}/dashboard`,
+      maxAutoArchiveInterval: 30 * 24 * 60,
+      maintananceMode: false,
+      environment: "fake",
       analyticsApiUrl: `${world.apiUrl}/analytics`,
     });
     return true;
@@ -333,8 +367,8 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
       sandbox.updatedAt = sandbox.deletedAt;
       await haltSandbox(sandbox);
       await rm(sandbox.dir, { recursive: true, force: true });
-      // Empty body: a `{}` would be processed as a DTO by the SDK and wipe `sandbox.id` (Sandbox.js delete()).
-      sendEmpty(ctx.res, 200);
+      // The client expects the Sandbox; the SDK takes it in (Sandbox.js delete()), so it must be a whole DTO.
+      sendJson(ctx.res, 200, toDto(world, sandbox, true));
       return true;
     }
     if (!sandbox) throw notFound(idOrName);

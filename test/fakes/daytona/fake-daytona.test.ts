@@ -498,7 +498,7 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     await fromSnapshot.delete();
   });
 
-  it("polls a creating sandbox until started, fetching the toolbox URL when the DTO lacks it", async () => {
+  it("polls a creating sandbox until started, fetching the toolbox URL when the DTO's is empty", async () => {
     const slow = await startFakeDaytona({ startDelayMs: 250, includeToolboxProxyUrl: false });
     extraFakes.push(slow);
     const slowClient = client(slow);
@@ -568,7 +568,7 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     expect(pid !== undefined && fake.isProcessAlive(pid)).toBe(true);
 
     await daytona.delete(doomed);
-    expect(doomed.id).toBe(state.id); // the empty DELETE body left the SDK object intact
+    expect(doomed.id).toBe(state.id); // the SDK took in the Sandbox the DELETE answered with
     expect(state.state).toBe("destroyed");
     expect(existsSync(state.dir)).toBe(false);
     await eventually(

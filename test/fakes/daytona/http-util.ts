@@ -95,8 +95,22 @@ export function daemonError(
   });
 }
 
+/** Checks an answer before it is sent: `body` is undefined for an empty one. */
+export type ResponseCheck = (status: number, body: unknown) => void;
+
+const responseChecks = new WeakMap<ServerResponse, ResponseCheck>();
+
+/**
+ * Has every JSON or empty answer on `res` checked before it goes out (the fake's model check); bodies
+ * written straight to the response (downloads, multipart, injected faults) are not JSON answers.
+ */
+export function checkResponsesOf(res: ServerResponse, check: ResponseCheck): void {
+  responseChecks.set(res, check);
+}
+
 export function sendJson(res: ServerResponse, status: number, body: unknown): void {
   if (res.headersSent || res.destroyed) return;
+  responseChecks.get(res)?.(status, body);
   const text = JSON.stringify(body);
   res.writeHead(status, {
     "Content-Type": "application/json; charset=utf-8",
@@ -111,6 +125,7 @@ export function sendJson(res: ServerResponse, status: number, body: unknown): vo
  */
 export function sendEmpty(res: ServerResponse, status = 200): void {
   if (res.headersSent || res.destroyed) return;
+  responseChecks.get(res)?.(status, undefined);
   res.writeHead(status, { "Content-Length": 0 });
   res.end();
 }

@@ -18,6 +18,9 @@ import {
   type FakeSnapshot,
   type OrgSecret,
 } from "./state.js";
+import { checkExchange, checkUpgrade } from "./models/check.js";
+import { DaytonaModelValidator } from "./models/validator.js";
+import { newViolationSource, takeViolations } from "./models/violations.js";
 import { handleToolbox, toolboxSandbox } from "./toolbox.js";
 import { findLogsCommand, killSandboxProcesses, streamLogs } from "./toolbox-process.js";
 
@@ -35,7 +38,8 @@ import { findLogsCommand, killSandboxProcesses, streamLogs } from "./toolbox-pro
  * child processes there (`/bin/sh -c`, own process group); git operations use the git CLI. Wire shapes follow SDK
  * 0.218 and Daytona's published API; where the real server's behaviour is unknown the code says "guess:".
  * Layout: control-plane.ts (/api), toolbox.ts (+ toolbox-git/-process/-files.ts) (/toolbox/{id}), log-stream.ts
- * (bounded logs + WebSocket follow), faults.ts, state.ts (inspectable state, process liveness).
+ * (bounded logs + WebSocket follow), faults.ts, state.ts (inspectable state, process liveness), models/ (the route
+ * table, and the check of every request body and JSON answer against Daytona's generated client models).
  */
 
 export type { Fault, FaultHandle, FaultMatcher } from "./faults.js";
@@ -55,7 +59,8 @@ export interface FakeDaytonaOptions {
   orgSecrets?: Record<string, string>;
   /** When > 0, new sandboxes report `creating` for this long, so the SDK polls `GET /sandbox/{id}`. Default 0. */
   startDelayMs?: number;
-  /** Put `toolboxProxyUrl` in sandbox DTOs (default true); false makes the SDK call `GET …/toolbox-proxy-url`. */
+  /** Fill `toolboxProxyUrl` in sandbox DTOs (default true); false sends it empty, so the SDK calls
+   * `GET …/toolbox-proxy-url`. */
   includeToolboxProxyUrl?: boolean;
   /** Bytes of each command's output retained for the HTTP logs endpoint, per stream. Default 4 MiB. */
   logRetentionBytes?: number;
@@ -103,6 +108,11 @@ export interface FakeDaytona {
   addOrgSecret(name: string, value: string, hosts?: string[]): OrgSecret;
   /** Requests whose URL, headers, body or multipart fields contain `text` (for token-leak scans). */
   requestsMentioning(text: string): RecordedRequest[];
+  /**
+   * Removes and returns this fake's model violations (requests or answers Daytona's generated client
+   * models do not allow, routes the fake's table lacks). Left untaken, they fail the running test.
+   */
+  takeViolations(): string[];
   /** Kills every process, closes every socket, removes every temp dir. */
   close(): Promise<void>;
 }
@@ -167,6 +177,8 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
   for (const [name, value] of Object.entries(options.orgSecrets ?? {})) addOrgSecret(world, name, value);
 
   const requests: RecordedRequest[] = [];
+  const models = DaytonaModelValidator.shared();
+  const violationSource = newViolationSource();
   const faults = new FaultRegistry();
   let latencyMs = options.latencyMs ?? 0;
   let closed = false;
@@ -230,6 +242,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
         else if (raw.length > 0) entry.bodyText = raw.subarray(0, 64 * 1024).toString("utf8");
         entry.body = body;
       }
+      checkExchange(models, violationSource, { method, path, body, res });
       if (isSocketIoPath(path))
         throw new HttpError(404, {
           statusCode: 404,
@@ -291,6 +304,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
       }
       await delay(fault.delayMs);
     }
+    checkUpgrade(models, violationSource, entry.method, url.pathname);
     if (isSocketIoPath(url.pathname)) {
       refuse(404, {
         statusCode: 404,
@@ -392,6 +406,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     },
     addSnapshot: (name) => addSnapshot(world, name),
     addOrgSecret: (name, value, hosts) => addOrgSecret(world, name, value, hosts),
+    takeViolations: () => takeViolations(violationSource),
     requestsMentioning: (text) =>
       requests.filter((r) =>
         JSON.stringify({

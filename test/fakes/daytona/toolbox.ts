@@ -1,6 +1,6 @@
 import type { RequestContext, ToolboxContext } from "./context.js";
 import { findSandbox } from "./control-plane.js";
-import { field, HttpError, sendEmpty, sendJson, str, stringArray, stringMap } from "./http-util.js";
+import { field, HttpError, sendJson, str, stringArray, stringMap } from "./http-util.js";
 import type { FakeSandbox } from "./state.js";
 import { handleFiles } from "./toolbox-files.js";
 import { handleGit } from "./toolbox-git.js";
@@ -55,7 +55,8 @@ function updateEnv(ctx: ToolboxContext): void {
     }
   }
   Object.assign(sandbox.processEnv, set);
-  sendEmpty(ctx.res, 200);
+  // The client types the answer as a string map; guess: what the daemon puts in it (the SDK ignores it).
+  sendJson(ctx.res, 200, {});
 }
 
 /** `/toolbox/{sandboxId}/...` routes. */
