@@ -7,6 +7,7 @@ import { buildRuntime, type Runtime, type RuntimeOverrides } from "./runtime/run
 import { type AppSettings } from "./runtime/app-settings.js";
 import type { RunQueue } from "./runs/queue/port.js";
 import { createNodeFetch } from "./github/node-fetch.js";
+import { installationThrottle, type GitHubPacing } from "./github/installation-throttle.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { createWebhookBodyReader } from "./triggers/webhook-body.js";
 import { describeError } from "./util/errors.js";
@@ -23,6 +24,8 @@ export interface ServerOverrides extends RuntimeOverrides {
   log?: Logger;
   /** Octokit retry/throttle off, for tests that inject failures. */
   octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
+  /** GitHub write pacing and rate-limit retries (tests shrink the intervals). */
+  githubPacing?: Partial<GitHubPacing>;
   fetch?: typeof globalThis.fetch;
 }
 
@@ -69,6 +72,7 @@ export async function startHarnessServer(
     };
   } else {
     const metrics = new HarnessMetrics();
+    const Paced = ProbotOctokit.defaults(installationThrottle(overrides.githubPacing));
     const probot = new Probot({
       appId: settings.appId,
       privateKey: settings.privateKey,
@@ -77,7 +81,7 @@ export async function startHarnessServer(
       ...(overrides.log
         ? { log: overrides.log }
         : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
-      ...(overrides.octokitDefaults ? { Octokit: ProbotOctokit.defaults(overrides.octokitDefaults) } : {}),
+      Octokit: overrides.octokitDefaults ? Paced.defaults(overrides.octokitDefaults) : Paced,
       request: { fetch: withRateLimitObserver(overrides.fetch ?? createNodeFetch(), metrics) },
     });
     // Probot 14 makes its logger while it initialises, asynchronously; `load` waits for that, so

@@ -1,9 +1,10 @@
 /**
  * `src/main.ts` for the many-process tests: the same settings from the environment and the same
  * server, with Octokit's retry and client-side throttle off (as the in-process e2e tests have
- * them). Probot's throttle paces content-creating requests to one every 3 s per process, GitHub's
- * advice against its secondary rate limits; against the fake GitHub, which has none, it would
- * turn a hundred requests into minutes of waiting on a timer rather than on the app.
+ * them). The throttle paces each installation's writes to about one a second after a short burst
+ * (src/github/write-pacing.ts), GitHub's advice against its secondary rate limits; against the
+ * fake GitHub, which has none, it would turn a hundred writes on one installation into minutes
+ * of waiting on a timer rather than on the app.
  */
 import { settingsFromEnv } from "../../src/runtime/app-settings.js";
 import { startHarnessServer } from "../../src/server.js";

@@ -32,11 +32,11 @@ export interface FaultHandle {
 /** Ready-made faults shaped like GitHub's own. */
 export const faults = {
   /**
-   * GitHub's secondary (abuse) rate limit: 403 with `retry-after`. Octokit's throttling plugin
-   * recognises it by the words "secondary rate" in the message.
+   * GitHub's secondary (abuse) rate limit: 403 (or 429) with `retry-after`. Octokit's throttling
+   * plugin recognises it by the words "secondary rate" in the message.
    */
-  secondaryRateLimit: (retryAfterSeconds = 60): Fault => ({
-    status: 403,
+  secondaryRateLimit: (retryAfterSeconds = 60, status: 403 | 429 = 403): Fault => ({
+    status,
     body: {
       message:
         "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. " +
@@ -44,9 +44,28 @@ export const faults = {
         "please include the request ID 0000:0000:0000000:0000000:00000000.",
       documentation_url:
         "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits",
-      status: "403",
+      status: String(status),
     },
     headers: { "retry-after": String(retryAfterSeconds), "x-ratelimit-remaining": "4999" },
+  }),
+  /**
+   * The primary budget spent: 403 (or 429) with `x-ratelimit-remaining: 0` and the epoch second
+   * it comes back (`x-ratelimit-reset`), worded as for an installation token.
+   */
+  primaryRateLimit: (resetEpochSeconds: number, installationId = 1, status: 403 | 429 = 403): Fault => ({
+    status,
+    body: {
+      message: `API rate limit exceeded for installation ID ${String(installationId)}.`,
+      documentation_url: "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-primary-rate-limits",
+      status: String(status),
+    },
+    headers: {
+      "x-ratelimit-limit": "5000",
+      "x-ratelimit-remaining": "0",
+      "x-ratelimit-used": "5000",
+      "x-ratelimit-reset": String(resetEpochSeconds),
+      "x-ratelimit-resource": "core",
+    },
   }),
   /** A proxy error in front of GitHub (its 502 page is HTML, not JSON). */
   badGateway: (): Fault => ({
