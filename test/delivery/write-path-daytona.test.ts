@@ -1,3 +1,5 @@
+import { chmod, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
@@ -116,6 +118,51 @@ describe("rejected pushes explain themselves (Daytona)", () => {
       expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "repository_rules" });
       expect(report.pushResult?.error).toContain("Require signed commits on harness branches");
       expect(report.pushResult?.patch).toContain("+hello from the agent");
+    },
+  );
+});
+
+describe("a shallow clone, the Daytona default, still delivers a correct branch", () => {
+  test(
+    "the sandbox holds one commit of a longer history; the branch lands on the real base, " +
+      "with the agent's change and nothing else",
+    async () => {
+      // History beyond one commit, so depth 1 really cuts it.
+      const seed = join(root.path, "seed");
+      git(root.path, "clone", "--quiet", bare, seed);
+      for (const n of [1, 2, 3]) {
+        await writeFile(join(seed, `history-${String(n)}.txt`), `commit ${String(n)}\n`);
+        git(seed, "add", "--all");
+        git(seed, "commit", "--quiet", "-m", `history ${String(n)}`);
+      }
+      git(seed, "push", "--quiet", "origin", "HEAD:refs/heads/main");
+      const base = git(bare, "rev-parse", "refs/heads/main");
+      const agent = join(root.path, "shallow-agent.sh");
+      await writeFile(
+        agent,
+        "#!/bin/sh\nset -e\ngit rev-parse --is-shallow-repository > shallow.txt\n" +
+          "git rev-list --count HEAD > depth.txt\necho 'hello from the agent' > hello.txt\n",
+      );
+      await chmod(agent, 0o755);
+
+      const report = await runHarness(options(agent));
+
+      expect(report.status, report.error).toBe("succeeded");
+      expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({ pushed: true });
+      const clone = daytona.requests.find((request) => request.path.endsWith("/git/clone"));
+      expect(clone?.body).toMatchObject({ depth: 1 });
+      const branch = "refs/heads/harness/attack";
+      expect(git(bare, "show", `${branch}:shallow.txt`)).toBe("true");
+      expect(git(bare, "show", `${branch}:depth.txt`)).toBe("1");
+      expect(git(bare, "rev-parse", `${branch}^`)).toBe(base);
+      expect(git(bare, "rev-list", "--count", branch)).toBe("5");
+      expect(git(bare, "diff", "--name-only", base, branch).split("\n")).toEqual([
+        "depth.txt",
+        "hello.txt",
+        "shallow.txt",
+      ]);
+      expect(git(bare, "show", `${branch}:hello.txt`)).toBe("hello from the agent");
+      git(bare, "fsck", "--no-progress");
     },
   );
 });

@@ -1,4 +1,4 @@
-import { existsSync } from "node:fs";
+import { existsSync, readFileSync, readlinkSync } from "node:fs";
 import { stat } from "node:fs/promises";
 import { dirname, join } from "node:path";
 import { Daytona } from "@daytonaio/sdk";
@@ -14,6 +14,7 @@ import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
+import { tallyExecRequests } from "./daytona-requests.js";
 
 // Contract tests: the real, pinned @daytonaio/sdk (0.218.0) against the fake Daytona server.
 const token = fakeToken("ghs_", 38);
@@ -127,6 +128,24 @@ describe("Daytona sandbox: creation", () => {
       expect(steps).toHaveLength(6);
     },
   );
+
+  test("the clone is shallow (depth 1) by default; cloneDepth 0 clones the whole history", async () => {
+    const seed = await scratchDir();
+    try {
+      git(seed.path, "clone", "--quiet", bare, "w");
+      git(join(seed.path, "w"), "commit", "--quiet", "--allow-empty", "-m", "a second commit");
+      git(join(seed.path, "w"), "push", "--quiet", "origin", "HEAD:refs/heads/main");
+      const total = git(bare, "rev-list", "--count", "refs/heads/main");
+      const shallow = await sandbox();
+      expect(requestsTo(/\/git\/clone$/)[0]?.body).toMatchObject({ depth: 1 });
+      expect(git(shallow.workDir, "rev-list", "--count", "HEAD")).toBe("1");
+      const full = await sandbox({ daytona: { cloneDepth: 0 } });
+      expect((requestsTo(/\/git\/clone$/)[1]?.body as { depth?: number }).depth).toBeUndefined();
+      expect(git(full.workDir, "rev-list", "--count", "HEAD")).toBe(total);
+    } finally {
+      await seed.cleanup();
+    }
+  });
 
   test("a custom snapshot is used", async () => {
     daytona.addSnapshot("harness-node22");
@@ -249,7 +268,7 @@ describe("Daytona sandbox: exec", () => {
     const result = await box.exec({ argv: ["sh", "-c", "sleep 30 & wait"], cwd: box.workDir, timeout: 300 });
     expect(result.timedOut).toBe(true);
     expect(Date.now() - started).toBeLessThan(5_000);
-    expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+    expect(await waitFor(() => livePrograms(box.id, "sleep").length === 0)).toBe(true);
   });
 
   test("a 100 MB flood of output comes back as a bounded tail", async () => {
@@ -324,7 +343,7 @@ describe("Daytona sandbox: exec", () => {
       onOutput: () => undefined,
     });
     expect(result.timedOut).toBe(true);
-    expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+    expect(await waitFor(() => livePrograms(box.id, "sleep").length === 0)).toBe(true);
   });
 
   test("cancel through the signal kills the command", async () => {
@@ -340,7 +359,7 @@ describe("Daytona sandbox: exec", () => {
       },
     });
     expect(result.cancelled).toBe(true);
-    expect(await waitFor(() => daytona.liveProcesses(box.id).length === 0)).toBe(true);
+    expect(await waitFor(() => livePrograms(box.id, "sleep").length === 0)).toBe(true);
   });
 
   test("Daytona hanging mid-command ends in timedOut at our deadline, not a stuck run", async () => {
@@ -372,6 +391,168 @@ describe("Daytona sandbox: exec", () => {
     );
     await box.teardown();
     expect(requestsTo(/^DELETE \/api\/sandbox\//)).toHaveLength(1);
+  });
+});
+
+const EXEC_PATH = /\/process\/session\/([^/]+)\/exec$/;
+/** The session of every command sent since request `from`, in order. */
+const execSessions = (from: number): string[] =>
+  daytona.requests
+    .slice(from)
+    .filter((request) => request.method === "POST" && EXEC_PATH.test(request.path))
+    .map((request) => EXEC_PATH.exec(request.path)?.[1] ?? "");
+const sessionDeletes = (session: string) =>
+  daytona.requests.filter(
+    (request) => request.method === "DELETE" && request.path.endsWith(`/process/session/${session}`),
+  );
+
+describe("Daytona sandbox: one session for the run's short commands", () => {
+  test("short commands one after another share a session: one request each, none to make or delete one", async () => {
+    const box = await sandbox();
+    const before = daytona.requests.length;
+    for (const word of ["one", "two", "three", "four", "five"])
+      expect((await box.exec({ argv: ["echo", word], cwd: box.workDir, timeout: 10_000 })).stdout).toBe(`${word}\n`);
+    expect(daytona.requests.slice(before).map((request) => request.method)).toEqual([
+      "POST",
+      "POST",
+      "POST",
+      "POST",
+      "POST",
+    ]);
+    expect(new Set(execSessions(before)).size).toBe(1);
+  });
+
+  test("what a command changes in its shell (cwd, env, umask, functions, traps) is not seen by the next", async () => {
+    const box = await sandbox();
+    const probe = () =>
+      box.exec({
+        argv: [
+          "eval",
+          'echo "cwd=$(pwd) env=${LEAKED:-none} umask=$(umask) fn=$(command -v leaked || echo none) opts=$-"',
+        ],
+        cwd: box.workDir,
+        timeout: 10_000,
+      });
+    const before = daytona.requests.length;
+    const clean = (await probe()).stdout;
+    expect(clean).toContain(`cwd=${box.workDir} env=none`);
+    for (const argv of [
+      ["cd", "/tmp"],
+      ["export", "LEAKED=1"],
+      ["umask", "077"],
+      ["eval", "leaked() { echo leaked; }"],
+      ["set", "-u"],
+      ["trap", "echo TRAPPED", "EXIT"],
+    ])
+      await box.exec({ argv, cwd: box.workDir, timeout: 10_000 });
+    const after = await probe();
+    expect(after.stdout).toBe(clean);
+    expect(after.stdout).not.toContain("TRAPPED");
+    // All of it ran in one shell, which kept its own working directory.
+    const sessions = execSessions(before);
+    expect(new Set(sessions).size).toBe(1);
+    const shell = [
+      ...(daytona
+        .sandbox(box.id)
+        .sessions.get(sessions[0] ?? "")
+        ?.commands.values() ?? []),
+    ][0]?.pid;
+    expect(readlinkSync(`/proc/${String(shell)}/cwd`)).toBe(daytona.sandbox(box.id).workDir);
+  });
+
+  test("a background process a command leaves is ended before the reply, and its session is retired", async () => {
+    const box = await sandbox();
+    const before = daytona.requests.length;
+    const first = await box.exec({
+      argv: ["sh", "-c", "sleep 300 >/dev/null 2>&1 & echo started"],
+      cwd: box.workDir,
+      timeout: 10_000,
+    });
+    expect(first).toMatchObject({ exitCode: 0, stdout: "started\n" });
+    expect(await waitFor(() => livePrograms(box.id, "sleep").length === 0)).toBe(true);
+    const next = await box.exec({ argv: ["sh", "-c", "echo next"], cwd: box.workDir, timeout: 10_000 });
+    expect(next.stdout).toBe("next\n");
+    const [used, replacement] = execSessions(before);
+    expect(replacement).not.toBe(used);
+    expect(await waitFor(() => sessionDeletes(used ?? "").length === 1)).toBe(true);
+  });
+
+  test("a command with env runs in its own session, deleted after it; no later session holds the env", async () => {
+    const box = await sandbox();
+    const key = fakeToken("sk-ant-", 29);
+    const before = daytona.requests.length;
+    await box.exec({ argv: ["true"], cwd: box.workDir, timeout: 10_000 });
+    const withKey = await box.exec({
+      argv: ["sh", "-c", 'test "$ANTHROPIC_API_KEY" = "$EXPECTED" && echo seen'],
+      cwd: box.workDir,
+      timeout: 10_000,
+      env: { ANTHROPIC_API_KEY: key, EXPECTED: key },
+    });
+    expect(withKey.stdout).toBe("seen\n");
+    // Side by side, so the second needs a session made after the env command.
+    const later = await Promise.all(
+      [1, 2].map(() =>
+        box.exec({ argv: ["sh", "-c", 'echo "[${ANTHROPIC_API_KEY:-}]"'], cwd: box.workDir, timeout: 10_000 }),
+      ),
+    );
+    expect(later.map((result) => result.stdout)).toEqual(["[]\n", "[]\n"]);
+    const [shared, envSession, ...others] = execSessions(before);
+    expect([shared, ...others]).not.toContain(envSession);
+    expect(await waitFor(() => sessionDeletes(envSession ?? "").length === 1)).toBe(true);
+    for (const session of daytona.sandbox(box.id).sessions.values()) expect(session.env).not.toHaveProperty("EXPECTED");
+  });
+
+  test("a timed-out command's session is killed with it and never used again", async () => {
+    const box = await sandbox();
+    const before = daytona.requests.length;
+    const result = await box.exec({ argv: ["sleep", "30"], cwd: box.workDir, timeout: 300 });
+    expect(result.timedOut).toBe(true);
+    const next = await box.exec({ argv: ["echo", "after"], cwd: box.workDir, timeout: 10_000 });
+    expect(next.stdout).toBe("after\n");
+    const [killed, fresh] = execSessions(before);
+    expect(fresh).not.toBe(killed);
+    expect(daytona.sandbox(box.id).sessions.has(killed ?? "")).toBe(false);
+    expect(sessionDeletes(killed ?? "")).toHaveLength(1);
+  });
+
+  test("commands side by side take separate sessions, and both are reused afterwards", async () => {
+    const box = await sandbox();
+    const before = daytona.requests.length;
+    const pair = () =>
+      Promise.all(["a", "b"].map((word) => box.exec({ argv: ["echo", word], cwd: box.workDir, timeout: 10_000 })));
+    expect((await pair()).map((result) => result.stdout)).toEqual(["a\n", "b\n"]);
+    const creates = () => requestsTo(/^POST .*\/process\/session$/).length;
+    const made = creates();
+    expect((await pair()).map((result) => result.stdout)).toEqual(["a\n", "b\n"]);
+    const [first, second, third, fourth] = execSessions(before);
+    expect(first).not.toBe(second);
+    expect(new Set([third, fourth])).toEqual(new Set([first, second]));
+    expect(creates()).toBe(made);
+  });
+
+  test("a typical run costs at most 1.3 Daytona requests per short command", async () => {
+    const report = await runHarness({
+      request: { runId: "run-typical", repo: "acme/widgets", branch: "harness/typical", intent: "add a file" },
+      blueprint: builtinBlueprint("default", { setup: ["true"], verify: ["test", "-f", "done.txt"] }),
+      agent: { driver: promptProbeAgent("TYPICAL-MARKER") },
+      sandbox: {
+        create: async (sandboxOptions) => {
+          const created = await createDaytonaSandbox(sandboxOptions);
+          open.push(created);
+          return created;
+        },
+        options: { githubServerUrl: gitServer.url, daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl } },
+      },
+      github: { token },
+      output: { throttleMs: 20 },
+    });
+    expect(report.status, report.error).toBe("succeeded");
+    const tally = tallyExecRequests(daytona.requests);
+    // headSha, scratch clean-up, the commit's git commands
+    expect(tally.shortExecs).toBeGreaterThanOrEqual(6);
+    // setup, agent, verify
+    expect(tally.otherExecs).toBe(3);
+    expect(tally.shortExecRequests / tally.shortExecs).toBeLessThanOrEqual(1.3);
   });
 });
 
@@ -533,6 +714,20 @@ describe("Daytona sandbox: org secrets", () => {
     expect(daytona.requestsMentioning(real)).toEqual([]);
   });
 });
+
+/**
+ * Live processes of a sandbox running `program`. The whole sandbox is not asked to be idle: the
+ * shell of the session kept for the next short command lives on.
+ */
+function livePrograms(sandboxId: string, program: string): number[] {
+  return daytona.liveProcesses(sandboxId).filter((pid) => {
+    try {
+      return readFileSync(`/proc/${String(pid)}/cmdline`, "utf8").split("\0")[0] === program;
+    } catch {
+      return false;
+    }
+  });
+}
 
 /** Polls a condition a bounded number of times (the fake reaps killed processes asynchronously). */
 async function waitFor(condition: () => boolean, attempts = 100): Promise<boolean> {

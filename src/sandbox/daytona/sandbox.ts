@@ -35,16 +35,24 @@ const ACTIVITY_REFRESH_MS = 5 * 60_000;
 const WORKSPACE = "workspace";
 /** Harness files outside the clone (stdin and prompts for agents), so they can never be committed. */
 const SCRATCH = ".harness";
+/**
+ * Clone depth when the settings give none. The run needs only its starting commit: the result
+ * leaves as a bundle of `HEAD` less that commit, which the host imports onto a base it fetches
+ * itself, so history in the sandbox serves only agents that read it (`cloneDepth: 0` clones it all).
+ */
+export const DEFAULT_DAYTONA_CLONE_DEPTH = 1;
 /** Label every harness sandbox carries, so operators and the reaper can find them. */
 export const HARNESS_APP_LABEL = { key: "app", value: "harness" } as const;
 
 /**
- * A sandbox in Daytona. Bootstrap is three sequential round trips (create → clone ‖ work dir ‖
- * session → branch). A short command is one round trip: a session created ahead of need runs it
- * synchronously with output bounded in the sandbox, and the next session is prepared off the
- * critical path. Commands that stream (agents) run asynchronously with their logs followed
- * live. Deadlines are ours: the SDK's timeout only cuts the HTTP request, so on expiry we kill
- * by deleting the session.
+ * A sandbox in Daytona. Bootstrap is three sequential round trips (create → shallow clone ‖
+ * work dir ‖ session → branch). A short command is one request and one round trip: it runs
+ * synchronously, with output bounded in the sandbox, in a session the run's short commands
+ * share one after another (a subshell each, so none leaves cwd, env or shell state to the
+ * next); see `SessionPool` for when a session is retired instead. Commands that stream
+ * (agents) or carry env run in a session of their own, asynchronously with their logs
+ * followed live, and that session is deleted after them. Deadlines are ours: the SDK's timeout
+ * only cuts the HTTP request, so on expiry we kill by deleting the session.
  */
 export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbox> {
   const config = opts.daytona ?? {};
@@ -110,7 +118,7 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
             opts.githubToken ? "x-access-token" : undefined,
             opts.githubToken,
             undefined,
-            config.cloneDepth,
+            cloneDepth(config.cloneDepth),
           ),
           sessions.prepare(),
           cleared,
@@ -167,15 +175,29 @@ class DaytonaSandbox implements Sandbox {
     if (this.opts.daytona?.simpleExec ?? process.env["DAYTONA_SIMPLE_EXEC"] === "1")
       return this.simpleExec(execOpts, cwd, env, started, maxOutput);
 
-    const session = Object.keys(env).length > 0 ? await this.sessions.withEnv(env) : await this.sessions.take();
+    // A command with env, or one that streams, gets a session of its own that is deleted after
+    // it: the env must reach no later command, and an agent may leave anything running.
+    const dedicated = Object.keys(env).length > 0 || execOpts.onOutput !== undefined;
+    const session =
+      Object.keys(env).length > 0
+        ? await this.sessions.withEnv(env)
+        : execOpts.onOutput
+          ? await this.sessions.fresh()
+          : await this.sessions.take();
+    let after: SessionAfter = "retire";
     try {
       if (execOpts.onOutput) {
-        return await this.streamingExec(session, execOpts, cwd, stdinPath, maxOutput, started);
+        const streamed = await this.streamingExec(session, execOpts, cwd, stdinPath, maxOutput, started);
+        after = streamed.after;
+        return streamed.result;
       }
-      return await this.boundedExec(session, execOpts, cwd, stdinPath, maxOutput, started);
+      const bounded = await this.boundedExec(session, execOpts, cwd, stdinPath, maxOutput, started);
+      after = dedicated && bounded.after === "reuse" ? "retire" : bounded.after;
+      return bounded.result;
     } finally {
-      // Off the critical path: end whatever the command left running, and have the next session ready.
-      this.sessions.retire(session);
+      // Off the critical path: a session that may hold state a later command must not see is deleted.
+      if (after === "reuse") this.sessions.release(session);
+      else if (after === "retire") this.sessions.retire(session);
     }
   }
 
@@ -291,7 +313,7 @@ class DaytonaSandbox implements Sandbox {
     stdinPath: string | undefined,
     maxOutput: number,
     started: number,
-  ): Promise<ExecResult> {
+  ): Promise<{ result: ExecResult; after: SessionAfter }> {
     const command = boundedCommand({ argv: execOpts.argv, cwd, maxOutput, ...(stdinPath ? { stdinPath } : {}) });
     const request = this.remote.process.executeSessionCommand(
       session,
@@ -301,11 +323,15 @@ class DaytonaSandbox implements Sandbox {
     const stop = await this.raceDeadline(request, session, execOpts);
     if (stop)
       return {
-        exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED,
-        stdout: "",
-        stderr: "",
-        durationMs: performance.now() - started,
-        ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }),
+        // The kill deleted the session.
+        after: "gone",
+        result: {
+          exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED,
+          stdout: "",
+          stderr: "",
+          durationMs: performance.now() - started,
+          ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }),
+        },
       };
     let response;
     try {
@@ -316,23 +342,30 @@ class DaytonaSandbox implements Sandbox {
     const parsed = parseBoundedOutput(response.stdout ?? "");
     const exitCode = response.exitCode ?? 1;
     if (!parsed) {
-      // The wrapper itself could not run (cd failed, no mktemp): report what the shell said.
+      // The wrapper itself could not run (cd failed, no mktemp, argv[0] was `exec`): report what
+      // the shell said, and retire the session, since the leftover check did not run either.
       return {
-        exitCode,
-        stdout: response.stdout ?? "",
-        stderr: response.stderr ?? "",
-        durationMs: performance.now() - started,
+        after: "retire",
+        result: {
+          exitCode,
+          stdout: response.stdout ?? "",
+          stderr: response.stderr ?? "",
+          durationMs: performance.now() - started,
+        },
       };
     }
     const stdout = truncateBytes(Buffer.from(parsed.stdout, "utf8"), maxOutput, parsed.stdoutBytes);
     const stderr = truncateBytes(Buffer.from(response.stderr ?? "", "utf8"), maxOutput, parsed.stderrBytes);
     const truncated = parsed.stdoutBytes > maxOutput || parsed.stderrBytes > maxOutput;
     return {
-      exitCode,
-      stdout,
-      stderr,
-      durationMs: performance.now() - started,
-      ...(truncated ? { truncated: true } : {}),
+      after: parsed.leftProcesses ? "retire" : "reuse",
+      result: {
+        exitCode,
+        stdout,
+        stderr,
+        durationMs: performance.now() - started,
+        ...(truncated ? { truncated: true } : {}),
+      },
     };
   }
 
@@ -343,7 +376,7 @@ class DaytonaSandbox implements Sandbox {
     stdinPath: string | undefined,
     maxOutput: number,
     started: number,
-  ): Promise<ExecResult> {
+  ): Promise<{ result: ExecResult; after: SessionAfter }> {
     const stdout = new TailBuffer(maxOutput);
     const stderr = new TailBuffer(maxOutput);
     const onOutput = execOpts.onOutput;
@@ -386,19 +419,25 @@ class DaytonaSandbox implements Sandbox {
       };
       if (stop)
         return {
-          ...base,
-          exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED,
-          durationMs: performance.now() - started,
-          ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }),
+          after: "gone",
+          result: {
+            ...base,
+            exitCode: stop === "timeout" ? EXIT_TIMED_OUT : EXIT_CANCELLED,
+            durationMs: performance.now() - started,
+            ...(stop === "timeout" ? { timedOut: true } : { cancelled: true }),
+          },
         };
       await logs;
       const exitCode = await this.exitCodeOf(session, cmdId);
       return {
-        ...base,
-        stdout: stdout.text(),
-        stderr: stderr.text(),
-        exitCode,
-        durationMs: performance.now() - started,
+        after: "retire",
+        result: {
+          ...base,
+          stdout: stdout.text(),
+          stderr: stderr.text(),
+          exitCode,
+          durationMs: performance.now() - started,
+        },
       };
     } finally {
       clearInterval(keepAlive);
@@ -491,28 +530,46 @@ class DaytonaSandbox implements Sandbox {
   }
 }
 
+/** What becomes of a session after its command: back to the pool, deleted, or already deleted by a kill. */
+type SessionAfter = "reuse" | "retire" | "gone";
+
+/** Idle sessions kept for reuse; more only appear when commands run side by side. */
+const MAX_IDLE_SESSIONS = 2;
+
 /**
- * Sessions for commands. One is kept ready so a short command costs one round trip; commands
- * that need env get a fresh session created between setting and unsetting that env in the
- * sandbox, so the values reach that one session and never a command string or a later session.
+ * Sessions for commands. Short commands reuse an idle session: each runs in a subshell that
+ * sets its own cwd and leaves nothing behind (see command.ts), so a short command costs one
+ * request, the session's creation being shared by every command of the run. Commands running
+ * side by side take separate sessions. A session goes (is deleted, and no replacement is made
+ * until a command needs one) when it may hold state a later command must not see: after a
+ * command with env, a streaming command, a timeout or cancel (the kill deletes it), a command
+ * that left processes running, or a reply the check could not vouch for. Commands that need
+ * env get a fresh session created between setting and unsetting that env in the sandbox, so
+ * the values reach that one session and never a command string or a later session.
  */
 class SessionPool {
-  private ready: Promise<string> | undefined;
+  private readonly idle: string[] = [];
   private envLock: Promise<unknown> = Promise.resolve();
   private closed = false;
 
   constructor(private readonly remote: DaytonaSdkSandbox) {}
 
-  prepare(): Promise<string> {
-    this.ready ??= this.create();
-    return this.ready;
+  /** Bootstrap opens the first session beside the clone: the run's first command uses it. */
+  async prepare(): Promise<void> {
+    this.idle.push(await this.create());
   }
 
+  /** A session for a short command: an idle one, else a new one. */
   async take(): Promise<string> {
-    const session = this.ready ?? this.create();
-    this.ready = undefined;
+    const idle = this.idle.pop();
+    if (idle !== undefined) return idle;
+    return this.fresh();
+  }
+
+  /** A new session, for a command that must not share one (streaming). */
+  async fresh(): Promise<string> {
     try {
-      return await session;
+      return await this.create();
     } catch (error) {
       throw translateError(error, { redact: (text) => text, during: "opening a session" });
     }
@@ -539,14 +596,23 @@ class SessionPool {
     }
   }
 
-  retire(session: string): void {
-    void this.remote.process.deleteSession(session).catch(() => undefined);
-    if (!this.closed) void this.prepare().catch(() => undefined);
+  /** A session whose command ended cleanly goes back for the next short command. */
+  release(session: string): void {
+    if (this.closed) return;
+    if (this.idle.length < MAX_IDLE_SESSIONS) this.idle.push(session);
+    else this.retire(session);
   }
 
+  /** Deleting the session ends whatever its command left running (Daytona kills its process group). */
+  retire(session: string): void {
+    if (this.closed) return;
+    void this.remote.process.deleteSession(session).catch(() => undefined);
+  }
+
+  /** Teardown: deleting the sandbox ends every session, so none is deleted one by one. */
   close(): void {
     this.closed = true;
-    this.ready = undefined;
+    this.idle.length = 0;
   }
 
   private async create(waitForEnvLock = true): Promise<string> {
@@ -584,6 +650,12 @@ async function deleteAll(sandboxes: DaytonaSdkSandbox[], keep: string | undefine
   await Promise.all(
     sandboxes.filter((sandbox) => sandbox.id !== keep).map((sandbox) => sandbox.delete().catch(() => undefined)),
   );
+}
+
+/** The depth the SDK is given: undefined (full history) for 0, the default when unset. */
+function cloneDepth(configured: number | undefined): number | undefined {
+  const depth = configured ?? DEFAULT_DAYTONA_CLONE_DEPTH;
+  return depth > 0 ? depth : undefined;
 }
 
 function sandboxLabels(opts: SandboxOptions, repo: string): Record<string, string> {

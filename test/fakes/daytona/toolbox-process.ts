@@ -6,6 +6,7 @@ import type { FakeWorld, ToolboxContext } from "./context.js";
 import { bool, daemonError, field, num, resolveSandboxPath, sendEmpty, sendJson, str, stringMap } from "./http-util.js";
 import { CommandOutput } from "./log-stream.js";
 import { killGroup, type FakeCommand, type FakeSandbox, type FakeSession } from "./state.js";
+import { closeSessionShell, openSessionShell, startSessionCommand } from "./session-shell.js";
 
 /** After `exit`, how long to wait for the pipes to close before declaring the command done anyway (a background
  * grandchild can hold them open; the real daemon finishes when its exit-code file appears). */
@@ -21,8 +22,8 @@ interface StartOptions {
 }
 
 /**
- * Spawns one command as its own process group. Deviation: the real daemon keeps ONE persistent shell per session
- * (so `cd` and `export` persist between commands); this fake spawns `/bin/sh -c` per command, in the work dir.
+ * Spawns one command (`/process/execute`) as its own process group, in the work dir. Session commands run in the
+ * session's persistent shell instead (session-shell.ts).
  */
 export function startCommand(world: FakeWorld, sandbox: FakeSandbox, options: StartOptions): FakeCommand {
   const output = new CommandOutput(world.config.retentionBytes, world.config.splitMarkers);
@@ -174,7 +175,9 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
     if (!id) throw daemonError(400, "sessionId is required", undefined, ctx);
     // guess: text and no code
     if (sandbox.sessions.has(id)) throw daemonError(409, `session ${id} already exists`, undefined, ctx);
-    sandbox.sessions.set(id, { id, createdAt: Date.now(), env: { ...sandbox.processEnv }, commands: new Map() });
+    const created: FakeSession = { id, createdAt: Date.now(), env: { ...sandbox.processEnv }, commands: new Map() };
+    sandbox.sessions.set(id, created);
+    openSessionShell(sandbox, created);
     sendEmpty(ctx.res, 201);
     return true;
   }
@@ -197,7 +200,7 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
   if (seg.length === 3 && method === "DELETE") {
     if (!session) throw noSession();
     sandbox.sessions.delete(sessionId);
-    await Promise.all([...session.commands.values()].map(killCommand));
+    await closeSessionShell(session);
     sendEmpty(ctx.res, 204);
     return true;
   }
@@ -208,13 +211,9 @@ export async function handleProcess(ctx: ToolboxContext): Promise<boolean> {
     if (commandText === undefined) throw daemonError(400, "command is required", undefined, ctx);
     // suppressInputEcho only matters for the daemon's interactive echo of `input`; the fake never echoes input.
     const runAsync = bool(body, "runAsync") === true || bool(body, "async") === true;
-    const command = startCommand(world, sandbox, {
-      command: commandText,
-      cwd: sandbox.workDir,
-      env: commandEnv(session.env, undefined),
-      sessionId,
-      stdin: true,
-    });
+    const command = await startSessionCommand(world, sandbox, session, commandText, runAsync);
+    // guess: the daemon cannot write to the stdin of a shell that has exited.
+    if (!command) throw daemonError(400, "failed to write command: the session's shell has exited", undefined, ctx);
     session.commands.set(command.id, command);
     if (runAsync) {
       sendJson(ctx.res, 202, { cmdId: command.id });
