@@ -58,6 +58,11 @@ export const repoConfigSchema = z
       .object({
         provider: z.enum(["local", "daytona"]).optional(),
         snapshot: z.string().trim().min(1).optional(),
+        /**
+         * `shallow` (Daytona's default: the latest commit only) or `full`, for steps that read the
+         * repository's history (`git log`, `git blame`, bisecting). The local sandbox always has it all.
+         */
+        history: z.enum(["shallow", "full"]).optional(),
         /** `open`, `allowlist` (only `allow` and the agent's model API) or `none`, within the operator's ceiling. */
         network: z.enum(["open", "allowlist", "none"]).optional(),
         /** Domains (`registry.npmjs.org`, `*.pythonhosted.org`) and CIDRs reachable in `allowlist` mode. */

@@ -48,6 +48,11 @@ export const SANDBOX_GIT_SAFETY: readonly string[] = [
   "gc.auto=0",
   "-c",
   "maintenance.auto=false",
+  // The checkout was written outside the sandbox, where owners and inodes read differently:
+  // with the full check every file would look changed, be hashed again and (its object living
+  // in a read-only mirror) written again. Size and mtime still catch what a run changed.
+  "-c",
+  "core.checkStat=minimal",
 ];
 
 /** Variables a host git process starts from; nothing else of the harness's environment passes. */

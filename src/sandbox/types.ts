@@ -100,7 +100,7 @@ export interface DaytonaOptions {
   secrets?: Record<string, string>;
   /** Minutes of inactivity before Daytona stops the sandbox (default 75, above the 60 min run budget). */
   autoStopMinutes?: number;
-  /** Clone depth (default: full history, which PR branches and fix loops may need). */
+  /** Clone depth: 1 by default (the host fetches the base itself); 0 for the full history. */
   cloneDepth?: number;
   /** Seconds to wait for the sandbox to start (default 60). */
   startTimeoutSeconds?: number;

@@ -427,6 +427,16 @@ describe("the same flow with the Daytona sandbox (against the fake Daytona)", ()
         expect(daytona.requestsMentioning(push?.token ?? "-")).toEqual([]);
         expect(daytona.requests.filter((r) => r.path.endsWith("/git/push"))).toEqual([]);
         expect(daytona.requestsMentioning(AGENT_KEY).every((r) => r.path.endsWith("/env"))).toBe(true);
+
+        // Shallow by default; a repository whose steps read history asks for all of it.
+        const clones = () => daytona.requests.filter((r) => r.path.endsWith("/git/clone"));
+        expect(clones().map((r) => (r.body as { depth?: number }).depth)).toEqual([1]);
+        const config = await github.readFile("acme", "widgets", ".github/harness.yml", "main");
+        await github.setFile("acme", "widgets", ".github/harness.yml", `${config}sandbox:\n  history: full\n`);
+        await comment("/harness add a HELLO file with history");
+        await settle();
+        expect(statusComments()[1]?.body).toContain("### ✅ Harness opened a pull request");
+        expect(clones().map((r) => (r.body as { depth?: number }).depth)).toEqual([1, undefined]);
       } finally {
         await daytona.close();
       }

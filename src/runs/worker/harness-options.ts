@@ -68,6 +68,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
               daytona: {
                 ...deps.daytona,
                 ...(config.sandbox.snapshot ? { snapshot: config.sandbox.snapshot } : {}),
+                ...(config.sandbox.history === "full" ? { cloneDepth: 0 } : {}),
                 ...(config.sandbox.resources ? { resources: config.sandbox.resources } : {}),
               },
             }

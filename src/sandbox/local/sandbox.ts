@@ -336,7 +336,22 @@ async function cloneRemote(
   const token = opts.githubToken;
   const redactToken = createRedactor([token]);
   const clone = (reference: string | undefined): Promise<ExecResult> =>
-    git(["clone", "--quiet", ...(reference ? ["--reference", reference] : []), "--", source.url, workDir], base, token);
+    git(
+      [
+        "clone",
+        "--quiet",
+        // Inside the isolated sandbox owners and inodes read differently from here: with git's
+        // full stat check the agent's first `git status` would hash every file again.
+        "--config",
+        "core.checkStat=minimal",
+        ...(reference ? ["--reference", reference] : []),
+        "--",
+        source.url,
+        workDir,
+      ],
+      base,
+      token,
+    );
   const cache = opts.repoCache;
   const mirror = cache ? await cache.mirrors.lease(cache.scope, source.url, token) : undefined;
   let result = await clone(mirror?.path);

@@ -1,0 +1,285 @@
+/**
+ * Webhook → agent start on a large repository. The bench generates a repository of at least
+ * 1 GiB of history (a 10 MiB incompressible asset rewritten a hundred times) and at least 50,000
+ * files in its tree, serves it from the fake GitHub over git smart HTTP, and runs the app
+ * (`src/main.ts` as a child process, SQLite store, default settings) on it: the same `/harness`
+ * request three times on three issues. Timed from sending the signed webhook to the app logging
+ * that the agent step started (the agent's own first instruction follows within a process
+ * spawn). Local sandbox (isolated): the first run builds the repository cache, the next ones use
+ * it; `--no-cache` runs with HARNESS_REPO_CACHE=off (what every run cost before the cache).
+ * Fake Daytona (`--sandbox daytona`, `--latency` ms injected per request): the Daytona requests
+ * made between the webhook and the agent start, and their sequential round trips.
+ * Targets: second run ≤ 3 s on the local sandbox; first run no slower than without the cache;
+ * on Daytona ≤ 3 sequential round trips + the fetch.
+ *
+ *   npx tsx bench/large-repo.ts [--sandbox local|daytona] [--no-cache] [--runs 3] [--latency 50]
+ *
+ * The generated repository is kept in the system temp folder and reused by later invocations.
+ */
+import { execFileSync, spawn } from "node:child_process";
+import { createHash, randomBytes } from "node:crypto";
+import { existsSync } from "node:fs";
+import { chmod, mkdir, readdir, rename, stat, writeFile } from "node:fs/promises";
+import { loadavg, tmpdir } from "node:os";
+import { join } from "node:path";
+import { performance } from "node:perf_hooks";
+import { startFakeDaytona, type FakeDaytona } from "../test/fakes/daytona/server.js";
+import { startFakeGitHub } from "../test/fakes/github/server.js";
+import { issueCommentCreated, sendWebhook } from "../test/fakes/github/webhooks.js";
+import { startAppProcess, waitFor, type AppProcess } from "../test/helpers/app-process.js";
+import { git, scratchDir } from "../test/helpers/git.js";
+import { installHarness } from "../test/helpers/harness-world.js";
+
+const argValue = (name: string): string | undefined => {
+  const index = process.argv.indexOf(`--${name}`);
+  return index >= 0 ? process.argv[index + 1] : undefined;
+};
+const SANDBOX = argValue("sandbox") ?? "local";
+const NO_CACHE = process.argv.includes("--no-cache");
+const RUNS = Number(argValue("runs") ?? 3);
+const LATENCY = Number(argValue("latency") ?? 50);
+const FILES = Number(argValue("files") ?? 50_000);
+const HISTORY_MIB = Number(argValue("history-mib") ?? 1_040);
+const ASSET_MIB = 10;
+const SECRET = "bench-large-repo-secret";
+const TERMINAL = /^### (✅|➖|❌|⏹)/m;
+
+/** A bare repository with FILES small files and HISTORY_MIB of incompressible history, made once. */
+async function generatedRepository(): Promise<string> {
+  const dir = join(tmpdir(), `harness-bench-large-${String(FILES)}-${String(HISTORY_MIB)}.git`);
+  if (existsSync(join(dir, "harness-bench-complete"))) return dir;
+  const staging = `${dir}.tmp-${randomBytes(3).toString("hex")}`;
+  await mkdir(staging, { recursive: true });
+  git(staging, "init", "--quiet", "--bare", "--initial-branch=main");
+  const started = performance.now();
+  const importer = spawn("git", ["fast-import", "--quiet", "--depth=0"], {
+    cwd: staging,
+    stdio: ["pipe", "inherit", "inherit"],
+    env: { ...process.env, GIT_CONFIG_NOSYSTEM: "1", GIT_CONFIG_GLOBAL: "/dev/null" },
+  });
+  const exited = new Promise<number | null>((resolve) => importer.once("exit", resolve));
+  const write = (chunk: string | Buffer): Promise<void> =>
+    importer.stdin.write(chunk)
+      ? Promise.resolve()
+      : new Promise((resolve) => {
+          importer.stdin.once("drain", resolve);
+        });
+  let time = 1_700_000_000;
+  // Each commit continues the branch from the previous one in the stream.
+  const commit = async (message: string, body: () => Promise<void>): Promise<void> => {
+    time += 60;
+    await write(
+      `commit refs/heads/main\ncommitter Bench <bench@example.com> ${String(time)} +0000\n` +
+        `data ${String(Buffer.byteLength(message))}\n${message}\n`,
+    );
+    await body();
+    await write("\n");
+  };
+  await commit("a large tree", async () => {
+    for (let i = 0; i < FILES; i++) {
+      const digest = createHash("sha1").update(String(i)).digest("hex");
+      const content = `// module ${String(i)}\nexport const value${String(i)} = "${digest}";\n`;
+      const path = `src/pkg${String(i % 250)}/mod${String(i)}.ts`;
+      await write(`M 100644 inline ${path}\ndata ${String(Buffer.byteLength(content))}\n${content}\n`);
+    }
+    await write(`M 100644 inline README.md\ndata 12\n# monorepo\n\n`);
+  });
+  for (let round = 0; round * ASSET_MIB < HISTORY_MIB; round++) {
+    await commit(`asset revision ${String(round)}`, async () => {
+      const asset = randomBytes(ASSET_MIB * 1024 * 1024);
+      await write(`M 100644 inline assets/model.bin\ndata ${String(asset.length)}\n`);
+      await write(asset);
+      await write("\n");
+    });
+  }
+  importer.stdin.end();
+  const code = await exited;
+  if (code !== 0) throw new Error(`git fast-import exited with ${String(code)}`);
+  await writeFile(join(staging, "harness-bench-complete"), "");
+  await rename(staging, dir);
+  console.log(`generated the repository in ${((performance.now() - started) / 1000).toFixed(1)} s: ${dir}`);
+  return dir;
+}
+
+async function bytesUnder(path: string): Promise<number> {
+  let total = 0;
+  for (const entry of await readdir(path, { withFileTypes: true })) {
+    const full = join(path, entry.name);
+    total += entry.isDirectory() ? await bytesUnder(full) : (await stat(full)).size;
+  }
+  return total;
+}
+
+interface Measured {
+  run: number;
+  toAgentMs: number;
+  toTerminalMs: number;
+  outcome: string;
+  daytonaRequests?: number;
+  daytonaDepth?: number;
+}
+
+/** The longest chain of requests each sent only after the previous one was answered. */
+function sequentialDepth(requests: ReadonlyArray<{ time: number; respondedAt?: number }>): number {
+  const depths: number[] = [];
+  requests.forEach((request, i) => {
+    let depth = 1;
+    for (let j = 0; j < i; j++) {
+      const earlier = requests[j];
+      if (earlier?.respondedAt !== undefined && earlier.respondedAt <= request.time)
+        depth = Math.max(depth, (depths[j] ?? 1) + 1);
+    }
+    depths.push(depth);
+  });
+  return Math.max(0, ...depths);
+}
+
+const s = (ms: number): string => (ms / 1000).toFixed(2);
+const source = await generatedRepository();
+const history = await bytesUnder(join(source, "objects"));
+const files = execFileSync("git", ["ls-tree", "-r", "--name-only", "main"], {
+  cwd: source,
+  encoding: "utf8",
+  maxBuffer: 256 * 1024 * 1024,
+})
+  .trim()
+  .split("\n").length;
+console.log(
+  `repository: ${(history / 1024 ** 3).toFixed(2)} GiB of objects, ${String(files)} files at main; ` +
+    `sandbox ${SANDBOX}` +
+    (SANDBOX === "local" ? (NO_CACHE ? ", cache off" : ", cache on") : `, ${String(LATENCY)} ms per Daytona request`),
+);
+console.log(
+  `load before: ${loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ")}`,
+);
+
+const dir = await scratchDir("bench-large-repo-");
+const github = await startFakeGitHub();
+let daytona: FakeDaytona | undefined;
+let app: AppProcess | undefined;
+const results: Measured[] = [];
+try {
+  const installed = await installHarness(github, { appId: 4500 });
+  const bare = github.repo("acme", "widgets").bareDir;
+  // The generated packs, hard-linked into the fake's repository (which only ever adds objects);
+  // the fake keeps its own config and hooks.
+  const packs = (await readdir(join(source, "objects", "pack"))).map((name) => join(source, "objects", "pack", name));
+  await new Promise<void>((resolve, reject) => {
+    const copy = spawn("cp", ["-al", ...packs, join(bare, "objects", "pack")], { stdio: "inherit" });
+    copy.once("exit", (code) => {
+      if (code === 0) resolve();
+      else reject(new Error(`cp exited with ${String(code)}`));
+    });
+  });
+  git(bare, "update-ref", "refs/heads/main", git(source, "rev-parse", "refs/heads/main"));
+  const agent = join(dir.path, "agent.sh");
+  await writeFile(agent, "#!/bin/sh\nprintf 'Hello from the agent\\n' > HELLO.md\n");
+  await chmod(agent, 0o755);
+  await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agent}"]\n`);
+  if (SANDBOX === "daytona") daytona = await startFakeDaytona({ latencyMs: LATENCY });
+
+  const env: Record<string, string> = {
+    PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+    HOME: process.env["HOME"] ?? dir.path,
+    APP_ID: String(installed.id),
+    PRIVATE_KEY: installed.privateKeyPem ?? "",
+    WEBHOOK_SECRET: SECRET,
+    GHE_HOST: github.host,
+    GHE_PROTOCOL: "http",
+    HARNESS_QUEUE: "sqlite",
+    HARNESS_DB: join(dir.path, "data", "harness.db"),
+    HARNESS_CONCURRENCY: "1",
+    HARNESS_SANDBOX_READONLY_PATHS: dir.path,
+    LOG_LEVEL: "info",
+    ...(NO_CACHE ? { HARNESS_REPO_CACHE: "off" } : {}),
+    ...(daytona
+      ? { HARNESS_SANDBOX: "daytona", DAYTONA_API_URL: daytona.apiUrl, DAYTONA_API_KEY: daytona.apiKey }
+      : { HARNESS_SANDBOX: "local" }),
+  };
+  app = await startAppProcess(env, { name: "app" });
+  const running = app;
+
+  for (let run = 1; run <= RUNS; run++) {
+    const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "A HELLO file.", user: "r" });
+    const posted = github.addComment("acme", "widgets", issue.number, {
+      body: "/harness add HELLO",
+      user: "maintainer",
+    });
+    const payload = issueCommentCreated({
+      repo: github.repo("acme", "widgets"),
+      issue: { number: issue.number, title: issue.title, body: issue.body },
+      comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
+      installationId: 77,
+    });
+    const logFrom = running.output().length;
+    const daytonaFrom = daytona?.requests.length ?? 0;
+    const sentAt = Date.now();
+    const answer = await sendWebhook(running.url, SECRET, "issue_comment", payload);
+    if (answer.status !== 200) throw new Error(`the webhook was answered ${String(answer.status)}`);
+    const agentStart = (): number | undefined => {
+      for (const line of running.output().slice(logFrom).split("\n")) {
+        if (!line.includes('"step started"') || !line.includes('"node":"implement"')) continue;
+        const time = (JSON.parse(line) as { time?: number }).time;
+        if (typeof time === "number") return time;
+      }
+      return undefined;
+    };
+    const status = (): string =>
+      github.issueComments("acme", "widgets", issue.number).find((c) => c.body.includes("<!-- harness:run="))?.body ??
+      "";
+    await waitFor("the agent to start", () => agentStart() !== undefined || TERMINAL.test(status()), {
+      timeoutMs: 600_000,
+      intervalMs: 10,
+      diagnostics: () => `${status()}\n${running.output().slice(-4_000)}`,
+    });
+    const startedAt = agentStart() ?? NaN;
+    const daytonaBefore = daytona?.requests.slice(daytonaFrom).filter((request) => request.time <= startedAt);
+    await waitFor("a terminal status comment", () => TERMINAL.test(status()), {
+      timeoutMs: 600_000,
+      intervalMs: 10,
+      diagnostics: () => `${status()}\n${running.output().slice(-4_000)}`,
+    });
+    if (process.argv.includes("--timeline")) {
+      for (const line of running.output().slice(logFrom).split("\n")) {
+        if (!line.startsWith("{")) continue;
+        const entry = JSON.parse(line) as { time?: number; msg?: string; node?: string; durationMs?: number };
+        console.log(
+          `  +${s((entry.time ?? sentAt) - sentAt)} s ${entry.msg ?? ""}${entry.node ? ` ${entry.node}` : ""}` +
+            (entry.durationMs !== undefined ? ` (${String(entry.durationMs)} ms)` : ""),
+        );
+      }
+    }
+    if (!/^### ✅/m.test(status())) console.log(`run ${String(run)} did not open a PR:\n${status()}`);
+    results.push({
+      run,
+      toAgentMs: startedAt - sentAt,
+      toTerminalMs: Date.now() - sentAt,
+      outcome: /^### (\S+)/m.exec(status())?.[1] ?? "?",
+      ...(daytonaBefore ? { daytonaRequests: daytonaBefore.length, daytonaDepth: sequentialDepth(daytonaBefore) } : {}),
+    });
+  }
+} finally {
+  await app?.stop("SIGTERM");
+  await daytona?.close();
+  await github.close();
+  await dir.cleanup();
+}
+
+console.log(
+  "| run | webhook → agent start s | webhook → terminal s | outcome |" +
+    (daytona ? " Daytona requests before the agent | sequential round trips |" : ""),
+);
+console.log(`|---|---|---|---|${daytona ? "---|---|" : ""}`);
+for (const r of results) {
+  console.log(
+    `| ${String(r.run)} | ${s(r.toAgentMs)} | ${s(r.toTerminalMs)} | ${r.outcome} |` +
+      (r.daytonaRequests !== undefined ? ` ${String(r.daytonaRequests)} | ${String(r.daytonaDepth)} |` : ""),
+  );
+}
+console.log(
+  `load after: ${loadavg()
+    .map((n) => n.toFixed(2))
+    .join(" ")}`,
+);
