@@ -1,0 +1,85 @@
+import { expect, test } from "vitest";
+import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
+import { toolNames } from "../fakes/model-server/tools.js";
+import { git } from "../helpers/git.js";
+import { describeRealAgent, installedVersion, pinnedVersion, priced, useRealAgentRuns } from "./support.js";
+
+/** Claude Code's list prices for claude-sonnet-4-5, in USD per million tokens. */
+const SONNET = { input: 3, output: 15, cacheRead: 0.3 };
+
+describeRealAgent("claude-code", "the real Claude Code CLI through the claude-code driver", () => {
+  const run = useRealAgentRuns();
+
+  test("the installed CLI is the pinned version", () => {
+    expect(installedVersion("claude-code")).toBe(pinnedVersion("claude-code"));
+  });
+
+  test("happy path: the file the model writes is committed; turns, cost and summary come from the result", async () => {
+    const { report, node, server, repo, credentials } = await run("claude-code", {
+      script: [
+        writeFile("greeting.txt", "hello from the scripted model\n", {
+          text: "I will add the file.",
+          usage: { inputTokens: 1234, outputTokens: 56 },
+        }),
+        say("Added greeting.txt.", { inputTokens: 2000, outputTokens: 78, cacheReadTokens: 500 }),
+      ],
+    });
+
+    expect(report.status).toBe("succeeded");
+    expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
+    // Claude prices the scripted usage itself: the tokens reached it and the driver read the total.
+    expect(node.costUsd).toBeCloseTo(priced({ input: 3234, output: 134, cacheRead: 500 }, SONNET), 8);
+    expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
+
+    const calls = server.modelCalls();
+    expect(calls).toHaveLength(2);
+    for (const call of calls) {
+      expect(call.body).toMatchObject({ model: "claude-sonnet-4-5", stream: true });
+      expect(toolNames(call.body)).toContain("Write");
+      expect(call.headers["x-api-key"]).toBe("[redacted]");
+      expect(call.headers["user-agent"]).toMatch(/^claude-cli\/\d/);
+    }
+    expect(JSON.stringify(calls[0]?.body)).toContain("add a greeting file");
+    expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
+    // Nonessential traffic off: the model calls are all it made.
+    expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
+  });
+
+  test("--max-turns 1 stops after one model call; Claude counts the turn it refused as a second one", async () => {
+    const { node, server } = await run("claude-code", {
+      maxTurns: 1,
+      script: [writeFile("greeting.txt", "hello\n"), say("done")],
+    });
+    expect(server.modelCalls()).toHaveLength(1);
+    expect(node).toMatchObject({ status: "failed", turns: 2, error: "stopped after 2 turns (--max-turns)" });
+  });
+
+  test("401: the step fails with Claude's words for a rejected key", async () => {
+    const { node, server } = await run("claude-code", { script: [fail(401, { repeat: Infinity })] });
+    expect(node.status).toBe("failed");
+    expect(node.error).toMatch(/Invalid API key/);
+    // Claude retries a 401 like any other error: 1 call + CLAUDE_CODE_MAX_RETRIES (2 here).
+    expect(server.modelCalls()).toHaveLength(3);
+  });
+
+  test.each([
+    [529, /API Error: 529 Overloaded/],
+    [500, /API Error: 500 Internal server error/],
+  ])("%i: the step fails and its error carries the API's status and message", async (status, expected) => {
+    const { node, server } = await run("claude-code", { script: [fail(status, { repeat: Infinity })] });
+    expect(node.status).toBe("failed");
+    expect(node.error).toMatch(expected);
+    expect(server.modelCalls()).toHaveLength(3);
+    // Claude counts the failed request as a turn, at no cost.
+    expect(node).toMatchObject({ turns: 1, costUsd: 0 });
+  });
+
+  test("a model that never answers: the step's timeout kills Claude and says so", async () => {
+    const { node, server } = await run("claude-code", { script: [hang], timeoutMinutes: 0.1 });
+    expect(server.modelCalls()).toHaveLength(1);
+    expect(node.status).toBe("timed_out");
+    expect(node.error).toMatch(/^timed out after 6\.\d s$/);
+    await server.hangsClosed();
+    expect(server.openHangs()).toBe(0);
+  });
+});

@@ -1,0 +1,98 @@
+import { expect, test } from "vitest";
+import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
+import { toolNames } from "../fakes/model-server/tools.js";
+import { git } from "../helpers/git.js";
+import { describeRealAgent, installedVersion, pinnedVersion, useRealAgentRuns } from "./support.js";
+
+const GREETING = [
+  writeFile("greeting.txt", "hello from the scripted model\n", {
+    text: "I will add the file.",
+    usage: { inputTokens: 1234, outputTokens: 56 },
+  }),
+  say("Added greeting.txt.", { inputTokens: 2000, outputTokens: 78, cacheReadTokens: 500 }),
+];
+
+describeRealAgent("codex", "the real Codex CLI through the codex driver", () => {
+  const run = useRealAgentRuns();
+
+  test("the installed CLI is the pinned version", () => {
+    expect(installedVersion("codex")).toBe(pinnedVersion("codex"));
+  });
+
+  test("happy path: the file the model writes is committed; one Codex turn, the last message as summary", async () => {
+    const { report, node, server, repo, credentials, output } = await run("codex", { script: GREETING });
+
+    expect(report.status).toBe("succeeded");
+    expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 1 });
+    expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
+
+    // Codex tries a WebSocket first; refused, it falls back to HTTP streaming at once.
+    expect(server.requests[0]).toMatchObject({ method: "GET", path: "/v1/responses", upgrade: true });
+    const calls = server.modelCalls();
+    expect(calls).toHaveLength(2);
+    for (const call of calls) {
+      expect(call.body).toMatchObject({ stream: true });
+      expect(toolNames(call.body).some((name) => /^(exec|apply_patch|exec_command|shell)$/.test(name))).toBe(true);
+      expect(call.headers["authorization"]).toBe("[redacted]");
+    }
+    expect(JSON.stringify(calls[0]?.body)).toContain("add a greeting file");
+    // The driver hands OPENAI_API_KEY to Codex as CODEX_API_KEY, which Codex sends as a Bearer token.
+    expect(server.receivedCredential(credentials["OPENAI_API_KEY"] ?? "")).toBe(true);
+    expect(server.requests.filter((request) => request.path !== "/v1/responses")).toEqual([]);
+
+    // Codex reports the scripted usage, but the driver reads neither tokens nor a cost from it.
+    expect(output).toContain('"usage":{"input_tokens":3234,"cached_input_tokens":500');
+    expect(output).toContain('"output_tokens":134');
+    expect(node.costUsd).toBeUndefined();
+  });
+
+  test("--model reaches the API", async () => {
+    const { node, server } = await run("codex", { script: GREETING, model: "gpt-5.1-codex" });
+    expect(node.status).toBe("succeeded");
+    expect(server.modelCalls().map((call) => (call.body as { model?: unknown }).model)).toEqual([
+      "gpt-5.1-codex",
+      "gpt-5.1-codex",
+    ]);
+  });
+
+  test("maxTurns is not enforced: Codex has no turn cap, so a 1-turn limit still makes every call", async () => {
+    const { node, server } = await run("codex", { script: GREETING, maxTurns: 1 });
+    expect(node.status).toBe("succeeded");
+    expect(server.modelCalls()).toHaveLength(2);
+  });
+
+  test("401: the step fails with the status and the API's message", async () => {
+    const { node, server } = await run("codex", { script: [fail(401, { repeat: Infinity })] });
+    expect(node.status).toBe("failed");
+    expect(node.error).toMatch(/^unexpected status 401 Unauthorized: Incorrect API key provided\./);
+    // Codex "reconnects" five times even on a 401.
+    expect(server.modelCalls()).toHaveLength(6);
+  });
+
+  test("429: the step fails naming the status", async () => {
+    const { node } = await run("codex", { script: [fail(429, { repeat: Infinity })] });
+    expect(node.status).toBe("failed");
+    expect(node.error).toBe("exceeded retry limit, last status: 429 Too Many Requests");
+  });
+
+  test("500: Codex retries 30 times, then reports a generic message without the status", async () => {
+    const { node, server, output } = await run("codex", {
+      script: [fail(500, { message: "scripted upstream failure", repeat: Infinity })],
+    });
+    expect(node.status).toBe("failed");
+    expect(server.modelCalls()).toHaveLength(30);
+    // The cause (status 500, the API's message) is in neither the step's error nor the output.
+    expect(node.error).toMatch(/high demand/);
+    expect(node.error).not.toMatch(/500/);
+    expect(output).not.toContain("scripted upstream failure");
+  });
+
+  test("a model that never answers: the step's timeout kills Codex and says so", async () => {
+    const { node, server } = await run("codex", { script: [hang], timeoutMinutes: 0.1 });
+    expect(server.modelCalls()).toHaveLength(1);
+    expect(node.status).toBe("timed_out");
+    expect(node.error).toMatch(/^timed out after 6\.\d s$/);
+    await server.hangsClosed();
+    expect(server.openHangs()).toBe(0);
+  });
+});

@@ -1,0 +1,80 @@
+import { expect, test } from "vitest";
+import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
+import { toolNames } from "../fakes/model-server/tools.js";
+import { git } from "../helpers/git.js";
+import { describeRealAgent, installedVersion, pinnedVersion, priced, useRealAgentRuns } from "./support.js";
+
+/** pi's prices for anthropic/claude-sonnet-4-5, in USD per million tokens. */
+const SONNET = { input: 3, output: 15, cacheRead: 0.3 };
+
+const GREETING = [
+  writeFile("greeting.txt", "hello from the scripted model\n", {
+    text: "I will add the file.",
+    usage: { inputTokens: 1234, outputTokens: 56 },
+  }),
+  say("Added greeting.txt.", { inputTokens: 2000, outputTokens: 78, cacheReadTokens: 500 }),
+];
+
+describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
+  const run = useRealAgentRuns();
+
+  test("the installed CLI is the pinned version", () => {
+    expect(installedVersion("pi")).toBe(pinnedVersion("pi"));
+  });
+
+  test("happy path: the file the model writes is committed; turns and cost are summed from the events", async () => {
+    const { report, node, server, repo, credentials } = await run("pi", { script: GREETING });
+
+    expect(report.status).toBe("succeeded");
+    expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
+    expect(node.costUsd).toBeCloseTo(priced({ input: 3234, output: 134, cacheRead: 500 }, SONNET), 8);
+    expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
+
+    const calls = server.modelCalls();
+    expect(calls).toHaveLength(2);
+    for (const call of calls) {
+      // `--model anthropic/claude-sonnet-4-5`: the provider picks the route, the id goes to the API.
+      expect(call.body).toMatchObject({ model: "claude-sonnet-4-5", stream: true });
+      expect(toolNames(call.body)).toEqual(expect.arrayContaining(["read", "bash", "edit", "write"]));
+      expect(call.headers["x-api-key"]).toBe("[redacted]");
+    }
+    expect(JSON.stringify(calls[0]?.body)).toContain("add a greeting file");
+    expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
+    expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
+  });
+
+  test("maxTurns is not enforced: pi has no turn cap, so a 1-turn limit still makes every call", async () => {
+    const { node, server } = await run("pi", { script: GREETING, maxTurns: 1 });
+    expect(node).toMatchObject({ status: "succeeded", turns: 2 });
+    expect(server.modelCalls()).toHaveLength(2);
+  });
+
+  test("401: pi exits 0, and the driver still fails the step with the API's answer", async () => {
+    const { node, server } = await run("pi", { script: [fail(401, { repeat: Infinity })] });
+    expect(node.status).toBe("failed");
+    expect(node.exitCode).toBe(0);
+    expect(node.error).toMatch(/^the model call failed: 401 .*invalid x-api-key/);
+    expect(server.modelCalls()).toHaveLength(1);
+  });
+
+  test.each([
+    [529, /^the model call failed: 529 .*Overloaded.* \(gave up after 2 retries\)$/],
+    [500, /^the model call failed: 500 .*Internal server error.* \(gave up after 2 retries\)$/],
+  ])("%i: the step fails with the status, the API's message and the retries", async (status, expected) => {
+    const { node, server } = await run("pi", { script: [fail(status, { repeat: Infinity })] });
+    expect(node.status).toBe("failed");
+    expect(node.error).toMatch(expected);
+    // 1 call + retry.maxRetries (2 here); each retry is a turn of its own in pi's events.
+    expect(server.modelCalls()).toHaveLength(3);
+    expect(node.turns).toBe(3);
+  });
+
+  test("a model that never answers: the step's timeout kills pi and says so", async () => {
+    const { node, server } = await run("pi", { script: [hang], timeoutMinutes: 0.1 });
+    expect(server.modelCalls()).toHaveLength(1);
+    expect(node.status).toBe("timed_out");
+    expect(node.error).toMatch(/^timed out after 6\.\d s$/);
+    await server.hangsClosed();
+    expect(server.openHangs()).toBe(0);
+  });
+});
