@@ -13,6 +13,10 @@
  * on Daytona ≤ 3 sequential round trips + the fetch.
  *
  *   npx tsx bench/large-repo.ts [--sandbox local|daytona] [--no-cache] [--runs 3] [--latency 50]
+ *                               [--timeline] [--entry path/to/main.ts]
+ *
+ * `--entry` starts another copy of the app (e.g. an older version, for a before/after);
+ * `--timeline` prints each run's log lines with their time since the webhook.
  *
  * The generated repository is kept in the system temp folder and reused by later invocations.
  */
@@ -21,7 +25,7 @@ import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readdir, rename, stat, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
-import { join } from "node:path";
+import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
 import { startFakeDaytona, type FakeDaytona } from "../test/fakes/daytona/server.js";
 import { startFakeGitHub } from "../test/fakes/github/server.js";
@@ -41,6 +45,7 @@ const LATENCY = Number(argValue("latency") ?? 50);
 const FILES = Number(argValue("files") ?? 50_000);
 const HISTORY_MIB = Number(argValue("history-mib") ?? 1_040);
 const ASSET_MIB = 10;
+const ENTRY = argValue("entry");
 const SECRET = "bench-large-repo-secret";
 const TERMINAL = /^### (✅|➖|❌|⏹)/m;
 
@@ -198,8 +203,14 @@ try {
       ? { HARNESS_SANDBOX: "daytona", DAYTONA_API_URL: daytona.apiUrl, DAYTONA_API_KEY: daytona.apiKey }
       : { HARNESS_SANDBOX: "local" }),
   };
-  app = await startAppProcess(env, { name: "app" });
+  app = await startAppProcess(env, { name: "app", ...(ENTRY ? { entry: resolve(ENTRY) } : {}) });
   const running = app;
+  const fakeDaytona = daytona;
+  // The orphan reaper lists sandboxes once at start; that pass is not part of any run.
+  if (fakeDaytona)
+    await waitFor("the reaper's first pass", () =>
+      fakeDaytona.requests.some((r) => r.method === "GET" && r.path === "/api/sandbox" && r.respondedAt),
+    );
 
   for (let run = 1; run <= RUNS; run++) {
     const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "A HELLO file.", user: "r" });
@@ -236,6 +247,12 @@ try {
     });
     const startedAt = agentStart() ?? NaN;
     const daytonaBefore = daytona?.requests.slice(daytonaFrom).filter((request) => request.time <= startedAt);
+    if (process.argv.includes("--timeline"))
+      for (const request of daytonaBefore ?? [])
+        console.log(
+          `  +${s(request.time - sentAt)}–${s((request.respondedAt ?? NaN) - sentAt)} s ${request.method} ` +
+            request.path.replace(/\/toolbox\/[^/]+/, "/toolbox/…").replace(/\/sandbox\/[^/]+/, "/sandbox/…"),
+        );
     await waitFor("a terminal status comment", () => TERMINAL.test(status()), {
       timeoutMs: 600_000,
       intervalMs: 10,

@@ -148,8 +148,16 @@ export interface MirrorLease {
 
 /** Warm mirrors of repositories, per scope (an installation); none is shared across scopes. */
 export interface RepositoryMirrors {
-  /** A current-enough mirror of `url` for `scope`, or undefined to clone without one. */
-  lease(scope: string, url: string, token: string | undefined): Promise<MirrorLease | undefined>;
+  /**
+   * A mirror of the repository for `scope`, keyed by its GitHub id (a rename or transfer keeps
+   * it; a new repository under an old name never gets it), fetched from `url`; or undefined to
+   * clone without one.
+   */
+  lease(
+    scope: string,
+    repository: { id: string; url: string },
+    token: string | undefined,
+  ): Promise<MirrorLease | undefined>;
 }
 
 export interface SandboxOptions {
@@ -172,7 +180,7 @@ export interface SandboxOptions {
    * Warm mirrors the local sandbox clones with (ignored by Daytona and by worktree mode), and
    * the scope whose mirrors this run may use: its installation, never another's.
    */
-  repoCache?: { mirrors: RepositoryMirrors; scope: string };
+  repoCache?: { mirrors: RepositoryMirrors; scope: string; repositoryId: string };
   /**
    * Read-only GitHub token for the clone. Handed to git only through an environment-scoped
    * credential for the one git process that needs it; never written to disk or a remote URL.

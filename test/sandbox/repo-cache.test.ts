@@ -1,5 +1,5 @@
 import { randomBytes } from "node:crypto";
-import { readdir, readFile, stat, writeFile } from "node:fs/promises";
+import { readdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { probeIsolation } from "../../src/sandbox/local/isolation.js";
@@ -20,6 +20,8 @@ const probe = await probeIsolation();
 if (!probe.available) console.warn(`Isolated repository-cache tests skipped: ${probe.reason}; fix: ${probe.fix}`);
 
 const token = fakeToken("ghs_", 37);
+/** acme/widgets's GitHub id: what its mirror is keyed by. */
+const REPOSITORY_ID = "4242";
 let root: { path: string; cleanup: () => Promise<void> };
 let cacheRoot: { path: string; cleanup: () => Promise<void> };
 let server: GitHttpServer;
@@ -69,7 +71,7 @@ async function cachedSandbox(overrides: Partial<SandboxOptions> = {}): Promise<S
     branch: `harness/${randomBytes(3).toString("hex")}`,
     githubToken: token,
     githubServerUrl: server.url,
-    repoCache: { mirrors: cache, scope: "installation-1" },
+    repoCache: { mirrors: cache, scope: "installation-1", repositoryId: REPOSITORY_ID },
     ...overrides,
   });
   sandboxes.push(sandbox);
@@ -119,7 +121,7 @@ describe("the warm repository cache", () => {
     expect(await sandbox.downloadFile("NEWS.md")).toBe("fresh\n");
 
     await cache.settle();
-    const mirror = join(cache.dirFor("installation-1", `${server.url}/acme/widgets.git`), "mirror.git");
+    const mirror = join(cache.dirFor("installation-1", REPOSITORY_ID), "mirror.git");
     expect(git(mirror, "rev-parse", "refs/heads/main")).toBe(newer);
   });
 
@@ -135,26 +137,25 @@ describe("the warm repository cache", () => {
       expect(content, file).not.toContain(token);
       expect(content, file).not.toContain(basic);
     }
-    const mirror = join(cache.dirFor("installation-1", `${server.url}/acme/widgets.git`), "mirror.git");
+    const mirror = join(cache.dirFor("installation-1", REPOSITORY_ID), "mirror.git");
     const config = await readFile(join(mirror, "config"), "utf8");
     expect(config).not.toMatch(/\[remote|url\s*=/);
   });
 
   test("installations never share a mirror", async () => {
-    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-1" } });
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-1", repositoryId: REPOSITORY_ID } });
     const before = server.requests.length;
-    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2" } });
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2", repositoryId: REPOSITORY_ID } });
     // The second installation built its own from GitHub, with its own token's access.
     expect(packBytesSince(before)).toBeGreaterThan(1024 * 1024);
-    const url = `${server.url}/acme/widgets.git`;
-    expect(cache.dirFor("installation-1", url)).not.toBe(cache.dirFor("installation-2", url));
+    expect(cache.dirFor("installation-1", REPOSITORY_ID)).not.toBe(cache.dirFor("installation-2", REPOSITORY_ID));
   });
 
   test("a damaged mirror is detected: the run still gets a correct checkout, and the mirror is rebuilt", async () => {
     await cachedSandbox();
     await cache.settle();
     await Promise.all(sandboxes.splice(0).map((sandbox) => sandbox.teardown()));
-    const mirror = join(cache.dirFor("installation-1", `${server.url}/acme/widgets.git`), "mirror.git");
+    const mirror = join(cache.dirFor("installation-1", REPOSITORY_ID), "mirror.git");
     // Every object still there by name, none readable: packs overwritten in the middle, loose
     // objects replaced by garbage.
     let damaged = 0;
@@ -174,7 +175,11 @@ describe("the warm repository cache", () => {
     expect(warnings.join("\n")).toMatch(/damaged and will be rebuilt/);
     await cache.settle();
 
-    const lease = await cache.lease("installation-1", `${server.url}/acme/widgets.git`, token);
+    const lease = await cache.lease(
+      "installation-1",
+      { id: REPOSITORY_ID, url: `${server.url}/acme/widgets.git` },
+      token,
+    );
     expect(lease?.fresh).toBe(true);
     lease?.release();
     expect(() => git(mirror, "fsck", "--no-dangling")).not.toThrow();
@@ -183,32 +188,88 @@ describe("the warm repository cache", () => {
   test("bounded: the least recently used go when over size, idle ones when too old, leased ones never", async () => {
     let now = 1_000_000;
     const small = new RepoCache({ root: cacheRoot.path, maxBytes: 1, inUseMs: 10, maxIdleMs: 1_000, now: () => now });
-    const url = `${server.url}/acme/widgets.git`;
-    const a = await small.lease("installation-1", url, token);
+    const repository = { id: REPOSITORY_ID, url: `${server.url}/acme/widgets.git` };
+    const a = await small.lease("installation-1", repository, token);
     now += 1;
-    const b = await small.lease("installation-2", url, token);
+    const b = await small.lease("installation-2", repository, token);
     await small.settle();
     now += 100;
     // Both over the one-byte budget and idle past the in-use window, but both still leased.
     await small.evict();
-    expect(await exists(small.dirFor("installation-1", url))).toBe(true);
-    expect(await exists(small.dirFor("installation-2", url))).toBe(true);
+    expect(await exists(small.dirFor("installation-1", REPOSITORY_ID))).toBe(true);
+    expect(await exists(small.dirFor("installation-2", REPOSITORY_ID))).toBe(true);
 
     a?.release();
     b?.release();
     await small.evict();
     // Over size, idle past the window: least recently used first, until the total fits.
-    expect(await exists(small.dirFor("installation-1", url))).toBe(false);
-    expect(await exists(small.dirFor("installation-2", url))).toBe(false);
+    expect(await exists(small.dirFor("installation-1", REPOSITORY_ID))).toBe(false);
+    expect(await exists(small.dirFor("installation-2", REPOSITORY_ID))).toBe(false);
 
-    const c = await small.lease("installation-3", url, token);
+    const c = await small.lease("installation-3", repository, token);
     c?.release();
     const roomy = new RepoCache({ root: cacheRoot.path, inUseMs: 10, maxIdleMs: 1_000, now: () => now });
     await roomy.evict();
-    expect(await exists(roomy.dirFor("installation-3", url))).toBe(true);
+    expect(await exists(roomy.dirFor("installation-3", REPOSITORY_ID))).toBe(true);
     now += 2_000;
     await roomy.evict();
-    expect(await exists(roomy.dirFor("installation-3", url))).toBe(false);
+    expect(await exists(roomy.dirFor("installation-3", REPOSITORY_ID))).toBe(false);
+  });
+
+  test("a force-pushed default branch: the run starts from the new head, and the mirror follows it", async () => {
+    await cachedSandbox();
+    await cache.settle();
+    // History rewritten upstream: main now starts from a fresh root the mirror has never seen.
+    const work = await scratchDir("harness-cache-rewrite-");
+    try {
+      git(work.path, "init", "--quiet", "--initial-branch=main");
+      await writeFile(join(work.path, "REWRITTEN.md"), "a new root\n");
+      git(work.path, "add", ".");
+      git(work.path, "commit", "--quiet", "-m", "rewritten");
+      git(work.path, "push", "--quiet", "--force", upstream, "HEAD:main");
+      const rewritten = git(work.path, "rev-parse", "HEAD");
+
+      const sandbox = await cachedSandbox();
+      expect(git(sandbox.workDir, "rev-parse", "HEAD")).toBe(rewritten);
+      expect(await sandbox.downloadFile("REWRITTEN.md")).toBe("a new root\n");
+      await expect(sandbox.downloadFile("blob.bin")).rejects.toThrow();
+      await cache.settle();
+      const mirror = join(cache.dirFor("installation-1", REPOSITORY_ID), "mirror.git");
+      expect(git(mirror, "rev-parse", "refs/heads/main")).toBe(rewritten);
+    } finally {
+      await work.cleanup();
+    }
+  });
+
+  test("keyed by repository id: a renamed repository keeps its mirror; a new one under the old name never gets it", async () => {
+    await cachedSandbox();
+    await cache.settle();
+    // Renamed on GitHub: same id, new address.
+    await rename(join(root.path, "acme", "widgets.git"), join(root.path, "acme", "gadgets.git"));
+    const before = server.requests.length;
+    const renamed = await cachedSandbox({ repo: "acme/gadgets" });
+    expect(packBytesSince(before)).toBeLessThan(256 * 1024);
+    expect((await stat(join(renamed.workDir, "blob.bin"))).size).toBe(1024 * 1024);
+
+    // Someone creates a new acme/widgets: another id, so its own mirror, built from its own objects.
+    upstream = await makeBareRepo(root.path, "acme", "widgets");
+    const other = await cachedSandbox({
+      repoCache: { mirrors: cache, scope: "installation-1", repositoryId: "9999" },
+    });
+    await expect(other.downloadFile("blob.bin")).rejects.toThrow();
+    expect(cache.dirFor("installation-1", "9999")).not.toBe(cache.dirFor("installation-1", REPOSITORY_ID));
+  });
+
+  test("a cache that cannot be written (full disk, wrong path): the run clones without it and says why", async () => {
+    const blocked = join(cacheRoot.path, "not-a-folder");
+    await writeFile(blocked, "");
+    const broken = new RepoCache({ root: blocked, warn: (message) => warnings.push(message) });
+    const sandbox = await cachedSandbox({
+      repoCache: { mirrors: broken, scope: "installation-1", repositoryId: REPOSITORY_ID },
+    });
+    expect((await stat(join(sandbox.workDir, "blob.bin"))).size).toBe(1024 * 1024);
+    expect(warnings.join("\n")).toMatch(/could not build the repository cache for .*acme\/widgets\.git: .*ENOTDIR/);
+    expect(warnings.join("\n")).not.toContain(token);
   });
 
   test("a wrong token: no cache is built and the clone's own error is reported, without the token", async () => {
@@ -225,11 +286,10 @@ describe("the warm repository cache", () => {
 
 describe.skipIf(!probe.available)("the warm repository cache in the isolated sandbox", () => {
   test("the checkout reads its own mirror, cannot write it, and cannot see another installation's", async () => {
-    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2" } });
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2", repositoryId: REPOSITORY_ID } });
     const sandbox = await cachedSandbox({ localIsolation: { mode: "namespaces" } });
-    const url = `${server.url}/acme/widgets.git`;
-    const mine = join(cache.dirFor("installation-1", url), "mirror.git");
-    const theirs = join(cache.dirFor("installation-2", url), "mirror.git");
+    const mine = join(cache.dirFor("installation-1", REPOSITORY_ID), "mirror.git");
+    const theirs = join(cache.dirFor("installation-2", REPOSITORY_ID), "mirror.git");
     const sh = (script: string) => sandbox.exec({ argv: ["sh", "-c", script], cwd: sandbox.workDir, timeout: 30_000 });
 
     const log = await sh("git log --oneline -1 -- blob.bin && git cat-file -s HEAD:blob.bin");

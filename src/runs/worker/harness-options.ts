@@ -60,7 +60,13 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
         ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
         ...(sandboxKind === "local" ? { localIsolation } : {}),
         ...(sandboxKind === "local" && deps.repoCache
-          ? { repoCache: { mirrors: deps.repoCache, scope: `installation-${String(request.installationId)}` } }
+          ? {
+              repoCache: {
+                mirrors: deps.repoCache,
+                scope: `installation-${String(request.installationId)}`,
+                repositoryId: String(request.repo.id),
+              },
+            }
           : {}),
         network: network.policy,
         ...(sandboxKind === "daytona"

@@ -83,9 +83,9 @@ export class RepoCache implements RepositoryMirrors {
     this.warn = options.warn ?? (() => undefined);
   }
 
-  /** Where a scope's mirror of `url` lives: names a person can read, hashes that cannot collide. */
-  dirFor(scope: string, url: string): string {
-    return join(this.options.root, readableKey(scope), readableKey(url));
+  /** Where a scope's mirror of a repository lives: names a person can read, hashes that cannot collide. */
+  dirFor(scope: string, repositoryId: string): string {
+    return join(this.options.root, readableKey(scope), readableKey(`repository-${repositoryId}`));
   }
 
   /**
@@ -94,10 +94,11 @@ export class RepoCache implements RepositoryMirrors {
    */
   async lease(
     scope: string,
-    url: string,
+    repository: { id: string; url: string },
     token: string | undefined,
   ): Promise<(MirrorLease & { fresh: boolean }) | undefined> {
-    const dir = this.dirFor(scope, url);
+    const { url } = repository;
+    const dir = this.dirFor(scope, repository.id);
     const mirror = join(dir, MIRROR);
     // Damaged, and still read by a live checkout: this run clones without it.
     if (this.doomed.has(dir)) return undefined;
