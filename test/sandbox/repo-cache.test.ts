@@ -241,7 +241,7 @@ describe("the warm repository cache", () => {
     }
   });
 
-  test("keyed by repository id: a renamed repository keeps its mirror; a new one under the old name never gets it", async () => {
+  test("keyed by repository id: a rename keeps the mirror, a new repository under the old name does not", async () => {
     await cachedSandbox();
     await cache.settle();
     // Renamed on GitHub: same id, new address.
