@@ -69,7 +69,7 @@ export function runGit(
   });
 }
 
-async function gitText(
+export async function gitText(
   cwd: string,
   args: readonly string[],
   options: { input?: Buffer | string; env?: Record<string, string> } = {},
@@ -140,7 +140,8 @@ export async function countCommitsBetween(bareDir: string, base: string, head: s
 /**
  * Commits `files` onto `branch` directly in the bare repository, through a temporary index: a
  * `null` content deletes the path. A branch that does not exist yet starts from `startFrom`
- * (a revision), or from nothing. Returns the new commit.
+ * (a revision), or from nothing. `author` is the commit's author and committer (default the
+ * fake's own identity). Returns the new commit.
  */
 export async function commitFiles(
   bareDir: string,
@@ -148,6 +149,7 @@ export async function commitFiles(
   files: Record<string, string | Buffer | null>,
   message: string,
   startFrom?: string,
+  author?: { name: string; email: string },
 ): Promise<string> {
   const scratch = await mkdtemp(join(tmpdir(), "fake-github-index-"));
   const env = { GIT_INDEX_FILE: join(scratch, "index") };
@@ -167,7 +169,17 @@ export async function commitFiles(
     }
     await runGit(bareDir, ["update-index", "--index-info"], { env, input: `${lines.join("\n")}\n` });
     const tree = await gitText(bareDir, ["write-tree"], { env });
-    const commit = await gitText(bareDir, ["commit-tree", tree, ...(parent ? ["-p", parent] : []), "-m", message]);
+    const identity = author
+      ? {
+          GIT_AUTHOR_NAME: author.name,
+          GIT_AUTHOR_EMAIL: author.email,
+          GIT_COMMITTER_NAME: author.name,
+          GIT_COMMITTER_EMAIL: author.email,
+        }
+      : {};
+    const commit = await gitText(bareDir, ["commit-tree", tree, ...(parent ? ["-p", parent] : []), "-m", message], {
+      env: identity,
+    });
     // The old value makes the update atomic against a concurrent push to the same branch.
     await runGit(bareDir, ["update-ref", `refs/heads/${branch}`, commit, current ?? ""]);
     return commit;

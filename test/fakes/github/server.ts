@@ -7,6 +7,19 @@ import { join } from "node:path";
 import { performance } from "node:perf_hooks";
 import { requireWorkflowsPermission } from "../github-git-rejections.js";
 import { authenticate, type Credential } from "./auth.js";
+import {
+  addCheckRun,
+  addCommitStatus,
+  addWorkflowRun,
+  LOG_DOWNLOAD_PREFIX,
+  logFor,
+  updateCheckRun,
+  updateJob,
+  type CheckRunOptions,
+  type CheckRunUpdate,
+  type CommitStatusOptions,
+  type WorkflowRunOptions,
+} from "./ci.js";
 import { commitFiles, initBare, listBranches, readPath, runGit } from "./bare-repo.js";
 import { FaultRegistry, type Fault, type FaultHandle, type FaultMatcher } from "./faults.js";
 import { handleGit, matchGitPath } from "./git.js";
@@ -21,6 +34,18 @@ import {
   type RecordedRequest,
 } from "./http.js";
 import { FakeOAuth } from "./oauth.js";
+import { closePull, mergePull, pushAs } from "./pull-lifecycle.js";
+import { actionsRoutes } from "./rest-actions.js";
+import { checkRoutes } from "./rest-checks.js";
+import { reviewRoutes } from "./rest-reviews.js";
+import {
+  addReview,
+  addReviewComment,
+  pullReviewComments,
+  replyTo,
+  type InlineCommentOptions,
+  type ReviewOptions,
+} from "./reviews.js";
 import { OpenApiValidator, formatProblem } from "./openapi/validator.js";
 import { recordViolation, takeViolations } from "./openapi/violations.js";
 import { RateLimiter, rateLimitExceededMessage, rateLimitHeaders, rateLimitKey } from "./rate-limit.js";
@@ -33,13 +58,21 @@ import {
   type AccountPlan,
   isoSeconds,
   type AppRecord,
+  type CheckConclusion,
+  type CheckRunRecord,
+  type CheckStatus,
   type CommentRecord,
+  type CommitStatusRecord,
   type InstallationRecord,
   type IssueRecord,
+  type JobRecord,
   type Permissions,
   type ReactionRecord,
   type RepoRecord,
   type RepoRole,
+  type ReviewCommentRecord,
+  type ReviewRecord,
+  type WorkflowRunRecord,
 } from "./state.js";
 
 /*
@@ -61,17 +94,32 @@ import {
  * tests can look for leaked secrets. Layout: state.ts (the world), auth.ts (credentials and
  * permission checks), rest-app.ts / rest-repos.ts / rest-issues.ts / rest-pulls.ts (routes),
  * shapes.ts (JSON), git.ts (smart HTTP), bare-repo.ts (git plumbing), faults.ts, rate-limit.ts,
- * webhooks.ts (sending signed webhooks to the app). Where GitHub's behaviour is not known for
- * sure the code says `guess:`.
+ * webhooks.ts (sending signed webhooks to the app). What a pull request meets after it is
+ * opened: reviews.ts + rest-reviews.ts (reviews, threaded review comments), ci.ts +
+ * rest-checks.ts + rest-actions.ts (checks, commit statuses, Actions runs, jobs, logs, re-runs),
+ * shapes-ci.ts, pull-lifecycle.ts (merges, closes, pushes by people) and webhooks-ci.ts (their
+ * webhooks). Where GitHub's behaviour is not known for sure the code says `guess:`.
  */
 
 export type { Fault, FaultHandle, FaultMatcher } from "./faults.js";
 export { faults } from "./faults.js";
 export type { RecordedRequest } from "./http.js";
+export type { CheckRunOptions, CheckRunUpdate, CommitStatusOptions, JobOptions, WorkflowRunOptions } from "./ci.js";
+export { ACTIONS_APP } from "./ci.js";
+export type { InlineCommentOptions, ReviewOptions } from "./reviews.js";
 export type {
   AccountPlan,
   AppRecord,
+  CheckConclusion,
+  CheckRunRecord,
+  CheckStatus,
+  CheckSuiteRecord,
   CommentRecord,
+  CommitStatusRecord,
+  JobRecord,
+  ReviewCommentRecord,
+  ReviewRecord,
+  WorkflowRunRecord,
   InstallationRecord,
   IssueRecord,
   Permissions,
@@ -265,6 +313,61 @@ export interface FakeGitHub {
   readFile(owner: string, repo: string, path: string, ref?: string): Promise<string | undefined>;
   branches(owner: string, repo: string): Promise<{ name: string; sha: string }[]>;
 
+  /** A review submitted by a person, with inline comments (their diff hunks cut from the real diff). */
+  addReview(
+    owner: string,
+    repo: string,
+    pullNumber: number,
+    options: ReviewOptions,
+  ): Promise<{ review: ReviewRecord; comments: ReviewCommentRecord[] }>;
+  /** A single inline comment by a person (GitHub wraps it in a COMMENTED review). */
+  addReviewComment(
+    owner: string,
+    repo: string,
+    pullNumber: number,
+    options: InlineCommentOptions & { user: string },
+  ): Promise<ReviewCommentRecord>;
+  /** A person's reply in the thread of review comment `commentId`. */
+  replyToReviewComment(
+    owner: string,
+    repo: string,
+    commentId: number,
+    reply: { body: string; user: string },
+  ): ReviewCommentRecord;
+  /** The pull request's review comments, oldest first (threads: `inReplyToId`). */
+  reviewComments(owner: string, repo: string, pullNumber: number): ReviewCommentRecord[];
+
+  /** A check run on a commit (default GitHub Actions' app), in its app's suite for that commit. */
+  addCheckRun(owner: string, repo: string, options: CheckRunOptions): CheckRunRecord;
+  /** Moves a check run on (its suite follows). */
+  updateCheckRun(checkRunId: number, update: CheckRunUpdate): CheckRunRecord;
+  /** A commit status, as a CI service posting to `POST /repos/{owner}/{repo}/statuses/{sha}` would set. */
+  addCommitStatus(owner: string, repo: string, sha: string, options: CommitStatusOptions): CommitStatusRecord;
+  /** A GitHub Actions workflow run with its jobs, each job a check run in the run's suite. */
+  addWorkflowRun(
+    owner: string,
+    repo: string,
+    options: WorkflowRunOptions,
+  ): { run: WorkflowRunRecord; jobs: JobRecord[] };
+  /** Moves a job on: its check run, check suite and workflow run follow. */
+  updateJob(jobId: number, update: { status?: CheckStatus; conclusion?: CheckConclusion; log?: string }): JobRecord;
+
+  /** Merges the pull request with a merge commit on its base, as `by` clicking "Merge" would. Returns the commit. */
+  mergePullRequest(owner: string, repo: string, pullNumber: number, options?: { by?: string }): Promise<string>;
+  /** Closes the pull request without merging. */
+  closePullRequest(owner: string, repo: string, pullNumber: number): void;
+  /**
+   * A commit by a person (not the app) on `branch`, e.g. a human pushing to the app's pull request.
+   * Returns the branch tip before and after, for a `pull_request.synchronize` delivery.
+   */
+  pushToBranch(
+    owner: string,
+    repo: string,
+    branch: string,
+    files: Record<string, string | null>,
+    options: { author: string; message?: string },
+  ): Promise<{ before: string; after: string }>;
+
   /** Mints a token directly (no JWT round trip), with GitHub's rules; for tests that need one. */
   mintToken(installationId: number, request?: { permissions?: Permissions; repositories?: string[] }): string;
   mintedTokens(): MintedTokenInfo[];
@@ -285,7 +388,15 @@ export interface FakeGitHub {
 }
 
 const ROUTES = (limiter: RateLimiter) =>
-  compileRoutes([...appRoutes({ limiter }), ...repoRoutes(), ...issueRoutes(), ...pullRoutes()]);
+  compileRoutes([
+    ...appRoutes({ limiter }),
+    ...repoRoutes(),
+    ...issueRoutes(),
+    ...pullRoutes(),
+    ...reviewRoutes(),
+    ...checkRoutes(),
+    ...actionsRoutes(),
+  ]);
 
 /** The routes the fake serves, for checking them against GitHub's description before the tests. */
 export function fakeGitHubRoutes(): { method: string; template: string }[] {
@@ -347,6 +458,13 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     if (oauth.handle({ method, url, apiPath, headers: req.headers, bodyText: record.body, record }, res)) return;
     if (apiPath !== undefined) {
       await handleApi(req, res, record, { method, apiPath, query: url.searchParams, bodyText: record.body });
+      return;
+    }
+    if (!isApi && url.pathname.startsWith(LOG_DOWNLOAD_PREFIX)) {
+      // A signed link needs no credentials, as GitHub's blob-storage log links need none.
+      const log = method === "GET" ? logFor(state, url.pathname, url.searchParams.get("sig")) : undefined;
+      res.writeHead(log === undefined ? 404 : 200, { "content-type": "text/plain; charset=utf-8" });
+      res.end(log ?? "Not Found");
       return;
     }
     if (gitTarget) {
@@ -473,6 +591,13 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     const repo = state.findRepo(owner, name);
     if (!repo) throw new Error(`no repository ${owner}/${name} in the fake`);
     return repo;
+  }
+
+  function pullRecord(owner: string, name: string, pullNumber: number): { repo: RepoRecord; issue: IssueRecord } {
+    const repo = repoRecord(owner, name);
+    const issue = repo.issues.get(pullNumber);
+    if (!issue?.pull) throw new Error(`no pull request #${String(pullNumber)} in ${owner}/${name}`);
+    return { repo, issue };
   }
 
   function repoInfo(repo: RepoRecord): RepoInfo {
@@ -750,6 +875,71 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
 
     branches(owner, name) {
       return listBranches(repoRecord(owner, name).bareDir);
+    },
+
+    async addReview(owner, name, pullNumber, reviewOptions) {
+      const { repo, issue } = pullRecord(owner, name, pullNumber);
+      return addReview(state, repo, issue, reviewOptions);
+    },
+
+    async addReviewComment(owner, name, pullNumber, commentOptions) {
+      const { repo, issue } = pullRecord(owner, name, pullNumber);
+      return addReviewComment(state, repo, issue, commentOptions);
+    },
+
+    replyToReviewComment(owner, name, commentId, reply) {
+      const repo = repoRecord(owner, name);
+      const parent = state.reviewComments.get(commentId);
+      if (parent?.repoId !== repo.id) throw new Error(`no review comment ${String(commentId)} in ${owner}/${name}`);
+      const { issue } = pullRecord(owner, name, parent.pullNumber);
+      return replyTo(state, repo, issue, parent, { body: reply.body, user: state.user(reply.user) });
+    },
+
+    reviewComments(owner, name, pullNumber) {
+      return pullReviewComments(state, repoRecord(owner, name), pullNumber);
+    },
+
+    addCheckRun(owner, name, checkOptions) {
+      return addCheckRun(state, repoRecord(owner, name), checkOptions);
+    },
+
+    updateCheckRun(checkRunId, update) {
+      const run = state.checkRuns.get(checkRunId);
+      if (!run) throw new Error(`no check run ${String(checkRunId)}`);
+      updateCheckRun(state, run, update);
+      return run;
+    },
+
+    addCommitStatus(owner, name, sha, statusOptions) {
+      return addCommitStatus(state, repoRecord(owner, name), sha, statusOptions);
+    },
+
+    addWorkflowRun(owner, name, runOptions) {
+      return addWorkflowRun(state, repoRecord(owner, name), runOptions);
+    },
+
+    updateJob(jobId, update) {
+      const job = state.jobs.get(jobId);
+      if (!job) throw new Error(`no job ${String(jobId)}`);
+      updateJob(state, job, update);
+      return job;
+    },
+
+    async mergePullRequest(owner, name, pullNumber, mergeOptions = {}) {
+      const { repo, issue } = pullRecord(owner, name, pullNumber);
+      return mergePull(state, repo, issue, mergeOptions.by ?? repo.owner);
+    },
+
+    closePullRequest(owner, name, pullNumber) {
+      closePull(state, pullRecord(owner, name, pullNumber).issue);
+    },
+
+    async pushToBranch(owner, name, branch, files, pushOptions) {
+      const author = state.user(pushOptions.author);
+      return pushAs(repoRecord(owner, name), branch, files, {
+        author: { name: author.login, email: `${String(author.id)}+${author.login}@users.noreply.github.com` },
+        message: pushOptions.message ?? `Update ${Object.keys(files).join(", ")}`,
+      });
     },
 
     mintToken(installationId, request = {}) {

@@ -109,6 +109,10 @@ export interface PullData {
   merged: boolean;
   maintainerCanModify: boolean;
   requestedReviewers: string[];
+  /** Set when merged: when, by whom, and the merge commit on the base branch. */
+  mergedAt?: string;
+  mergedBy?: UserRecord;
+  mergeCommitSha?: string;
 }
 
 export interface IssueRecord {
@@ -160,6 +164,151 @@ export interface ReactionRecord {
   content: ReactionContent;
   user: UserRecord;
   createdAt: string;
+}
+
+export type ReviewState = "APPROVED" | "CHANGES_REQUESTED" | "COMMENTED";
+
+/** A submitted pull request review; every review comment belongs to one, as on GitHub. */
+export interface ReviewRecord {
+  id: number;
+  repoId: number;
+  pullNumber: number;
+  user: UserRecord;
+  body: string;
+  state: ReviewState;
+  /** The head commit the review was submitted on. */
+  commitId: string;
+  submittedAt: string;
+}
+
+/** An inline comment on a pull request's diff: a line (or a range ending there) of one file. */
+export interface ReviewCommentRecord {
+  id: number;
+  repoId: number;
+  pullNumber: number;
+  reviewId: number;
+  user: UserRecord;
+  body: string;
+  path: string;
+  /** Last line of the range, in the file as of `commitId` (`side` RIGHT) or the base (`LEFT`). */
+  line: number;
+  /** First line of a multi-line range, else null. */
+  startLine: number | null;
+  side: "LEFT" | "RIGHT";
+  /** The diff from the hunk header down to `line`, as GitHub shows it above the comment. */
+  diffHunk: string;
+  commitId: string;
+  originalCommitId: string;
+  /** The first comment of the thread, for a reply. */
+  inReplyToId?: number;
+  /** Set when an installation token wrote it. */
+  appId?: number;
+  createdAt: string;
+  updatedAt: string;
+}
+
+export type CheckStatus = "queued" | "in_progress" | "completed";
+export type CheckConclusion =
+  "success" | "failure" | "neutral" | "cancelled" | "skipped" | "timed_out" | "action_required";
+
+/** GitHub groups the check runs of one app on one commit into a suite. */
+export interface CheckSuiteRecord {
+  id: number;
+  repoId: number;
+  /** A registered app's id, or GitHub Actions' (`ACTIONS_APP_ID`). */
+  appId: number;
+  headSha: string;
+  headBranch: string | null;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  /** The push that created the suite, when known. */
+  before: string | null;
+  after: string | null;
+  createdAt: string;
+  updatedAt: string;
+  /** Times the suite was re-requested through the API. */
+  rerequests: number;
+}
+
+export interface CheckRunRecord {
+  id: number;
+  repoId: number;
+  suiteId: number;
+  appId: number;
+  headSha: string;
+  name: string;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  startedAt: string | null;
+  completedAt: string | null;
+  output: { title: string | null; summary: string | null; text: string | null };
+  detailsUrl: string | null;
+  htmlUrl: string | null;
+  externalId: string | null;
+  /** Times the run was re-requested through the API. */
+  rerequests: number;
+}
+
+export type CommitStatusState = "error" | "failure" | "pending" | "success";
+
+export interface CommitStatusRecord {
+  id: number;
+  repoId: number;
+  sha: string;
+  state: CommitStatusState;
+  context: string;
+  description: string | null;
+  targetUrl: string | null;
+  creator: UserRecord;
+  createdAt: string;
+  updatedAt: string;
+}
+
+/** A GitHub Actions workflow run; its check suite (GitHub Actions' app) holds one check run per job. */
+export interface WorkflowRunRecord {
+  id: number;
+  repoId: number;
+  workflowId: number;
+  name: string;
+  /** `.github/workflows/ci.yml`. */
+  path: string;
+  event: string;
+  headSha: string;
+  headBranch: string | null;
+  runNumber: number;
+  runAttempt: number;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  suiteId: number;
+  actor: UserRecord;
+  triggeringActor: UserRecord;
+  createdAt: string;
+  updatedAt: string;
+  runStartedAt: string;
+}
+
+export interface JobStep {
+  name: string;
+  number: number;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+}
+
+/** One job of one attempt; its id is also its check run's id, as on GitHub. */
+export interface JobRecord {
+  id: number;
+  runId: number;
+  repoId: number;
+  runAttempt: number;
+  name: string;
+  status: CheckStatus;
+  conclusion: CheckConclusion | null;
+  createdAt: string;
+  startedAt: string;
+  completedAt: string | null;
+  steps: JobStep[];
+  /** The plain-text log the download URL serves. */
+  log: string;
 }
 
 /**
@@ -221,6 +370,15 @@ export class FakeGitHubState {
   readonly repos = new Map<string, RepoRecord>();
   readonly comments = new Map<number, CommentRecord>();
   readonly reactions: ReactionRecord[] = [];
+  readonly reviews = new Map<number, ReviewRecord>();
+  readonly reviewComments = new Map<number, ReviewCommentRecord>();
+  readonly checkSuites = new Map<number, CheckSuiteRecord>();
+  readonly checkRuns = new Map<number, CheckRunRecord>();
+  readonly commitStatuses: CommitStatusRecord[] = [];
+  readonly workflowRuns = new Map<number, WorkflowRunRecord>();
+  readonly jobs = new Map<number, JobRecord>();
+  /** Signed log download links handed out by the job-logs redirect: token → job and expiry. */
+  readonly logLinks = new Map<string, { jobId: number; expiresAt: number }>();
   /** Added to `Date.now()`, so tests can expire tokens without sleeping. */
   clockOffsetMs = 0;
   private lastId = 5_000_000;

@@ -134,21 +134,21 @@ interface ExampleDefinition {
 const require = createRequire(import.meta.url);
 
 /** The example payload of `event` with `action` that has the most fields (the newest one). */
-function example(event: string, action: string): Record<string, unknown> {
+export function example(event: string, action: string): Record<string, unknown> {
   const definitions = require("@octokit/webhooks-examples") as ExampleDefinition[];
   const candidates = (definitions.find((d) => d.name === event)?.examples ?? []).filter(
-    (e): e is Record<string, unknown> => isRecord(e) && e["action"] === action,
+    (e): e is Record<string, unknown> => isRecord(e) && (e["action"] ?? "") === action,
   );
   const richest = candidates.sort((a, b) => JSON.stringify(b).length - JSON.stringify(a).length)[0];
   if (!richest) throw new Error(`@octokit/webhooks-examples has no ${event}.${action}`);
   return structuredClone(richest);
 }
 
-function isRecord(value: unknown): value is Record<string, unknown> {
+export function isRecord(value: unknown): value is Record<string, unknown> {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function record(value: unknown): Record<string, unknown> {
+export function record(value: unknown): Record<string, unknown> {
   if (!isRecord(value)) throw new Error("example payload lacks an expected object");
   return value;
 }
@@ -158,7 +158,7 @@ function jsonString(value: string): string {
 }
 
 /** Moves every github.com URL and the example's names onto the fake and `repo`. */
-function rehome(value: Record<string, unknown>, repo: PayloadRepo): Record<string, unknown> {
+export function rehome(value: Record<string, unknown>, repo: PayloadRepo): Record<string, unknown> {
   const host = new URL(repo.serverUrl).host;
   const full = `${repo.owner}/${repo.name}`;
   const text = JSON.stringify(value)
@@ -173,7 +173,7 @@ function rehome(value: Record<string, unknown>, repo: PayloadRepo): Record<strin
   return record(JSON.parse(text));
 }
 
-function userPayload(repo: PayloadRepo, user: PayloadUser): Record<string, unknown> {
+export function userPayload(repo: PayloadRepo, user: PayloadUser): Record<string, unknown> {
   const api = `${repo.serverUrl}/api/v3/users/${encodeURIComponent(user.login)}`;
   const id = user.id ?? userIdFor(user.login);
   const type = user.type ?? (user.login.endsWith("[bot]") ? "Bot" : "User");
@@ -215,7 +215,12 @@ function labelPayload(repo: PayloadRepo, name: string): Record<string, unknown> 
 }
 
 /** Fills the shared parts: repository, sender, installation, organization. */
-function frame(payload: Record<string, unknown>, repo: PayloadRepo, sender: PayloadUser, installationId: number): void {
+export function frame(
+  payload: Record<string, unknown>,
+  repo: PayloadRepo,
+  sender: PayloadUser,
+  installationId: number,
+): void {
   const repository = record(payload["repository"]);
   Object.assign(repository, {
     id: repo.id,
