@@ -387,6 +387,26 @@ describe("local sandbox: git lifecycle", () => {
     expect(git(sandbox.workDir, "branch", "--show-current")).toBe("existing");
   });
 
+  test("a run that made no commit leaves no branch behind; a committed or pre-existing branch stays", async () => {
+    const empty = await createLocalSandbox({ repo: testRepo, branch: "harness/empty" });
+    await empty.uploadFiles([{ path: "dirty.txt", content: "never committed" }]);
+    await empty.teardown();
+    expect(git(testRepo, "branch", "--list", "harness/empty")).toBe("");
+
+    const committed = await createLocalSandbox({ repo: testRepo, branch: "harness/kept" });
+    await committed.uploadFiles([{ path: "work.txt", content: "the run's work" }]);
+    git(committed.workDir, "add", "work.txt");
+    git(committed.workDir, "commit", "--quiet", "-m", "work");
+    const sha = git(committed.workDir, "rev-parse", "HEAD");
+    await committed.teardown();
+    expect(git(testRepo, "rev-parse", "refs/heads/harness/kept")).toBe(sha);
+
+    git(testRepo, "branch", "mine");
+    const existing = await createLocalSandbox({ repo: testRepo, branch: "mine" });
+    await existing.teardown();
+    expect(git(testRepo, "branch", "--list", "mine")).toContain("mine");
+  });
+
   test("teardown removes the worktree directory and its registration, even with uncommitted changes", async () => {
     const sandbox = await createLocalSandbox({ repo: testRepo, branch: "gone" });
     await sandbox.uploadFiles([{ path: "dirty.txt", content: "uncommitted" }]);

@@ -114,17 +114,31 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   };
 
   let mirror: MirrorLease | undefined;
+  /** The branch this sandbox made in the user's repository, and where: removed again if it stays there. */
+  let createdBranch: { ref: string; at: string } | undefined;
   try {
     if (source.kind === "local") {
       const branchExists =
         (await git(["show-ref", "--verify", "--quiet", `refs/heads/${opts.branch}`], source.path)).exitCode === 0;
-      await gitOrThrow(
-        `Creating a worktree of ${source.path}`,
-        branchExists
-          ? ["worktree", "add", workDir, opts.branch]
-          : ["worktree", "add", "-b", opts.branch, workDir, "HEAD"],
-        source.path,
-      );
+      if (branchExists) {
+        await gitOrThrow(
+          `Creating a worktree of ${source.path}`,
+          ["worktree", "add", workDir, opts.branch],
+          source.path,
+        );
+      } else {
+        const at = await gitOrThrow(
+          `Reading the current commit of ${source.path}`,
+          ["rev-parse", "--verify", "HEAD^{commit}"],
+          source.path,
+        );
+        await gitOrThrow(
+          `Creating a worktree of ${source.path}`,
+          ["worktree", "add", "-b", opts.branch, workDir, at],
+          source.path,
+        );
+        createdBranch = { ref: `refs/heads/${opts.branch}`, at };
+      }
     } else {
       mirror = await cloneRemote(source, workDir, base, opts, git);
       const fetched = await git(
@@ -292,6 +306,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       await egress?.proxy.close().catch(() => undefined);
       await removeSandboxDir(base, source);
       mirror?.release();
+      if (createdBranch && source.kind === "local") await removeUnusedBranch(source.path, createdBranch);
     },
   };
   return sandbox;
@@ -428,6 +443,20 @@ async function assertValidBranchName(branch: string): Promise<void> {
     timeout: 10_000,
   });
   if (check.exitCode !== 0) throw new InvalidInputError(`"${branch}" is not a valid git branch name`);
+}
+
+/**
+ * A run that made no commit (it failed, or changed nothing) leaves no empty branch in the user's
+ * repository. Compare-and-delete: a branch that moved — the run's commit, or the user's own work
+ * since — stays.
+ */
+async function removeUnusedBranch(repository: string, branch: { ref: string; at: string }): Promise<void> {
+  await runProcess({
+    argv: ["git", "update-ref", "-d", branch.ref, branch.at],
+    cwd: repository,
+    env: gitEnv(),
+    timeout: 60_000,
+  });
 }
 
 /** Removes the temp directory and, for worktrees, the source repository's registration of it. */
