@@ -31,15 +31,68 @@ import {
   oneLine,
   type CliAgentOptions,
 } from "./cli-output.js";
+import { baseUrlProblem, switchProblem, wholeNumberProblem } from "./provider-settings.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
+const BEDROCK_CREDENTIALS = [
+  "AWS_ACCESS_KEY_ID",
+  "AWS_SECRET_ACCESS_KEY",
+  "AWS_SESSION_TOKEN",
+  "AWS_BEARER_TOKEN_BEDROCK",
+] as const;
+const BEDROCK_SETTINGS = [
+  "CLAUDE_CODE_USE_BEDROCK",
+  "AWS_REGION",
+  "ANTHROPIC_BEDROCK_BASE_URL",
+  "ANTHROPIC_SMALL_FAST_MODEL_AWS_REGION",
+  "CLAUDE_CODE_SKIP_BEDROCK_AUTH",
+] as const;
+const VERTEX_SETTINGS = [
+  "CLAUDE_CODE_USE_VERTEX",
+  "CLOUD_ML_REGION",
+  "ANTHROPIC_VERTEX_PROJECT_ID",
+  "ANTHROPIC_VERTEX_BASE_URL",
+  "GOOGLE_APPLICATION_CREDENTIALS",
+  "CLAUDE_CODE_SKIP_VERTEX_AUTH",
+] as const;
+
 /**
- * What Claude Code reads as credentials: an API key (`x-api-key`) or a subscription token from
- * `claude setup-token` (`Authorization: Bearer`). `ANTHROPIC_AUTH_TOKEN` only makes sense with a
- * gateway's `ANTHROPIC_BASE_URL`, and Bedrock/Vertex need cloud credentials plus configuration;
- * neither is passed, so they are not declared.
+ * What Claude Code reads as credentials: an API key (`x-api-key`), a subscription token from
+ * `claude setup-token` or a gateway's token (`Authorization: Bearer`), and for Bedrock the AWS
+ * keys or a Bedrock API key. `ANTHROPIC_CUSTOM_HEADERS` is here because gateways put their
+ * authentication in it. The AWS ones only reach Claude when Bedrock is on.
  */
-const CREDENTIALS = ["ANTHROPIC_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"] as const;
+const CREDENTIALS = [
+  "ANTHROPIC_API_KEY",
+  "CLAUDE_CODE_OAUTH_TOKEN",
+  "ANTHROPIC_AUTH_TOKEN",
+  "ANTHROPIC_CUSTOM_HEADERS",
+  ...BEDROCK_CREDENTIALS,
+] as const;
+
+/**
+ * The provider settings Claude Code reads from its environment (each name found in the 2.1.332
+ * binary): a gateway (`ANTHROPIC_BASE_URL`), Amazon Bedrock
+ * (`CLAUDE_CODE_USE_BEDROCK` with `AWS_REGION`), Google Vertex AI (`CLAUDE_CODE_USE_VERTEX` with
+ * `CLOUD_ML_REGION` and `ANTHROPIC_VERTEX_PROJECT_ID`; `GOOGLE_APPLICATION_CREDENTIALS` is a path
+ * the sandbox must hold), the model names a provider knows its models by, and the retry cap and
+ * request timeout.
+ */
+const SETTINGS = [
+  "ANTHROPIC_BASE_URL",
+  "ANTHROPIC_MODEL",
+  "ANTHROPIC_SMALL_FAST_MODEL",
+  "ANTHROPIC_DEFAULT_OPUS_MODEL",
+  "ANTHROPIC_DEFAULT_SONNET_MODEL",
+  "ANTHROPIC_DEFAULT_HAIKU_MODEL",
+  "CLAUDE_CODE_MAX_RETRIES",
+  "API_TIMEOUT_MS",
+  ...BEDROCK_SETTINGS,
+  ...VERTEX_SETTINGS,
+] as const;
+
+/** Claude reads a base URL from each of these; a malformed one fails only once the run is under way. */
+const BASE_URLS = ["ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"];
 
 /** The final object of `--output-format json`; both the success and the error variants. */
 const ResultSchema = z.object({
@@ -64,7 +117,9 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     installHint: "npm install -g @anthropic-ai/claude-code",
     credentials: CREDENTIALS,
     endpoints: ["api.anthropic.com"],
-    buildInvocation(request: AgentRequest, credentials): AgentInvocation {
+    settings: SETTINGS,
+    checkSettings: checkClaudeSettings,
+    buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
       const argv = [
         executable,
         "-p",
@@ -75,14 +130,26 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
       ];
       if (request.maxTurns !== undefined) argv.push("--max-turns", String(request.maxTurns));
       if (request.model !== undefined) argv.push("--model", request.model);
+      const settings = declaredCredentials(SETTINGS, context?.settings ?? {});
+      const bedrock = isOn(settings["CLAUDE_CODE_USE_BEDROCK"]);
+      // Least privilege: cloud keys only for the provider that needs them.
+      const credentialNames = CREDENTIALS.filter(
+        (name) => bedrock || !(BEDROCK_CREDENTIALS as readonly string[]).includes(name),
+      );
       return {
         argv,
         env: {
-          ...declaredCredentials(CREDENTIALS, credentials),
+          ...settings,
+          ...declaredCredentials(credentialNames, credentials),
           // Lets the skip-permissions flag work as root in a container (Claude checks exactly "1").
           IS_SANDBOX: "1",
           // A run must not update the CLI under itself: its flags were verified for one version.
           DISABLE_AUTOUPDATER: "1",
+          // Only the model API: no telemetry, error reports, or other traffic a gateway or an
+          // egress allowlist would have to let through.
+          CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+          DISABLE_TELEMETRY: "1",
+          DISABLE_ERROR_REPORTING: "1",
         },
         stdin: request.prompt,
       };
@@ -98,6 +165,37 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
       return outcomeOf(final);
     },
   };
+}
+
+function checkClaudeSettings(settings: Readonly<Record<string, string>>): string[] {
+  const problems: string[] = [];
+  for (const name of BASE_URLS) {
+    const value = settings[name];
+    const problem = value !== undefined ? baseUrlProblem(name, value) : undefined;
+    if (problem) problems.push(problem);
+  }
+  for (const name of ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX"]) {
+    const value = settings[name];
+    const problem = value !== undefined ? switchProblem(name, value) : undefined;
+    if (problem) problems.push(problem);
+  }
+  if (isOn(settings["CLAUDE_CODE_USE_BEDROCK"]) && isOn(settings["CLAUDE_CODE_USE_VERTEX"]))
+    problems.push(
+      "CLAUDE_CODE_USE_BEDROCK and CLAUDE_CODE_USE_VERTEX are both set: choose one provider for Claude Code",
+    );
+  const retries = settings["CLAUDE_CODE_MAX_RETRIES"];
+  const retriesProblem =
+    retries !== undefined ? wholeNumberProblem("CLAUDE_CODE_MAX_RETRIES", retries, 0, 100) : undefined;
+  if (retriesProblem) problems.push(retriesProblem);
+  const timeout = settings["API_TIMEOUT_MS"];
+  const timeoutProblem =
+    timeout !== undefined ? wholeNumberProblem("API_TIMEOUT_MS", timeout, 1, 86_400_000) : undefined;
+  if (timeoutProblem) problems.push(timeoutProblem);
+  return problems;
+}
+
+function isOn(value: string | undefined): boolean {
+  return value === "1" || value?.toLowerCase() === "true";
 }
 
 /** The last stdout line that is Claude's result object; lines before it (warnings) are ignored. */

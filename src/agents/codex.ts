@@ -23,6 +23,13 @@
  *   `ps`. (With a prompt argument, exec would also wait for stdin and append it.)
  * - No `--max-turns`: Codex has no turn cap (the flag is rejected and the binary has no config key
  *   for one), so `maxTurns` is ignored; the run's wall-clock budget still bounds it.
+ * - `-c key=value` overrides (each key accepted by `codex exec --strict-config`, which refuses
+ *   unknown ones): `openai_base_url` from `OPENAI_BASE_URL`, which Codex itself ignores; and, on
+ *   every run, `check_for_update_on_startup=false`, `analytics.enabled=false` and the features
+ *   that reach out at start (`plugins`, `remote_plugin`: a `git ls-remote` of github.com/openai/
+ *   plugins and api.github.com; `apps`; `in_app_updates`) off, so the model API is all it calls.
+ *   Overrides beat `~/.codex/config.toml` and need no file, so the developer's own config (and
+ *   ChatGPT login) on the local sandbox still applies otherwise.
  */
 import { z } from "zod";
 import type { ExecResult } from "../contracts/types.js";
@@ -34,6 +41,7 @@ import {
   oneLine,
   type CliAgentOptions,
 } from "./cli-output.js";
+import { baseUrlProblem } from "./provider-settings.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
 /**
@@ -42,6 +50,19 @@ import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from ".
  * handed to Codex as `CODEX_API_KEY`; `OPENAI_API_KEY` itself is not passed on.
  */
 const CREDENTIALS = ["CODEX_API_KEY", "OPENAI_API_KEY"] as const;
+
+/** Translated into `-c openai_base_url=…`: an OpenAI-compatible gateway, including its `/v1`. */
+const SETTINGS = ["OPENAI_BASE_URL"] as const;
+
+/** Config overrides every run gets: nothing but the model API on the network. */
+const QUIET = [
+  "check_for_update_on_startup=false",
+  "analytics.enabled=false",
+  "features.plugins=false",
+  "features.remote_plugin=false",
+  "features.apps=false",
+  "features.in_app_updates=false",
+];
 
 /** The events we read; others (`thread.started`, `item.started`, future types) are ignored. */
 const Event = z.discriminatedUnion("type", [
@@ -63,7 +84,13 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
     installHint: "npm install -g @openai/codex",
     credentials: CREDENTIALS,
     endpoints: ["api.openai.com"],
-    buildInvocation(request: AgentRequest, credentials): AgentInvocation {
+    settings: SETTINGS,
+    checkSettings(settings): string[] {
+      const baseUrl = settings["OPENAI_BASE_URL"];
+      const problem = baseUrl !== undefined ? baseUrlProblem("OPENAI_BASE_URL", baseUrl) : undefined;
+      return problem ? [problem] : [];
+    },
+    buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
       const argv = [
         executable,
         "exec",
@@ -71,7 +98,11 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
         "--skip-git-repo-check",
         "--ephemeral",
         "--dangerously-bypass-approvals-and-sandbox",
+        ...QUIET.flatMap((override) => ["-c", override]),
       ];
+      const baseUrl = nonEmpty(context?.settings["OPENAI_BASE_URL"]);
+      // A TOML string: JSON's escaping is valid TOML, so no URL can end the value early.
+      if (baseUrl !== undefined) argv.push("-c", `openai_base_url=${JSON.stringify(baseUrl)}`);
       if (request.model !== undefined) argv.push("--model", request.model);
       argv.push("-");
       const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);

@@ -19,8 +19,18 @@
  *   run's wall-clock budget still bounds it. (A pi extension can abort after N turns, but we do
  *   not ship code into the sandbox for it.)
  * - `PI_OFFLINE=1`: no startup network calls (version and package update checks, downloads of
- *   helper binaries); the model API is still called.
+ *   helper binaries); the model API is still called. `PI_TELEMETRY=0`: no install telemetry and
+ *   no attribution headers to gateways.
+ * - Provider settings: pi reads no base URL from its environment, only `models.json`
+ *   (`providers.<name>.baseUrl`) in its agent dir, which `PI_CODING_AGENT_DIR` moves. With a
+ *   base URL given, the driver generates `models.json` as a scratch file and points
+ *   `PI_CODING_AGENT_DIR` at its folder; pi 0.73.1 reads it there even read-only (as the isolated
+ *   local sandbox mounts it). pi then reads nothing from `~/.pi/agent` (no `/login` tokens, no
+ *   settings); keys come from the environment as without a base URL. No `settings.json` is
+ *   generated: pi takes a lock beside it before reading it, and on a read-only folder it then
+ *   ignores the file with a warning.
  */
+import { posix } from "node:path";
 import { z } from "zod";
 import type { ExecResult } from "../contracts/types.js";
 import {
@@ -32,6 +42,8 @@ import {
   oneLine,
   type CliAgentOptions,
 } from "./cli-output.js";
+import { InvalidInputError } from "../util/errors.js";
+import { baseUrlProblem } from "./provider-settings.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
 /**
@@ -64,6 +76,18 @@ const PROVIDER_KEYS: Record<string, readonly string[]> = {
 };
 const CREDENTIALS: readonly string[] = [...new Set(Object.values(PROVIDER_KEYS).flat())];
 
+/**
+ * The base-URL settings pi gets through `models.json`, by pi provider: the same names Claude
+ * Code and Codex read, so one gateway setting serves every agent. Each value includes what the
+ * provider's own base URL does (`/v1` for OpenAI's, none for Anthropic's).
+ */
+const BASE_URLS: Record<string, string> = {
+  ANTHROPIC_BASE_URL: "anthropic",
+  OPENAI_BASE_URL: "openai",
+};
+const SETTINGS: readonly string[] = Object.keys(BASE_URLS);
+const MODELS_FILE = "models.json";
+
 const AssistantMessage = z.object({
   role: z.literal("assistant"),
   content: z.array(z.object({ type: z.string(), text: z.string().optional() })),
@@ -91,12 +115,30 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
     credentials: CREDENTIALS,
     // pi chooses its provider by model; these are the providers whose keys it is given.
     endpoints: ["api.anthropic.com", "api.openai.com", "generativelanguage.googleapis.com"],
-    buildInvocation(request: AgentRequest, credentials): AgentInvocation {
+    settings: SETTINGS,
+    checkSettings(settings): string[] {
+      return Object.keys(BASE_URLS).flatMap((name) => {
+        const value = settings[name];
+        const problem = value !== undefined ? baseUrlProblem(name, value) : undefined;
+        return problem ? [problem] : [];
+      });
+    },
+    configFiles: piConfigFiles,
+    buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
       const argv = [executable, "--mode", "json", "--no-session"];
       if (request.model !== undefined) argv.push("--model", request.model);
+      const modelsFile = context?.files[MODELS_FILE];
+      if (Object.keys(piConfigFiles(context?.settings ?? {})).length > 0 && modelsFile === undefined)
+        // Without its file the gateway setting would be dropped and pi would call the provider itself.
+        throw new InvalidInputError(`pi's provider settings need ${MODELS_FILE}, which the harness did not write`);
       return {
         argv,
-        env: { ...declaredCredentials(keysFor(request.model), credentials), PI_OFFLINE: "1" },
+        env: {
+          ...declaredCredentials(keysFor(request.model), credentials),
+          ...(modelsFile !== undefined ? { PI_CODING_AGENT_DIR: posix.dirname(modelsFile) } : {}),
+          PI_OFFLINE: "1",
+          PI_TELEMETRY: "0",
+        },
         stdin: request.prompt,
       };
     },
@@ -155,6 +197,17 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       return { success: false, summary, error, ...counts };
     },
   };
+}
+
+/** pi's agent-dir files for the settings given; none when no base URL is set. */
+function piConfigFiles(settings: Readonly<Record<string, string>>): Record<string, string> {
+  const providers: Record<string, { baseUrl: string }> = {};
+  for (const [name, provider] of Object.entries(BASE_URLS)) {
+    const value = settings[name];
+    if (value !== undefined && value !== "") providers[provider] = { baseUrl: value };
+  }
+  if (Object.keys(providers).length === 0) return {};
+  return { [MODELS_FILE]: `${JSON.stringify({ providers }, null, 2)}\n` };
 }
 
 /**

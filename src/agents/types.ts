@@ -20,9 +20,23 @@ export interface AgentRequest {
 /** How to start the agent: argv, the environment it needs, and what to write to its stdin. */
 export interface AgentInvocation {
   argv: string[];
-  /** Environment for the agent process: credentials (only the declared ones) and driver flags. */
+  /**
+   * Environment for the agent process: credentials and provider settings (only the declared
+   * ones), driver flags, and the variables the operator allows through (`HARNESS_AGENT_ENV`).
+   */
   env: Record<string, string>;
   stdin?: string;
+}
+
+/** What the harness hands a driver beside the credentials, when building an invocation. */
+export interface AgentContext {
+  /** Values of the driver's declared `settings` that the operator set (non-empty). */
+  settings: Readonly<Record<string, string>>;
+  /**
+   * Absolute paths, as the agent sees them, of the files `configFiles` returned, by name: the
+   * harness writes them as scratch files (outside the checkout) before the first agent step.
+   */
+  files: Readonly<Record<string, string>>;
 }
 
 /** What the agent reported, parsed from its output. */
@@ -62,7 +76,32 @@ export interface AgentDriver {
    * run's network is an allowlist. Empty for agents whose endpoints Harness cannot know.
    */
   readonly endpoints?: readonly string[];
-  /** `credentials` holds the values of the declared credential variables that are set. */
-  buildInvocation(request: AgentRequest, credentials: Readonly<Record<string, string>>): AgentInvocation;
+  /**
+   * Names of the environment variables holding the CLI's model-provider settings that are not
+   * secrets (a gateway's base URL, a cloud region, a retry cap): the operator sets them in
+   * Harness's environment and the driver passes them on, translated where the CLI reads them
+   * elsewhere (a `-c` flag, a generated config file). Secret ones belong in `credentials`.
+   */
+  readonly settings?: readonly string[];
+  /**
+   * Checks the settings' values before any run starts: the reasons they are unusable, or an
+   * empty list. Only the names the driver declares are checked.
+   */
+  checkSettings?(settings: Readonly<Record<string, string>>): string[];
+  /**
+   * Config files the CLI must read its settings from, by plain file name, when the settings call
+   * for any (e.g. pi's `models.json`). They hold no secret: they may refer to a credential by
+   * its variable name, never by value.
+   */
+  configFiles?(settings: Readonly<Record<string, string>>): Record<string, string>;
+  /**
+   * `credentials` holds the values of the declared credential variables that are set; `context`
+   * the declared settings that are set and where the config files were written (none when absent).
+   */
+  buildInvocation(
+    request: AgentRequest,
+    credentials: Readonly<Record<string, string>>,
+    context?: AgentContext,
+  ): AgentInvocation;
   parseResult(result: ExecResult): AgentOutcome;
 }

@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AGENTS, createAgent } from "../agents/registry.js";
 import type { RunReport } from "../contracts/types.js";
-import { daytonaOptionsFromEnv } from "../runtime/app-settings.js";
+import { agentEnvFrom, daytonaOptionsFromEnv } from "../runtime/app-settings.js";
 import { createOctokitClient, createTokenOctokit } from "../github/octokit-client.js";
 import type { Blueprint } from "../harness/blueprint.js";
 import { BlueprintError, loadBlueprintFile } from "../harness/blueprint-file.js";
@@ -247,6 +247,8 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
         flags.agentCommand ? { command: parseCommandLine(flags.agentCommand, "--agent-command") } : {},
       )
     : undefined;
+  // Checked before a sandbox exists: only the chosen agent's settings matter here.
+  const passEnv = agent ? agentEnvFrom(env, [agent]) : [];
 
   const serverUrl = env["GITHUB_SERVER_URL"] || undefined;
   classifyRepoRef(flags.repo, serverUrl ? { serverUrl } : {});
@@ -274,6 +276,7 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
           agent: {
             driver: agent,
             credentials: env,
+            ...(passEnv.length > 0 ? { passEnv } : {}),
             ...(flags.maxTurns !== undefined ? { maxTurns: flags.maxTurns } : {}),
             ...(flags.model ? { model: flags.model } : {}),
           },

@@ -1,10 +1,19 @@
+import { noreplyDomain } from "../github/bot-identity.js";
 import { randomBytes } from "node:crypto";
 import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
+import {
+  assertProviderSettings,
+  declaredSettings,
+  isForbiddenAgentVariable,
+  isSecretExtra,
+  looksLikeGitHubToken,
+  pickExtras,
+  withAgentEnvironment,
+} from "../agents/provider-settings.js";
 import type { AgentDriver } from "../agents/types.js";
 import type { KnownSecret } from "../delivery/secret-scan.js";
 import type { GitHubClient } from "../github/client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
-import { DEFAULT_COMMIT_IDENTITY } from "../sandbox/environment.js";
 import { DEFAULT_RUN_TIMEOUT, type Sandbox, type SandboxOptions } from "../sandbox/types.js";
 import { describeError, InvalidInputError } from "../util/errors.js";
 import { githubCloneUrl, isLocalPath, parseGitHubRepo, type GitHubRepo } from "../util/github.js";
@@ -38,8 +47,16 @@ export interface HarnessRequest {
 /** The coding agent the blueprint's agent steps run. */
 export interface HarnessAgent {
   driver: AgentDriver;
-  /** Candidate credential values by env var name; only those the agent declares are passed. */
+  /**
+   * Candidate values by env var name (typically Harness's environment): only the credentials
+   * and provider settings the agent declares, and the `passEnv` names, are passed on.
+   */
   credentials?: Readonly<Record<string, string | undefined>>;
+  /**
+   * Further variables the operator lets through to the agent (`HARNESS_AGENT_ENV`, e.g. a
+   * proxy), read from `credentials`; never a GitHub credential or one of Harness's own.
+   */
+  passEnv?: readonly string[];
   maxTurns?: number;
   model?: string;
 }
@@ -125,15 +142,22 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   const now = options.now ?? (() => new Date());
   const startedAt = now();
   const agentCredentials = pickCredentials(agent);
+  const agentSettings = agent ? declaredSettings(agent.driver, agent.credentials ?? {}) : {};
+  const agentExtras = pickExtras(agent?.passEnv ?? [], agent?.credentials ?? {});
+  // Drivers declare their secret settings as credentials; of the operator's extras, some are secrets.
+  const agentSecrets = {
+    ...agentCredentials,
+    ...Object.fromEntries(Object.entries(agentExtras).filter(([name, value]) => isSecretExtra(name, value))),
+  };
   // Only values that are secrets: the candidates may be a whole environment (PATH, URLs…).
   const secretValues = [
     github.token,
-    ...Object.values(agentCredentials),
+    ...Object.values(agentSecrets),
     ...(output.secrets ?? []),
     ...Object.values(options.sandbox.setupSecrets ?? {}),
   ];
   const redactor = createRedactor(secretValues);
-  const knownSecrets = knownSecretsOf(options, agentCredentials);
+  const knownSecrets = knownSecretsOf(options, agentSecrets);
   const reporter = redactingReporter(output.reporter ?? fanOut(), redactor);
   const at = (): string => now().toISOString();
 
@@ -190,6 +214,13 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     // Read before any step runs: after that, everything in the checkout is the agent's to change.
     const baseSha = await headSha(sandbox, controller.signal);
     const target = github.push ? await resolvePushTarget(options, sandbox) : undefined;
+    const agentDriver = agent
+      ? withAgentEnvironment(agent.driver, {
+          settings: agentSettings,
+          files: await writeAgentConfigFiles(sandbox, agent.driver, agentSettings),
+          extras: agentExtras,
+        })
+      : undefined;
 
     const outcome = await runBlueprint({
       blueprint,
@@ -208,7 +239,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         branch: request.branch,
         ...(request.issue ? { issue: request.issue } : {}),
       },
-      ...(agent ? { agent: agent.driver } : {}),
+      ...(agentDriver ? { agent: agentDriver } : {}),
       agentCredentials,
       ...(options.sandbox.setupSecrets ? { setupSecrets: options.sandbox.setupSecrets } : {}),
       ...(agent?.maxTurns !== undefined ? { maxAgentTurns: agent.maxTurns } : {}),
@@ -229,7 +260,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         title: commitTitle,
         body: commitBody,
         runId: request.runId,
-        identity: github.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
+        identity: github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl),
         signal: controller.signal,
       });
       commitSha = commit.sha;
@@ -326,6 +357,11 @@ function validateOptions(options: HarnessOptions): void {
         `(--agent claude-code|codex|pi|command)`,
     );
   }
+  // A provider setting the chosen agent cannot use, or a value it cannot read, fails here, with
+  // the settings it does take, rather than as a model call to some other provider mid-run.
+  if (options.agent) {
+    assertProviderSettings(options.agent.driver, options.agent.credentials ?? {}, options.agent.passEnv ?? []);
+  }
   if (options.budgetMs !== undefined && (!Number.isFinite(options.budgetMs) || options.budgetMs <= 0)) {
     throw new InvalidInputError("The run budget must be a positive number of minutes");
   }
@@ -335,11 +371,27 @@ function validateOptions(options: HarnessOptions): void {
 function pickCredentials(agent: HarnessAgent | undefined): Record<string, string> {
   const picked: Record<string, string> = {};
   for (const name of agent?.driver.credentials ?? []) {
-    if (/^(GITHUB|GH)_|^GIT_/i.test(name)) continue;
+    if (isForbiddenAgentVariable(name)) continue;
     const value = agent?.credentials?.[name];
-    if (value !== undefined && value !== "") picked[name] = value;
+    if (value !== undefined && value !== "" && !looksLikeGitHubToken(value)) picked[name] = value;
   }
   return picked;
+}
+
+/**
+ * Writes the config files the agent's CLI reads its provider settings from as scratch files
+ * (outside the checkout, so they are never committed) and returns their paths by name.
+ */
+async function writeAgentConfigFiles(
+  sandbox: Sandbox,
+  driver: AgentDriver,
+  settings: Readonly<Record<string, string>>,
+): Promise<Record<string, string>> {
+  const paths: Record<string, string> = {};
+  for (const [name, content] of Object.entries(driver.configFiles?.(settings) ?? {})) {
+    paths[name] = await sandbox.writeScratchFile(name, content);
+  }
+  return paths;
 }
 
 interface PushTarget {
@@ -384,8 +436,8 @@ async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Pro
 }
 
 /** The run's secrets by name, for the push's secret scan (the values alone serve redaction). */
-function knownSecretsOf(options: HarnessOptions, agentCredentials: Readonly<Record<string, string>>): KnownSecret[] {
-  const secrets: KnownSecret[] = Object.entries(agentCredentials).map(([name, value]) => ({ name, value }));
+function knownSecretsOf(options: HarnessOptions, agentSecrets: Readonly<Record<string, string>>): KnownSecret[] {
+  const secrets: KnownSecret[] = Object.entries(agentSecrets).map(([name, value]) => ({ name, value }));
   const token = options.github?.token;
   if (token) secrets.push({ name: "the run's GitHub token", value: token });
   for (const value of options.output?.secrets ?? []) secrets.push({ name: "a secret the operator configured", value });
@@ -453,7 +505,7 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
       commitSha: input.commitSha,
       commit: {
         message: input.message,
-        identity: github.commitIdentity ?? DEFAULT_COMMIT_IDENTITY,
+        identity: github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl),
         ...(options.now ? { now: options.now() } : {}),
       },
       changedFiles: input.changedFiles,
@@ -491,4 +543,12 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
 function formatMinutes(ms: number): string {
   const minutes = ms / 60_000;
   return minutes >= 1 ? `${String(Math.round(minutes * 10) / 10)} min` : `${String(Math.round(ms / 1000))} s`;
+}
+
+/**
+ * Who commits when nobody said: `harness` at the noreply domain of the GitHub the repository is
+ * on, so an Enterprise Server does not see a github.com address it cannot attribute.
+ */
+function defaultCommitIdentity(serverUrl: string | undefined): { name: string; email: string } {
+  return { name: "harness", email: `harness@${noreplyDomain(serverUrl ?? "https://github.com")}` };
 }

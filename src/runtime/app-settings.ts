@@ -8,6 +8,9 @@ import { DEFAULT_QUEUE_LIMITS, type QueueLimits } from "../runs/queue/port.js";
 import { type SandboxKind } from "../sandbox/types.js";
 import type { SetupSecretGrant } from "../config/setup-secrets.js";
 import { SettingsError } from "../util/errors.js";
+import { parseAgentEnvNames, providerSettingsProblems } from "../agents/provider-settings.js";
+import { createAgent } from "../agents/registry.js";
+import type { AgentDriver } from "../agents/types.js";
 
 /** The process's configuration, from the environment only. */
 export type AppSettings =
@@ -62,6 +65,11 @@ export type AppSettings =
       setupSecrets?: SetupSecretGrant[];
       /** The most open network a repository may ask for, and entries every allowlist includes. */
       network?: { ceiling: NetworkMode; allow: string[] };
+      /**
+       * HARNESS_AGENT_ENV: further variables every agent gets when set (a proxy, a CA bundle),
+       * beyond the credentials and provider settings its driver declares.
+       */
+      agentEnv?: string[];
       concurrency: number;
       statusIntervalMs: number;
       /**
@@ -180,6 +188,7 @@ export function settingsFromEnv(
     localSandbox,
     setupSecrets: setupSecretsFrom(env),
     network: networkFrom(env),
+    agentEnv: agentEnvFrom(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
@@ -304,6 +313,31 @@ function networkFrom(env: NodeJS.ProcessEnv): { ceiling: NetworkMode; allow: str
     throw new SettingsError(`HARNESS_NETWORK_ALLOW: ${error instanceof Error ? error.message : String(error)}`);
   }
   return { ceiling: ceiling as NetworkMode, allow };
+}
+
+/** The agents whose provider settings are checked at start: a repository may choose any of them. */
+const CLI_AGENTS = ["claude-code", "codex", "pi"] as const;
+
+/**
+ * HARNESS_AGENT_ENV (variable names, comma-separated), and the agents' provider settings in the
+ * environment checked before any run: a gateway URL a CLI cannot call, a password inside one,
+ * or a GitHub token where an agent would get it stops start-up rather than every run. Which
+ * provider a CLI can use (Bedrock for Codex, say) is checked per run, once the agent is known.
+ * `agents`: the drivers to check (default: every CLI agent; the CLI passes the one it runs).
+ */
+export function agentEnvFrom(
+  env: NodeJS.ProcessEnv,
+  agents: readonly AgentDriver[] = CLI_AGENTS.map((name) => createAgent(name)),
+): string[] {
+  let names: string[];
+  try {
+    names = parseAgentEnvNames(env["HARNESS_AGENT_ENV"]);
+  } catch (error) {
+    throw new SettingsError(error instanceof Error ? error.message : String(error));
+  }
+  const problems = providerSettingsProblems({ drivers: agents, environment: env, extraNames: names });
+  if (problems.length > 0) throw new SettingsError(`Agent provider settings: ${problems.join("; ")}`);
+  return names;
 }
 
 /** `HARNESS_SETUP_SECRETS=acme/widgets:NPM_TOKEN,acme/*:PIP_TOKEN`: each value must be set too. */

@@ -140,6 +140,7 @@ export async function buildRuntime(
     ...(settings.setupSecrets ? { setupSecrets: settings.setupSecrets } : {}),
     ...(settings.network ? { network: settings.network } : {}),
     environment,
+    ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
     statusIntervalMs: settings.statusIntervalMs,
     reporters: [runMetrics, journalReporter],
     draftRefusals: new DraftRefusals(),

@@ -52,6 +52,3 @@ export function gitCredentialEnv(token?: string): Record<string, string> {
   });
   return env;
 }
-
-/** The identity harness commits are authored by, unless configured otherwise. */
-export const DEFAULT_COMMIT_IDENTITY = { name: "harness", email: "harness@users.noreply.github.com" };

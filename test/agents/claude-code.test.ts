@@ -2,6 +2,7 @@ import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { claudeCodeAgent } from "../../src/agents/claude-code.js";
 import type { ExecResult } from "../../src/contracts/types.js";
 import { addedEnv, capture, execResult, OFFERED_CREDENTIALS, runWithFakeCli } from "../fakes/agent-clis.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 import { scratchDir } from "../helpers/git.js";
 
 let dir: { path: string; cleanup: () => Promise<void> };
@@ -14,6 +15,19 @@ afterEach(async () => {
 
 const edit = { path: "greeting.txt", content: "hello\n" };
 const agent = (executable: string) => claudeCodeAgent({ executable });
+/** What every Claude run gets beside its credentials: root-safe skip-permissions, no side traffic. */
+const QUIET_ENV = {
+  IS_SANDBOX: "1",
+  DISABLE_AUTOUPDATER: "1",
+  CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
+  DISABLE_TELEMETRY: "1",
+  DISABLE_ERROR_REPORTING: "1",
+};
+const AWS_KEYS = {
+  AWS_ACCESS_KEY_ID: fakeToken("AKIA", 16),
+  AWS_SECRET_ACCESS_KEY: fakeToken("", 40),
+  AWS_SESSION_TOKEN: fakeToken("IQoJb3JpZ2luX2Vj", 40),
+};
 
 describe("claude-code driver through the harness", () => {
   test("print mode, JSON output, skip-permissions, --max-turns and --model; the prompt only on stdin", async () => {
@@ -75,8 +89,7 @@ describe("claude-code driver through the harness", () => {
     expect(addedEnv(record)).toEqual({
       ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
       CLAUDE_CODE_OAUTH_TOKEN: OFFERED_CREDENTIALS.CLAUDE_CODE_OAUTH_TOKEN,
-      IS_SANDBOX: "1",
-      DISABLE_AUTOUPDATER: "1",
+      ...QUIET_ENV,
     });
     const values = Object.values(record.env).join("\n");
     for (const name of [
@@ -89,6 +102,130 @@ describe("claude-code driver through the harness", () => {
     ] as const) {
       expect(values).not.toContain(OFFERED_CREDENTIALS[name]);
     }
+  });
+
+  test("a gateway: base URL, token and model names reach Claude; AWS keys do not without Bedrock", async () => {
+    const gatewayToken = fakeToken("gw-", 32);
+    const { report, record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+      {
+        credentials: {
+          ANTHROPIC_BASE_URL: "https://llm-gateway.example.com/anthropic",
+          ANTHROPIC_AUTH_TOKEN: gatewayToken,
+          ANTHROPIC_MODEL: "corp-sonnet",
+          CLAUDE_CODE_MAX_RETRIES: "2",
+          OPENAI_BASE_URL: "https://llm-gateway.example.com/openai/v1",
+          ...AWS_KEYS,
+          GITHUB_TOKEN: OFFERED_CREDENTIALS.GITHUB_TOKEN,
+        },
+      },
+    );
+    expect(report.status).toBe("succeeded");
+    expect(addedEnv(record)).toEqual({
+      ANTHROPIC_BASE_URL: "https://llm-gateway.example.com/anthropic",
+      ANTHROPIC_AUTH_TOKEN: gatewayToken,
+      ANTHROPIC_MODEL: "corp-sonnet",
+      CLAUDE_CODE_MAX_RETRIES: "2",
+      ...QUIET_ENV,
+    });
+  });
+
+  test("Bedrock: the switch, region and AWS keys reach Claude; the keys are redacted from the report", async () => {
+    const { report, record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      // The fake fails quoting the secret key, as a CLI's error message might.
+      { stdout: "", stderr: `Error: AWS rejected ${AWS_KEYS.AWS_SECRET_ACCESS_KEY}\n`, exitCode: 1, edit },
+      agent,
+      {
+        credentials: {
+          CLAUDE_CODE_USE_BEDROCK: "1",
+          AWS_REGION: "eu-west-1",
+          ANTHROPIC_BEDROCK_BASE_URL: "https://bedrock-runtime.eu-west-1.amazonaws.com",
+          ...AWS_KEYS,
+        },
+      },
+    );
+    expect(addedEnv(record)).toEqual({
+      CLAUDE_CODE_USE_BEDROCK: "1",
+      AWS_REGION: "eu-west-1",
+      ANTHROPIC_BEDROCK_BASE_URL: "https://bedrock-runtime.eu-west-1.amazonaws.com",
+      ...AWS_KEYS,
+      ...QUIET_ENV,
+    });
+    expect(report.nodes[0]?.error).toBe("claude exited with 1: Error: AWS rejected [REDACTED]");
+    expect(JSON.stringify(report)).not.toContain(AWS_KEYS.AWS_SECRET_ACCESS_KEY);
+  });
+
+  test("Vertex: the switch, region, project and credentials file reach Claude", async () => {
+    const vertex = {
+      CLAUDE_CODE_USE_VERTEX: "1",
+      CLOUD_ML_REGION: "us-east5",
+      ANTHROPIC_VERTEX_PROJECT_ID: "acme-ml",
+      GOOGLE_APPLICATION_CREDENTIALS: "/etc/gcloud/harness.json",
+    };
+    const { record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+      {
+        credentials: { ...vertex, ...AWS_KEYS },
+      },
+    );
+    expect(addedEnv(record)).toEqual({ ...vertex, ...QUIET_ENV });
+  });
+
+  test("HARNESS_AGENT_ENV names pass through, and cannot override what the driver sets", async () => {
+    const { record } = await runWithFakeCli(
+      dir.path,
+      "claude",
+      { stdout: capture("claude-success.json"), edit },
+      agent,
+      {
+        credentials: {
+          ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
+          HTTPS_PROXY: "http://proxy.internal:3128",
+          NO_PROXY: "localhost,.internal",
+          IS_SANDBOX: "0",
+          SSL_CERT_FILE: "/etc/ssl/corp.pem",
+        },
+        passEnv: ["HTTPS_PROXY", "NO_PROXY", "IS_SANDBOX"],
+      },
+    );
+    expect(addedEnv(record)).toEqual({
+      ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
+      HTTPS_PROXY: "http://proxy.internal:3128",
+      NO_PROXY: "localhost,.internal",
+      ...QUIET_ENV,
+    });
+  });
+
+  test.each([
+    [
+      { ANTHROPIC_BASE_URL: "https://user:pw@gateway.example.com" },
+      [],
+      /ANTHROPIC_BASE_URL must not carry credentials/,
+    ],
+    [{ CLAUDE_CODE_USE_BEDROCK: "1", CLAUDE_CODE_USE_VERTEX: "1" }, [], /both set: choose one provider/],
+    [{ CLAUDE_CODE_MAX_RETRIES: "-1" }, [], /CLAUDE_CODE_MAX_RETRIES must be a whole number from 0 to 100/],
+    // A GitHub token in any variable an agent would get refuses the run, whatever its name.
+    [{ ANTHROPIC_AUTH_TOKEN: fakeToken("ghp_") }, [], /ANTHROPIC_AUTH_TOKEN holds what looks like a GitHub token/],
+    [
+      { SSL_CERT_FILE: fakeToken("github_pat_", 40) },
+      ["SSL_CERT_FILE"],
+      /SSL_CERT_FILE holds what looks like a GitHub/,
+    ],
+  ])("refused before the run starts: %j", async (credentials, passEnv, expected) => {
+    await expect(
+      runWithFakeCli(dir.path, "claude", { stdout: capture("claude-success.json"), edit }, agent, {
+        credentials,
+        passEnv,
+      }),
+    ).rejects.toThrow(expected);
   });
 
   test("a prompt of hundreds of KB goes through stdin whole, argv stays small", async () => {

@@ -19,6 +19,10 @@ const BASE_ARGS = [
   "--skip-git-repo-check",
   "--ephemeral",
   "--dangerously-bypass-approvals-and-sandbox",
+  // Nothing but the model API: no update check, analytics, plugin sync, apps or in-app updates.
+  ...["-c", "check_for_update_on_startup=false", "-c", "analytics.enabled=false"],
+  ...["-c", "features.plugins=false", "-c", "features.remote_plugin=false"],
+  ...["-c", "features.apps=false", "-c", "features.in_app_updates=false"],
 ];
 
 describe("codex driver through the harness", () => {
@@ -82,6 +86,54 @@ describe("codex driver through the harness", () => {
       },
     );
     expect(addedEnv(record)).toEqual({ CODEX_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY });
+  });
+
+  test("OPENAI_BASE_URL becomes -c openai_base_url (Codex ignores the variable) and is not in its env", async () => {
+    const { report, record } = await runWithFakeCli(
+      dir.path,
+      "codex",
+      { stdout: capture("codex-success.jsonl"), edit },
+      agent,
+      {
+        model: "gpt-5.5",
+        credentials: {
+          OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY,
+          OPENAI_BASE_URL: "https://llm-gateway.example.com/openai/v1",
+          ANTHROPIC_BASE_URL: "https://llm-gateway.example.com/anthropic",
+        },
+      },
+    );
+    expect(report.status).toBe("succeeded");
+    expect(record.args).toEqual([
+      ...BASE_ARGS,
+      "-c",
+      'openai_base_url="https://llm-gateway.example.com/openai/v1"',
+      "--model",
+      "gpt-5.5",
+      "-",
+    ]);
+    expect(addedEnv(record)).toEqual({ CODEX_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY });
+  });
+
+  test.each([
+    ["CLAUDE_CODE_USE_BEDROCK", "Amazon Bedrock"],
+    ["CLAUDE_CODE_USE_VERTEX", "Google Vertex AI"],
+  ])("%s is refused before anything runs, naming the settings Codex takes", async (name, provider) => {
+    await expect(
+      runWithFakeCli(dir.path, "codex", { stdout: capture("codex-success.jsonl"), edit }, agent, {
+        credentials: { OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY, [name]: "1" },
+      }),
+    ).rejects.toThrow(
+      `${name} is set, but the codex agent cannot use ${provider}. Its provider settings are: OPENAI_BASE_URL.`,
+    );
+  });
+
+  test("an OPENAI_BASE_URL that is no http(s) URL is refused before anything runs", async () => {
+    await expect(
+      runWithFakeCli(dir.path, "codex", { stdout: capture("codex-success.jsonl"), edit }, agent, {
+        credentials: { OPENAI_BASE_URL: "llm-gateway.example.com/v1" },
+      }),
+    ).rejects.toThrow('OPENAI_BASE_URL must be an http(s) URL, got "llm-gateway.example.com/v1"');
   });
 
   test("turn.failed fails the step with the API's message", async () => {

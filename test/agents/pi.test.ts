@@ -1,7 +1,18 @@
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { piAgent } from "../../src/agents/pi.js";
-import { addedEnv, capture, execResult, OFFERED_CREDENTIALS, runWithFakeCli } from "../fakes/agent-clis.js";
-import { scratchDir } from "../helpers/git.js";
+import { dirname, join } from "node:path";
+import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
+import { runHarness } from "../../src/harness/run.js";
+import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
+import {
+  addedEnv,
+  capture,
+  execResult,
+  OFFERED_CREDENTIALS,
+  runWithFakeCli,
+  writeFakeCli,
+} from "../fakes/agent-clis.js";
+import { makeRepo, scratchDir } from "../helpers/git.js";
 
 let dir: { path: string; cleanup: () => Promise<void> };
 beforeEach(async () => {
@@ -46,6 +57,7 @@ describe("pi driver through the harness", () => {
       OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY,
       GEMINI_API_KEY: OFFERED_CREDENTIALS.GEMINI_API_KEY,
       PI_OFFLINE: "1",
+      PI_TELEMETRY: "0",
     });
     const values = Object.values(record.env).join("\n");
     for (const name of ["GITHUB_TOKEN", "GH_TOKEN", "SECRET", "CODEX_API_KEY", "CLAUDE_CODE_OAUTH_TOKEN"] as const) {
@@ -57,7 +69,91 @@ describe("pi driver through the harness", () => {
     const { record } = await runWithFakeCli(dir.path, "pi", { stdout: capture("pi-success.jsonl"), edit }, agent, {
       model: "openai/gpt-5.4",
     });
-    expect(addedEnv(record)).toEqual({ OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY, PI_OFFLINE: "1" });
+    expect(addedEnv(record)).toEqual({
+      OPENAI_API_KEY: OFFERED_CREDENTIALS.OPENAI_API_KEY,
+      PI_OFFLINE: "1",
+      PI_TELEMETRY: "0",
+    });
+  });
+
+  test("base URLs become a generated models.json in a scratch dir that PI_CODING_AGENT_DIR names", async () => {
+    const written: Record<string, { path: string; content: string }> = {};
+    const fake = await writeFakeCli(join(dir.path, "fake-clis"), "pi", { stdout: capture("pi-success.jsonl"), edit });
+    const report = await runHarness({
+      request: {
+        runId: "pigateway1",
+        repo: await makeRepo(join(dir.path, "repo")),
+        branch: "b",
+        intent: "add a greeting",
+      },
+      blueprint: builtinBlueprint("default"),
+      agent: {
+        driver: piAgent({ executable: fake.path }),
+        model: "anthropic/claude-sonnet-4-5",
+        credentials: {
+          ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
+          ANTHROPIC_BASE_URL: "https://llm-gateway.example.com/anthropic",
+          OPENAI_BASE_URL: "https://llm-gateway.example.com/openai/v1",
+        },
+      },
+      sandbox: {
+        create: async (options) => {
+          const sandbox = await createLocalSandbox(options);
+          const write = sandbox.writeScratchFile.bind(sandbox);
+          sandbox.writeScratchFile = async (name, content) => {
+            const path = await write(name, content);
+            written[name] = { path, content };
+            return path;
+          };
+          return sandbox;
+        },
+      },
+    });
+    expect(report.status).toBe("succeeded");
+    expect(JSON.parse(written["models.json"]?.content ?? "")).toEqual({
+      providers: {
+        anthropic: { baseUrl: "https://llm-gateway.example.com/anthropic" },
+        openai: { baseUrl: "https://llm-gateway.example.com/openai/v1" },
+      },
+    });
+    // Only models.json: pi ignores a settings.json it cannot lock, and the folder may be read-only.
+    expect(Object.keys(written).filter((name) => !name.startsWith("prompt-"))).toEqual(["models.json"]);
+    // Outside the checkout, beside the prompt; the key stays in the environment, never in a file.
+    const agentDir = dirname(written["models.json"]?.path ?? "");
+    expect(agentDir.startsWith(join(dir.path, "repo"))).toBe(false);
+    expect(written["models.json"]?.content).not.toContain(OFFERED_CREDENTIALS.ANTHROPIC_API_KEY);
+    const record = await fake.record();
+    expect(addedEnv(record)).toEqual({
+      ANTHROPIC_API_KEY: OFFERED_CREDENTIALS.ANTHROPIC_API_KEY,
+      PI_CODING_AGENT_DIR: agentDir,
+      PI_OFFLINE: "1",
+      PI_TELEMETRY: "0",
+    });
+    expect(record.cwd.startsWith(agentDir)).toBe(false);
+  });
+
+  test("without a provider setting pi keeps its own agent dir and no file is generated", () => {
+    expect(piAgent().configFiles?.({})).toEqual({});
+    expect(piAgent().configFiles?.({ GEMINI_API_KEY: "x" })).toEqual({});
+  });
+
+  test("asked for a base URL without its models.json, the driver refuses rather than call the provider", () => {
+    const request = { prompt: "p", workDir: "/w", promptFile: "/s/prompt.md" };
+    expect(() =>
+      piAgent().buildInvocation(request, {}, { settings: { ANTHROPIC_BASE_URL: "https://gw.example.com" }, files: {} }),
+    ).toThrow(/need models\.json/);
+  });
+
+  test.each([
+    [{ ANTHROPIC_BASE_URL: "ftp://gw.example.com" }, /ANTHROPIC_BASE_URL must be an http\(s\) URL, got a ftp: URL/],
+    [
+      { CLAUDE_CODE_USE_BEDROCK: "1" },
+      /the pi agent cannot use Amazon Bedrock\. Its provider settings are: ANTHROPIC_BASE_URL, OPENAI_BASE_URL\./,
+    ],
+  ])("bad provider settings are refused before the run: %j", async (settings, expected) => {
+    await expect(
+      runWithFakeCli(dir.path, "pi", { stdout: capture("pi-success.jsonl"), edit }, agent, { credentials: settings }),
+    ).rejects.toThrow(expected);
   });
 
   test("pi exits 0 after a failed model call: the step still fails, with pi's reason", async () => {

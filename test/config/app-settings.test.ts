@@ -1,7 +1,7 @@
 import { resolve } from "node:path";
 import { describe, expect, test } from "vitest";
 import { settingsFromEnv } from "../../src/runtime/app-settings.js";
-import { fakePem } from "../helpers/fake-secrets.js";
+import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
 import { SettingsError } from "../../src/util/errors.js";
 
 const pem = fakePem();
@@ -312,4 +312,70 @@ test("a malformed HARNESS_NETWORK_ALLOW entry stops start-up naming it", () => {
       HARNESS_NETWORK_ALLOW: "https://npm.example/path",
     }),
   ).toThrow(/HARNESS_NETWORK_ALLOW: .*npm\.example/);
+});
+
+describe("agent environment (HARNESS_AGENT_ENV) and provider settings", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+
+  test("names, comma-separated, deduplicated; none by default", () => {
+    expect(settingsFromEnv(base)).toMatchObject({ agentEnv: [] });
+    expect(
+      settingsFromEnv({ ...base, HARNESS_AGENT_ENV: " HTTPS_PROXY, NO_PROXY,,NODE_EXTRA_CA_CERTS,NO_PROXY" }),
+    ).toMatchObject({ agentEnv: ["HTTPS_PROXY", "NO_PROXY", "NODE_EXTRA_CA_CERTS"] });
+  });
+
+  test.each([
+    ["GITHUB_TOKEN", /HARNESS_AGENT_ENV lists GITHUB_TOKEN, which is never passed to an agent/],
+    ["GH_ENTERPRISE_TOKEN", /lists GH_ENTERPRISE_TOKEN, which is never passed/],
+    ["GIT_ASKPASS", /lists GIT_ASKPASS, which is never passed/],
+    ["PRIVATE_KEY", /lists PRIVATE_KEY, which is never passed/],
+    ["WEBHOOK_SECRET", /lists WEBHOOK_SECRET, which is never passed/],
+    ["DAYTONA_API_KEY", /lists DAYTONA_API_KEY, which is never passed/],
+    ["HARNESS_AUDIT_TOKEN", /lists HARNESS_AUDIT_TOKEN, which is never passed/],
+    ["HTTPS-PROXY", /takes variable names separated by commas, got "HTTPS-PROXY"/],
+  ])("refuses %s at start", (name, expected) => {
+    expect(() => settingsFromEnv({ ...base, HARNESS_AGENT_ENV: `NO_PROXY,${name}` })).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ ...base, HARNESS_AGENT_ENV: `NO_PROXY,${name}` })).toThrow(expected);
+  });
+
+  test("good provider settings start; unusable ones stop start-up naming the variable", () => {
+    expect(() =>
+      settingsFromEnv({
+        ...base,
+        ANTHROPIC_BASE_URL: "https://llm-gateway.example.com/anthropic",
+        OPENAI_BASE_URL: "http://10.0.0.5:4000/v1",
+        CLAUDE_CODE_USE_BEDROCK: "1",
+        CLAUDE_CODE_MAX_RETRIES: "3",
+      }),
+    ).not.toThrow();
+    expect(() => settingsFromEnv({ ...base, ANTHROPIC_BASE_URL: "llm-gateway.example.com" })).toThrow(
+      /Agent provider settings: ANTHROPIC_BASE_URL must be an http\(s\) URL, got "llm-gateway.example.com"/,
+    );
+    expect(() => settingsFromEnv({ ...base, OPENAI_BASE_URL: "https://me:pw@gw.example.com/v1" })).toThrow(
+      /OPENAI_BASE_URL must not carry credentials in the URL/,
+    );
+    expect(() => settingsFromEnv({ ...base, CLAUDE_CODE_USE_VERTEX: "yes please" })).toThrow(
+      /CLAUDE_CODE_USE_VERTEX must be 1 or 0/,
+    );
+    expect(() => settingsFromEnv({ ...base, CLAUDE_CODE_USE_BEDROCK: "1", CLAUDE_CODE_USE_VERTEX: "1" })).toThrow(
+      /both set: choose one provider for Claude Code/,
+    );
+  });
+
+  test("a GitHub token in a variable an agent would get stops start-up, without printing it", () => {
+    const token = fakeToken("ghp_");
+    for (const env of [
+      { ANTHROPIC_AUTH_TOKEN: token },
+      { HARNESS_AGENT_ENV: "HTTPS_PROXY", HTTPS_PROXY: `http://x:${token}@proxy.example.com:3128` },
+    ]) {
+      let message = "";
+      try {
+        settingsFromEnv({ ...base, ...env });
+      } catch (error) {
+        message = error instanceof Error ? error.message : String(error);
+      }
+      expect(message).toMatch(/holds what looks like a GitHub token, which never reaches an agent/);
+      expect(message).not.toContain(token);
+    }
+  });
 });

@@ -90,6 +90,20 @@ describe("runHarness: the default blueprint", () => {
     ]);
   });
 
+  test("on an Enterprise Server the default identity uses that server's noreply domain", async () => {
+    const agent = await script("agent.sh", 'echo "hello" > greeting.txt');
+    const report = await runHarness(
+      options({
+        agent: { driver: commandAgent({ argv: [agent] }) },
+        sandbox: { create: trackingSandbox, options: { githubServerUrl: "https://ghe.example.com" } },
+      }),
+    );
+    expect(report.status).toBe("succeeded");
+    expect(git(repo, "show", "--no-patch", "--format=%an <%ae>", report.commitSha ?? "")).toBe(
+      "harness <harness@users.noreply.ghe.example.com>",
+    );
+  });
+
   test("the fix loop: verify fails once, the fix agent sees the failure output, verify passes", async () => {
     const implement = await script("implement.sh", "echo draft > work.txt");
     // The fix agent records the prompt it was given, then repairs the file verify checks.

@@ -2,7 +2,14 @@ import { expect, test } from "vitest";
 import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
 import { toolNames } from "../fakes/model-server/tools.js";
 import { git } from "../helpers/git.js";
-import { describeRealAgent, installedVersion, pinnedVersion, priced, useRealAgentRuns } from "./support.js";
+import {
+  daytonaRoutesMentioning,
+  describeRealAgent,
+  installedVersion,
+  pinnedVersion,
+  priced,
+  useRealAgentRuns,
+} from "./support.js";
 
 /** Claude Code's list prices for claude-sonnet-4-5, in USD per million tokens. */
 const SONNET = { input: 3, output: 15, cacheRead: 0.3 };
@@ -42,6 +49,22 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(JSON.stringify(calls[0]?.body)).toContain("add a greeting file");
     expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
     // Nonessential traffic off: the model calls are all it made.
+    expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
+  });
+
+  test("on the fake Daytona: the settings reach Claude through Daytona's env API; the file is committed", async () => {
+    const { report, node, server, committedGreeting, credentials, daytona } = await run("claude-code", {
+      sandbox: "daytona",
+      script: [writeFile("greeting.txt", "hello from Daytona\n"), say("Added greeting.txt.")],
+    });
+    expect(report.status, report.error).toBe("succeeded");
+    expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt." });
+    expect(committedGreeting).toBe("hello from Daytona\n");
+    // Key and base URL travel in Daytona's env API, never in a command string.
+    const env = ["POST /toolbox/{id}/env"];
+    expect(daytonaRoutesMentioning(daytona, credentials["ANTHROPIC_API_KEY"] ?? "")).toEqual(env);
+    expect(daytonaRoutesMentioning(daytona, server.url)).toEqual(env);
+    expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 

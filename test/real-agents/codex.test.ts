@@ -2,7 +2,13 @@ import { expect, test } from "vitest";
 import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
 import { toolNames } from "../fakes/model-server/tools.js";
 import { git } from "../helpers/git.js";
-import { describeRealAgent, installedVersion, pinnedVersion, useRealAgentRuns } from "./support.js";
+import {
+  daytonaRoutesMentioning,
+  describeRealAgent,
+  installedVersion,
+  pinnedVersion,
+  useRealAgentRuns,
+} from "./support.js";
 
 const GREETING = [
   writeFile("greeting.txt", "hello from the scripted model\n", {
@@ -44,6 +50,24 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(output).toContain('"usage":{"input_tokens":3234,"cached_input_tokens":500');
     expect(output).toContain('"output_tokens":134');
     expect(node.costUsd).toBeUndefined();
+  });
+
+  test("on the fake Daytona: -c openai_base_url and the key reach Codex, and the run commits the file", async () => {
+    const { report, node, server, committedGreeting, credentials, daytona } = await run("codex", {
+      sandbox: "daytona",
+      script: GREETING,
+    });
+    expect(report.status, report.error).toBe("succeeded");
+    expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt." });
+    expect(committedGreeting).toBe("hello from the scripted model\n");
+    // The key travels in Daytona's env API; the base URL (no secret) is Codex's `-c` flag, in argv.
+    expect(daytonaRoutesMentioning(daytona, credentials["OPENAI_API_KEY"] ?? "")).toEqual(["POST /toolbox/{id}/env"]);
+    expect(daytonaRoutesMentioning(daytona, server.openaiBaseUrl)).toEqual([
+      expect.stringMatching(/^POST \/toolbox\/\{id\}\/process\/session\/[^/]+\/exec$/),
+    ]);
+    expect(server.modelCalls()).toHaveLength(2);
+    expect(server.receivedCredential(credentials["OPENAI_API_KEY"] ?? "")).toBe(true);
+    expect(server.requests.filter((request) => request.path !== "/v1/responses")).toEqual([]);
   });
 
   test("--model reaches the API", async () => {

@@ -2,7 +2,14 @@ import { expect, test } from "vitest";
 import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
 import { toolNames } from "../fakes/model-server/tools.js";
 import { git } from "../helpers/git.js";
-import { describeRealAgent, installedVersion, pinnedVersion, priced, useRealAgentRuns } from "./support.js";
+import {
+  daytonaRoutesMentioning,
+  describeRealAgent,
+  installedVersion,
+  pinnedVersion,
+  priced,
+  useRealAgentRuns,
+} from "./support.js";
 
 /** pi's prices for anthropic/claude-sonnet-4-5, in USD per million tokens. */
 const SONNET = { input: 3, output: 15, cacheRead: 0.3 };
@@ -43,6 +50,22 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
+  test("on the fake Daytona: the generated models.json reaches pi as an upload; the file is committed", async () => {
+    const { report, node, server, committedGreeting, credentials, daytona } = await run("pi", {
+      sandbox: "daytona",
+      script: GREETING,
+    });
+    expect(report.status, report.error).toBe("succeeded");
+    expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
+    expect(committedGreeting).toBe("hello from the scripted model\n");
+    // The key travels in Daytona's env API, never in a command string or in the uploaded models.json.
+    expect(daytonaRoutesMentioning(daytona, credentials["ANTHROPIC_API_KEY"] ?? "")).toEqual([
+      "POST /toolbox/{id}/env",
+    ]);
+    expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
+    expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
+  });
+
   test("maxTurns is not enforced: pi has no turn cap, so a 1-turn limit still makes every call", async () => {
     const { node, server } = await run("pi", { script: GREETING, maxTurns: 1 });
     expect(node).toMatchObject({ status: "succeeded", turns: 2 });
@@ -58,15 +81,16 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
   });
 
   test.each([
-    [529, /^the model call failed: 529 .*Overloaded.* \(gave up after 2 retries\)$/],
-    [500, /^the model call failed: 500 .*Internal server error.* \(gave up after 2 retries\)$/],
+    [529, /^the model call failed: 529 .*Overloaded.* \(gave up after 3 retries\)$/],
+    [500, /^the model call failed: 500 .*Internal server error.* \(gave up after 3 retries\)$/],
   ])("%i: the step fails with the status, the API's message and the retries", async (status, expected) => {
     const { node, server } = await run("pi", { script: [fail(status, { repeat: Infinity })] });
     expect(node.status).toBe("failed");
     expect(node.error).toMatch(expected);
-    // 1 call + retry.maxRetries (2 here); each retry is a turn of its own in pi's events.
-    expect(server.modelCalls()).toHaveLength(3);
-    expect(node.turns).toBe(3);
+    // pi's defaults, which Harness leaves alone: 4 attempts (2 s, 4 s, 8 s apart) of 3 calls each
+    // (the SDK's own 2 retries); each attempt is a turn of its own in pi's events.
+    expect(server.modelCalls()).toHaveLength(12);
+    expect(node.turns).toBe(4);
   });
 
   test("a model that never answers: the step's timeout kills pi and says so", async () => {

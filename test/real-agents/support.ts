@@ -1,5 +1,5 @@
 import { existsSync, readFileSync } from "node:fs";
-import { mkdir, writeFile } from "node:fs/promises";
+import { mkdir } from "node:fs/promises";
 import { delimiter, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe } from "vitest";
@@ -11,22 +11,28 @@ import type { HarnessEvent } from "../../src/contracts/events.js";
 import type { NodeReport, RunReport } from "../../src/contracts/types.js";
 import type { Blueprint } from "../../src/harness/blueprint.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
-import { runHarness } from "../../src/harness/run.js";
+import { runHarness, type HarnessSandbox } from "../../src/harness/run.js";
+import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
+import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
+import { startGitHttpServer } from "../fakes/git-http-server.js";
 import { startModelServer, type ModelServer } from "../fakes/model-server/server.js";
 import type { Turn } from "../fakes/model-server/script.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
-import { makeRepo, scratchDir } from "../helpers/git.js";
+import { makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
 
 /**
  * Running the real coding-agent CLIs (installed by this folder's own package.json) through
- * Harness's drivers and the local sandbox, against the scripted model server.
+ * Harness's drivers, in the local sandbox or the fake Daytona, against the scripted model server.
  *
- * The drivers have no setting for a model API base URL, so the CLIs are pointed at the server
- * through the one thing a driver's command inherits from the test process: HOME (the local
- * sandbox passes HOME and PATH through). Each run gets a fresh HOME holding the CLI's own
- * config file with the base URL and with telemetry and update checks off, and PATH starts with
- * this folder's `node_modules/.bin`, so the drivers run the programs by name as in production.
+ * The CLIs reach the server the way they reach an operator's model gateway: through the
+ * drivers' provider settings (`ANTHROPIC_BASE_URL`, `OPENAI_BASE_URL`, …) offered to the run
+ * beside the credentials, which the drivers pass on or translate (Codex's `-c openai_base_url`,
+ * pi's generated `models.json`). Nothing is configured in HOME: each run gets a fresh, empty one
+ * so the developer's own CLI config cannot decide a test. On the local sandbox PATH starts with
+ * this folder's `node_modules/.bin`, so the drivers run the programs by name as in production;
+ * the fake Daytona runs commands on this host, where the drivers get the programs' absolute paths.
  */
 
 export const REAL_AGENTS_DIR = fileURLToPath(new URL(".", import.meta.url));
@@ -88,57 +94,24 @@ export const MODELS: Record<RealAgentName, string | null> = {
 };
 
 /**
- * Writes the CLI's own config under `home`: its model API at the server, and nothing else on
- * the network (telemetry, error reports, update and plugin checks off). Retries are capped where
- * the CLI allows it, so an error scenario ends in seconds rather than minutes; the defaults are
- * what a production run gets, see this folder's README.
+ * The provider settings a run offers: the model API at the server. Retries are capped where the
+ * CLI allows it, so an error scenario ends in seconds rather than minutes; the defaults are what a
+ * production run gets, see this folder's README.
  */
-async function configureHome(agent: RealAgentName, home: string, server: ModelServer): Promise<void> {
-  if (agent === "claude-code") {
-    await mkdir(join(home, ".claude"), { recursive: true });
-    const env = {
-      ANTHROPIC_BASE_URL: server.url,
-      DISABLE_TELEMETRY: "1",
-      DISABLE_ERROR_REPORTING: "1",
-      CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC: "1",
-      // Claude Code retries even a 401 ten times with backoff (about three minutes).
-      CLAUDE_CODE_MAX_RETRIES: "2",
-    };
-    await writeFile(join(home, ".claude", "settings.json"), JSON.stringify({ env }, null, 2));
-  } else if (agent === "codex") {
-    await mkdir(join(home, ".codex"), { recursive: true });
-    // Without the feature switches Codex runs `git ls-remote https://github.com/openai/plugins.git`
-    // and resolves api.github.com at every start.
-    const toml = [
-      `openai_base_url = "${server.openaiBaseUrl}"`,
-      "check_for_update_on_startup = false",
-      "[analytics]",
-      "enabled = false",
-      "[features]",
-      "plugins = false",
-      "remote_plugin = false",
-      "apps = false",
-      "in_app_updates = false",
-      "",
-    ].join("\n");
-    await writeFile(join(home, ".codex", "config.toml"), toml);
-  } else {
-    const agentDir = join(home, ".pi", "agent");
-    await mkdir(agentDir, { recursive: true });
-    await writeFile(
-      join(agentDir, "models.json"),
-      JSON.stringify({ providers: { anthropic: { baseUrl: server.url } } }),
-    );
-    // pi's defaults: 3 agent-level retries 2 s, 4 s, 8 s apart, each with the SDK's own 2 retries.
-    const retry = { enabled: true, maxRetries: 2, baseDelayMs: 50, provider: { maxRetries: 0 } };
-    await writeFile(join(agentDir, "settings.json"), JSON.stringify({ retry }));
-  }
+export function providerSettingsFor(agent: RealAgentName, server: ModelServer): Record<string, string> {
+  // Claude Code retries even a 401 ten times with backoff (about three minutes).
+  if (agent === "claude-code") return { ANTHROPIC_BASE_URL: server.url, CLAUDE_CODE_MAX_RETRIES: "2" };
+  if (agent === "codex") return { OPENAI_BASE_URL: server.openaiBaseUrl };
+  // pi has no retry setting Harness passes: its defaults apply (see the README).
+  return { ANTHROPIC_BASE_URL: server.url };
 }
 
-function driverFor(agent: RealAgentName): AgentDriver {
-  if (agent === "claude-code") return claudeCodeAgent();
-  if (agent === "codex") return codexAgent();
-  return piAgent();
+/** The real driver; with `executable`, running the program at that path instead of by name. */
+function driverFor(agent: RealAgentName, executable?: string): AgentDriver {
+  const options = executable !== undefined ? { executable } : {};
+  if (agent === "claude-code") return claudeCodeAgent(options);
+  if (agent === "codex") return codexAgent(options);
+  return piAgent(options);
 }
 
 /** Credentials a run offers: fresh made-up values in the shapes the providers use. */
@@ -154,6 +127,8 @@ export interface RealRunOptions {
   model?: string | null;
   /** The agent step's timeout, in minutes (the default blueprint has none). */
   timeoutMinutes?: number;
+  /** Where the run happens (default: the local sandbox). */
+  sandbox?: "local" | "daytona";
 }
 
 export interface RealRun {
@@ -161,8 +136,12 @@ export interface RealRun {
   /** The `implement` node's report. */
   node: NodeReport;
   server: ModelServer;
-  /** The repository the run started from; the run's commit is readable here. */
+  /** The repository the run started from; on the local sandbox the run's commit is readable here. */
   repo: string;
+  /** `greeting.txt` as the run's last commit holds it, read in the sandbox before teardown. */
+  committedGreeting: string | undefined;
+  /** The fake Daytona the run used, when it ran there. */
+  daytona: FakeDaytona | undefined;
   /** Everything the agent printed, stdout and stderr interleaved. */
   output: string;
   credentials: Record<string, string>;
@@ -171,7 +150,7 @@ export interface RealRun {
 
 /**
  * A per-test runner: `run(agent, options)` runs the default blueprint with the real CLI on a
- * fresh repository, and everything it set up (server, HOME, PATH, files) is undone after the test.
+ * fresh repository, and everything it set up (servers, HOME, PATH, files) is undone after the test.
  */
 export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptions) => Promise<RealRun> {
   const cleanups: Array<() => Promise<void>> = [];
@@ -186,7 +165,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     cleanups.push(() => server.close());
 
     const home = join(dir.path, "home");
-    await configureHome(agent, home, server);
+    await mkdir(home);
     const saved = { HOME: process.env["HOME"], PATH: process.env["PATH"] };
     cleanups.push(async () => {
       if (saved.HOME === undefined) delete process.env["HOME"];
@@ -198,29 +177,108 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     process.env["HOME"] = home;
     process.env["PATH"] = [BIN_DIR, saved.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(delimiter);
 
-    const repo = await makeRepo(join(dir.path, "repo"));
+    const onDaytona = options.sandbox === "daytona";
+    const repo = onDaytona ? await makeBareRepo(dir.path, "acme", "widgets") : await makeRepo(join(dir.path, "repo"));
+    const githubToken = fakeToken("ghs_");
+    const sandbox = onDaytona ? await fakeDaytonaSandbox(dir.path, githubToken, cleanups) : localSandbox();
     const credentials = credentialsFor(agent);
     const events: HarnessEvent[] = [];
     const model = options.model === undefined ? MODELS[agent] : options.model;
     const report = await runHarness({
-      request: { runId: "realagent1", repo, branch: "harness/real-agent", intent: "add a greeting file" },
+      request: {
+        runId: "realagent1",
+        repo: onDaytona ? "acme/widgets" : repo,
+        branch: "harness/real-agent",
+        intent: "add a greeting file",
+      },
       blueprint: withAgentTimeout(builtinBlueprint("default"), options.timeoutMinutes),
       agent: {
-        driver: driverFor(agent),
-        credentials,
+        driver: driverFor(agent, onDaytona ? join(BIN_DIR, PACKAGES[agent].program) : undefined),
+        credentials: { ...credentials, ...providerSettingsFor(agent, server) },
         ...(options.maxTurns !== undefined ? { maxTurns: options.maxTurns } : {}),
         ...(model !== null ? { model } : {}),
       },
-      sandbox: { create: createLocalSandbox },
-      github: { token: fakeToken("ghs_") },
+      sandbox: sandbox.harness,
+      github: { token: githubToken },
       output: { throttleMs: 20, logMs: 20, reporter: { emit: (event) => events.push(event) } },
     });
     if (server.problems.length > 0) throw new Error(`the model server failed: ${server.problems.join("; ")}`);
     const node = report.nodes.find((candidate) => candidate.nodeId === "implement");
     if (!node) throw new Error(`the run has no implement node: ${JSON.stringify(report)}`);
     const output = events.flatMap((event) => (event.type === "node.log" ? [event.text] : [])).join("");
-    return { report, node, server, repo, output, credentials, events };
+    return {
+      report,
+      node,
+      server,
+      repo,
+      committedGreeting: sandbox.committedGreeting(),
+      daytona: sandbox.daytona,
+      output,
+      credentials,
+      events,
+    };
   };
+}
+
+interface RunSandbox {
+  harness: HarnessSandbox;
+  daytona?: FakeDaytona;
+  committedGreeting: () => string | undefined;
+}
+
+/**
+ * A sandbox factory that reads `greeting.txt` from the run's last commit just before the harness
+ * tears the sandbox down: on Daytona the clone goes with the sandbox.
+ */
+function keepingGreeting(
+  create: (options: SandboxOptions) => Promise<Sandbox>,
+  options?: HarnessSandbox["options"],
+): RunSandbox {
+  let greeting: string | undefined;
+  return {
+    committedGreeting: () => greeting,
+    harness: {
+      ...(options ? { options } : {}),
+      create: async (sandboxOptions) => {
+        const sandbox = await create(sandboxOptions);
+        const teardown = sandbox.teardown.bind(sandbox);
+        sandbox.teardown = async () => {
+          const shown = await sandbox
+            .exec({ argv: ["git", "show", "HEAD:greeting.txt"], cwd: sandbox.workDir, timeout: 30_000 })
+            .catch(() => undefined);
+          if (shown?.exitCode === 0) greeting = shown.stdout;
+          await teardown();
+        };
+        return sandbox;
+      },
+    },
+  };
+}
+
+function localSandbox(): RunSandbox {
+  return keepingGreeting(createLocalSandbox);
+}
+
+/**
+ * The fake Daytona with a git server holding `acme/widgets`, both stopped after the test. Its
+ * commands run on this host, so the real CLIs are reachable by absolute path; its sandboxes start
+ * from a minimal environment (host PATH, LANG), so everything else the agent gets came through
+ * the driver and Daytona's env API, as on the real service.
+ */
+async function fakeDaytonaSandbox(
+  root: string,
+  githubToken: string,
+  cleanups: Array<() => Promise<void>>,
+): Promise<RunSandbox> {
+  const gitServer = await startGitHttpServer({ projectRoot: root, token: githubToken });
+  cleanups.push(() => gitServer.close());
+  const daytona = await startFakeDaytona();
+  cleanups.push(() => daytona.close());
+  const sandbox = keepingGreeting(createDaytonaSandbox, {
+    githubServerUrl: gitServer.url,
+    daytona: { apiKey: daytona.apiKey, apiUrl: daytona.apiUrl },
+  });
+  return { ...sandbox, daytona };
 }
 
 function withAgentTimeout(blueprint: Blueprint, timeoutMinutes: number | undefined): Blueprint {
@@ -229,6 +287,21 @@ function withAgentTimeout(blueprint: Blueprint, timeoutMinutes: number | undefin
     ...blueprint,
     nodes: blueprint.nodes.map((node) => (node.kind === "agent" ? { ...node, timeoutMinutes } : node)),
   };
+}
+
+/**
+ * The paths of the fake Daytona's requests that carried `text`: the agent's settings and keys
+ * must travel in Daytona's env API (`POST …/env`) and, for files, its uploads; never in a command.
+ */
+export function daytonaRoutesMentioning(daytona: FakeDaytona | undefined, text: string): string[] {
+  if (!daytona) throw new Error("the run did not use the fake Daytona");
+  return [
+    ...new Set(
+      daytona
+        .requestsMentioning(text)
+        .map((request) => `${request.method} ${request.path.replace(/^\/toolbox\/[^/]+/, "/toolbox/{id}")}`),
+    ),
+  ];
 }
 
 /** Cost in USD of these token counts at a per-million-token price list. */

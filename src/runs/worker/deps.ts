@@ -38,8 +38,13 @@ export interface WorkerDeps {
   network?: { ceiling: NetworkMode; allow: readonly string[] };
   /** Said in the log on every run that uses the local sandbox unisolated. */
   unisolatedWarning?: string;
-  /** Where agent credentials come from (only the ones an agent declares are passed on). */
+  /**
+   * Where agent credentials and provider settings come from (only the ones an agent declares
+   * are passed on, and the `agentEnv` names).
+   */
   environment: NodeJS.ProcessEnv;
+  /** Further variables every agent gets from `environment` when set (HARNESS_AGENT_ENV). */
+  agentEnv?: readonly string[];
   log: Log;
   /** Least time between two status-comment edits, in ms. */
   statusIntervalMs?: number;

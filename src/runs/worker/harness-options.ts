@@ -42,6 +42,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
           agent: {
             driver: agent,
             credentials: deps.environment,
+            ...(deps.agentEnv && deps.agentEnv.length > 0 ? { passEnv: deps.agentEnv } : {}),
             ...(config.max_turns !== undefined ? { maxTurns: config.max_turns } : {}),
             ...(config.model ? { model: config.model } : {}),
           },
