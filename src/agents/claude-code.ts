@@ -217,8 +217,15 @@ function findResult(stdout: string): ClaudeResult | undefined {
 }
 
 function outcomeOf(final: ClaudeResult): AgentOutcome {
+  // At the cap Claude counts the turn it refused to start as one more ("Reached maximum number of
+  // turns (1)" with num_turns 2, after one model call): the cap is what was used.
+  const cap =
+    final.subtype === "error_max_turns"
+      ? Number(/maximum number of turns \((\d+)\)/i.exec(final.errors?.join("\n") ?? "")?.[1] ?? NaN)
+      : NaN;
+  const turns = Number.isInteger(cap) ? cap : final.num_turns;
   const counts = {
-    ...(final.num_turns !== undefined ? { turns: final.num_turns } : {}),
+    ...(turns !== undefined ? { turns } : {}),
     ...(final.total_cost_usd !== undefined ? { costUsd: final.total_cost_usd } : {}),
   };
   const details = final.result ?? final.errors?.join("\n") ?? "";
@@ -227,9 +234,7 @@ function outcomeOf(final: ClaudeResult): AgentOutcome {
 
   let error: string;
   if (final.subtype === "error_max_turns") {
-    error =
-      `stopped after ${final.num_turns !== undefined ? String(final.num_turns) : "the maximum number of"}` +
-      ` turns (--max-turns)`;
+    error = Number.isInteger(cap) ? `stopped at the turn cap (${String(cap)})` : "stopped at the turn cap";
   } else if (final.result !== undefined && /not logged in/i.test(final.result)) {
     // What Claude says for a missing or rejected credential; say what Harness passes it.
     error =

@@ -254,8 +254,8 @@ describe("claude-code driver through the harness", () => {
     expect(report.status).toBe("failed");
     expect(report.nodes[0]).toMatchObject({
       status: "failed",
-      error: "stopped after 2 turns (--max-turns)",
-      turns: 2,
+      error: "stopped at the turn cap (1)",
+      turns: 1,
       costUsd: 0.0004,
     });
   });
@@ -278,8 +278,8 @@ describe("claude-code parseResult on captured output", () => {
     expect(parseResult(execResult(capture("claude-max-turns.json"), 1))).toEqual({
       success: false,
       summary: "Reached maximum number of turns (1)",
-      error: "stopped after 2 turns (--max-turns)",
-      turns: 2,
+      error: "stopped at the turn cap (1)",
+      turns: 1,
       costUsd: 0.0004,
     });
   });

@@ -68,13 +68,13 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
-  test("--max-turns 1 stops after one model call; Claude counts the turn it refused as a second one", async () => {
+  test("--max-turns 1 stops after one model call, reported as the cap (Claude itself counts two)", async () => {
     const { node, server } = await run("claude-code", {
       maxTurns: 1,
       script: [writeFile("greeting.txt", "hello\n"), say("done")],
     });
     expect(server.modelCalls()).toHaveLength(1);
-    expect(node).toMatchObject({ status: "failed", turns: 2, error: "stopped after 2 turns (--max-turns)" });
+    expect(node).toMatchObject({ status: "failed", turns: 1, error: "stopped at the turn cap (1)" });
   });
 
   test("401: the step fails with Claude's words for a rejected key", async () => {
