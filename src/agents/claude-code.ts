@@ -105,6 +105,15 @@ const ResultSchema = z.object({
   total_cost_usd: z.number().nonnegative().optional(),
   /** Present on the `error_*` subtypes, e.g. `["Reached maximum number of turns (1)"]`. */
   errors: z.array(z.string()).optional(),
+  /** The whole run's tokens; `input_tokens` excludes the cache's reads and writes. */
+  usage: z
+    .object({
+      input_tokens: z.number().nonnegative(),
+      output_tokens: z.number().nonnegative(),
+      cache_read_input_tokens: z.number().nonnegative().optional(),
+      cache_creation_input_tokens: z.number().nonnegative().optional(),
+    })
+    .optional(),
 });
 type ClaudeResult = z.infer<typeof ResultSchema>;
 
@@ -227,6 +236,16 @@ function outcomeOf(final: ClaudeResult): AgentOutcome {
   const counts = {
     ...(turns !== undefined ? { turns } : {}),
     ...(final.total_cost_usd !== undefined ? { costUsd: final.total_cost_usd } : {}),
+    ...(final.usage
+      ? {
+          tokens: {
+            input: final.usage.input_tokens,
+            output: final.usage.output_tokens,
+            cacheRead: final.usage.cache_read_input_tokens ?? 0,
+            cacheWrite: final.usage.cache_creation_input_tokens ?? 0,
+          },
+        }
+      : {}),
   };
   const details = final.result ?? final.errors?.join("\n") ?? "";
   // Success is `is_error === false`; `subtype` alone is not enough: API errors say "success".

@@ -32,7 +32,7 @@
  *   ChatGPT login) on the local sandbox still applies otherwise.
  */
 import { z } from "zod";
-import type { ExecResult } from "../contracts/types.js";
+import { addTokenUsage, type ExecResult, type TokenUsage } from "../contracts/types.js";
 import {
   chooseExecutable,
   fallbackSummary,
@@ -67,7 +67,18 @@ const QUIET = [
 /** The events we read; others (`thread.started`, `item.started`, future types) are ignored. */
 const Event = z.discriminatedUnion("type", [
   z.object({ type: z.literal("turn.started") }),
-  z.object({ type: z.literal("turn.completed") }),
+  z.object({
+    type: z.literal("turn.completed"),
+    // OpenAI's input count includes its cached part.
+    usage: z
+      .object({
+        input_tokens: z.number().nonnegative(),
+        cached_input_tokens: z.number().nonnegative().optional(),
+        cache_write_input_tokens: z.number().nonnegative().optional(),
+        output_tokens: z.number().nonnegative(),
+      })
+      .optional(),
+  }),
   z.object({ type: z.literal("turn.failed"), error: z.object({ message: z.string() }) }),
   // Emitted for every reconnect attempt: not terminal, only context when nothing else is left.
   z.object({ type: z.literal("error"), message: z.string() }),
@@ -122,7 +133,8 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       // Codex's "turn" is one prompt (so `exec` reports 1), not a model round trip. Counted
       // only over a complete stream: a truncated tail has lost the first events.
       const turns = result.truncated ? undefined : events.filter((event) => event.type === "turn.started").length;
-      const counts = turns !== undefined && turns > 0 ? { turns } : {};
+      const tokens = result.truncated ? undefined : codexTokens(events);
+      const counts = { ...(turns !== undefined && turns > 0 ? { turns } : {}), ...(tokens ? { tokens } : {}) };
 
       const failed = events.findLast((event) => event.type === "turn.failed");
       if (failed)
@@ -156,4 +168,20 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
 
 function nonEmpty(value: string | undefined): string | undefined {
   return value === undefined || value === "" ? undefined : value;
+}
+
+/** The tokens of every completed turn, in the shared convention (input without its cached part). */
+function codexTokens(events: readonly CodexEvent[]): TokenUsage | undefined {
+  let total: TokenUsage | undefined;
+  for (const event of events) {
+    if (event.type !== "turn.completed" || !event.usage) continue;
+    const cached = event.usage.cached_input_tokens ?? 0;
+    total = addTokenUsage(total, {
+      input: Math.max(0, event.usage.input_tokens - cached),
+      output: event.usage.output_tokens,
+      cacheRead: cached,
+      cacheWrite: event.usage.cache_write_input_tokens ?? 0,
+    });
+  }
+  return total;
 }

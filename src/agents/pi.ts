@@ -32,7 +32,7 @@
  */
 import { posix } from "node:path";
 import { z } from "zod";
-import type { ExecResult } from "../contracts/types.js";
+import { addTokenUsage, type ExecResult, type TokenUsage } from "../contracts/types.js";
 import {
   chooseExecutable,
   declaredCredentials,
@@ -94,7 +94,15 @@ const AssistantMessage = z.object({
   /** `stop` | `length` | `toolUse` | `error` | `aborted`. */
   stopReason: z.string(),
   errorMessage: z.string().optional(),
-  usage: z.object({ cost: z.object({ total: z.number() }) }).optional(),
+  usage: z
+    .object({
+      input: z.number().nonnegative().optional(),
+      output: z.number().nonnegative().optional(),
+      cacheRead: z.number().nonnegative().optional(),
+      cacheWrite: z.number().nonnegative().optional(),
+      cost: z.object({ total: z.number() }),
+    })
+    .optional(),
 });
 type Assistant = z.infer<typeof AssistantMessage>;
 
@@ -161,10 +169,23 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       // Turns and cost are sums over the events, which a truncated tail no longer holds: better
       // none than an undercount. Retried attempts count too: each was a model call.
       const costs = assistants.flatMap((message) => (message.usage ? [message.usage.cost.total] : []));
+      const tokens = assistants.reduce<TokenUsage | undefined>(
+        (sum, message) =>
+          message.usage
+            ? addTokenUsage(sum, {
+                input: message.usage.input ?? 0,
+                output: message.usage.output ?? 0,
+                cacheRead: message.usage.cacheRead ?? 0,
+                cacheWrite: message.usage.cacheWrite ?? 0,
+              })
+            : sum,
+        undefined,
+      );
       const counts = result.truncated
         ? {}
         : {
             ...(turns > 0 ? { turns } : {}),
+            ...(tokens ? { tokens } : {}),
             // Summing floats leaves noise such as 0.0012000000000000001.
             ...(costs.length > 0
               ? { costUsd: Math.round(costs.reduce((sum, cost) => sum + cost, 0) * 1e8) / 1e8 }

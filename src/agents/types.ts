@@ -1,4 +1,4 @@
-import type { ExecResult } from "../contracts/types.js";
+import type { ExecResult, TokenUsage } from "../contracts/types.js";
 
 /** What the harness asks an agent to do in one agent node. */
 export interface AgentRequest {
@@ -49,6 +49,8 @@ export interface AgentOutcome {
   turns?: number;
   /** Cost in US dollars, when the CLI reports it. */
   costUsd?: number;
+  /** Model tokens used, when the CLI reports them. */
+  tokens?: TokenUsage;
   /** A one-line reason when `success` is false. */
   error?: string;
 }

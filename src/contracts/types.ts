@@ -91,6 +91,11 @@ export interface NodeReport {
   turns?: number;
   /** Agent nodes: cost in US dollars, when its CLI reports it. */
   costUsd?: number;
+  /** Agent nodes: the model tokens the agent used, when its CLI reports them. */
+  tokens?: TokenUsage;
+  /** Agent nodes: which agent ran (its driver's name) and the model asked for, if one was. */
+  agent?: string;
+  model?: string;
   /** A one-line, user-readable reason when the attempt did not succeed. */
   error?: string;
 }
@@ -182,4 +187,31 @@ export interface RunReport {
 export interface CommitIdentity {
   name: string;
   email: string;
+}
+
+/**
+ * Model tokens, the same way for every agent: `input` excludes what was read from the prompt
+ * cache (`cacheRead`) and what was written to it (`cacheWrite`), as Anthropic counts them; an
+ * OpenAI count, whose input includes its cached part, is converted.
+ */
+export interface TokenUsage {
+  input: number;
+  output: number;
+  cacheRead: number;
+  cacheWrite: number;
+}
+
+/** The sum of usages (every field added). */
+export function addTokenUsage(a: TokenUsage | undefined, b: TokenUsage): TokenUsage {
+  return {
+    input: (a?.input ?? 0) + b.input,
+    output: (a?.output ?? 0) + b.output,
+    cacheRead: (a?.cacheRead ?? 0) + b.cacheRead,
+    cacheWrite: (a?.cacheWrite ?? 0) + b.cacheWrite,
+  };
+}
+
+/** Every token the usage counts. */
+export function totalTokens(usage: TokenUsage): number {
+  return usage.input + usage.output + usage.cacheRead + usage.cacheWrite;
 }

@@ -1,3 +1,4 @@
+import { formatTokens } from "../util/token-count.js";
 import { redact } from "../util/redact.js";
 import { neutralText } from "./neutral-text.js";
 import { formatDuration } from "../util/duration.js";
@@ -39,6 +40,8 @@ export interface StatusView {
   changedFiles?: number;
   costUsd?: number;
   turns?: number;
+  /** Every model token the agents used (input, output and the prompt cache's). */
+  tokens?: number;
   error?: string;
   remedy?: string;
   diffstat?: string;
@@ -96,6 +99,7 @@ export function renderStatusComment(view: StatusView): string {
         : undefined,
       view.durationMs !== undefined ? formatDuration(view.durationMs) : undefined,
       view.turns !== undefined ? `${String(view.turns)} agent turn${view.turns === 1 ? "" : "s"}` : undefined,
+      view.tokens !== undefined ? `${formatTokens(view.tokens)} tokens` : undefined,
       view.costUsd !== undefined ? `$${view.costUsd.toFixed(2)}` : undefined,
     ].filter((fact): fact is string => fact !== undefined);
     lines.push(facts.join(" · "), "");

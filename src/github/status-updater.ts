@@ -1,4 +1,5 @@
 import type { HarnessEvent, Reporter } from "../contracts/events.js";
+import { totalTokens } from "../contracts/types.js";
 import { renderStatusComment, type StatusView, type StepState } from "./status-comment.js";
 
 /** Writes the status comment's body (the comment itself already exists). */
@@ -157,6 +158,7 @@ export class StatusCommentReporter implements Reporter {
         step.durationMs = event.report.durationMs;
         if (event.report.turns !== undefined) view.turns = (view.turns ?? 0) + event.report.turns;
         if (event.report.costUsd !== undefined) view.costUsd = (view.costUsd ?? 0) + event.report.costUsd;
+        if (event.report.tokens) view.tokens = (view.tokens ?? 0) + totalTokens(event.report.tokens);
         break;
       }
       case "commit.finished":

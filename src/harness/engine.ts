@@ -233,6 +233,9 @@ async function executeNode(
     ...(agentOutcome?.summary ? { summary: run.redactor(summaryTail(agentOutcome.summary)) } : {}),
     ...(agentOutcome?.turns !== undefined ? { turns: agentOutcome.turns } : {}),
     ...(agentOutcome?.costUsd !== undefined ? { costUsd: agentOutcome.costUsd } : {}),
+    ...(agentOutcome?.tokens ? { tokens: agentOutcome.tokens } : {}),
+    ...(node.kind === "agent" && run.agent ? { agent: run.agent.name } : {}),
+    ...(node.kind === "agent" && run.model !== undefined ? { model: run.model } : {}),
     ...(error ? { error: run.redactor(error) } : {}),
   };
   run.reporter.emit({ type: "node.finished", runId: run.runId, report, at: finished.toISOString() });

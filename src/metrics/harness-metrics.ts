@@ -58,6 +58,7 @@ export class HarnessMetrics {
   readonly stepDuration: Histogram<"kind" | "status">;
   readonly liveSandboxes: Gauge;
   readonly webhookDuration: Histogram<"event" | "status">;
+  readonly agentTokens: Counter<"agent" | "model" | "kind">;
   private readonly queueDepthErrors: Counter;
   private queueDepthSource: QueueDepthSource | undefined;
   private queueDepthRead: Promise<QueueDepth | undefined> | undefined;
@@ -95,6 +96,14 @@ export class HarnessMetrics {
       help: "Wall-clock time of one blueprint step attempt, by kind (exec or agent) and how it ended.",
       labelNames: ["kind", "status"],
       buckets: STEP_DURATION_BUCKETS,
+      registers,
+    });
+    this.agentTokens = new Counter({
+      name: "harness_agent_tokens_total",
+      help:
+        "Model tokens agents used, as their CLIs report them, by agent, model (`default` when the run " +
+        "named none) and kind (input without the cache, output, cache_read, cache_write).",
+      labelNames: ["agent", "model", "kind"],
       registers,
     });
     this.liveSandboxes = new Gauge({

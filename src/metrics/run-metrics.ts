@@ -35,12 +35,18 @@ export class RunMetricsReporter implements Reporter {
         this.metrics.liveSandboxes.inc();
         return;
       }
-      case "node.finished":
-        this.metrics.stepDuration.observe(
-          { kind: event.report.kind, status: event.report.status },
-          event.report.durationMs / 1_000,
-        );
+      case "node.finished": {
+        const { report } = event;
+        this.metrics.stepDuration.observe({ kind: report.kind, status: report.status }, report.durationMs / 1_000);
+        if (report.tokens) {
+          const labels = { agent: report.agent ?? "unknown", model: report.model ?? "default" };
+          this.metrics.agentTokens.inc({ ...labels, kind: "input" }, report.tokens.input);
+          this.metrics.agentTokens.inc({ ...labels, kind: "output" }, report.tokens.output);
+          this.metrics.agentTokens.inc({ ...labels, kind: "cache_read" }, report.tokens.cacheRead);
+          this.metrics.agentTokens.inc({ ...labels, kind: "cache_write" }, report.tokens.cacheWrite);
+        }
         return;
+      }
       case "run.finished":
         this.release(event.runId);
         if (this.counted.has(event.runId)) return;

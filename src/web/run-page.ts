@@ -1,6 +1,8 @@
 import type { AuditDetailValue, AuditRecord } from "../audit/audit-log.js";
 import { isTerminal, type RunSummary } from "../runs/journal/port.js";
+import { totalTokens } from "../contracts/types.js";
 import type { Redactor } from "../util/redact.js";
+import { formatTokens } from "../util/token-count.js";
 import { ansiSegments } from "./ansi.js";
 import { formatBytes, formatDuration, formatTime, repoUrl, runDuration, STATE_LABELS } from "./format.js";
 import { html, layout, safeHref, type SafeHtml } from "./html.js";
@@ -91,6 +93,7 @@ function outcome(summary: RunSummary, view: RunView, redactor: Redactor): SafeHt
   const agentSummary = summaries.at(-1);
   const turns = report?.nodes.reduce((sum, node) => sum + (node.turns ?? 0), 0) ?? 0;
   const cost = report?.nodes.reduce((sum, node) => sum + (node.costUsd ?? 0), 0) ?? 0;
+  const tokens = report?.nodes.reduce((sum, node) => sum + (node.tokens ? totalTokens(node.tokens) : 0), 0) ?? 0;
   const pr = safeHref(summary.prUrl);
   return html`
 <h2>Outcome</h2>
@@ -116,10 +119,14 @@ ${
     : ""
 }
 ${
-  turns > 0 || cost > 0
-    ? html`<p class="muted">${turns > 0 ? `${String(turns)} agent turns` : ""}${
-        turns > 0 && cost > 0 ? " · " : ""
-      }${cost > 0 ? `$${cost.toFixed(2)}` : ""}</p>`
+  turns > 0 || cost > 0 || tokens > 0
+    ? html`<p class="muted" id="agent-usage">${[
+        turns > 0 ? `${String(turns)} agent turns` : "",
+        tokens > 0 ? `${formatTokens(tokens)} tokens` : "",
+        cost > 0 ? `$${cost.toFixed(2)}` : "",
+      ]
+        .filter((part) => part !== "")
+        .join(" · ")}</p>`
     : ""
 }
 ${

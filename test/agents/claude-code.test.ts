@@ -271,6 +271,7 @@ describe("claude-code parseResult on captured output", () => {
       summary: "Hello from the mock model.",
       turns: 2,
       costUsd: 0.0016,
+      tokens: { input: 200, output: 40, cacheRead: 0, cacheWrite: 0 },
     });
   });
 
@@ -281,6 +282,7 @@ describe("claude-code parseResult on captured output", () => {
       error: "stopped at the turn cap (1)",
       turns: 1,
       costUsd: 0.0004,
+      tokens: { input: 100, output: 20, cacheRead: 0, cacheWrite: 0 },
     });
   });
 

@@ -158,6 +158,8 @@ describe("codex parseResult on captured output", () => {
       success: true,
       summary: "Hello from the mock model.",
       turns: 1,
+      // 2,000 input of which 400 cached: counted as 1,600 input and 400 cache reads, as Anthropic counts.
+      tokens: { input: 1600, output: 100, cacheRead: 400, cacheWrite: 0 },
     });
   });
 

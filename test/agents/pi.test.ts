@@ -181,6 +181,7 @@ describe("pi parseResult on captured output", () => {
       summary: "Hello from the mock model.",
       turns: 2,
       costUsd: 0.0012,
+      tokens: { input: 200, output: 40, cacheRead: 0, cacheWrite: 0 },
     });
   });
 
@@ -191,6 +192,7 @@ describe("pi parseResult on captured output", () => {
       error: "the model call failed: Connection error. (gave up after 3 retries)",
       turns: 4,
       costUsd: 0,
+      tokens: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 },
     });
   });
 
@@ -206,6 +208,7 @@ describe("pi parseResult on captured output", () => {
       summary: "Hello from the mock model.",
       turns: 3,
       costUsd: 0.0012,
+      tokens: { input: 200, output: 40, cacheRead: 0, cacheWrite: 0 },
     });
   });
 
@@ -216,6 +219,7 @@ describe("pi parseResult on captured output", () => {
       error: "pi aborted the run: Request was aborted.",
       turns: 2,
       costUsd: 0.0006,
+      tokens: { input: 100, output: 20, cacheRead: 0, cacheWrite: 0 },
     });
   });
 

@@ -197,14 +197,28 @@ describe("StatusCommentReporter", () => {
     reporter.emit({
       type: "node.finished",
       runId: "r1",
-      report: report({ nodeId: "implement", title: "Implement", kind: "agent", turns: 5, costUsd: 0.1 }),
+      report: report({
+        nodeId: "implement",
+        title: "Implement",
+        kind: "agent",
+        turns: 5,
+        costUsd: 0.1,
+        tokens: { input: 9_000, output: 400, cacheRead: 2_000, cacheWrite: 0 },
+      }),
       at,
     });
     reporter.emit({ type: "node.finished", runId: "r1", report: report({ status: "failed" }), at });
     reporter.emit({
       type: "node.finished",
       runId: "r1",
-      report: report({ nodeId: "fix", title: "Fix", kind: "agent", turns: 2, costUsd: 0.05 }),
+      report: report({
+        nodeId: "fix",
+        title: "Fix",
+        kind: "agent",
+        turns: 2,
+        costUsd: 0.05,
+        tokens: { input: 900, output: 100, cacheRead: 0, cacheWrite: 0 },
+      }),
       at,
     });
     reporter.emit({ type: "node.finished", runId: "r1", report: report({ attempt: 2 }), at });
@@ -230,7 +244,8 @@ describe("StatusCommentReporter", () => {
     });
     await reporter.close();
     const last = bodies.at(-1) ?? "";
-    expect(last).toContain("**https://x/pull/1** · 3 files changed · 1m01s · 7 agent turns · $0.15");
+    // Tokens of every kind, summed over the agent steps: 11,400 + 1,000.
+    expect(last).toContain("**https://x/pull/1** · 3 files changed · 1m01s · 7 agent turns · 12k tokens · $0.15");
     expect(last).toContain(
       "- ✅ Implement — 1.0s\n- ✅ Verify (attempt 2) — 1.0s\n- ✅ Fix — 1.0s\n- ✅ Push and open the pull request",
     );

@@ -174,6 +174,43 @@ describe("/metrics", () => {
     expect(value(after, "harness_queue_depth", { state: "queued" })).toBe(0);
   });
 
+  test("agent tokens by agent, model and kind, as the agents' CLIs reported them", async () => {
+    const metrics = new HarnessMetrics({ defaultMetrics: false });
+    const runs = new RunMetricsReporter(metrics);
+    const finished = (
+      tokens: { input: number; output: number; cacheRead: number; cacheWrite: number },
+      model?: string,
+    ) => {
+      runs.emit({
+        type: "node.finished",
+        runId: "r1",
+        at: new Date(0).toISOString(),
+        report: {
+          nodeId: "implement",
+          title: "Implement",
+          kind: "agent",
+          attempt: 1,
+          status: "succeeded",
+          startedAt: new Date(0).toISOString(),
+          finishedAt: new Date(0).toISOString(),
+          durationMs: 10,
+          agent: "claude-code",
+          ...(model ? { model } : {}),
+          tokens,
+        },
+      });
+    };
+    finished({ input: 1_000, output: 200, cacheRead: 50, cacheWrite: 7 });
+    finished({ input: 10, output: 2, cacheRead: 0, cacheWrite: 0 });
+    finished({ input: 5, output: 1, cacheRead: 0, cacheWrite: 0 }, "claude-opus-4-1");
+    const families = parsePrometheusText(await metrics.registry.metrics());
+    const tokens = (model: string, kind: string) =>
+      value(families, "harness_agent_tokens_total", { agent: "claude-code", model, kind });
+    expect([tokens("default", "input"), tokens("default", "output")]).toEqual([1_010, 202]);
+    expect([tokens("default", "cache_read"), tokens("default", "cache_write")]).toEqual([50, 7]);
+    expect(tokens("claude-opus-4-1", "input")).toBe(5);
+  });
+
   test("runs that end before the engine starts are counted by the instrumented processor, once", async () => {
     const metrics = new HarnessMetrics({ defaultMetrics: false });
     const runs = new RunMetricsReporter(metrics);

@@ -36,6 +36,7 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
     // Claude prices the scripted usage itself: the tokens reached it and the driver read the total.
     expect(node.costUsd).toBeCloseTo(priced({ input: 3234, output: 134, cacheRead: 500 }, SONNET), 8);
+    expect(node.tokens).toEqual({ input: 3234, output: 134, cacheRead: 500, cacheWrite: 0 });
     expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
 
     const calls = server.modelCalls();

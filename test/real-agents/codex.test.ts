@@ -46,9 +46,10 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(server.receivedCredential(credentials["OPENAI_API_KEY"] ?? "")).toBe(true);
     expect(server.requests.filter((request) => request.path !== "/v1/responses")).toEqual([]);
 
-    // Codex reports the scripted usage, but the driver reads neither tokens nor a cost from it.
+    // Codex reports the scripted usage (its input count includes the cached part) and no cost.
     expect(output).toContain('"usage":{"input_tokens":3234,"cached_input_tokens":500');
     expect(output).toContain('"output_tokens":134');
+    expect(node.tokens).toEqual({ input: 2734, output: 134, cacheRead: 500, cacheWrite: 0 });
     expect(node.costUsd).toBeUndefined();
   });
 

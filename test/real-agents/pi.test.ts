@@ -35,6 +35,7 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
     expect(report.status).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
     expect(node.costUsd).toBeCloseTo(priced({ input: 3234, output: 134, cacheRead: 500 }, SONNET), 8);
+    expect(node.tokens).toEqual({ input: 3234, output: 134, cacheRead: 500, cacheWrite: 0 });
     expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
 
     const calls = server.modelCalls();

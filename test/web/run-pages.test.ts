@@ -199,7 +199,13 @@ beforeAll(async () => {
         finishedAt: at(30),
         durationMs: 30_000,
         nodes: [
-          nodeReport("implement", "Implement the change", { kind: "agent", summary: "Fixed the typo in README" }),
+          nodeReport("implement", "Implement the change", {
+            kind: "agent",
+            summary: "Fixed the typo in README",
+            turns: 4,
+            costUsd: 0.31,
+            tokens: { input: 1_500, output: 230, cacheRead: 800, cacheWrite: 0 },
+          }),
         ],
         pushResult: { pushed: true, prUrl: "https://github.com/acme/widgets/pull/77" },
       },
@@ -396,6 +402,7 @@ describe("run pages: what they show", () => {
     expect(html).toMatch(/data-step="fix" data-state="pending" data-on-failure-only="true"/);
     expect(html).toContain('<a id="pr-link" href="https://github.com/acme/widgets/pull/77">');
     expect(html).toContain("Fixed the typo in README");
+    expect(html).toMatch(/id="agent-usage">4 agent turns · 2\.5k tokens · \$0\.31</);
     expect(html).toContain("<code>0123456789ab</code>");
     expect(html).toContain('<span class="log-step">▶ Implement the change\n</span>');
     expect(html).toContain('data-live="false"');
