@@ -134,7 +134,12 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       // only over a complete stream: a truncated tail has lost the first events.
       const turns = result.truncated ? undefined : events.filter((event) => event.type === "turn.started").length;
       const tokens = result.truncated ? undefined : codexTokens(events);
-      const counts = { ...(turns !== undefined && turns > 0 ? { turns } : {}), ...(tokens ? { tokens } : {}) };
+      const retrying = stillRetrying(events);
+      const counts = {
+        ...(turns !== undefined && turns > 0 ? { turns } : {}),
+        ...(tokens ? { tokens } : {}),
+        ...(retrying ? { retrying } : {}),
+      };
 
       const failed = events.findLast((event) => event.type === "turn.failed");
       if (failed)
@@ -184,4 +189,17 @@ function codexTokens(events: readonly CodexEvent[]): TokenUsage | undefined {
     });
   }
   return total;
+}
+
+/**
+ * The reconnects after the last event that ended a turn: `Reconnecting... 3/5 (the cause)`. What
+ * a kill mid-retry would hide.
+ */
+function stillRetrying(events: readonly CodexEvent[]): { error: string; times: number } | undefined {
+  const since = events.findLastIndex((event) => event.type === "turn.completed" || event.type === "turn.failed");
+  const errors = events.slice(since + 1).flatMap((event) => (event.type === "error" ? [event.message] : []));
+  const last = errors.at(-1);
+  if (last === undefined) return undefined;
+  const cause = /^Reconnecting\.\.\. \d+\/\d+ \((.*)\)$/s.exec(last)?.[1] ?? last;
+  return { error: oneLine(cause), times: errors.length };
 }

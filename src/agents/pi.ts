@@ -111,6 +111,7 @@ const Event = z.discriminatedUnion("type", [
   z.object({ type: z.literal("message_end"), message: z.unknown() }),
   z.object({ type: z.literal("turn_end") }),
   z.object({ type: z.literal("auto_retry_end"), success: z.boolean(), attempt: z.number() }),
+  z.object({ type: z.literal("auto_retry_start"), errorMessage: z.string().optional() }),
 ]);
 
 export function piAgent(options: CliAgentOptions = {}): AgentDriver {
@@ -154,13 +155,17 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       const assistants: Assistant[] = [];
       let turns = 0;
       let retriesGivenUp: number | undefined;
+      let retrying: { error: string; times: number } | undefined;
       for (const value of jsonLines(result.stdout)) {
         const event = Event.safeParse(value);
         if (!event.success) continue;
         if (event.data.type === "turn_end") turns++;
-        else if (event.data.type === "auto_retry_end")
+        else if (event.data.type === "auto_retry_start")
+          retrying = { error: event.data.errorMessage ?? "an error", times: (retrying?.times ?? 0) + 1 };
+        else if (event.data.type === "auto_retry_end") {
           retriesGivenUp = event.data.success ? undefined : event.data.attempt;
-        else {
+          retrying = undefined;
+        } else {
           const message = AssistantMessage.safeParse(event.data.message);
           if (message.success) assistants.push(message.data);
         }
@@ -182,8 +187,9 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
         undefined,
       );
       const counts = result.truncated
-        ? {}
+        ? { ...(retrying ? { retrying } : {}) }
         : {
+            ...(retrying ? { retrying } : {}),
             ...(turns > 0 ? { turns } : {}),
             ...(tokens ? { tokens } : {}),
             // Summing floats leaves noise such as 0.0012000000000000001.

@@ -51,6 +51,11 @@ export interface AgentOutcome {
   costUsd?: number;
   /** Model tokens used, when the CLI reports them. */
   tokens?: TokenUsage;
+  /**
+   * What the agent was still retrying when its output ended (the model API's last error and how
+   * many times it came): the cause a timeout would otherwise hide.
+   */
+  retrying?: { error: string; times: number };
   /** A one-line reason when `success` is false. */
   error?: string;
 }

@@ -356,12 +356,17 @@ function judge(
   result: ExecResult,
   outcome: AgentOutcome | undefined,
 ): { status: NodeStatus; error?: string } {
+  // What the agent was retrying when time ran out is the cause; the time alone is only the symptom.
+  const cause = outcome?.retrying
+    ? ` while the agent was retrying: ${outcome.retrying.error} ` +
+      `(${String(outcome.retrying.times)} time${outcome.retrying.times === 1 ? "" : "s"})`
+    : "";
   if (result.cancelled) {
     return run.stopReason() === "budget"
-      ? { status: "timed_out", error: "stopped: the run's time budget ran out" }
+      ? { status: "timed_out", error: `stopped: the run's time budget ran out${cause}` }
       : { status: "cancelled", error: "cancelled" };
   }
-  if (result.timedOut) return { status: "timed_out", error: `timed out after ${formatMs(result.durationMs)}` };
+  if (result.timedOut) return { status: "timed_out", error: `timed out after ${formatMs(result.durationMs)}${cause}` };
   if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
     const program = node.kind === "agent" ? run.agent?.program : (node.argv[0] ?? "");
     const hint =

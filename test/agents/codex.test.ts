@@ -178,6 +178,16 @@ describe("codex parseResult on captured output", () => {
     expect(driver.parseResult(execResult(capture("codex-no-network.jsonl"), 143))).toMatchObject({
       success: false,
       error: "codex exited with 143: Reconnecting... waiting for network (Connection failed: error sending request)",
+      retrying: { error: "Reconnecting... waiting for network (Connection failed: error sending request)", times: 14 },
+    });
+    const numbered = [
+      '{"type":"turn.started"}',
+      '{"type":"error","message":"Reconnecting... 1/5 (unexpected status 529 Overloaded)"}',
+      '{"type":"error","message":"Reconnecting... 2/5 (unexpected status 529 Overloaded)"}',
+    ].join("\n");
+    expect(driver.parseResult(execResult(numbered, 143)).retrying).toEqual({
+      error: "unexpected status 529 Overloaded",
+      times: 2,
     });
   });
 

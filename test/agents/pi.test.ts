@@ -196,6 +196,17 @@ describe("pi parseResult on captured output", () => {
     });
   });
 
+  test("cut off while retrying (a timeout's kill): what it was retrying, and how often", () => {
+    const stdout = capture("pi-connection-error.jsonl").split("\n").slice(0, 17).join("\n");
+    expect(stdout.split("\n").at(-1)).toContain('"auto_retry_start","attempt":2');
+    expect(driver.parseResult(execResult(stdout, 143))).toMatchObject({
+      success: false,
+      retrying: { error: "Connection error.", times: 2 },
+    });
+    // A retry that ended (given up or recovered) is no longer what the agent was doing.
+    expect(driver.parseResult(execResult(capture("pi-connection-error.jsonl"), 0)).retrying).toBeUndefined();
+  });
+
   test("a retry that then succeeds is a success: the last attempt decides", () => {
     const failedAttempt = capture("pi-connection-error.jsonl").split("\n").slice(0, 10);
     const laterAttempt = capture("pi-success.jsonl").split("\n").slice(1);

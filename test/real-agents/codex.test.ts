@@ -112,6 +112,15 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(output).not.toContain("scripted upstream failure");
   });
 
+  test("killed by the step's timeout while reconnecting after 500s: what it was retrying is in the error", async () => {
+    const { node } = await run("codex", {
+      script: [fail(500, { message: "scripted upstream failure", repeat: Infinity })],
+      timeoutMinutes: 0.1,
+    });
+    expect(node.status).toBe("timed_out");
+    expect(node.error).toMatch(/^timed out after 6\.\d s while the agent was retrying: .+ \(\d+ times?\)$/);
+  });
+
   test("a model that never answers: the step's timeout kills Codex and says so", async () => {
     const { node, server } = await run("codex", { script: [hang], timeoutMinutes: 0.1 });
     expect(server.modelCalls()).toHaveLength(1);

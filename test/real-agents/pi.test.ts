@@ -94,6 +94,14 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
     expect(node.turns).toBe(4);
   });
 
+  test("killed by the step's timeout while retrying a 529: the cause is in the step's error", async () => {
+    const { node } = await run("pi", { script: [fail(529, { repeat: Infinity })], timeoutMinutes: 0.1 });
+    expect(node.status).toBe("timed_out");
+    expect(node.error).toMatch(
+      /^timed out after 6\.\d s while the agent was retrying: 529 .*Overloaded.* \(\d times?\)$/,
+    );
+  });
+
   test("a model that never answers: the step's timeout kills pi and says so", async () => {
     const { node, server } = await run("pi", { script: [hang], timeoutMinutes: 0.1 });
     expect(server.modelCalls()).toHaveLength(1);
