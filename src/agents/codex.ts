@@ -22,7 +22,8 @@
  * - `-`: read the prompt from stdin, never argv: prompts can be hundreds of KB and argv shows in
  *   `ps`. (With a prompt argument, exec would also wait for stdin and append it.)
  * - No `--max-turns`: Codex has no turn cap (the flag is rejected and the binary has no config key
- *   for one), so `maxTurns` is ignored; the run's wall-clock budget still bounds it.
+ *   for one), so Harness enforces `maxTurns` from the events (`turnCounter`: one turn per tool
+ *   call) and stops Codex at the tool call beyond the cap.
  * - `-c key=value` overrides (each key accepted by `codex exec --strict-config`, which refuses
  *   unknown ones): `openai_base_url` from `OPENAI_BASE_URL`, which Codex itself ignores; and, on
  *   every run, `check_for_update_on_startup=false`, `analytics.enabled=false` and the features
@@ -42,7 +43,7 @@ import {
   type CliAgentOptions,
 } from "./cli-output.js";
 import { baseUrlProblem } from "./provider-settings.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter } from "./types.js";
 
 /**
  * `codex exec` authenticates with `CODEX_API_KEY` (sent as a Bearer token). It ignores
@@ -119,6 +120,7 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);
       return { argv, env: apiKey !== undefined ? { CODEX_API_KEY: apiKey } : {}, stdin: request.prompt };
     },
+    turnCounter: codexTurnCounter,
     parseResult(result: ExecResult): AgentOutcome {
       const events = jsonLines(result.stdout).flatMap((value): CodexEvent[] => {
         const parsed = Event.safeParse(value);
@@ -202,4 +204,34 @@ function stillRetrying(events: readonly CodexEvent[]): { error: string; times: n
   if (last === undefined) return undefined;
   const cause = /^Reconnecting\.\.\. \d+\/\d+ \((.*)\)$/s.exec(last)?.[1] ?? last;
   return { error: oneLine(cause), times: errors.length };
+}
+
+const ItemEvent = z.object({
+  type: z.enum(["item.started", "item.completed"]),
+  item: z.object({ id: z.string(), type: z.string() }),
+});
+
+/** Items a model response starts by calling a tool. */
+const TOOL_ITEMS = new Set(["command_execution", "file_change", "mcp_tool_call", "web_search"]);
+
+/**
+ * Codex's model responses as far as its events show them: each tool call it makes begins one
+ * (its final message ends the run anyway). Codex's own "turn" is the whole prompt.
+ */
+function codexTurnCounter(): TurnCounter {
+  const seen = new Set<string>();
+  return {
+    get started() {
+      return seen.size;
+    },
+    line(line) {
+      if (!line.includes('"item.')) return;
+      try {
+        const parsed = ItemEvent.safeParse(JSON.parse(line));
+        if (parsed.success && TOOL_ITEMS.has(parsed.data.item.type)) seen.add(parsed.data.item.id);
+      } catch {
+        // Not JSON: a warning line, not an event.
+      }
+    },
+  };
 }

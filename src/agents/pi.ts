@@ -15,9 +15,10 @@
  *   never argv: prompts can be hundreds of KB and argv shows in `ps`.
  * - No permission flag: pi has no permission prompts; its tools (read, bash, edit, write) just
  *   run, which is why it must only ever run inside the harness sandbox.
- * - No `--max-turns`: pi has no turn cap (neither flag nor setting), so `maxTurns` is ignored; the
- *   run's wall-clock budget still bounds it. (A pi extension can abort after N turns, but we do
- *   not ship code into the sandbox for it.)
+ * - No `--max-turns`: pi has no turn cap (neither flag nor setting), so Harness enforces `maxTurns`
+ *   from the events (`turnCounter`: each `turn_start` that is not a retry) and stops pi as it
+ *   begins the turn beyond the cap. (A pi extension could abort after N turns, but we do not ship
+ *   code into the sandbox for it.)
  * - `PI_OFFLINE=1`: no startup network calls (version and package update checks, downloads of
  *   helper binaries); the model API is still called. `PI_TELEMETRY=0`: no install telemetry and
  *   no attribution headers to gateways.
@@ -44,7 +45,7 @@ import {
 } from "./cli-output.js";
 import { InvalidInputError } from "../util/errors.js";
 import { baseUrlProblem } from "./provider-settings.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter } from "./types.js";
 
 /**
  * The env vars pi reads an API key from, by provider (`@mariozechner/pi-ai` `getApiKeyEnvVars`).
@@ -151,6 +152,7 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
         stdin: request.prompt,
       };
     },
+    turnCounter: piTurnCounter,
     parseResult(result: ExecResult): AgentOutcome {
       const assistants: Assistant[] = [];
       let turns = 0;
@@ -252,4 +254,38 @@ function textOf(message: Assistant): string {
     .flatMap((part) => (part.type === "text" && part.text !== undefined ? [part.text] : []))
     .join("\n")
     .trim();
+}
+
+/**
+ * pi's turns as they begin (`turn_start`), leaving out the ones that retry a failed call
+ * (after `auto_retry_start`): pi's own events count those as turns too.
+ */
+function piTurnCounter(): TurnCounter {
+  let retryPending = false;
+  let started = 0;
+  return {
+    get started() {
+      return started;
+    },
+    line(line) {
+      if (!line.includes('"turn_start"') && !line.includes('"auto_retry_start"')) return;
+      const type = eventType(line);
+      if (type === "auto_retry_start") retryPending = true;
+      else if (type === "turn_start") {
+        if (retryPending) retryPending = false;
+        else started++;
+      }
+    },
+  };
+}
+
+function eventType(line: string): string | undefined {
+  try {
+    const value: unknown = JSON.parse(line);
+    return value !== null && typeof value === "object" && "type" in value && typeof value.type === "string"
+      ? value.type
+      : undefined;
+  } catch {
+    return undefined;
+  }
 }

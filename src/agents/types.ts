@@ -56,6 +56,8 @@ export interface AgentOutcome {
    * many times it came): the cause a timeout would otherwise hide.
    */
   retrying?: { error: string; times: number };
+  /** Harness stopped the agent as it began a turn beyond this cap (CLIs without a cap of their own). */
+  stoppedAtTurnCap?: number;
   /** A one-line reason when `success` is false. */
   error?: string;
 }
@@ -111,4 +113,17 @@ export interface AgentDriver {
     context?: AgentContext,
   ): AgentInvocation;
   parseResult(result: ExecResult): AgentOutcome;
+  /**
+   * For CLIs without a turn cap of their own: counts turns in the live output, so Harness can
+   * stop the agent at `maxTurns`. A turn is one model response, the way Claude Code counts its
+   * own; a retried call is not one.
+   */
+  turnCounter?(): TurnCounter;
+}
+
+/** Fed the agent's stdout, one complete line at a time, while it runs. */
+export interface TurnCounter {
+  line(line: string): void;
+  /** Turns begun so far. */
+  readonly started: number;
 }

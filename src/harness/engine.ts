@@ -325,20 +325,38 @@ async function runAgentNode(
       },
       run.agentCredentials,
     );
+    // A CLI without a turn cap of its own is stopped by Harness as it begins a turn beyond it.
+    const cap = run.maxAgentTurns;
+    const counter = cap !== undefined ? agent.turnCounter?.() : undefined;
+    const capped = new AbortController();
+    const lines = counter
+      ? lineSplitter((line) => {
+          counter.line(line);
+          if (cap !== undefined && counter.started > cap && !capped.signal.aborted) capped.abort();
+        })
+      : undefined;
     const result = await run.sandbox.exec({
       argv: invocation.argv,
       cwd: run.sandbox.workDir,
       timeout,
       env: invocation.env,
       maxOutput: AGENT_OUTPUT_BYTES,
-      signal: run.signal,
-      onOutput,
+      signal: counter ? AbortSignal.any([run.signal, capped.signal]) : run.signal,
+      onOutput: lines
+        ? (stream, chunk) => {
+            onOutput(stream, chunk);
+            if (stream === "stdout") lines(chunk);
+          }
+        : onOutput,
       ...(invocation.stdin !== undefined ? { stdin: invocation.stdin } : {}),
     });
     if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
       return { result };
     }
-    return { result, outcome: agent.parseResult(result) };
+    const outcome = agent.parseResult(result);
+    if (capped.signal.aborted && cap !== undefined && !run.signal.aborted)
+      return { result, outcome: { ...outcome, success: false, turns: cap, stoppedAtTurnCap: cap } };
+    return { result, outcome };
   } finally {
     // Gone before the next step runs, so nothing that step runs can read this prompt's nonce.
     await run.sandbox.removeScratchFile(promptName).catch(() => undefined);
@@ -356,6 +374,8 @@ function judge(
   result: ExecResult,
   outcome: AgentOutcome | undefined,
 ): { status: NodeStatus; error?: string } {
+  if (outcome?.stoppedAtTurnCap !== undefined)
+    return { status: "failed", error: `stopped at the turn cap (${String(outcome.stoppedAtTurnCap)})` };
   // What the agent was retrying when time ran out is the cause; the time alone is only the symptom.
   const cause = outcome?.retrying
     ? ` while the agent was retrying: ${outcome.retrying.error} ` +
@@ -460,4 +480,20 @@ function summaryTail(summary: string): string {
 
 function formatMs(ms: number): string {
   return ms >= 60_000 ? `${(ms / 60_000).toFixed(1)} min` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** Calls `onLine` with each complete line of a stream that arrives in chunks; a partial line waits. */
+function lineSplitter(onLine: (line: string) => void): (chunk: string) => void {
+  let pending = "";
+  return (chunk) => {
+    pending += chunk;
+    let newline = pending.indexOf("\n");
+    while (newline >= 0) {
+      onLine(pending.slice(0, newline));
+      pending = pending.slice(newline + 1);
+      newline = pending.indexOf("\n");
+    }
+    // A line longer than any event: never a turn boundary; dropped rather than kept growing.
+    if (pending.length > 1_000_000) pending = "";
+  };
 }

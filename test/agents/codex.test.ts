@@ -174,6 +174,21 @@ describe("codex parseResult on captured output", () => {
     });
   });
 
+  test("the turn counter: one per tool call, each counted once however many events name it", () => {
+    const counter = driver.turnCounter?.();
+    for (const line of [
+      '{"type":"turn.started"}',
+      '{"type":"item.completed","item":{"id":"item_0","type":"reasoning","text":"thinking"}}',
+      '{"type":"item.started","item":{"id":"item_1","type":"command_execution","command":"ls"}}',
+      '{"type":"item.completed","item":{"id":"item_1","type":"command_execution","command":"ls"}}',
+      "not json at all",
+      '{"type":"item.completed","item":{"id":"item_2","type":"file_change","changes":[]}}',
+      '{"type":"item.completed","item":{"id":"item_3","type":"agent_message","text":"done"}}',
+    ])
+      counter?.line(line);
+    expect(counter?.started).toBe(2);
+  });
+
   test("killed while reconnecting (no terminal event): the last error event explains it", () => {
     expect(driver.parseResult(execResult(capture("codex-no-network.jsonl"), 143))).toMatchObject({
       success: false,

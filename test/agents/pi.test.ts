@@ -196,6 +196,17 @@ describe("pi parseResult on captured output", () => {
     });
   });
 
+  test("the turn counter: turns as they begin, retries of a failed call not among them", () => {
+    const count = (fixture: string): number => {
+      const counter = driver.turnCounter?.();
+      for (const line of capture(fixture).split("\n")) counter?.line(line);
+      return counter?.started ?? -1;
+    };
+    expect(count("pi-success.jsonl")).toBe(2);
+    // Four attempts of one turn: pi's events say 4 turns; it is one.
+    expect(count("pi-connection-error.jsonl")).toBe(1);
+  });
+
   test("cut off while retrying (a timeout's kill): what it was retrying, and how often", () => {
     const stdout = capture("pi-connection-error.jsonl").split("\n").slice(0, 17).join("\n");
     expect(stdout.split("\n").at(-1)).toContain('"auto_retry_start","attempt":2');

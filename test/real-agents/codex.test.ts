@@ -80,9 +80,23 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     ]);
   });
 
-  test("maxTurns is not enforced: Codex has no turn cap, so a 1-turn limit still makes every call", async () => {
+  test("maxTurns: a run that fits in the cap (one tool call, then its answer) is left alone", async () => {
     const { node, server } = await run("codex", { script: GREETING, maxTurns: 1 });
     expect(node.status).toBe("succeeded");
+    expect(server.modelCalls()).toHaveLength(2);
+  });
+
+  test("maxTurns: Codex has no cap of its own; Harness stops it at the tool call beyond the cap", async () => {
+    const { node, server } = await run("codex", {
+      script: [
+        writeFile("one.txt", "1\n", { text: "First file." }),
+        writeFile("two.txt", "2\n", { text: "Second file." }),
+        say("Added both files."),
+      ],
+      maxTurns: 1,
+    });
+    expect(node).toMatchObject({ status: "failed", turns: 1, error: "stopped at the turn cap (1)" });
+    // Codex's events show a response only once it has come: the call beyond the cap is made, no more.
     expect(server.modelCalls()).toHaveLength(2);
   });
 

@@ -67,8 +67,16 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
-  test("maxTurns is not enforced: pi has no turn cap, so a 1-turn limit still makes every call", async () => {
+  test("maxTurns: pi has no cap of its own; Harness stops it as it begins the turn beyond", async () => {
     const { node, server } = await run("pi", { script: GREETING, maxTurns: 1 });
+    expect(node).toMatchObject({ status: "failed", turns: 1, error: "stopped at the turn cap (1)" });
+    // pi announces a turn as it calls the model: the kill lands while that call is on its way, so
+    // it is the last one, and its answer never arrives.
+    expect(server.modelCalls().length).toBeLessThanOrEqual(2);
+  });
+
+  test("maxTurns: a run that fits in the cap is left alone", async () => {
+    const { node, server } = await run("pi", { script: GREETING, maxTurns: 2 });
     expect(node).toMatchObject({ status: "succeeded", turns: 2 });
     expect(server.modelCalls()).toHaveLength(2);
   });
