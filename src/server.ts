@@ -7,7 +7,9 @@ import { buildRuntime, type Runtime, type RuntimeOverrides } from "./runtime/run
 import { type AppSettings } from "./runtime/app-settings.js";
 import type { RunQueue } from "./runs/queue/port.js";
 import { createNodeFetch } from "./github/node-fetch.js";
+import { createOctokitFetch, OCTOKIT_REQUEST_OPTIONS } from "./github/octokit-fetch.js";
 import { installationThrottle, type GitHubPacing } from "./github/installation-throttle.js";
+import { withoutPerRequestPlugins } from "./github/lean-octokit.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { createWebhookBodyReader } from "./triggers/webhook-body.js";
 import { describeError } from "./util/errors.js";
@@ -72,7 +74,7 @@ export async function startHarnessServer(
     };
   } else {
     const metrics = new HarnessMetrics();
-    const Paced = ProbotOctokit.defaults(installationThrottle(overrides.githubPacing));
+    const Paced = withoutPerRequestPlugins(ProbotOctokit).defaults(installationThrottle(overrides.githubPacing));
     const probot = new Probot({
       appId: settings.appId,
       privateKey: settings.privateKey,
@@ -82,7 +84,11 @@ export async function startHarnessServer(
         ? { log: overrides.log }
         : { logLevel: settings.logLevel as "info", logFormat: settings.logFormat }),
       Octokit: overrides.octokitDefaults ? Paced.defaults(overrides.octokitDefaults) : Paced,
-      request: { fetch: withRateLimitObserver(overrides.fetch ?? createNodeFetch(), metrics) },
+      // Responses come back decoded (octokit-fetch.ts): no WHATWG Response, no json-with-bigint.
+      request: {
+        fetch: withRateLimitObserver(createOctokitFetch(overrides.fetch ? { fetch: overrides.fetch } : {}), metrics),
+        ...OCTOKIT_REQUEST_OPTIONS,
+      },
     });
     // Probot 14 makes its logger while it initialises, asynchronously; `load` waits for that, so
     // the runtime is handed a logger rather than the null `probot.log` is until then.

@@ -39,6 +39,8 @@ export interface BenchTarget {
 export interface CpuSpent {
   /** Microseconds of CPU (user + system) since `mark`. */
   micros: number;
+  /** Of which in the kernel (sockets, mostly). */
+  systemMicros: number;
   wallMs: number;
 }
 
@@ -48,11 +50,12 @@ const send = (message: unknown): void => {
 const quiet = pino({ level: "silent" });
 
 let baseline = { cpu: process.cpuUsage(), at: performance.now() };
+let markedAt = Date.now();
 /** Work still in flight from the warm-up, finished before the CPU clock starts. */
 let drain = (): Promise<void> => Promise.resolve();
 const spent = (): CpuSpent => {
   const cpu = process.cpuUsage(baseline.cpu);
-  return { micros: cpu.user + cpu.system, wallMs: performance.now() - baseline.at };
+  return { micros: cpu.user + cpu.system, systemMicros: cpu.system, wallMs: performance.now() - baseline.at };
 };
 
 process.once("message", (raw) => {
@@ -66,6 +69,7 @@ process.on("message", (message) => {
   if (message !== "mark") return;
   void drain().then(() => {
     baseline = { cpu: process.cpuUsage(), at: performance.now() };
+    markedAt = Date.now();
     send({ marked: true });
   });
 });
@@ -115,7 +119,15 @@ async function start(setup: Setup): Promise<void> {
       const statusComments = posts
         .filter((request) => /\/repos\/[^/]+\/widgets\/issues\/\d+\/comments$/.test(request.path))
         .map((request) => ({ owner: request.path.split("/")[4] ?? "", time: request.time }));
-      send({ reactions, statusComments, cpu: spent() });
+      // Every request Harness made in the window, by route, to see what a webhook costs in calls.
+      const routes: Record<string, number> = {};
+      for (const request of github.requests) {
+        if (request.time < markedAt) continue;
+        const path = request.path.replace(/\/repos\/[^/]+\/[^/]+/, "/repos/:r").replace(/\/\d+/g, "/:n");
+        const route = `${request.method} ${path}`;
+        routes[route] = (routes[route] ?? 0) + 1;
+      }
+      send({ reactions, statusComments, routes, cpu: spent() });
       void github.close().then(() => process.exit(0));
     });
     return;

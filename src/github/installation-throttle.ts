@@ -1,6 +1,7 @@
 import type { OctokitOptions } from "@octokit/core";
 import { GITHUB_RATE_LIMIT_RETRY, rateLimitHandlers, type RateLimitRetryOptions } from "./rate-limit-retry.js";
-import { createRetryRunner } from "./retry-runner.js";
+import { systemClock } from "./keyed-limiter.js";
+import { createRetryRunner, SERVER_ERROR_RETRY, type ServerErrorRetry } from "./retry-runner.js";
 import { createWritePacing, GITHUB_WRITE_PACING, type WritePacingOptions } from "./write-pacing.js";
 
 export interface GitHubPacing extends WritePacingOptions, RateLimitRetryOptions {
@@ -11,7 +12,8 @@ export interface GitHubPacing extends WritePacingOptions, RateLimitRetryOptions 
 /**
  * Octokit defaults (for `ProbotOctokit.defaults`) that give @octokit/plugin-throttling a key per
  * installation, the pacing in write-pacing.ts, bounded rate-limit retries (rate-limit-retry.ts),
- * and limiters of our own in place of its Bottleneck ones (keyed-limiter.ts, retry-runner.ts).
+ * and limiters of our own in place of its Bottleneck ones (keyed-limiter.ts, retry-runner.ts), which
+ * also retry server errors in place of @octokit/plugin-retry (turned off here).
  *
  * The plugin paces writes per `throttle.id`. Probot sets it to the installation id only for
  * clients from `probot.auth(id)`; `context.octokit`, which a webhook handler gets, keeps the app's
@@ -30,21 +32,38 @@ export function installationThrottle(pacing: Partial<GitHubPacing> = {}): (optio
         ? `installation:${String(installationId)}`
         : (throttle.id ?? "app");
     const log = (options.log ?? console) as Parameters<typeof rateLimitHandlers>[0];
+    // plugin-retry's options (`retry: { enabled, retries, doNotRetry }`) still say how server
+    // errors are retried, but the retry runner does it: the plugin made a Bottleneck per request.
+    // A client made from another's options (Probot's installation clients are) sees this
+    // function's own output, so the caller's choice travels under `asked`.
+    const given = (options["retry"] ?? {}) as Partial<ServerErrorRetry> & { asked?: Partial<ServerErrorRetry> };
+    const asked = pick(given.asked ?? given);
     return {
       ...options,
-      // The throttle decides on rate-limit answers; plugin-retry would otherwise retry a 429 it
-      // gave up on three more times. Its other defaults stand.
-      retry: { doNotRetry: [400, 401, 403, 404, 410, 422, 429, 451], ...(options["retry"] as object | undefined) },
+      retry: { enabled: false, asked },
       throttle: {
         ...throttle,
         id: key,
         ...limits,
-        retryLimiter: createRetryRunner(),
+        retryLimiter: createRetryRunner(systemClock, {
+          ...SERVER_ERROR_RETRY,
+          ...asked,
+          unitMs,
+        }),
         retryAfterBaseValue: unitMs,
         ...rateLimitHandlers(log, retry, (seconds) => {
           limits.write.pause(key, seconds * unitMs);
         }),
       },
     };
+  };
+}
+
+/** The plugin-retry options the runner honours; anything else in them is ignored. */
+function pick(options: Partial<ServerErrorRetry>): Partial<ServerErrorRetry> {
+  return {
+    ...(typeof options.enabled === "boolean" ? { enabled: options.enabled } : {}),
+    ...(typeof options.retries === "number" ? { retries: options.retries } : {}),
+    ...(Array.isArray(options.doNotRetry) ? { doNotRetry: options.doNotRetry } : {}),
   };
 }

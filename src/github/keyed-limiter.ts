@@ -117,6 +117,15 @@ export function createKeyedLimiter(options: KeyedLimiterOptions, clock: LimiterC
           };
           // Retries waited for GitHub's `retry-after` already; they do not queue behind new work.
           if (jobOptions.weight === 0) return run();
+          // Nothing waiting and room to start: start now, without a queue entry (the usual case).
+          if (state.queue.length === 0 && state.running < options.maxConcurrent) {
+            const now = clock.now();
+            refill(state, now);
+            if (state.pausedUntil <= now && (!paced || state.tokens >= 1)) {
+              if (paced) state.tokens -= 1;
+              return run();
+            }
+          }
           return new Promise((resolve, reject) => {
             state.queue.push({
               start: () => {

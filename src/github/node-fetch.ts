@@ -1,21 +1,28 @@
-import { Agent as HttpAgent, request as httpRequest, type IncomingMessage } from "node:http";
+import { Agent as HttpAgent, request as httpRequest, type IncomingHttpHeaders, type IncomingMessage } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 
-/**
- * A `fetch` for Octokit built on `node:http` with keep-alive agents. Node 20's built-in fetch
- * (undici's WHATWG layer) costs about twice the CPU per request, and the webhook handler makes
- * a few GitHub calls per delivery, so under load this is the difference between keeping up
- * and queueing (see docs/benchmarks.md, webhook acknowledgement). Octokit sends string bodies
- * only; streams are not supported here.
- */
-export function createNodeFetch(options: { maxSockets?: number } = {}): typeof globalThis.fetch {
+/** An answer as it came off the socket, before any `Response` is made of it. */
+export interface RawResponse {
+  status: number;
+  statusText: string;
+  url: string;
+  /** Node's parsed headers: names in lower case, repeated ones joined (set-cookie an array). */
+  headers: IncomingHttpHeaders;
+  /** Null when the answer has no body (HEAD, 204, 205, 304). */
+  body: Buffer | null;
+}
+
+export type RawFetch = (input: string | URL, init?: RequestInit) => Promise<RawResponse>;
+
+/** The same requests as `createNodeFetch`, answered without building a WHATWG `Response`. */
+export function createRawFetch(options: { maxSockets?: number } = {}): RawFetch {
   const agents = {
     "http:": new HttpAgent({ keepAlive: true, maxSockets: options.maxSockets ?? 64 }),
     "https:": new HttpsAgent({ keepAlive: true, maxSockets: options.maxSockets ?? 64 }),
   };
 
-  const send = (url: URL, init: RequestInit, redirectsLeft: number, retriedStaleSocket = false): Promise<Response> =>
-    new Promise<Response>((resolve, reject) => {
+  const send = (url: URL, init: RequestInit, redirectsLeft: number, retriedStaleSocket = false): Promise<RawResponse> =>
+    new Promise<RawResponse>((resolve, reject) => {
       if (url.protocol !== "http:" && url.protocol !== "https:") {
         reject(new TypeError(`fetch: unsupported protocol ${url.protocol}`));
         return;
@@ -26,13 +33,13 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
         reject(new TypeError("fetch: only string and byte bodies are supported"));
         return;
       }
-      const headers = new Headers(init.headers);
-      if (body !== undefined && body !== null && !headers.has("content-length"))
-        headers.set("content-length", String(Buffer.byteLength(body)));
+      const headers = plainHeaders(init.headers);
+      if (body !== undefined && body !== null && headers["content-length"] === undefined)
+        headers["content-length"] = String(Buffer.byteLength(body));
       const request = (url.protocol === "https:" ? httpsRequest : httpRequest)(url, {
         method,
         agent: agents[url.protocol],
-        headers: Object.fromEntries(headers),
+        headers,
         ...(init.signal ? { signal: init.signal } : {}),
       });
       let answered = false;
@@ -66,27 +73,57 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
         response.on("data", (chunk: Buffer) => chunks.push(chunk));
         response.on("error", reject);
         response.on("end", () => {
-          const responseHeaders = new Headers();
-          for (const [name, value] of Object.entries(response.headers)) {
-            if (Array.isArray(value)) for (const item of value) responseHeaders.append(name, item);
-            else if (value !== undefined) responseHeaders.set(name, value);
-          }
           const noBody = method === "HEAD" || status === 204 || status === 205 || status === 304 || status < 200;
-          resolve(
-            new Response(noBody ? null : Buffer.concat(chunks), {
-              status: status < 200 ? 200 : status,
-              statusText: response.statusMessage ?? "",
-              headers: responseHeaders,
-            }),
-          );
+          resolve({
+            status: status < 200 ? 200 : status,
+            statusText: response.statusMessage ?? "",
+            url: url.href,
+            headers: response.headers,
+            body: noBody ? null : chunks.length === 1 ? (chunks[0] as Buffer) : Buffer.concat(chunks),
+          });
         });
       });
       request.end(body ?? undefined);
     });
 
-  const nodeFetch = (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
+  return (input, init = {}) => send(typeof input === "string" ? new URL(input) : input, init, 5);
+}
+
+/**
+ * A `fetch` for Octokit built on `node:http` with keep-alive agents. Node 20's built-in fetch
+ * (undici's WHATWG layer) costs about twice the CPU per request, and the webhook handler makes
+ * a few GitHub calls per delivery, so under load this is the difference between keeping up
+ * and queueing (see docs/benchmarks.md, webhook acknowledgement). Octokit sends string bodies
+ * only; streams are not supported here.
+ */
+export function createNodeFetch(options: { maxSockets?: number } = {}): typeof globalThis.fetch {
+  const raw = createRawFetch(options);
+  const nodeFetch = async (input: string | URL | Request, init: RequestInit = {}): Promise<Response> => {
     if (input instanceof Request) return globalThis.fetch(input, init);
-    return send(new URL(input), init, 5);
+    const answer = await raw(input, init);
+    const responseHeaders = new Headers();
+    for (const [name, value] of Object.entries(answer.headers)) {
+      if (Array.isArray(value)) for (const item of value) responseHeaders.append(name, item);
+      else if (value !== undefined) responseHeaders.set(name, value);
+    }
+    return new Response(answer.body, {
+      status: answer.status,
+      statusText: answer.statusText,
+      headers: responseHeaders,
+    });
   };
   return nodeFetch;
+}
+
+/** Request headers as a plain object with lower-case names, from any form `fetch` accepts. */
+function plainHeaders(init: RequestInit["headers"]): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (init === undefined) return out;
+  if (init instanceof Headers || Array.isArray(init)) {
+    for (const [name, value] of init instanceof Headers ? init : (init as Array<[string, string]>))
+      out[name.toLowerCase()] = value;
+    return out;
+  }
+  for (const [name, value] of Object.entries(init as Record<string, string>)) out[name.toLowerCase()] = value;
+  return out;
 }
