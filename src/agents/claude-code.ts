@@ -3,13 +3,13 @@
  * (`@anthropic-ai/claude-code`) by running it against a local mock of the Anthropic API, as root,
  * with exactly this argv:
  *
- *   claude -p --output-format json --dangerously-skip-permissions --no-session-persistence
+ *   claude -p --output-format stream-json --verbose --dangerously-skip-permissions --no-session-persistence
  *          [--max-turns N] [--model M]            (prompt on stdin)
  *
  * - `-p` (print mode): one non-interactive run that exits when the agent stops.
- * - `--output-format json`: one JSON result object at the end (`is_error`, `result`,
- *   `num_turns`, `total_cost_usd`); `stream-json` would also need `--verbose` and gives us nothing
- *   more, since the harness only reads the end.
+ * - `--output-format stream-json --verbose`: one JSON event per line as the agent works (its tool
+ *   calls become the run's live progress), ending in the same result object `json` prints
+ *   (`is_error`, `result`, `num_turns`, `total_cost_usd`, `usage`), which the driver parses.
  * - `--dangerously-skip-permissions`: without it (or with `dontAsk`) tool calls are denied and the
  *   run still "succeeds" with nothing done. The harness sandbox is the isolation boundary. As
  *   root, Claude refuses this flag unless `IS_SANDBOX=1`, which we therefore set.
@@ -32,6 +32,7 @@ import {
   type CliAgentOptions,
 } from "./cli-output.js";
 import { baseUrlProblem, switchProblem, wholeNumberProblem } from "./provider-settings.js";
+import { describeToolCall, firstString, jsonObject, SUBJECT_KEYS } from "./progress.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
 
 const BEDROCK_CREDENTIALS = [
@@ -128,12 +129,29 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     endpoints: ["api.anthropic.com"],
     settings: SETTINGS,
     checkSettings: checkClaudeSettings,
+    describeProgress(line) {
+      if (!line.includes('"tool_use"')) return undefined;
+      const event = jsonObject(line);
+      const message = event?.["type"] === "assistant" ? event["message"] : undefined;
+      const content =
+        message !== null && typeof message === "object" ? (message as { content?: unknown }).content : undefined;
+      if (!Array.isArray(content)) return undefined;
+      const call = content.findLast(
+        (part: unknown): part is { name: string; input?: unknown } =>
+          part !== null &&
+          typeof part === "object" &&
+          (part as { type?: unknown }).type === "tool_use" &&
+          typeof (part as { name?: unknown }).name === "string",
+      );
+      return call ? describeToolCall(call.name, firstString(call.input, SUBJECT_KEYS)) : undefined;
+    },
     buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
       const argv = [
         executable,
         "-p",
         "--output-format",
-        "json",
+        "stream-json",
+        "--verbose",
         "--dangerously-skip-permissions",
         "--no-session-persistence",
       ];

@@ -42,6 +42,7 @@ import {
   oneLine,
   type CliAgentOptions,
 } from "./cli-output.js";
+import { describeToolCall, firstString, jsonObject } from "./progress.js";
 import { baseUrlProblem } from "./provider-settings.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter } from "./types.js";
 
@@ -121,6 +122,21 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       return { argv, env: apiKey !== undefined ? { CODEX_API_KEY: apiKey } : {}, stdin: request.prompt };
     },
     turnCounter: codexTurnCounter,
+    describeProgress(line) {
+      if (!line.includes('"item.')) return undefined;
+      const event = jsonObject(line);
+      const item = event?.["item"];
+      if (item === null || typeof item !== "object") return undefined;
+      const { type } = item as { type?: unknown };
+      if (event?.["type"] === "item.started" && type === "command_execution")
+        return describeToolCall("command_execution", firstString(item, ["command"]));
+      if (type === "file_change") {
+        const changes = (item as { changes?: unknown }).changes;
+        const first: unknown = Array.isArray(changes) ? changes[0] : undefined;
+        return describeToolCall("file_change", firstString(first, ["path"]));
+      }
+      return undefined;
+    },
     parseResult(result: ExecResult): AgentOutcome {
       const events = jsonLines(result.stdout).flatMap((value): CodexEvent[] => {
         const parsed = Event.safeParse(value);

@@ -44,6 +44,7 @@ import {
   type CliAgentOptions,
 } from "./cli-output.js";
 import { InvalidInputError } from "../util/errors.js";
+import { describeToolCall, firstString, jsonObject, SUBJECT_KEYS } from "./progress.js";
 import { baseUrlProblem } from "./provider-settings.js";
 import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter } from "./types.js";
 
@@ -153,6 +154,12 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
     turnCounter: piTurnCounter,
+    describeProgress(line) {
+      if (!line.includes('"tool_execution_start"')) return undefined;
+      const event = jsonObject(line);
+      if (event?.["type"] !== "tool_execution_start" || typeof event["toolName"] !== "string") return undefined;
+      return describeToolCall(event["toolName"], firstString(event["args"], SUBJECT_KEYS));
+    },
     parseResult(result: ExecResult): AgentOutcome {
       const assistants: Assistant[] = [];
       let turns = 0;

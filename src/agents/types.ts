@@ -119,6 +119,11 @@ export interface AgentDriver {
    * own; a retried call is not one.
    */
   turnCounter?(): TurnCounter;
+  /**
+   * What one line of the agent's live output says it is doing, in a few words ("editing
+   * `src/x.ts`"), or undefined for a line that says nothing worth showing.
+   */
+  describeProgress?(line: string): string | undefined;
 }
 
 /** Fed the agent's stdout, one complete line at a time, while it runs. */

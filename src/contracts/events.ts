@@ -43,6 +43,11 @@ export type HarnessEvent =
    * (`outputLogMs`), for readers that keep the whole log, such as the run pages.
    */
   | { type: "node.log"; runId: string; nodeId: string; attempt: number; text: string; at: string }
+  /**
+   * What a running agent is doing, in a few words ("editing `src/x.ts`", "running `npm test`"),
+   * read from its live events; at most one a second per step.
+   */
+  | { type: "node.progress"; runId: string; nodeId: string; attempt: number; text: string; at: string }
   | { type: "node.finished"; runId: string; report: NodeReport; at: string }
   | { type: "commit.finished"; runId: string; commitSha?: string; changedFiles: number; at: string }
   | { type: "push.finished"; runId: string; result: PushResult; at: string }

@@ -17,6 +17,8 @@ export interface StepView {
   durationMs?: number;
   /** Steps that run only when another fails (e.g. fix rounds) are listed once they run. */
   onFailureOnly?: boolean;
+  /** What a running agent step is doing now ("editing `src/x.ts`"). */
+  activity?: string;
 }
 
 /** Everything the status comment shows. Strings are redacted again when rendered. */
@@ -120,7 +122,7 @@ export function renderStatusComment(view: StatusView): string {
         step.durationMs !== undefined
           ? ` — ${formatDuration(step.durationMs)}`
           : step.state === "running"
-            ? " — running"
+            ? ` — ${step.activity !== undefined ? neutralText(oneLine(step.activity, 120)) : "running"}`
             : "";
       lines.push(`- ${STEP_MARK[step.state]} ${neutralText(step.title)}${attempt}${time}`);
     }

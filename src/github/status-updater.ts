@@ -150,12 +150,20 @@ export class StatusCommentReporter implements Reporter {
         const step = this.stepFor(event.nodeId, event.attempt, event.title);
         step.state = "running";
         delete step.durationMs;
+        delete step.activity;
+        break;
+      }
+      case "node.progress": {
+        const step = view.steps.find((each) => each.id === event.nodeId && each.state === "running");
+        if (!step) return;
+        step.activity = event.text;
         break;
       }
       case "node.finished": {
         const step = this.stepFor(event.report.nodeId, event.report.attempt, event.report.title);
         step.state = event.report.status;
         step.durationMs = event.report.durationMs;
+        delete step.activity;
         if (event.report.turns !== undefined) view.turns = (view.turns ?? 0) + event.report.turns;
         if (event.report.costUsd !== undefined) view.costUsd = (view.costUsd ?? 0) + event.report.costUsd;
         if (event.report.tokens) view.tokens = (view.tokens ?? 0) + totalTokens(event.report.tokens);

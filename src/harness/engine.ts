@@ -329,12 +329,18 @@ async function runAgentNode(
     const cap = run.maxAgentTurns;
     const counter = cap !== undefined ? agent.turnCounter?.() : undefined;
     const capped = new AbortController();
-    const lines = counter
-      ? lineSplitter((line) => {
-          counter.line(line);
-          if (cap !== undefined && counter.started > cap && !capped.signal.aborted) capped.abort();
-        })
-      : undefined;
+    const progress = agent.describeProgress ? progressEmitter(run, node.id, attempt) : undefined;
+    const lines =
+      counter || progress
+        ? lineSplitter((line) => {
+            if (counter) {
+              counter.line(line);
+              if (cap !== undefined && counter.started > cap && !capped.signal.aborted) capped.abort();
+            }
+            const activity = progress ? agent.describeProgress?.(line) : undefined;
+            if (activity !== undefined) progress?.(activity);
+          })
+        : undefined;
     const result = await run.sandbox.exec({
       argv: invocation.argv,
       cwd: run.sandbox.workDir,
@@ -495,5 +501,30 @@ function lineSplitter(onLine: (line: string) => void): (chunk: string) => void {
     }
     // A line longer than any event: never a turn boundary; dropped rather than kept growing.
     if (pending.length > 1_000_000) pending = "";
+  };
+}
+
+/** Least time between two progress events of one step: a busy agent must not flood reporters. */
+const PROGRESS_INTERVAL_MS = 1_000;
+
+/**
+ * Emits what the agent is doing at most once a second; what comes in between is dropped, and
+ * the next activity after the interval shows.
+ */
+function progressEmitter(run: BlueprintRun, nodeId: string, attempt: number): (activity: string) => void {
+  let last = -Infinity;
+  return (activity) => {
+    const now = Date.now();
+    if (now - last < PROGRESS_INTERVAL_MS) return;
+    last = now;
+    run.reporter.emit({
+      type: "node.progress",
+      runId: run.runId,
+      nodeId,
+      attempt,
+      // Paths as the repository knows them, not where the sandbox keeps its checkout.
+      text: run.redactor(activity.replaceAll(`${run.sandbox.workDir}/`, "")),
+      at: run.now().toISOString(),
+    });
   };
 }

@@ -132,6 +132,7 @@ export function encodeEntry(entry: JournalEntry, redactor: Redactor): string {
       return sse(entry.seq, "end", { state: event.state, ...(event.error ? { error: redactor(event.error) } : {}) });
     case "sandbox.ready":
     case "node.output":
+    case "node.progress":
     case "commit.finished":
     case "push.finished":
       return "";

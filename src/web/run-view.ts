@@ -98,6 +98,7 @@ function applyToView(view: RunView, event: JournalEvent, logged: Set<string>): v
       break;
     case "sandbox.ready":
     case "node.output":
+    case "node.progress":
       break;
   }
 }

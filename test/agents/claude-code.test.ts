@@ -42,7 +42,8 @@ describe("claude-code driver through the harness", () => {
     expect(record.args).toEqual([
       "-p",
       "--output-format",
-      "json",
+      "stream-json",
+      "--verbose",
       "--dangerously-skip-permissions",
       "--no-session-persistence",
       "--max-turns",
@@ -73,7 +74,8 @@ describe("claude-code driver through the harness", () => {
     expect(record.args).toEqual([
       "-p",
       "--output-format",
-      "json",
+      "stream-json",
+      "--verbose",
       "--dangerously-skip-permissions",
       "--no-session-persistence",
     ]);

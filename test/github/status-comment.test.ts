@@ -31,6 +31,86 @@ describe("the status comment", () => {
     expect(body).not.toContain("Fix what verification found");
   });
 
+  test("a running agent step says what it is doing; text from the agent mentions nobody and loads nothing", () => {
+    const body = renderStatusComment({
+      ...base,
+      phase: "running",
+      steps: [{ id: "implement", title: "Implement", state: "running", attempt: 1, activity: "editing `src/x.ts`" }],
+    });
+    expect(body).toContain("- ⏳ Implement — editing `src/x.ts`\n");
+    const hostile = renderStatusComment({
+      ...base,
+      phase: "running",
+      steps: [
+        { id: "implement", title: "Implement", state: "running", attempt: 1, activity: "running @octocat <img src=x>" },
+      ],
+    });
+    expect(hostile).toContain("- ⏳ Implement — running @\u200Boctocat &lt;img src=x&gt;\n");
+  });
+
+  test("progress from the live events reaches the comment, and goes when the step ends", async () => {
+    const bodies: string[] = [];
+    const updater = new StatusUpdater(
+      {
+        update: (body) => {
+          bodies.push(body);
+          return Promise.resolve();
+        },
+      },
+      { minIntervalMs: 0 },
+    );
+    const reporter = new StatusCommentReporter({ ...base, phase: "queued", steps: [] }, updater);
+    const at = new Date(0).toISOString();
+    const plan = { id: "implement", title: "Implement", kind: "agent" as const, onFailureOnly: false };
+    reporter.emit({
+      type: "run.started",
+      runId: "r1",
+      repo: "a/b",
+      branch: "b",
+      intent: "i",
+      blueprint: "default",
+      nodes: [plan],
+      at,
+    });
+    reporter.emit({
+      type: "node.started",
+      runId: "r1",
+      nodeId: "implement",
+      title: "Implement",
+      kind: "agent",
+      attempt: 1,
+      at,
+    });
+    reporter.emit({
+      type: "node.progress",
+      runId: "r1",
+      nodeId: "implement",
+      attempt: 1,
+      text: "running `npm test`",
+      at,
+    });
+    await updater.flush();
+    expect(bodies.at(-1)).toContain("- ⏳ Implement — running `npm test`");
+    reporter.emit({
+      type: "node.finished",
+      runId: "r1",
+      at,
+      report: {
+        nodeId: "implement",
+        title: "Implement",
+        kind: "agent",
+        attempt: 1,
+        status: "succeeded",
+        startedAt: at,
+        finishedAt: at,
+        durationMs: 2_000,
+      },
+    });
+    await updater.flush();
+    expect(bodies.at(-1)).toContain("- ✅ Implement — 2.0s");
+    expect(bodies.at(-1)).not.toContain("npm test");
+  });
+
   test("success: the PR link, files changed, duration, turns and cost", () => {
     const body = renderStatusComment({
       ...base,

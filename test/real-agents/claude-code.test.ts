@@ -22,7 +22,7 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
   });
 
   test("happy path: the file the model writes is committed; turns, cost and summary come from the result", async () => {
-    const { report, node, server, repo, credentials } = await run("claude-code", {
+    const { report, node, server, repo, credentials, events } = await run("claude-code", {
       script: [
         writeFile("greeting.txt", "hello from the scripted model\n", {
           text: "I will add the file.",
@@ -37,6 +37,9 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     // Claude prices the scripted usage itself: the tokens reached it and the driver read the total.
     expect(node.costUsd).toBeCloseTo(priced({ input: 3234, output: 134, cacheRead: 500 }, SONNET), 8);
     expect(node.tokens).toEqual({ input: 3234, output: 134, cacheRead: 500, cacheWrite: 0 });
+    // Live progress: the tool call, in a few words, while the agent works.
+    const progress = events.flatMap((event) => (event.type === "node.progress" ? [event.text] : []));
+    expect(progress).toEqual(["writing `greeting.txt`"]);
     expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
 
     const calls = server.modelCalls();

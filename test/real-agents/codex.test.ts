@@ -26,7 +26,7 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
   });
 
   test("happy path: the file the model writes is committed; one Codex turn, the last message as summary", async () => {
-    const { report, node, server, repo, credentials, output } = await run("codex", { script: GREETING });
+    const { report, node, server, repo, credentials, output, events } = await run("codex", { script: GREETING });
 
     expect(report.status).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 1 });
@@ -50,6 +50,9 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(output).toContain('"usage":{"input_tokens":3234,"cached_input_tokens":500');
     expect(output).toContain('"output_tokens":134');
     expect(node.tokens).toEqual({ input: 2734, output: 134, cacheRead: 500, cacheWrite: 0 });
+    // Live progress: the tool call, in a few words, while the agent works.
+    const progress = events.flatMap((event) => (event.type === "node.progress" ? [event.text] : []));
+    expect(progress).toEqual([expect.stringMatching(/^(editing|running) `.+`$/)]);
     expect(node.costUsd).toBeUndefined();
   });
 

@@ -30,12 +30,15 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
   });
 
   test("happy path: the file the model writes is committed; turns and cost are summed from the events", async () => {
-    const { report, node, server, repo, credentials } = await run("pi", { script: GREETING });
+    const { report, node, server, repo, credentials, events } = await run("pi", { script: GREETING });
 
     expect(report.status).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
     expect(node.costUsd).toBeCloseTo(priced({ input: 3234, output: 134, cacheRead: 500 }, SONNET), 8);
     expect(node.tokens).toEqual({ input: 3234, output: 134, cacheRead: 500, cacheWrite: 0 });
+    // Live progress: the tool call, in a few words, while the agent works.
+    const progress = events.flatMap((event) => (event.type === "node.progress" ? [event.text] : []));
+    expect(progress).toEqual(["writing `greeting.txt`"]);
     expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
 
     const calls = server.modelCalls();

@@ -38,7 +38,8 @@ export class JournalReporter implements Reporter {
   }
 
   emit(event: HarnessEvent): void {
-    if (event.type === "node.output") return;
+    // Transient: the whole log is kept from `node.log`; what the agent was doing a moment ago is not.
+    if (event.type === "node.output" || event.type === "node.progress") return;
     const runId = event.runId;
     let chain = this.chains.get(runId);
     if (!chain) {
