@@ -183,12 +183,15 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     },
     parseResult(result: ExecResult): AgentOutcome {
       const final = findResult(result.stdout);
-      if (!final)
+      if (!final) {
+        const retrying = stillRetrying(result.stdout);
         return {
           success: false,
           summary: fallbackSummary(result),
           error: noResultError(program, result, "JSON result", "last"),
+          ...(retrying ? { retrying } : {}),
         };
+      }
       return outcomeOf(final);
     },
   };
@@ -283,4 +286,38 @@ function outcomeOf(final: ClaudeResult): AgentOutcome {
     error = `claude reported ${final.subtype}`;
   }
   return { success: false, summary: details, error, ...counts };
+}
+
+/** stream-json's note before each retry of a failed model call (Claude Code 2.1.332). */
+const ApiRetry = z.object({
+  type: z.literal("system"),
+  subtype: z.literal("api_retry"),
+  error_status: z.number().int().optional(),
+  error: z.string().optional(),
+});
+
+/**
+ * The retries at the end of a stream that has no result (the process was stopped): the model
+ * API's last answer and how many times in a row it came.
+ */
+function stillRetrying(stdout: string): { error: string; times: number } | undefined {
+  let last: z.infer<typeof ApiRetry> | undefined;
+  let times = 0;
+  for (const line of stdout.split("\n")) {
+    if (!line.startsWith("{")) continue;
+    const event = jsonObject(line);
+    if (!event) continue;
+    const retry = ApiRetry.safeParse(event);
+    if (retry.success) {
+      last = retry.data;
+      times++;
+    } else if (event["type"] === "assistant" || event["type"] === "user") {
+      // The model answered since: the retries before were not what stopped it.
+      last = undefined;
+      times = 0;
+    }
+  }
+  if (!last) return undefined;
+  const status = last.error_status !== undefined ? `${String(last.error_status)} ` : "";
+  return { error: `the model API answered ${status}${last.error ?? "an error"}`.trim(), times };
 }

@@ -288,6 +288,18 @@ describe("claude-code parseResult on captured output", () => {
     });
   });
 
+  test("stopped mid-retry (no result): the model API's last answer and how often it came in a row", () => {
+    const retry = (status: number, error: string) =>
+      JSON.stringify({ type: "system", subtype: "api_retry", attempt: 1, error_status: status, error });
+    const answered = JSON.stringify({ type: "assistant", message: { content: [{ type: "text", text: "ok" }] } });
+    const stream = [retry(500, "api_error"), answered, retry(529, "overloaded"), retry(529, "overloaded"), ""];
+    expect(parseResult(execResult(stream.join("\n"), 143)).retrying).toEqual({
+      error: "the model API answered 529 overloaded",
+      times: 2,
+    });
+    expect(parseResult(execResult([retry(529, "overloaded"), answered, ""].join("\n"), 143)).retrying).toBeUndefined();
+  });
+
   test("an API error says subtype success but is_error true: it is a failure with the API's words", () => {
     const outcome = parseResult(execResult(capture("claude-api-error.json"), 1));
     expect(outcome).toMatchObject({ success: false, turns: 1, costUsd: 0 });

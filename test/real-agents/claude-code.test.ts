@@ -101,6 +101,19 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(node).toMatchObject({ turns: 1, costUsd: 0 });
   });
 
+  test("killed by the step's timeout while retrying a 529: the cause is in the step's error", async () => {
+    const { node } = await run("claude-code", {
+      script: [fail(529, { repeat: Infinity })],
+      timeoutMinutes: 0.1,
+      // Claude's default: ten retries, longer than the step.
+      settings: { CLAUDE_CODE_MAX_RETRIES: "10" },
+    });
+    expect(node.status).toBe("timed_out");
+    expect(node.error).toMatch(
+      /^timed out after 6\.\d s while the agent was retrying: the model API answered 529 overloaded \(\d+ times?\)$/,
+    );
+  });
+
   test("a model that never answers: the step's timeout kills Claude and says so", async () => {
     const { node, server } = await run("claude-code", { script: [hang], timeoutMinutes: 0.1 });
     expect(server.modelCalls()).toHaveLength(1);

@@ -129,6 +129,8 @@ export interface RealRunOptions {
   timeoutMinutes?: number;
   /** Where the run happens (default: the local sandbox). */
   sandbox?: "local" | "daytona";
+  /** Provider settings over the defaults (e.g. a longer retry cap). */
+  settings?: Record<string, string>;
 }
 
 export interface RealRun {
@@ -194,7 +196,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
       blueprint: withAgentTimeout(builtinBlueprint("default"), options.timeoutMinutes),
       agent: {
         driver: driverFor(agent, onDaytona ? join(BIN_DIR, PACKAGES[agent].program) : undefined),
-        credentials: { ...credentials, ...providerSettingsFor(agent, server) },
+        credentials: { ...credentials, ...providerSettingsFor(agent, server), ...options.settings },
         ...(options.maxTurns !== undefined ? { maxTurns: options.maxTurns } : {}),
         ...(model !== null ? { model } : {}),
       },
