@@ -1,4 +1,6 @@
 import { expect, test } from "vitest";
+import type { StatusView } from "../../src/github/status-comment.js";
+import { StatusCommentReporter, StatusUpdater } from "../../src/github/status-updater.js";
 import { fail, hang, say, writeFile } from "../fakes/model-server/script.js";
 import { toolNames } from "../fakes/model-server/tools.js";
 import { git } from "../helpers/git.js";
@@ -112,6 +114,35 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(node.error).toMatch(
       /^timed out after 6\.\d s while the agent was retrying: the model API answered 529 overloaded \(\d+ times?\)$/,
     );
+  });
+
+  test("the status comment shows what the agent is doing within 5 s of its first tool call", async () => {
+    const bodies: Array<{ at: number; body: string }> = [];
+    // The status comment as the App keeps it: its default 5 s between edits.
+    const updater = new StatusUpdater({
+      update: (body) => {
+        bodies.push({ at: Date.now(), body });
+        return Promise.resolve();
+      },
+    });
+    const view: StatusView = {
+      runId: "realagent1",
+      intent: "add a greeting file",
+      requester: "octocat",
+      phase: "queued",
+      steps: [],
+    };
+    const { events } = await run("claude-code", {
+      // The agent writes the file, then waits on a model that never answers: a step still running.
+      script: [writeFile("greeting.txt", "hello\n", { text: "I will add the file." }), hang],
+      timeoutMinutes: 0.15,
+      reporter: new StatusCommentReporter(view, updater),
+    });
+    const progress = events.find((event) => event.type === "node.progress");
+    expect(progress?.type === "node.progress" ? progress.text : undefined).toBe("writing `greeting.txt`");
+    const shown = bodies.find((entry) => entry.body.includes("⏳ Implement the change — writing `greeting.txt`"));
+    expect(shown, bodies.map((entry) => entry.body).join("\n---\n")).toBeDefined();
+    expect((shown?.at ?? Infinity) - Date.parse(progress?.at ?? "")).toBeLessThanOrEqual(5_000);
   });
 
   test("a model that never answers: the step's timeout kills Claude and says so", async () => {

@@ -7,7 +7,7 @@ import { claudeCodeAgent } from "../../src/agents/claude-code.js";
 import { codexAgent } from "../../src/agents/codex.js";
 import { piAgent } from "../../src/agents/pi.js";
 import type { AgentDriver } from "../../src/agents/types.js";
-import type { HarnessEvent } from "../../src/contracts/events.js";
+import type { HarnessEvent, Reporter } from "../../src/contracts/events.js";
 import type { NodeReport, RunReport } from "../../src/contracts/types.js";
 import type { Blueprint } from "../../src/harness/blueprint.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
@@ -131,6 +131,8 @@ export interface RealRunOptions {
   sandbox?: "local" | "daytona";
   /** Provider settings over the defaults (e.g. a longer retry cap). */
   settings?: Record<string, string>;
+  /** Also gets every event as it happens (e.g. the status comment's reporter). */
+  reporter?: Reporter;
 }
 
 export interface RealRun {
@@ -202,7 +204,16 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
       },
       sandbox: sandbox.harness,
       github: { token: githubToken },
-      output: { throttleMs: 20, logMs: 20, reporter: { emit: (event) => events.push(event) } },
+      output: {
+        throttleMs: 20,
+        logMs: 20,
+        reporter: {
+          emit: (event) => {
+            events.push(event);
+            options.reporter?.emit(event);
+          },
+        },
+      },
     });
     if (server.problems.length > 0) throw new Error(`the model server failed: ${server.problems.join("; ")}`);
     const node = report.nodes.find((candidate) => candidate.nodeId === "implement");
