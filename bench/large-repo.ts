@@ -9,6 +9,7 @@
  * it; `--no-cache` runs with HARNESS_REPO_CACHE=off (what every run cost before the cache).
  * Fake Daytona (`--sandbox daytona`, `--latency` ms injected per request): the Daytona requests
  * made between the webhook and the agent start, and their sequential round trips.
+ * Each run starts once the previous run's sandbox is gone (an idle worker).
  * Targets: second run ≤ 3 s on the local sandbox; first run no slower than without the cache;
  * on Daytona ≤ 3 sequential round trips + the fetch.
  *
@@ -33,6 +34,7 @@ import { issueCommentCreated, sendWebhook } from "../test/fakes/github/webhooks.
 import { startAppProcess, waitFor, type AppProcess } from "../test/helpers/app-process.js";
 import { git, scratchDir } from "../test/helpers/git.js";
 import { installHarness } from "../test/helpers/harness-world.js";
+import { LOCAL_SANDBOX_PREFIX } from "../src/sandbox/local/sandbox.js";
 
 const argValue = (name: string): string | undefined => {
   const index = process.argv.indexOf(`--${name}`);
@@ -212,7 +214,17 @@ try {
       fakeDaytona.requests.some((r) => r.method === "GET" && r.path === "/api/sandbox" && r.respondedAt),
     );
 
+  const sandboxDirs = async (): Promise<number> =>
+    (await readdir(tmpdir())).filter((name) => name.startsWith(LOCAL_SANDBOX_PREFIX)).length;
+  const idleSandboxes = await sandboxDirs();
   for (let run = 1; run <= RUNS; run++) {
+    // Each run starts on an idle worker: the previous run's checkout (50,000 files) is deleted
+    // after its terminal comment, and that deletion is not the next run's cost.
+    if (!daytona)
+      await waitFor("the previous run's sandbox to be removed", async () => (await sandboxDirs()) <= idleSandboxes, {
+        timeoutMs: 120_000,
+        intervalMs: 50,
+      });
     const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "A HELLO file.", user: "r" });
     const posted = github.addComment("acme", "widgets", issue.number, {
       body: "/harness add HELLO",
