@@ -26,6 +26,7 @@ import { startFakeDaytona } from "../test/fakes/daytona/server.js";
 import { startGitHttpServer } from "../test/fakes/git-http-server.js";
 import { makeBareRepo, scratchDir } from "../test/helpers/git.js";
 import { tallyExecRequests } from "../test/sandbox/daytona-requests.js";
+import { sequentialDepth } from "./support/round-trips.js";
 
 const argValue = (name: string, fallback: number): number => {
   const index = process.argv.indexOf(`--${name}`);
@@ -48,23 +49,6 @@ const world = await startAttackWorld("harness-bench-run-", token);
 
 const rows: Array<{ operation: string; requests: number; ms: number; depth: number }> = [];
 
-/**
- * Sequential round trips: the longest chain of requests in which each one started only after
- * the previous one had been answered. Requests sent together count once.
- */
-function sequentialDepth(requests: ReadonlyArray<{ time: number; respondedAt?: number }>): number {
-  const depths: number[] = [];
-  requests.forEach((request, i) => {
-    let depth = 1;
-    for (let j = 0; j < i; j++) {
-      const earlier = requests[j];
-      if (earlier?.respondedAt !== undefined && earlier.respondedAt <= request.time)
-        depth = Math.max(depth, (depths[j] ?? 1) + 1);
-    }
-    depths.push(depth);
-  });
-  return Math.max(0, ...depths);
-}
 /**
  * Runs one operation, recording how many requests it made and how long it took. With
  * `sessionDeleted`, the requests are counted once the session delete that follows the result in

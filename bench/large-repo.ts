@@ -35,6 +35,7 @@ import { startAppProcess, waitFor, type AppProcess } from "../test/helpers/app-p
 import { git, scratchDir } from "../test/helpers/git.js";
 import { installHarness } from "../test/helpers/harness-world.js";
 import { LOCAL_SANDBOX_PREFIX } from "../src/sandbox/local/sandbox.js";
+import { sequentialDepth } from "./support/round-trips.js";
 
 const argValue = (name: string): string | undefined => {
   const index = process.argv.indexOf(`--${name}`);
@@ -124,21 +125,6 @@ interface Measured {
   outcome: string;
   daytonaRequests?: number;
   daytonaDepth?: number;
-}
-
-/** The longest chain of requests each sent only after the previous one was answered. */
-function sequentialDepth(requests: ReadonlyArray<{ time: number; respondedAt?: number }>): number {
-  const depths: number[] = [];
-  requests.forEach((request, i) => {
-    let depth = 1;
-    for (let j = 0; j < i; j++) {
-      const earlier = requests[j];
-      if (earlier?.respondedAt !== undefined && earlier.respondedAt <= request.time)
-        depth = Math.max(depth, (depths[j] ?? 1) + 1);
-    }
-    depths.push(depth);
-  });
-  return Math.max(0, ...depths);
 }
 
 const s = (ms: number): string => (ms / 1000).toFixed(2);

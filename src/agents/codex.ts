@@ -242,12 +242,8 @@ function codexTurnCounter(): TurnCounter {
     },
     line(line) {
       if (!line.includes('"item.')) return;
-      try {
-        const parsed = ItemEvent.safeParse(JSON.parse(line));
-        if (parsed.success && TOOL_ITEMS.has(parsed.data.item.type)) seen.add(parsed.data.item.id);
-      } catch {
-        // Not JSON: a warning line, not an event.
-      }
+      const parsed = ItemEvent.safeParse(jsonObject(line));
+      if (parsed.success && TOOL_ITEMS.has(parsed.data.item.type)) seen.add(parsed.data.item.id);
     },
   };
 }

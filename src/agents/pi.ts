@@ -276,7 +276,7 @@ function piTurnCounter(): TurnCounter {
     },
     line(line) {
       if (!line.includes('"turn_start"') && !line.includes('"auto_retry_start"')) return;
-      const type = eventType(line);
+      const type = jsonObject(line)?.["type"];
       if (type === "auto_retry_start") retryPending = true;
       else if (type === "turn_start") {
         if (retryPending) retryPending = false;
@@ -284,15 +284,4 @@ function piTurnCounter(): TurnCounter {
       }
     },
   };
-}
-
-function eventType(line: string): string | undefined {
-  try {
-    const value: unknown = JSON.parse(line);
-    return value !== null && typeof value === "object" && "type" in value && typeof value.type === "string"
-      ? value.type
-      : undefined;
-  } catch {
-    return undefined;
-  }
 }
