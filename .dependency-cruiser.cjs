@@ -6,8 +6,8 @@
  *   1  sandbox, agents, github         adapters to the outside world
  *   2  delivery, harness               the engine and the write path
  *   3  config                          repository configuration
- *   4  runs, triggers, web, audit,     the app's services
- *      metrics, setup
+ *   4  runs, pulls, triggers, web,     the app's services
+ *      audit, metrics, setup
  *   5  runtime, cli, src/*.ts          composition: settings, wiring, entry points
  */
 const LAYERS = [
@@ -15,7 +15,7 @@ const LAYERS = [
   ["sandbox", "agents", "github"],
   ["delivery", "harness"],
   ["config"],
-  ["runs", "triggers", "web", "audit", "metrics", "setup"],
+  ["runs", "pulls", "triggers", "web", "audit", "metrics", "setup"],
   ["runtime", "cli"],
 ];
 

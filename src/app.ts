@@ -1,5 +1,7 @@
 import type { ApplicationFunction, Probot } from "probot";
 import { onIssueComment, onIssueLabeled, type HandlerDeps } from "./triggers/handlers.js";
+import { onPullRequestClosed, onPullRequestReopened } from "./triggers/pull-request-closed.js";
+import { onPullRequestReview, onPullRequestReviewComment } from "./triggers/review.js";
 import type { WorkTracker } from "./util/idle.js";
 
 export interface HarnessAppOptions {
@@ -14,8 +16,9 @@ export interface HarnessAppOptions {
 }
 
 /**
- * The Probot app: two thin handlers (parse → authorise → acknowledge → enqueue) in front of the
- * queue. Everything behind the queue is wired by the runtime, not here.
+ * The Probot app: thin handlers (parse → authorise → acknowledge → enqueue) in front of the
+ * queue — commands, labels and reviews start runs; closed pull requests record their outcome.
+ * Everything behind the queue is wired by the runtime, not here.
  */
 export function createHarnessApp(options: HarnessAppOptions): ApplicationFunction {
   const { handlers, acknowledgements } = options;
@@ -29,5 +32,15 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
   return (app: Probot) => {
     app.on("issue_comment.created", (context) => acknowledge(onIssueComment(context, handlers)));
     app.on("issues.labeled", (context) => acknowledge(onIssueLabeled(context, handlers)));
+    const pulls = handlers.pulls;
+    if (pulls) {
+      const outcomes = { pulls, ...(handlers.onPullOutcome ? { onOutcome: handlers.onPullOutcome } : {}) };
+      app.on("pull_request.closed", (context) => acknowledge(onPullRequestClosed(context, outcomes)));
+      app.on("pull_request.reopened", (context) => acknowledge(onPullRequestReopened(context, outcomes)));
+    }
+    app.on("pull_request_review.submitted", (context) => acknowledge(onPullRequestReview(context, handlers)));
+    app.on("pull_request_review_comment.created", (context) =>
+      acknowledge(onPullRequestReviewComment(context, handlers)),
+    );
   };
 }

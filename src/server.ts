@@ -109,6 +109,7 @@ export async function startHarnessServer(
         redactor: built.redactor,
         log: probot.log,
         audit: built.audit,
+        pulls: built.pulls,
       });
     }
     const app = createHarnessApp({ handlers: built.handlers, acknowledgements: built.acknowledgements });

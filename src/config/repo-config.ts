@@ -89,6 +89,28 @@ export const repoConfigSchema = z
       .default({ draft: true, labels: [], reviewers: [] }),
     /** Let runs change `.github/workflows/` (the app then also needs the Workflows permission). */
     allow_workflow_changes: z.boolean().default(false),
+    /**
+     * Reviews on Harness's pull requests bring follow-up commits: `false` turns that off, or an
+     * object says on which pull requests and what to do with a review from below `permission`.
+     */
+    reviews: z.preprocess(
+      (value) => (typeof value === "boolean" ? { enabled: value } : value),
+      z
+        .object({
+          enabled: z.boolean().default(true),
+          /** `harness`: only pull requests Harness opened; `all`: any pull request from this repository. */
+          pull_requests: z.enum(["harness", "all"]).default("harness"),
+          /** A review from below `permission`: `untrusted` (addressed, fenced as untrusted) or `refuse`. */
+          below_bar: z.enum(["untrusted", "refuse"]).default("untrusted"),
+        })
+        .strict()
+        .default({ enabled: true, pull_requests: "harness", below_bar: "untrusted" }),
+    ),
+    /**
+     * Automatic rounds (review follow-ups and CI fixes) one pull request may take in all; past it
+     * Harness says so and waits for a `/harness …` command.
+     */
+    max_rounds: z.number().int().min(0).max(50).default(5),
   })
   .strict()
   .superRefine((config, ctx) => {

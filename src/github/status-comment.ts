@@ -37,6 +37,8 @@ export interface StatusView {
   prUrl?: string;
   prNumber?: number;
   prReused?: boolean;
+  /** The run follows up on a pull request (a command or review on it): it pushes there, opening nothing. */
+  followUp?: boolean;
   /** The pull request was opened ready for review because the repository does not offer drafts. */
   draftUnavailable?: boolean;
   changedFiles?: number;
@@ -89,7 +91,10 @@ const STEP_MARK: Record<StepState, string> = {
 
 /** Renders the status comment's markdown. Pure: the same view always renders the same text. */
 export function renderStatusComment(view: StatusView): string {
-  const lines: string[] = [statusMarker(view.runId), `### ${HEADINGS[view.phase]}`, ""];
+  // A follow-up adds to a pull request that is already open: "opened" would be untrue.
+  const heading =
+    view.phase === "succeeded" && view.followUp ? "✅ Harness pushed to the pull request" : HEADINGS[view.phase];
+  const lines: string[] = [statusMarker(view.runId), `### ${heading}`, ""];
   lines.push(`> ${neutralText(oneLine(view.intent, 300))}`, `> — requested by @${view.requester}`, "");
   if (view.note) lines.push(view.note, "");
 

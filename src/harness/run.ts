@@ -22,7 +22,7 @@ import type { Blueprint } from "./blueprint.js";
 import { runBlueprint, type StopReason } from "./engine.js";
 import { fanOut, type Reporter } from "../contracts/events.js";
 import { commitMessage, commitRunChanges, gitRunner, headSha } from "./git-steps.js";
-import type { IssueContext } from "./prompt.js";
+import type { IssueContext, PromptContext } from "./prompt.js";
 import { pushAndOpenPullRequest } from "./push.js";
 import { redactingReporter } from "./reporters/redacting.js";
 import { describeGitHubError } from "../github/errors.js";
@@ -42,6 +42,8 @@ export interface HarnessRequest {
   /** False when the intent came from someone not allowed to ask and was approved: it is fenced. */
   intentTrusted?: boolean;
   issue?: IssueContext;
+  /** Background every agent prompt carries after its template (review threads, earlier runs), always fenced. */
+  context?: PromptContext[];
 }
 
 /** The coding agent the blueprint's agent steps run. */
@@ -238,6 +240,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         repo: request.repo,
         branch: request.branch,
         ...(request.issue ? { issue: request.issue } : {}),
+        ...(request.context && request.context.length > 0 ? { context: request.context } : {}),
       },
       ...(agentDriver ? { agent: agentDriver } : {}),
       agentCredentials,

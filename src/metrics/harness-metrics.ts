@@ -1,4 +1,5 @@
 import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { PullOutcome, TrackedPull } from "../pulls/ledger/port.js";
 
 /** How a run ended, as the issue's status comment shows it. */
 export type RunOutcome = "succeeded" | "failed" | "timed_out" | "cancelled" | "no_changes" | "interrupted";
@@ -36,6 +37,14 @@ export const RUN_DURATION_BUCKETS = [5, 15, 30, 60, 120, 300, 600, 900, 1200, 18
 export const STEP_DURATION_BUCKETS = [1, 5, 15, 30, 60, 120, 300, 600, 1200, 1800, 3600, 7200];
 /** GitHub gives up on a delivery after 10 s; the interesting range is well below that. */
 export const WEBHOOK_DURATION_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Seconds, from minutes to weeks: reviews wait for people, and people take days. */
+export const MERGE_DURATION_BUCKETS = [
+  60, 300, 900, 1800, 3600, 7200, 14_400, 28_800, 86_400, 172_800, 345_600, 604_800, 1_209_600, 2_592_000,
+];
+/** Follow-up rounds (review fixes, CI fixes) a pull request had when it was closed. */
+export const PULL_ROUND_BUCKETS = [0, 1, 2, 3, 5, 8, 13];
+
+const PULL_OUTCOMES: readonly PullOutcome[] = ["merged", "closed"];
 
 /** Rate-limit windows remembered per resource; more would mean an unbounded number of installations. */
 const MAX_RATE_LIMIT_WINDOWS = 1_000;
@@ -59,6 +68,9 @@ export class HarnessMetrics {
   readonly liveSandboxes: Gauge;
   readonly webhookDuration: Histogram<"event" | "status">;
   readonly agentTokens: Counter<"agent" | "model" | "kind">;
+  readonly pullRequests: Counter<"outcome">;
+  readonly pullRequestMergeDuration: Histogram;
+  readonly pullRequestRounds: Histogram<"outcome">;
   private readonly queueDepthErrors: Counter;
   private queueDepthSource: QueueDepthSource | undefined;
   private queueDepthRead: Promise<QueueDepth | undefined> | undefined;
@@ -116,6 +128,27 @@ export class HarnessMetrics {
       help: "Time from a webhook request's arrival to its response, by GitHub event and status class.",
       labelNames: ["event", "status"],
       buckets: WEBHOOK_DURATION_BUCKETS,
+      registers,
+    });
+    this.pullRequests = new Counter({
+      name: "harness_pull_requests_total",
+      help:
+        "Pull requests Harness follows that were closed, as this process received the webhook, by outcome " +
+        "(merged, or closed without merge). A pull request reopened and closed again counts again.",
+      labelNames: ["outcome"],
+      registers,
+    });
+    this.pullRequestMergeDuration = new Histogram({
+      name: "harness_pull_request_merge_seconds",
+      help: "Time from Harness opening (or starting to follow) a pull request to its merge, for merged ones.",
+      buckets: MERGE_DURATION_BUCKETS,
+      registers,
+    });
+    this.pullRequestRounds = new Histogram({
+      name: "harness_pull_request_rounds",
+      help: "Automatic follow-up rounds (review and CI fixes) a pull request had when it was closed, by outcome.",
+      labelNames: ["outcome"],
+      buckets: PULL_ROUND_BUCKETS,
       registers,
     });
     // The depth is read once per scrape; the gauge and the error counter both wait for that
@@ -185,6 +218,7 @@ export class HarnessMetrics {
 
     // Zero-valued series from the start, so `rate()` and `increase()` see the first run.
     for (const state of RUN_OUTCOMES) this.runs.inc({ state }, 0);
+    for (const outcome of PULL_OUTCOMES) this.pullRequests.inc({ outcome }, 0);
 
     if (options.defaultMetrics !== false)
       collectDefaultMetrics({ register: this.registry, prefix: options.defaultMetrics?.prefix ?? "harness_" });
@@ -214,6 +248,16 @@ export class HarnessMetrics {
     this.runs.inc({ state });
     if (durationSeconds !== undefined && Number.isFinite(durationSeconds) && durationSeconds >= 0)
       this.runDuration.observe({ state }, durationSeconds);
+  }
+
+  /** A followed pull request was merged or closed (once per outcome the ledger recorded). */
+  recordPullOutcome(pull: TrackedPull): void {
+    const outcome = pull.outcome;
+    if (outcome === undefined) return;
+    this.pullRequests.inc({ outcome });
+    if (Number.isFinite(pull.rounds) && pull.rounds >= 0) this.pullRequestRounds.observe({ outcome }, pull.rounds);
+    if (outcome === "merged" && pull.secondsToMerge !== undefined && Number.isFinite(pull.secondsToMerge))
+      this.pullRequestMergeDuration.observe(Math.max(0, pull.secondsToMerge));
   }
 
   /**

@@ -27,7 +27,11 @@ export interface RunRequest {
     /** The request was made on a pull request: push follow-up commits to its head branch. */
     pullRequest?: { headRef: string };
   };
-  trigger: { kind: "comment"; commentId: number } | { kind: "label"; label: string };
+  trigger:
+    | { kind: "comment"; commentId: number }
+    | { kind: "label"; label: string }
+    /** Review feedback on a pull request; the worker gathers every comment not yet addressed. */
+    | { kind: "review"; reviewId: number };
   requester: { login: string; id: number };
   intent: string;
   /** False when the request came from someone below the permission bar and was approved. */

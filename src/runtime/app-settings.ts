@@ -72,6 +72,8 @@ export type AppSettings =
       agentEnv?: string[];
       concurrency: number;
       statusIntervalMs: number;
+      /** How long a review follow-up waits for related review comments to join it, in ms. */
+      reviewSettleMs?: number;
       /**
        * `all` (webhooks and runs in one process), `web` (webhooks and enqueue only) or `worker`
        * (runs only; needs a shared durable queue).
@@ -191,6 +193,7 @@ export function settingsFromEnv(
     agentEnv: agentEnvFrom(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
+    reviewSettleMs: integer(env["HARNESS_REVIEW_SETTLE_MS"], 3_000, "HARNESS_REVIEW_SETTLE_MS"),
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
     queue,
     ...repoCacheFrom(env, queue),

@@ -9,6 +9,8 @@ import { RunJournaling } from "../runs/journal/journaled-queue.js";
 import type { RunJournal } from "../runs/journal/port.js";
 import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
+import { createPullRequestLedger } from "../pulls/ledger/create.js";
+import type { PullRequestLedger } from "../pulls/ledger/port.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
 import type { RunProcessor, RunQueue } from "../runs/queue/port.js";
 import { OrphanReaper } from "../runs/reaper.js";
@@ -70,6 +72,8 @@ export interface Runtime {
   journal: RunJournal;
   pending: PendingRequestStore;
   audit: AuditLog;
+  /** The pull requests Harness opened or follows. */
+  pulls: PullRequestLedger;
   /** The process's secrets, for everything shown (run pages). */
   redactor: Redactor;
   /** Deletes sandboxes no live run owns; absent in web-only processes and without a shared store. */
@@ -109,6 +113,8 @@ export async function buildRuntime(
   const pending = createPendingRequestStore(settings.queue, settings.approvals ? { limits: settings.approvals } : {});
   // Who asked, who approved, which token, which push: beside the runs, redacted, bounded.
   const audit = createAuditLog(settings.queue, { redactor });
+  // The pull requests Harness opened or follows, beside the runs: follow-ups and outcomes.
+  const pulls = createPullRequestLedger(settings.queue);
   const runMetrics = new RunMetricsReporter(metrics);
   const repoCache =
     settings.repoCache && settings.role !== "web"
@@ -144,6 +150,9 @@ export async function buildRuntime(
     statusIntervalMs: settings.statusIntervalMs,
     reporters: [runMetrics, journalReporter],
     draftRefusals: new DraftRefusals(),
+    pulls,
+    appId: settings.appId,
+    ...(settings.reviewSettleMs !== undefined ? { reviewSettleMs: settings.reviewSettleMs } : {}),
     // Every output line is recorded, and comments link to the run page, only when there is one.
     ...(context.publicUrl ? { outputLogMs: 100, publicUrl: context.publicUrl } : {}),
   };
@@ -181,6 +190,11 @@ export async function buildRuntime(
     newRunId: () => newRunId(),
     now: () => new Date(),
     appId: settings.appId,
+    pulls,
+    botLogin: botLoginOf(worker),
+    onPullOutcome: (pull) => {
+      metrics.recordPullOutcome(pull);
+    },
   };
 
   const reaper = orphanReaper(settings, queue, log, overrides.reaper);
@@ -193,6 +207,7 @@ export async function buildRuntime(
     journal,
     pending,
     audit,
+    pulls,
     redactor,
     reaper,
     async settle() {
@@ -204,7 +219,7 @@ export async function buildRuntime(
       await acknowledgements.idle();
       await queue.close(graceMs);
       await repoCache?.settle();
-      await Promise.allSettled([journal.close(), pending.close(), audit.close()]);
+      await Promise.allSettled([journal.close(), pending.close(), audit.close(), pulls.close()]);
     },
   };
 }
@@ -224,6 +239,28 @@ function orphanReaper(
   const inventory =
     override?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
   return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs);
+}
+
+/**
+ * The app's bot login, asked of GitHub once (and again after a failure): reviews by it are
+ * Harness's own, and mentions of it call on Harness.
+ */
+function botLoginOf(github: Pick<WorkerDeps, "appOctokit">): () => Promise<string | undefined> {
+  let login: Promise<string | undefined> | undefined;
+  return () => {
+    login ??= github
+      .appOctokit()
+      .then((octokit) => octokit.request("GET /app"))
+      .then((response) => {
+        const slug = (response.data as { slug?: unknown } | null)?.slug;
+        return typeof slug === "string" ? `${slug}[bot]` : undefined;
+      })
+      .catch(() => {
+        login = undefined;
+        return undefined;
+      });
+    return login;
+  };
 }
 
 /** ioredis reports every failed reconnect; once per half minute is enough to tell an operator. */

@@ -28,6 +28,7 @@ import {
 import { parseIssueComment, parseIssuesLabeled, payloadProblem, type IssueCommentEvent } from "./payload.js";
 import type { ConfigCache, TtlCache } from "./ttl-cache.js";
 import { describeGitHubError } from "../github/errors.js";
+import type { PullRequestLedger, TrackedPull } from "../pulls/ledger/port.js";
 
 /** What a handler gets from Probot's context, narrowed so handlers can be tested without Probot. */
 export interface WebhookContext {
@@ -59,10 +60,16 @@ export interface HandlerDeps {
   now: () => Date;
   /** This app's id, to recognise its own comments. */
   appId?: number;
+  /** The pull requests Harness opened or follows; without it reviews bring no follow-ups. */
+  pulls?: PullRequestLedger;
+  /** This app's bot login (`<slug>[bot]`), to recognise its reviews and mentions of it. */
+  botLogin?: () => Promise<string | undefined>;
+  /** Told once per pull request outcome recorded (merged, closed): the metrics. */
+  onPullOutcome?: (pull: TrackedPull) => void;
 }
 
-type Repo = IssueCommentEvent["repository"];
-type Issue = IssueCommentEvent["issue"];
+export type Repo = IssueCommentEvent["repository"];
+export type Issue = IssueCommentEvent["issue"];
 
 /**
  * `issue_comment.created`: parse → authorise → acknowledge → enqueue → return. Everything slow
@@ -392,7 +399,7 @@ export async function onIssueLabeled(context: WebhookContext, deps: HandlerDeps)
   });
 }
 
-interface StartRun {
+export interface StartRun {
   repository: Repo;
   issue: Issue;
   intent: string;
@@ -402,6 +409,18 @@ interface StartRun {
   key: string;
   approvedBy?: string;
   requestId?: string;
+  /** The pull request's head, already known (and checked to live here): no lookup. */
+  pullRequest?: { headRef: string };
+  /** The status comment to reuse (a pull request's one comment for follow-ups) instead of a new one. */
+  statusCommentId?: number;
+  /** The run id, when the caller chose it already. */
+  runId?: string;
+}
+
+/** What `startRun` did: the run and its status comment, when one was accepted. */
+export interface StartedRun {
+  runId: string;
+  statusCommentId?: number;
 }
 
 /**
@@ -409,15 +428,19 @@ interface StartRun {
  * in parallel), then enqueue. The queue decides again atomically; losing that race turns the
  * status comment into the refusal.
  */
-async function startRun(context: WebhookContext, deps: HandlerDeps, start: StartRun): Promise<void> {
+export async function startRun(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  start: StartRun,
+): Promise<StartedRun | undefined> {
   if (await deps.queue.seen(start.key)) {
     context.log.info({ key: start.key }, "ignored a request already accepted (redelivery)");
     return;
   }
   const { owner, repo } = names(start.repository);
   const installationId = installationOf(context.payload);
-  let pullRequest: RunRequest["issue"]["pullRequest"];
-  if (start.issue.pull_request) {
+  let pullRequest: RunRequest["issue"]["pullRequest"] = start.pullRequest;
+  if (!pullRequest && start.issue.pull_request) {
     const head = await pullRequestHead(context.octokit, { owner, name: repo }, start.issue.number);
     if (head.repoFullName?.toLowerCase() !== start.repository.full_name.toLowerCase()) {
       await record(context, deps, {
@@ -441,7 +464,7 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     pullRequest = { headRef: head.ref };
   }
 
-  const runId = deps.newRunId();
+  const runId = start.runId ?? deps.newRunId();
   const request: RunRequest = {
     runId,
     key: start.key,
@@ -469,7 +492,10 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
   };
   const admission = await deps.queue.admission(request);
   if (admission.status === "duplicate") return;
-  if (admission.status === "refused") return refuseQueued(context, deps, start, admission);
+  if (admission.status === "refused") {
+    await refuseQueued(context, deps, start, admission);
+    return;
+  }
 
   const notes = [
     admission.status === "waiting"
@@ -493,11 +519,22 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     steps: [],
     ...(notes.length > 0 ? { note: notes.join(" ") } : {}),
   };
-  const target = start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issue: true as const };
+  const thread = threadOf(context, start.repository, start.issue.number);
   const [, statusCommentId] = await Promise.all([
-    react(context, start.repository, start.issue.number, target, "eyes"),
-    threadOf(context, start.repository, start.issue.number)
-      .reply(renderStatusComment(view))
+    // A review is acknowledged by the pull request's status comment: reviews take no reactions.
+    start.trigger.kind === "review"
+      ? undefined
+      : react(
+          context,
+          start.repository,
+          start.issue.number,
+          start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issue: true },
+          "eyes",
+        ),
+    (start.statusCommentId !== undefined
+      ? thread.upsert(start.statusCommentId, renderStatusComment(view))
+      : thread.reply(renderStatusComment(view))
+    )
       // The worker creates the comment itself when GitHub would not take it now: the run still answers.
       .catch((error: unknown) => {
         context.log.warn({ err: describeGitHubError(error) }, "could not create the status comment; the worker will");
@@ -560,6 +597,9 @@ async function startRun(context: WebhookContext, deps: HandlerDeps, start: Start
     { runId, key: start.key, outcome: outcome.status, requester: start.requester.login },
     "run accepted",
   );
+  return outcome.status === "duplicate"
+    ? undefined
+    : { runId, ...(statusCommentId !== undefined ? { statusCommentId } : {}) };
 }
 
 async function editOrPost(
@@ -572,7 +612,7 @@ async function editOrPost(
 }
 
 /** A full quota: said once per person, issue and window; the rest of a flood is only logged. */
-async function refuseQueued(
+export async function refuseQueued(
   context: WebhookContext,
   deps: HandlerDeps,
   start: StartRun,
@@ -602,7 +642,7 @@ async function refuseQueued(
   );
 }
 
-function queueRefusalText(refusal: QueueRefusal, start: StartRun): string {
+export function queueRefusalText(refusal: QueueRefusal, start: StartRun): string {
   switch (refusal.reason) {
     case "issue_busy":
       return (
@@ -669,7 +709,7 @@ async function refuseBelowBar(
 }
 
 /** Posts `body` unless this person already had a reply of this kind on this issue within the window. */
-async function replyOnce(
+export async function replyOnce(
   context: WebhookContext,
   deps: HandlerDeps,
   repository: Repo,
@@ -683,7 +723,7 @@ async function replyOnce(
 }
 
 /** The audit trail is a record, never a dependency: a store hiccup is logged and the request goes on. */
-async function record(context: WebhookContext, deps: HandlerDeps, entry: Omit<AuditEntry, "at">): Promise<void> {
+export async function record(context: WebhookContext, deps: HandlerDeps, entry: Omit<AuditEntry, "at">): Promise<void> {
   if (!deps.audit) return;
   try {
     await deps.audit.record(entry);
@@ -706,7 +746,7 @@ function oneLine(text: string): string {
   return line.length > 120 ? `${line.slice(0, 120)}…` : line;
 }
 
-function cachedPermission(
+export function cachedPermission(
   octokit: OctokitLike,
   deps: HandlerDeps,
   repoId: number,
@@ -763,7 +803,7 @@ async function fetchPermission(
   return known(access?.permission) ? access.permission : "none";
 }
 
-function isIgnoredBot(
+export function isIgnoredBot(
   sender: { login: string; type: string },
   author: { login: string; type: string } | null,
   config: RepoConfig,
@@ -773,7 +813,7 @@ function isIgnoredBot(
 }
 
 /** Posts a comment; returns its id. */
-async function reply(
+export async function reply(
   context: WebhookContext,
   repository: Repo,
   issueNumber: number,
@@ -805,7 +845,7 @@ async function react(
  * Errors from GitHub (a deleted issue, an uninstalled repository, a 502) are logged and the
  * delivery answered 200: a thrown error would reach GitHub's delivery log as a 500 with its text.
  */
-async function guard(context: WebhookContext, work: () => Promise<void>): Promise<void> {
+export async function guard(context: WebhookContext, work: () => Promise<void>): Promise<void> {
   try {
     await work();
   } catch (error) {
@@ -817,11 +857,11 @@ function commentKey(event: IssueCommentEvent): string {
   return `${String(event.repository.id)}:comment:${String(event.comment.id)}`;
 }
 
-function names(repository: Repo): { owner: string; repo: string } {
+export function names(repository: Repo): { owner: string; repo: string } {
   return { owner: repository.owner.login, repo: repository.name };
 }
 
-function installationOf(payload: unknown): number {
+export function installationOf(payload: unknown): number {
   const installation = (payload as { installation?: { id?: unknown } }).installation;
   if (typeof installation?.id !== "number")
     throw new Error("the event carries no installation: is the app installed on this repository?");

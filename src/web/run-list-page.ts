@@ -1,3 +1,4 @@
+import type { PullOutcome } from "../pulls/ledger/port.js";
 import type { RunSummary } from "../runs/journal/port.js";
 import type { Redactor } from "../util/redact.js";
 import { formatTime, runDuration, STATE_LABELS } from "./format.js";
@@ -5,14 +6,41 @@ import { html, layout, safeHref, type SafeHtml } from "./html.js";
 
 const INTENT_CHARS = 120;
 
+/** What became of a run's pull request, as `/runs?outcome=` filters by it. */
+export type PullFilter = PullOutcome | "open";
+
+export const PULL_FILTERS: readonly PullFilter[] = ["merged", "closed", "open"];
+
+const HEADINGS: Readonly<Record<PullFilter, string>> = {
+  merged: "Runs whose pull request was merged",
+  closed: "Runs whose pull request was closed without merge",
+  open: "Runs whose pull request is open",
+};
+
+export interface RunListOptions {
+  now: Date;
+  redactor: Redactor;
+  viewer: string;
+  /** The cursor of the next page: a run id, or a ledger position when filtered. */
+  olderThan?: string;
+  /** The filter this page shows. */
+  outcome?: PullFilter;
+  /** Whether to offer the outcome filters (only when the server keeps a pull-request ledger). */
+  filters?: boolean;
+}
+
 /** Recent runs the viewer may see, newest first, with a link to older ones. */
-export function runListPage(
-  runs: readonly RunSummary[],
-  options: { now: Date; redactor: Redactor; viewer: string; olderThan?: string },
-): SafeHtml {
+export function runListPage(runs: readonly RunSummary[], options: RunListOptions): SafeHtml {
+  const older = options.olderThan
+    ? `/runs?${new URLSearchParams({
+        ...(options.outcome ? { outcome: options.outcome } : {}),
+        before: options.olderThan,
+      }).toString()}`
+    : undefined;
   const body = html`
 <p class="crumbs">Signed in as ${options.viewer}. Runs of repositories you can read.</p>
-<h1>Recent runs</h1>
+<h1>${options.outcome ? HEADINGS[options.outcome] : "Recent runs"}</h1>
+${options.filters ? filterLinks(options.outcome) : ""}
 ${
   runs.length === 0
     ? html`<p class="empty">No runs to show.
@@ -25,12 +53,23 @@ ${runs.map((run) => row(run, options))}
 </tbody>
 </table>`
 }
-${
-  options.olderThan
-    ? html`<p class="more"><a href="/runs?before=${encodeURIComponent(options.olderThan)}">Older runs →</a></p>`
-    : ""
-}`;
-  return layout({ title: "Runs", body });
+${older ? html`<p class="more"><a href="${older}">Older runs →</a></p>` : ""}`;
+  return layout({ title: options.outcome ? HEADINGS[options.outcome] : "Runs", body });
+}
+
+/** All · Merged · Closed · Open, the current one as text rather than a link. */
+function filterLinks(current: PullFilter | undefined): SafeHtml {
+  const links: Array<[PullFilter | undefined, string]> = [
+    [undefined, "All"],
+    ["merged", "Merged"],
+    ["closed", "Closed"],
+    ["open", "Open"],
+  ];
+  return html`<p class="filters" id="pull-filters">Pull request: ${links.map(([filter, label], index) => {
+    const separator = index > 0 ? " · " : "";
+    if (filter === current) return html`${separator}<strong aria-current="page">${label}</strong>`;
+    return html`${separator}<a href="${filter ? `/runs?outcome=${filter}` : "/runs"}">${label}</a>`;
+  })}</p>`;
 }
 
 function row(run: RunSummary, options: { now: Date; redactor: Redactor }): SafeHtml {

@@ -1,4 +1,5 @@
 import type { AuditDetailValue, AuditRecord } from "../audit/audit-log.js";
+import type { TrackedPull } from "../pulls/ledger/port.js";
 import { isTerminal, type RunSummary } from "../runs/journal/port.js";
 import { totalTokens } from "../contracts/types.js";
 import type { Redactor } from "../util/redact.js";
@@ -15,11 +16,20 @@ import type { OutputPiece, RunView, StepView } from "./run-view.js";
  *
  * `audit`, when the server keeps an audit trail, is the run's entries (who asked, who approved,
  * tokens minted, pushes, the PR), or "unavailable" when the trail could not be read.
+ *
+ * `pull`, when the server keeps a pull-request ledger and this run opened the PR, is what became
+ * of it (open, merged, closed), or "unavailable" when the ledger could not be read.
  */
 export function runPage(
   summary: RunSummary,
   view: RunView,
-  options: { now: Date; redactor: Redactor; viewer: string; audit?: readonly AuditRecord[] | "unavailable" },
+  options: {
+    now: Date;
+    redactor: Redactor;
+    viewer: string;
+    audit?: readonly AuditRecord[] | "unavailable";
+    pull?: TrackedPull | "unavailable";
+  },
 ): SafeHtml {
   const { redactor } = options;
   const live = !isTerminal(summary.state);
@@ -43,7 +53,7 @@ export function runPage(
   </dl>
 </section>
 <section id="outcome" class="outcome outcome-${summary.state}"${live ? html` hidden` : ""}>
-${outcome(summary, view, redactor)}
+${outcome(summary, view, redactor, options.pull)}
 </section>
 <section class="steps-section">
   <h2>Steps</h2>
@@ -86,7 +96,12 @@ ${options.audit !== undefined ? auditSection(options.audit, redactor) : ""}
   });
 }
 
-function outcome(summary: RunSummary, view: RunView, redactor: Redactor): SafeHtml {
+function outcome(
+  summary: RunSummary,
+  view: RunView,
+  redactor: Redactor,
+  pull: TrackedPull | "unavailable" | undefined,
+): SafeHtml {
   const report = view.report;
   const summaries =
     report?.nodes.filter((node) => node.kind === "agent" && node.summary).map((node) => node.summary ?? "") ?? [];
@@ -98,6 +113,7 @@ function outcome(summary: RunSummary, view: RunView, redactor: Redactor): SafeHt
   return html`
 <h2>Outcome</h2>
 ${pr ? html`<p class="pr">Pull request: <a id="pr-link" href="${pr}">${summary.prUrl ?? ""}</a></p>` : ""}
+${pr && pull ? pullState(pull) : ""}
 ${
   summary.error
     ? html`<div class="error"><p><strong>${
@@ -142,6 +158,33 @@ ${
     : ""
 }
 ${!summary.error && !pr && !report ? html`<p class="muted">The run ended.</p>` : ""}`;
+}
+
+/** What became of the pull request the run opened, and how many follow-up rounds it took. */
+function pullState(pull: TrackedPull | "unavailable"): SafeHtml {
+  if (pull === "unavailable")
+    return html`<p class="muted" id="pr-outcome">What became of the pull request could not be read just now.</p>`;
+  const rounds =
+    pull.rounds === 0 ? "no follow-up rounds" : `${String(pull.rounds)} follow-up round${pull.rounds === 1 ? "" : "s"}`;
+  let state: SafeHtml;
+  if (pull.outcome === "merged")
+    state = html`Merged${
+      pull.secondsToMerge !== undefined ? ` ${formatWait(pull.secondsToMerge)} after it was opened` : ""
+    }${pull.closedAt ? html` (${time(pull.closedAt)})` : ""}`;
+  else if (pull.outcome === "closed")
+    state = html`Closed without merge${pull.closedAt ? html` (${time(pull.closedAt)})` : ""}`;
+  else state = html`Open`;
+  return html`<p class="pr-outcome" id="pr-outcome" data-outcome="${pull.outcome ?? "open"}">${state} · ${rounds}</p>`;
+}
+
+/** "under a minute", "25 min", "3 h 05 min", "4 d 2 h": a review's pace, not a stopwatch's. */
+function formatWait(seconds: number): string {
+  if (!Number.isFinite(seconds) || seconds < 60) return "under a minute";
+  const minutes = Math.floor(seconds / 60);
+  if (minutes < 60) return `${String(minutes)} min`;
+  const hours = Math.floor(minutes / 60);
+  if (hours < 24) return `${String(hours)} h ${String(minutes % 60).padStart(2, "0")} min`;
+  return `${String(Math.floor(hours / 24))} d ${String(hours % 24)} h`;
 }
 
 function auditSection(entries: readonly AuditRecord[] | "unavailable", redactor: Redactor): SafeHtml {

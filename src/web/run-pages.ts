@@ -1,5 +1,6 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { AuditLog, AuditRecord } from "../audit/audit-log.js";
+import type { PullRequestLedger, TrackedPull } from "../pulls/ledger/port.js";
 import { isFinal, type RunJournal, type RunSummary } from "../runs/journal/port.js";
 import { describeError } from "../util/errors.js";
 import { silentLog, type Log } from "../util/log.js";
@@ -7,7 +8,7 @@ import { createRedactor, type Redactor } from "../util/redact.js";
 import { serveAsset } from "./assets.js";
 import type { Viewer, WebAuth } from "./auth/types.js";
 import { html, layout, SECURITY_HEADERS, sendHtml } from "./html.js";
-import { runListPage } from "./run-list-page.js";
+import { PULL_FILTERS, runListPage, type PullFilter } from "./run-list-page.js";
 import { runPage } from "./run-page.js";
 import { MessageCache, streamRunEvents } from "./run-events-stream.js";
 import { foldRun } from "./run-view.js";
@@ -29,10 +30,17 @@ export interface RunPagesOptions {
   heartbeatMs?: number;
   /** The audit trail: when given, a run's page shows its entries in an "Audit" section. */
   audit?: AuditLog;
+  /**
+   * The pull-request ledger: when given, a run's page shows what became of the pull request it
+   * opened, and `/runs?outcome=merged|closed|open` lists runs by it.
+   */
+  pulls?: PullRequestLedger;
 }
 
 /** Runs examined for one list page at most, however few of them the viewer may see. */
 const LIST_SCAN_LIMIT = 1_000;
+/** Runs (or pull requests) read from a store at a time while filling a list page. */
+const LIST_BATCH = 100;
 const RUN_ID = "[A-Za-z0-9_-]{1,100}";
 const RUN_PAGE = new RegExp(`^/runs/(${RUN_ID})/?$`);
 const RUN_EVENTS = new RegExp(`^/runs/(${RUN_ID})/events$`);
@@ -75,34 +83,59 @@ export function createRunPages(
       }
       return answer;
     };
-    const shown: RunSummary[] = [];
-    let cursor = url.searchParams.get("before") ?? undefined;
-    let scanned = 0;
-    let more = true;
-    while (shown.length < pageSize && scanned < LIST_SCAN_LIMIT) {
-      const batch = await journal.list({ limit: 100, ...(cursor ? { before: cursor } : {}) });
-      const allowed = await Promise.all(batch.map(canRead));
-      for (const [index, run] of batch.entries()) {
-        cursor = run.runId;
-        scanned += 1;
-        if (allowed[index]) shown.push(run);
-        if (shown.length >= pageSize) break;
-      }
-      if (batch.length < 100 && shown.length < pageSize) {
-        more = false;
-        break;
-      }
+    const filter = url.searchParams.get("outcome") ?? "";
+    const before = url.searchParams.get("before") ?? undefined;
+    const common = { now: now(), redactor, viewer: viewer.login, filters: options.pulls !== undefined };
+    if (filter === "") {
+      const page = await visiblePage<RunSummary, string>({
+        batch: (cursor) => journal.list({ limit: LIST_BATCH, ...(cursor ? { before: cursor } : {}) }),
+        runOf: (run) => Promise.resolve(run),
+        cursorOf: (run) => run.runId,
+        start: before,
+        canRead,
+        pageSize,
+      });
+      sendHtml(res, 200, runListPage(page.runs, { ...common, ...(page.next ? { olderThan: page.next } : {}) }));
+      return;
     }
+    const pulls = options.pulls;
+    if (!pulls || !isPullFilter(filter)) {
+      badFilter(res, filter, pulls !== undefined);
+      return;
+    }
+    const page = await visiblePage<TrackedPull, number>({
+      batch: (cursor) =>
+        pulls.list({ limit: LIST_BATCH, outcome: filter, ...(cursor !== undefined ? { before: cursor } : {}) }),
+      // A pull request Harness follows but did not open has no run to list.
+      runOf: (pull) => (pull.openedByRunId ? journal.get(pull.openedByRunId) : Promise.resolve(undefined)),
+      cursorOf: (pull) => pull.seq,
+      start: cursorOf(before),
+      canRead,
+      pageSize,
+    });
     sendHtml(
       res,
       200,
-      runListPage(shown, {
-        now: now(),
-        redactor,
-        viewer: viewer.login,
-        ...(more && cursor ? { olderThan: cursor } : {}),
+      runListPage(page.runs, {
+        ...common,
+        outcome: filter,
+        ...(page.next !== undefined ? { olderThan: String(page.next) } : {}),
       }),
     );
+  };
+
+  /** The pull request this run opened; a ledger that cannot be read costs the page the outcome line only. */
+  const pullOf = async (summary: RunSummary): Promise<TrackedPull | "unavailable" | undefined> => {
+    if (!options.pulls || !summary.prUrl) return undefined;
+    try {
+      return await options.pulls.openedBy(summary.runId);
+    } catch (error) {
+      log.warn(
+        { err: redactor(describeError(error)), runId: summary.runId },
+        "the pull-request ledger could not be read for the run page",
+      );
+      return "unavailable";
+    }
   };
 
   /** The run's audit entries; a trail that cannot be read costs the page its Audit section only. */
@@ -126,6 +159,7 @@ export function createRunPages(
     const last = entries.at(-1);
     // The run may have moved on between the two reads: the page must agree with what it shows.
     if (last && (last.seq > summary.lastSeq || isFinal(last.event))) summary = (await journal.get(runId)) ?? summary;
+    const pull = await pullOf(summary);
     sendHtml(
       res,
       200,
@@ -134,6 +168,7 @@ export function createRunPages(
         redactor,
         viewer: viewer.login,
         ...(audit ? { audit } : {}),
+        ...(pull ? { pull } : {}),
       }),
     );
   };
@@ -210,6 +245,62 @@ export function createRunPages(
     }
     return true;
   };
+}
+
+/**
+ * Fills one list page with runs the viewer may read, reading `batch`es from a store until the
+ * page is full, the store is exhausted, or `LIST_SCAN_LIMIT` items were examined. `next` is
+ * where the following page starts, absent when there is nothing older.
+ */
+async function visiblePage<Item, Cursor>(scan: {
+  batch: (cursor: Cursor | undefined) => Promise<Item[]>;
+  runOf: (item: Item) => Promise<RunSummary | undefined>;
+  cursorOf: (item: Item) => Cursor;
+  start: Cursor | undefined;
+  canRead: (run: RunSummary) => Promise<boolean>;
+  pageSize: number;
+}): Promise<{ runs: RunSummary[]; next?: Cursor }> {
+  const runs: RunSummary[] = [];
+  let cursor = scan.start;
+  let scanned = 0;
+  while (runs.length < scan.pageSize && scanned < LIST_SCAN_LIMIT) {
+    const batch = await scan.batch(cursor);
+    const found = await Promise.all(batch.map(scan.runOf));
+    const allowed = await Promise.all(found.map((run) => (run ? scan.canRead(run) : Promise.resolve(false))));
+    for (const [index, item] of batch.entries()) {
+      cursor = scan.cursorOf(item);
+      scanned += 1;
+      const run = found[index];
+      if (run && allowed[index]) runs.push(run);
+      if (runs.length >= scan.pageSize) break;
+    }
+    if (batch.length < LIST_BATCH && runs.length < scan.pageSize) return { runs };
+  }
+  return cursor !== undefined ? { runs, next: cursor } : { runs };
+}
+
+function isPullFilter(value: string): value is PullFilter {
+  return (PULL_FILTERS as readonly string[]).includes(value);
+}
+
+function badFilter(res: ServerResponse, value: string, ledger: boolean): void {
+  const shown = value.length > 60 ? `${value.slice(0, 59)}…` : value;
+  sendHtml(
+    res,
+    400,
+    layout({
+      title: "Unknown filter",
+      body: ledger
+        ? html`<h1>Unknown filter</h1>
+        <p>Runs can be listed by what became of their pull request: merged, closed, or open.
+        “${shown}” is none of these.</p>
+        <p><a href="/runs?outcome=merged">Merged</a> · <a href="/runs?outcome=closed">Closed</a> ·
+        <a href="/runs?outcome=open">Open</a> · <a href="/runs">All runs</a></p>`
+        : html`<h1>Unknown filter</h1>
+        <p>This server does not keep track of pull requests, so runs cannot be listed by what became of them.</p>
+        <p><a href="/runs">All runs</a></p>`,
+    }),
+  );
 }
 
 function notFound(res: ServerResponse): void {

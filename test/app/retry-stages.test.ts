@@ -5,6 +5,7 @@ import { renderStatusComment } from "../../src/github/status-comment.js";
 import { localInventory } from "../../src/sandbox/local/inventory.js";
 import type { RunRequest } from "../../src/runs/request.js";
 import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
+import { SqlitePullRequestLedger } from "../../src/pulls/ledger/sqlite.js";
 import type { SandboxOptions } from "../../src/sandbox/types.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { startHarnessServer, type HarnessServer } from "../../src/server.js";
@@ -182,5 +183,74 @@ describe("a retried run continues from what its earlier attempt left", () => {
     expect(sandboxesMade).toEqual([]);
     expect(github.pullRequests("acme", "widgets").map((pr) => pr.number)).toEqual([opened.number]);
     expect(statusComments()[0]?.body).toContain(`/acme/widgets/pull/${String(opened.number)}`);
+  });
+
+  test("a review round whose earlier attempt pushed and replied once: no second commit, one reply each", async () => {
+    const repo = github.repo("acme", "widgets");
+    github.setCollaborator("acme", "widgets", "maintainer", "write");
+    const branch = "harness/issue-1-mopened01";
+    await github.setFile("acme", "widgets", "greeting.txt", "hello\nworld\n", { branch });
+    const pull = await github.addPullRequest("acme", "widgets", {
+      title: "[harness] greet",
+      head: branch,
+      user: "harness[bot]",
+    });
+    const ledger = new SqlitePullRequestLedger({ path: join(dir.path, "harness.db") });
+    await ledger.track({
+      repo: { id: repo.id, owner: "acme", name: "widgets" },
+      number: pull.number,
+      installationId: 77,
+      url: `${repo.htmlUrl}/pull/${String(pull.number)}`,
+      headRef: branch,
+      issueNumber: 1,
+      openedByRunId: "mopened01",
+      openedAt: new Date().toISOString(),
+    });
+    await ledger.close();
+    const { review, comments } = await github.addReview("acme", "widgets", pull.number, {
+      state: "CHANGES_REQUESTED",
+      body: "",
+      user: "maintainer",
+      comments: [
+        { path: "greeting.txt", line: 1, body: "Capitalise hello." },
+        { path: "greeting.txt", line: 2, body: "Capitalise world." },
+      ],
+    });
+    // What the dead attempt did: it pushed its commit and answered the first thread.
+    const pushed = await github.setFile("acme", "widgets", "greeting.txt", "Hello\nWorld\n", {
+      branch,
+      message: `[harness] Address the review feedback\n\nHarness-Run: ${RUN_ID}`,
+    });
+    github.replyToReviewComment("acme", "widgets", comments[0]?.id ?? 0, {
+      body: `Harness addressed this.\n\n<!-- harness-run:${RUN_ID} -->`,
+      user: "harness[bot]",
+    });
+    await enqueue(
+      request({
+        key: `${String(repo.id)}:review:${String(review.id)}`,
+        issue: {
+          number: pull.number,
+          title: "[harness] greet",
+          body: "",
+          htmlUrl: `${repo.htmlUrl}/pull/${String(pull.number)}`,
+          pullRequest: { headRef: branch },
+        },
+        trigger: { kind: "review", reviewId: review.id },
+        intent: "Address the review feedback from @maintainer",
+      }),
+    );
+    await start();
+
+    expect(sandboxesMade).toEqual([]);
+    expect((await github.branches("acme", "widgets")).find((b) => b.name === branch)?.sha).toBe(pushed);
+    const replies = github
+      .reviewComments("acme", "widgets", pull.number)
+      .filter((c) => c.user.login === "harness[bot]");
+    expect(replies.map((reply) => reply.inReplyToId).sort()).toEqual(comments.map((comment) => comment.id).sort());
+    const status = github
+      .issueComments("acme", "widgets", pull.number)
+      .filter((comment) => comment.body.includes(`<!-- harness:run=${RUN_ID} -->`));
+    expect(status).toHaveLength(1);
+    expect(status[0]?.body).toContain("### ✅ Harness pushed to the pull request");
   });
 });

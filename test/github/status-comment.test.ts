@@ -125,6 +125,19 @@ describe("the status comment", () => {
     expect(body).toContain("**https://github.com/a/b/pull/3** · 2 files changed · 4m12s · 12 agent turns · $0.42");
   });
 
+  test("a follow-up on a pull request says it pushed there, not that it opened one", () => {
+    const body = renderStatusComment({
+      ...base,
+      phase: "succeeded",
+      followUp: true,
+      prUrl: "https://github.com/a/b/pull/3",
+      prReused: true,
+    });
+    expect(body).toContain("### ✅ Harness pushed to the pull request");
+    expect(body).not.toContain("opened a pull request");
+    expect(body).toContain("Updated https://github.com/a/b/pull/3");
+  });
+
   test("failure: the classified error, its remedy, and the kept change", () => {
     const body = renderStatusComment({
       ...base,

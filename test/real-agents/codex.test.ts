@@ -99,8 +99,12 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
       maxTurns: 1,
     });
     expect(node).toMatchObject({ status: "failed", turns: 1, error: "stopped at the turn cap (1)" });
-    // Codex's events show a response only once it has come: the call beyond the cap is made, no more.
-    expect(server.modelCalls()).toHaveLength(2);
+    // Codex's events show a response only once it has come, so the call beyond the cap is made.
+    // Harness stops Codex when that turn's event arrives; on a busy machine Codex may have run the
+    // tool and sent one more request by the time the signal lands. Either way it is stopped and
+    // the run reports the cap (above).
+    expect(server.modelCalls().length).toBeGreaterThanOrEqual(2);
+    expect(server.modelCalls().length).toBeLessThanOrEqual(3);
   });
 
   test("401: the step fails with the status and the API's message", async () => {

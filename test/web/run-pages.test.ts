@@ -4,11 +4,15 @@ import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import type { AuditLog } from "../../src/audit/audit-log.js";
 import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import type { NodeReport } from "../../src/contracts/types.js";
+import { MemoryPullRequestLedger } from "../../src/pulls/ledger/memory.js";
+import type { PullRequestLedger } from "../../src/pulls/ledger/port.js";
+import { pullOutcome } from "../../src/pulls/outcome.js";
+import type { RunRequest } from "../../src/runs/request.js";
 import type { JournalEntry, JournalEvent } from "../../src/runs/journal/port.js";
 import { MemoryRunJournal } from "../../src/runs/journal/memory.js";
 import { createRedactor } from "../../src/util/redact.js";
 import type { Viewer, WebAuth } from "../../src/web/auth/types.js";
-import { createRunPages } from "../../src/web/run-pages.js";
+import { createRunPages, type RunPagesOptions } from "../../src/web/run-pages.js";
 import { runRequest } from "../runs/journal-conformance.js";
 import { openSse } from "./sse-client.js";
 
@@ -682,5 +686,240 @@ describe("run pages: the live event stream", () => {
     stream.close();
     await journal.idle();
     expect(journal.active).toBe(0);
+  });
+});
+
+describe("run pages: what became of the pull request", () => {
+  // A journal and ledger of their own, so these runs do not change what the lists above show.
+  const runs = new MemoryRunJournal({ now: () => new Date((clock += 1000)) });
+  const pulls = new MemoryPullRequestLedger({ now: () => new Date((clock += 1000)) });
+  const opened = "2026-11-22T10:00:00.000Z";
+  const merged = runRequest({ intent: "merged change" });
+  const closed = runRequest({ intent: "closed change" });
+  const open = runRequest({ intent: "open change" });
+  const secretMerged = runRequest({ ...secret, runId: `${secret.runId}m`, intent: "vault change" });
+  const noPr = runRequest({ intent: "no pull request" });
+  let number = 100;
+
+  /** A run that ended with a pull request Harness now follows; answers the PR's number. */
+  async function ranAndOpened(request: RunRequest, rounds = 0): Promise<number> {
+    number += 1;
+    const url = `${request.repo.htmlUrl}/pull/${String(number)}`;
+    await runs.accepted(request);
+    await runs.append(request.runId, started(request.runId));
+    await runs.append(request.runId, {
+      type: "run.finished",
+      runId: request.runId,
+      report: {
+        runId: request.runId,
+        repo: `${request.repo.owner}/${request.repo.name}`,
+        branch: "b",
+        intent: request.intent,
+        blueprint: "default",
+        status: "succeeded",
+        startedAt: at(0),
+        finishedAt: at(20),
+        durationMs: 20_000,
+        nodes: [],
+        pushResult: { pushed: true, prUrl: url },
+      },
+      at: at(20),
+    });
+    await pulls.track({
+      repo: { id: request.repo.id, owner: request.repo.owner, name: request.repo.name },
+      number,
+      installationId: 7,
+      url,
+      headRef: `harness/issue-${String(request.issue.number)}`,
+      issueNumber: request.issue.number,
+      openedByRunId: request.runId,
+      openedAt: opened,
+    });
+    await pulls.update(request.repo.id, number, (pull) => ({ ...pull, rounds }));
+    return number;
+  }
+
+  async function close(request: RunRequest, pr: number, wasMerged: boolean, closedAt: string): Promise<void> {
+    await pulls.update(request.repo.id, pr, (pull) =>
+      pullOutcome(pull, { merged: wasMerged, closedAt, ...(wasMerged ? { mergedAt: closedAt } : {}) }),
+    );
+  }
+
+  /** Serves run pages built with `options` (and no ledger unless given) while `work` runs. */
+  async function withPages(
+    options: Partial<RunPagesOptions>,
+    work: (page: (path: string, viewer: string) => Promise<Response>) => Promise<void>,
+  ): Promise<void> {
+    const pages = createRunPages({ journal: runs, auth, now: () => fixedNow, ...options });
+    const other = createServer((req, res) => {
+      void pages(req, res);
+    });
+    await new Promise<void>((resolve) => other.listen(0, "127.0.0.1", resolve));
+    const origin = `http://127.0.0.1:${String((other.address() as AddressInfo).port)}`;
+    try {
+      await work((path, viewer) => fetch(`${origin}${path}`, { headers: { cookie: `session=s-${viewer}` } }));
+    } finally {
+      other.closeAllConnections();
+      await new Promise<void>((resolve) =>
+        other.close(() => {
+          resolve();
+        }),
+      );
+    }
+  }
+
+  const listed = (page: string): string[] =>
+    page
+      .split("<tr data-run=")
+      .slice(1)
+      .map((row) => row.slice(1, row.indexOf('"', 1)));
+
+  beforeAll(async () => {
+    await close(merged, await ranAndOpened(merged, 1), true, "2026-11-22T12:05:00Z");
+    await close(closed, await ranAndOpened(closed, 3), false, "2026-11-23T09:00:00Z");
+    await ranAndOpened(open);
+    await close(secretMerged, await ranAndOpened(secretMerged), true, "2026-11-25T10:00:00Z");
+    await runs.accepted(noPr);
+    // Followed but not opened by Harness: no run to list under any outcome.
+    await pulls.track({
+      repo: { id: 1, owner: "acme", name: "widgets" },
+      number: 5,
+      installationId: 7,
+      url: "https://github.com/acme/widgets/pull/5",
+      headRef: "feature",
+      issueNumber: 5,
+      openedAt: opened,
+    });
+    await close(merged, 5, true, "2026-11-22T11:00:00Z");
+  });
+
+  test("a merged run's page says so, with the time to merge and the follow-up rounds", async () => {
+    await withPages({ pulls }, async (page) => {
+      const res = await page(`/runs/${merged.runId}`, "alice");
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).toMatch(
+        /<p class="pr-outcome" id="pr-outcome" data-outcome="merged">Merged 2 h 05 min after it was opened/,
+      );
+      expect(html).toContain('<time datetime="2026-11-22T12:05:00.000Z">2026-11-22 12:05 UTC</time>');
+      expect(html).toContain("· 1 follow-up round</p>");
+    });
+  });
+
+  test("closed and open pull requests say so; a run without one shows no outcome line", async () => {
+    await withPages({ pulls }, async (page) => {
+      const closedPage = await (await page(`/runs/${closed.runId}`, "alice")).text();
+      expect(closedPage).toContain('data-outcome="closed">Closed without merge');
+      expect(closedPage).toContain("· 3 follow-up rounds</p>");
+      expect(await (await page(`/runs/${open.runId}`, "alice")).text()).toContain(
+        'data-outcome="open">Open · no follow-up rounds</p>',
+      );
+      expect(await (await page(`/runs/${noPr.runId}`, "alice")).text()).not.toContain('id="pr-outcome"');
+    });
+  });
+
+  test("?outcome= lists only the runs whose pull request had that outcome", async () => {
+    await withPages({ pulls }, async (page) => {
+      const mergedList = await page("/runs?outcome=merged", "bob");
+      expect(mergedList.status).toBe(200);
+      const html = await mergedList.text();
+      expect(listed(html)).toEqual([secretMerged.runId, merged.runId]);
+      expect(html).toContain("Runs whose pull request was merged");
+      expect(listed(await (await page("/runs?outcome=closed", "bob")).text())).toEqual([closed.runId]);
+      expect(listed(await (await page("/runs?outcome=open", "bob")).text())).toEqual([open.runId]);
+    });
+  });
+
+  test("a viewer who cannot read a repository does not see its runs in a filtered list", async () => {
+    await withPages({ pulls }, async (page) => {
+      const html = await (await page("/runs?outcome=merged", "alice")).text();
+      expect(listed(html)).toEqual([merged.runId]);
+      expect(html).not.toContain(secretMerged.runId);
+      expect(html).not.toContain("secret/vault");
+    });
+  });
+
+  test("the list offers the filters, marking the one shown", async () => {
+    await withPages({ pulls }, async (page) => {
+      const all = await (await page("/runs", "alice")).text();
+      expect(all).toContain('id="pull-filters"');
+      expect(all).toContain('<strong aria-current="page">All</strong>');
+      expect(all).toContain('<a href="/runs?outcome=merged">Merged</a>');
+      const filtered = await (await page("/runs?outcome=closed", "alice")).text();
+      expect(filtered).toContain('<strong aria-current="page">Closed</strong>');
+      expect(filtered).toContain('<a href="/runs">All</a>');
+    });
+  });
+
+  test("a filtered list pages to older runs and keeps its filter", async () => {
+    await withPages({ pulls, pageSize: 1 }, async (page) => {
+      const first = await (await page("/runs?outcome=merged", "bob")).text();
+      expect(listed(first)).toEqual([secretMerged.runId]);
+      const older = /<a href="([^"]+)">Older runs/.exec(first)?.[1]?.replace(/&amp;/g, "&");
+      expect(older).toMatch(/^\/runs\?outcome=merged&before=\d+$/);
+      const second = await (await page(older ?? "", "bob")).text();
+      expect(listed(second)).toEqual([merged.runId]);
+    });
+  });
+
+  test("an unknown outcome is answered 400 with a readable page, the value shown as text", async () => {
+    await withPages({ pulls }, async (page) => {
+      const res = await page(`/runs?outcome=${encodeURIComponent("<b>won</b>")}`, "alice");
+      expect(res.status).toBe(400);
+      const html = await res.text();
+      expect(html).toContain("Unknown filter");
+      expect(html).toContain("&lt;b&gt;won&lt;/b&gt;");
+      expect(html).not.toContain("<b>won</b>");
+      expect(html).toContain('<a href="/runs?outcome=merged">Merged</a>');
+    });
+  });
+
+  test("without a ledger there are no filters to offer, and asking for one is answered 400", async () => {
+    await withPages({}, async (page) => {
+      expect(await (await page("/runs", "alice")).text()).not.toContain('id="pull-filters"');
+      const res = await page("/runs?outcome=merged", "alice");
+      expect(res.status).toBe(400);
+      expect(await res.text()).toContain("does not keep track of pull requests");
+      expect(await (await page(`/runs/${merged.runId}`, "alice")).text()).not.toContain('id="pr-outcome"');
+    });
+  });
+
+  test("a run's pull request is found however many were followed after it", async () => {
+    const busy = new MemoryPullRequestLedger();
+    const first = {
+      repo: { id: open.repo.id, owner: open.repo.owner, name: open.repo.name },
+      number: 1,
+      installationId: 7,
+      url: `${open.repo.htmlUrl}/pull/1`,
+      headRef: "harness/busy",
+      issueNumber: open.issue.number,
+      openedByRunId: open.runId,
+      openedAt: opened,
+    };
+    await busy.track(first);
+    for (let later = 2; later <= 1_500; later++)
+      await busy.track({ ...first, number: later, openedByRunId: `later-${String(later)}` });
+    await withPages({ pulls: busy }, async (page) => {
+      const html = await (await page(`/runs/${open.runId}`, "alice")).text();
+      expect(html).toContain('id="pr-outcome" data-outcome="open">Open');
+    });
+  });
+
+  test("a ledger that cannot be read costs the run page its outcome line only", async () => {
+    const broken: PullRequestLedger = {
+      track: () => Promise.reject(new Error("redis is down")),
+      get: () => Promise.reject(new Error("redis is down")),
+      openedBy: () => Promise.reject(new Error("redis is down")),
+      update: () => Promise.reject(new Error("redis is down")),
+      list: () => Promise.reject(new Error("redis is down")),
+      close: () => Promise.resolve(),
+    };
+    await withPages({ pulls: broken }, async (page) => {
+      const res = await page(`/runs/${merged.runId}`, "alice");
+      expect(res.status).toBe(200);
+      const html = await res.text();
+      expect(html).toContain("What became of the pull request could not be read just now.");
+      expect(html).not.toContain("redis is down");
+    });
   });
 });

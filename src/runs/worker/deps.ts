@@ -15,6 +15,7 @@ import type {
 } from "../../sandbox/types.js";
 import type { Log } from "../../util/log.js";
 import type { DraftRefusals } from "./draft-refusals.js";
+import type { PullRequestLedger } from "../../pulls/ledger/port.js";
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {
@@ -58,4 +59,10 @@ export interface WorkerDeps {
   audit?: AuditLog;
   /** Repositories known to refuse draft pull requests (their later runs open ready ones at once). */
   draftRefusals?: DraftRefusals;
+  /** The pull requests Harness opened or follows: their threads, review watermarks and outcomes. */
+  pulls?: PullRequestLedger;
+  /** How long a review follow-up waits after its review for related comments to join it, in ms (default 3 s). */
+  reviewSettleMs?: number;
+  /** This app's id, to recognise what it wrote itself. */
+  appId?: number;
 }

@@ -1,6 +1,7 @@
 import { fanOut } from "../../contracts/events.js";
 import type { BotIdentity } from "../../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
+import type { PromptContext } from "../../harness/prompt.js";
 import type { HarnessOptions } from "../../harness/run.js";
 import { secretsFromEnv } from "../../util/redact.js";
 import type { CloneToken } from "./clone-token.js";
@@ -15,6 +16,8 @@ export interface HarnessInputs {
   identity: BotIdentity;
   branch: string;
   clone: CloneToken;
+  /** What the agent is asked when it is not the request's intent (a review round), and its background. */
+  prompt?: { intent?: string; context?: PromptContext[] };
 }
 
 /** The harness's options for this run: the request, the plan, and the worker's credentials and reporters. */
@@ -27,8 +30,11 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
       runId: request.runId,
       repo: `${request.repo.owner}/${request.repo.name}`,
       branch,
-      intent: request.intent,
-      intentTrusted: request.intentTrusted,
+      // A review round's intent is Harness's own request with the trusted reviewers' words; the
+      // rest of the feedback is fenced in its context.
+      intent: inputs.prompt?.intent ?? request.intent,
+      intentTrusted: inputs.prompt?.intent !== undefined ? true : request.intentTrusted,
+      ...(inputs.prompt?.context && inputs.prompt.context.length > 0 ? { context: inputs.prompt.context } : {}),
       issue: {
         number: request.issue.number,
         title: request.issue.title,

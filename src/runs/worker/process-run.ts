@@ -12,6 +12,9 @@ import { harnessOptions } from "./harness-options.js";
 import { reportFinished } from "./report-finished.js";
 import { startRun } from "./run-context.js";
 import { planRun } from "./run-plan.js";
+import { recordInThread } from "./pull-thread.js";
+import { pushedByEarlierAttempt } from "./earlier-follow-up.js";
+import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
 
 /**
  * Runs one request from start to a terminal status comment, whatever happens: config, tokens,
@@ -37,11 +40,39 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     announcePlan(run, plan);
 
     const identity = await fetchBotIdentity(await deps.appOctokit(), octokit, new URL(request.repo.htmlUrl).origin);
+    let round: ReviewRound | undefined;
+    if (request.trigger.kind === "review") {
+      const prepared = await prepareReviewRound(run, octokit, plan, identity);
+      if ("phase" in prepared) {
+        await status.finish(prepared.phase, prepared.message, prepared.remedy);
+        return;
+      }
+      round = prepared;
+    }
+    const followed = request.issue.pullRequest
+      ? await deps.pulls?.get(request.repo.id, request.issue.number)
+      : undefined;
+    const prompt = {
+      ...(round ? { intent: round.prompt.intent } : {}),
+      context: [...threadContext(followed), ...(round?.prompt.context ?? [])],
+    };
     const branch = runBranch(request);
     if (await finishEarlierAttempt(run, octokit, plan, branch)) return;
+    const earlier = await pushedByEarlierAttempt(run, octokit);
+    if (earlier) {
+      // The thread replies and the ledger are written again idempotently; the status says done.
+      if (round) await finishReviewRound(run, octokit, round, earlier);
+      await recordInThread(run, earlier);
+      Object.assign(status.view, { prUrl: earlier.pushResult?.prUrl, prReused: true });
+      log.info({ commit: earlier.commitSha }, "run finished from the commit an earlier attempt pushed");
+      await status.finish("succeeded");
+      return;
+    }
 
     await withCloneToken(run, async (clone) => {
-      const report = await runHarness(harnessOptions(run, { octokit, plan, identity, branch, clone }));
+      const report = await runHarness(harnessOptions(run, { octokit, plan, identity, branch, clone, prompt }));
+      if (round) await finishReviewRound(run, octokit, round, report);
+      await recordInThread(run, report);
       await reportFinished(run, report);
     });
   } catch (error) {

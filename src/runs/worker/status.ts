@@ -27,6 +27,7 @@ export class RunStatusComment {
       requester: request.requester.login,
       intent: request.intent,
       steps: [],
+      ...(request.issue.pullRequest ? { followUp: true } : {}),
       ...(runUrl ? { runUrl } : {}),
     };
   }
