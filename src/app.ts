@@ -1,5 +1,6 @@
 import type { ApplicationFunction, Probot } from "probot";
 import { onIssueComment, onIssueLabeled, type HandlerDeps } from "./triggers/handlers.js";
+import { onCheckCompleted, onCommitStatus, onPullRequestPushed } from "./triggers/checks.js";
 import { onPullRequestClosed, onPullRequestReopened } from "./triggers/pull-request-closed.js";
 import { onPullRequestReview, onPullRequestReviewComment } from "./triggers/review.js";
 import type { WorkTracker } from "./util/idle.js";
@@ -38,6 +39,11 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       app.on("pull_request.closed", (context) => acknowledge(onPullRequestClosed(context, outcomes)));
       app.on("pull_request.reopened", (context) => acknowledge(onPullRequestReopened(context, outcomes)));
     }
+    app.on(["check_suite.completed", "check_run.completed"], (context) =>
+      acknowledge(onCheckCompleted(context, handlers)),
+    );
+    app.on("status", (context) => acknowledge(onCommitStatus(context, handlers)));
+    app.on("pull_request.synchronize", (context) => acknowledge(onPullRequestPushed(context, handlers)));
     app.on("pull_request_review.submitted", (context) => acknowledge(onPullRequestReview(context, handlers)));
     app.on("pull_request_review_comment.created", (context) =>
       acknowledge(onPullRequestReviewComment(context, handlers)),

@@ -107,6 +107,27 @@ export const repoConfigSchema = z
         .default({ enabled: true, pull_requests: "harness", below_bar: "untrusted" }),
     ),
     /**
+     * After Harness pushes it watches the commit's checks: `false` turns that off; otherwise how
+     * many fix rounds a failing CI gets, whether a flaky failure is re-run once first, and how
+     * long to wait for the checks.
+     */
+    ci: z.preprocess(
+      (value) => (typeof value === "boolean" ? { enabled: value } : value),
+      z
+        .object({
+          enabled: z.boolean().default(true),
+          fix_attempts: z.number().int().min(0).max(10).default(2),
+          rerun_flaky: z.boolean().default(true),
+          timeout_minutes: z
+            .number()
+            .positive()
+            .max(24 * 60)
+            .default(60),
+        })
+        .strict()
+        .default({ enabled: true, fix_attempts: 2, rerun_flaky: true, timeout_minutes: 60 }),
+    ),
+    /**
      * Automatic rounds (review follow-ups and CI fixes) one pull request may take in all; past it
      * Harness says so and waits for a `/harness …` command.
      */

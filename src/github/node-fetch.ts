@@ -63,7 +63,11 @@ export function createRawFetch(options: { maxSockets?: number } = {}): RawFetch 
           resolve(
             send(
               next,
-              { ...init, ...(keepBody ? {} : { method: method === "HEAD" ? "HEAD" : "GET", body: null }) },
+              {
+                ...init,
+                ...(keepBody ? {} : { method: method === "HEAD" ? "HEAD" : "GET", body: null }),
+                ...(next.origin === url.origin ? {} : { headers: withoutCredentials(init.headers) }),
+              },
               redirectsLeft - 1,
             ),
           );
@@ -113,6 +117,18 @@ export function createNodeFetch(options: { maxSockets?: number } = {}): typeof g
     });
   };
   return nodeFetch;
+}
+
+/**
+ * The headers minus credentials, for a redirect to another origin (scheme, host and port), as the
+ * WHATWG fetch standard drops them: GitHub redirects downloads to storage hosts that must not see
+ * the installation token.
+ */
+function withoutCredentials(init: RequestInit["headers"]): Record<string, string> {
+  const headers = plainHeaders(init);
+  delete headers["authorization"];
+  delete headers["cookie"];
+  return headers;
 }
 
 /** Request headers as a plain object with lower-case names, from any form `fetch` accepts. */

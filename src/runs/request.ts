@@ -31,7 +31,9 @@ export interface RunRequest {
     | { kind: "comment"; commentId: number }
     | { kind: "label"; label: string }
     /** Review feedback on a pull request; the worker gathers every comment not yet addressed. */
-    | { kind: "review"; reviewId: number };
+    | { kind: "review"; reviewId: number }
+    /** Failing checks on the commit Harness pushed; the worker reads their output afresh. */
+    | { kind: "ci"; sha: string; round: number };
   requester: { login: string; id: number };
   intent: string;
   /** False when the request came from someone below the permission bar and was approved. */

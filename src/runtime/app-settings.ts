@@ -74,6 +74,8 @@ export type AppSettings =
       statusIntervalMs: number;
       /** How long a review follow-up waits for related review comments to join it, in ms. */
       reviewSettleMs?: number;
+      /** How often the CI watcher looks for pull requests due a look, and the first wait between looks, in ms. */
+      ciWatch?: { intervalMs: number; pollMs: number };
       /**
        * `all` (webhooks and runs in one process), `web` (webhooks and enqueue only) or `worker`
        * (runs only; needs a shared durable queue).
@@ -194,6 +196,10 @@ export function settingsFromEnv(
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     reviewSettleMs: integer(env["HARNESS_REVIEW_SETTLE_MS"], 3_000, "HARNESS_REVIEW_SETTLE_MS"),
+    ciWatch: {
+      intervalMs: positive(env["HARNESS_CI_WATCH_MS"], 10_000, "HARNESS_CI_WATCH_MS"),
+      pollMs: positive(env["HARNESS_CI_POLL_MS"], 60_000, "HARNESS_CI_POLL_MS"),
+    },
     ...webFrom(env, gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com", warnings),
     queue,
     ...repoCacheFrom(env, queue),

@@ -10,6 +10,7 @@ import type { RunJournal } from "../runs/journal/port.js";
 import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
 import { createPullRequestLedger } from "../pulls/ledger/create.js";
+import { CiWatcher } from "../pulls/watch/ci-watcher.js";
 import type { PullRequestLedger } from "../pulls/ledger/port.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
 import type { RunProcessor, RunQueue } from "../runs/queue/port.js";
@@ -197,6 +198,22 @@ export async function buildRuntime(
     },
   };
 
+  // Workers watch the checks on what Harness pushed; web-only processes only bring looks forward.
+  const ciWatcher =
+    settings.role === "web"
+      ? undefined
+      : new CiWatcher({
+          pulls,
+          installationOctokit: (installationId) => worker.installationOctokit(installationId),
+          enqueue: (request) => queue.enqueue(request),
+          appId: settings.appId,
+          newRunId: () => newRunId(),
+          now: () => new Date(),
+          log,
+          pollMs: settings.ciWatch?.pollMs ?? 60_000,
+        });
+  ciWatcher?.start(settings.ciWatch?.intervalMs ?? 10_000);
+
   const reaper = orphanReaper(settings, queue, log, overrides.reaper);
   reaper?.start();
   return {
@@ -211,10 +228,16 @@ export async function buildRuntime(
     redactor,
     reaper,
     async settle() {
-      await acknowledgements.idle();
-      await queue.idle();
+      // Until nothing moves: a look at a pull request's checks may queue a fix round, whose push
+      // starts the next wait. Bounded, so a loop that keeps itself due cannot hold a caller.
+      for (let pass = 0; pass < 20; pass += 1) {
+        await acknowledgements.idle();
+        await queue.idle();
+        if (!ciWatcher || (await ciWatcher.once()) === 0) return;
+      }
     },
     async close(graceMs = 30_000) {
+      await ciWatcher?.stop();
       await reaper?.stop();
       await acknowledgements.idle();
       await queue.close(graceMs);

@@ -29,6 +29,7 @@ import { parseIssueComment, parseIssuesLabeled, payloadProblem, type IssueCommen
 import type { ConfigCache, TtlCache } from "./ttl-cache.js";
 import { describeGitHubError } from "../github/errors.js";
 import type { PullRequestLedger, TrackedPull } from "../pulls/ledger/port.js";
+import { stopCiWatch } from "../pulls/watch/nudge.js";
 
 /** What a handler gets from Probot's context, narrowed so handlers can be tested without Probot. */
 export interface WebhookContext {
@@ -132,7 +133,18 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
         return;
       case "cancel": {
         if (!allowed) return refuse(context, deps, event, config, "cancel");
-        const cancelled = await deps.queue.cancel(key);
+        // On a pull request Harness follows, stopping also ends its CI loop (a fix round under way is cancelled too).
+        const loopStopped =
+          deps.pulls && event.issue.pull_request
+            ? await stopCiWatch(
+                deps.pulls,
+                event.repository.id,
+                event.issue.number,
+                `stopped by @${event.sender.login}`,
+                deps.now(),
+              )
+            : false;
+        const cancelled = (await deps.queue.cancel(key)) || loopStopped;
         if (cancelled)
           await record(context, deps, {
             action: "run.cancelled",

@@ -87,8 +87,25 @@ describe("setup mode: registering the GitHub App from the browser", () => {
     ) as Record<string, unknown>;
     expect(manifest).toMatchObject({
       public: false,
-      default_events: ["issue_comment", "issues", "pull_request", "pull_request_review", "pull_request_review_comment"],
-      default_permissions: { contents: "write", issues: "write", pull_requests: "write", metadata: "read" },
+      default_events: [
+        "issue_comment",
+        "issues",
+        "pull_request",
+        "pull_request_review",
+        "pull_request_review_comment",
+        "check_suite",
+        "check_run",
+        "status",
+      ],
+      default_permissions: {
+        contents: "write",
+        issues: "write",
+        pull_requests: "write",
+        metadata: "read",
+        checks: "read",
+        statuses: "read",
+        actions: "read",
+      },
       redirect_url: `${server.url.replace("localhost", "127.0.0.1")}/setup`,
       hook_attributes: { url: `${server.url.replace("localhost", "127.0.0.1")}/api/github/webhooks` },
       callback_urls: [`${server.url.replace("localhost", "127.0.0.1")}/auth/callback`],

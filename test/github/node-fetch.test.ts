@@ -113,3 +113,49 @@ describe("a kept-alive socket the server dropped while idle", () => {
     }
   });
 });
+
+describe("credentials on a redirect", () => {
+  /** A server that redirects `/same` to itself and `/cross` to `target`, and echoes credentials on `/headers`. */
+  async function startServer(target: () => string): Promise<{ base: string; close(): Promise<void> }> {
+    const echo = createServer((req, res) => {
+      if (req.url === "/same") {
+        res.writeHead(302, { location: "/headers" }).end();
+        return;
+      }
+      if (req.url === "/cross") {
+        res.writeHead(302, { location: `${target()}/headers` }).end();
+        return;
+      }
+      res
+        .writeHead(200, { "content-type": "application/json" })
+        .end(JSON.stringify({ authorization: req.headers.authorization ?? null, cookie: req.headers.cookie ?? null }));
+    });
+    await new Promise<void>((resolve) => echo.listen(0, "127.0.0.1", resolve));
+    return {
+      base: `http://127.0.0.1:${String((echo.address() as AddressInfo).port)}`,
+      close: () =>
+        new Promise<void>((resolve) => {
+          echo.close(() => {
+            resolve();
+          });
+        }),
+    };
+  }
+
+  const credentials = { authorization: "token secret", cookie: "session=1", accept: "application/json" };
+
+  test("a redirect within the origin keeps them; one to another port is another origin and drops them", async () => {
+    const storage = await startServer(() => "");
+    const api = await startServer(() => storage.base);
+    const fetch = createNodeFetch();
+    try {
+      const same = await fetch(`${api.base}/same`, { headers: credentials });
+      expect(await same.json()).toEqual({ authorization: "token secret", cookie: "session=1" });
+      const cross = await fetch(`${api.base}/cross`, { headers: new Headers(credentials) });
+      expect(await cross.json()).toEqual({ authorization: null, cookie: null });
+    } finally {
+      await api.close();
+      await storage.close();
+    }
+  });
+});

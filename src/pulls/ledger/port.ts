@@ -39,6 +39,44 @@ export interface PullRequestLedger {
 
 export type PullOutcome = "merged" | "closed";
 
+/**
+ * Where the CI loop is: `waiting` for the checks (or `rerun`, waiting again after re-running
+ * failed jobs once), `fixing` (a fix run is queued or running), `busy` (another Harness run is
+ * working on the branch), or ended: `passed`, `gave_up`, `stopped`, `timed_out`, `no_checks`.
+ */
+export type CiPhase =
+  "waiting" | "rerun" | "fixing" | "busy" | "passed" | "gave_up" | "stopped" | "timed_out" | "no_checks";
+
+export interface CiWatch {
+  /** The commit whose checks are watched: the one Harness pushed last. */
+  sha: string;
+  phase: CiPhase;
+  /** Fix rounds run in this loop (a push by a review or command round starts a new loop). */
+  fixRounds: number;
+  /** The commit whose failed jobs were re-run: once per commit. */
+  rerunSha?: string;
+  /** ISO-8601 times: watching since, give up at, look next at. */
+  since: string;
+  deadline: string;
+  nextCheckAt: string;
+  /** Polls so far on this commit, for the back-off between them. */
+  polls: number;
+  /** A watcher evaluating it holds it until then, so several workers do not all ask GitHub. */
+  checkingUntil?: string;
+  /** Which watcher's claim it is (a random token per claim). */
+  checkingBy?: string;
+  /** Where the CI line is shown: the status comment of the run that pushed `sha`. */
+  comment?: { issueNumber: number; commentId: number };
+  /** The failing checks, when it failed. */
+  failing?: { name: string; url?: string }[];
+  /** Why it stopped, gave up or re-ran, in a few words. */
+  reason?: string;
+  /** Asked to stop (`/harness stop`, a push by someone else): the watcher ends the loop on its next look. */
+  stopRequested?: string;
+  /** The fix run queued for this loop's current round. */
+  fixRunId?: string;
+}
+
 /** Why a run on a pull request ran. */
 export type FollowUpKind = "opened" | "command" | "review" | "ci";
 
@@ -89,6 +127,8 @@ export interface TrackedPull {
   pendingReview?: { runId: string; at: string };
   /** The head commit Harness last pushed, so a push by someone else can be told apart. */
   lastPushedSha?: string;
+  /** The CI loop on the commit Harness pushed last, once it pushed one. */
+  ci?: CiWatch;
   outcome?: PullOutcome;
   /** ISO-8601 UTC time it was closed or merged. */
   closedAt?: string;

@@ -14,6 +14,7 @@ import { startRun } from "./run-context.js";
 import { planRun } from "./run-plan.js";
 import { recordInThread } from "./pull-thread.js";
 import { pushedByEarlierAttempt } from "./earlier-follow-up.js";
+import { prepareCiRound, watchAfterPush, type CiRound } from "./ci-round.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
 
 /**
@@ -49,12 +50,22 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       }
       round = prepared;
     }
+    let ciRound: CiRound | undefined;
+    if (request.trigger.kind === "ci") {
+      const prepared = await prepareCiRound(run, octokit, plan);
+      if ("phase" in prepared) {
+        await status.finish(prepared.phase, prepared.message);
+        return;
+      }
+      ciRound = prepared;
+    }
     const followed = request.issue.pullRequest
       ? await deps.pulls?.get(request.repo.id, request.issue.number)
       : undefined;
+    const asked = round?.prompt ?? ciRound?.prompt;
     const prompt = {
-      ...(round ? { intent: round.prompt.intent } : {}),
-      context: [...threadContext(followed), ...(round?.prompt.context ?? [])],
+      ...(asked ? { intent: asked.intent } : {}),
+      context: [...threadContext(followed), ...(asked?.context ?? [])],
     };
     const branch = runBranch(request);
     if (await finishEarlierAttempt(run, octokit, plan, branch)) return;
@@ -66,6 +77,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       Object.assign(status.view, { prUrl: earlier.pushResult?.prUrl, prReused: true });
       log.info({ commit: earlier.commitSha }, "run finished from the commit an earlier attempt pushed");
       await status.finish("succeeded");
+      await watchAfterPush(run, octokit, plan.config, earlier);
       return;
     }
 
@@ -74,6 +86,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       if (round) await finishReviewRound(run, octokit, round, report);
       await recordInThread(run, report);
       await reportFinished(run, report);
+      // After the comment's final edit: the CI line is added to it, and kept up to date, in place.
+      await watchAfterPush(run, octokit, plan.config, report);
     });
   } catch (error) {
     log.error({ err: run.redact(describeError(error)) }, "run failed before it could finish");

@@ -15,6 +15,8 @@ import { findStatusComment } from "./earlier-attempt.js";
 export class RunStatusComment {
   readonly view: StatusView;
   private updater: StatusUpdater | undefined;
+  /** The comment's id once it exists (given by the handler, found again, or created here). */
+  commentId: number | undefined;
 
   constructor(
     private readonly request: RunRequest,
@@ -36,14 +38,14 @@ export class RunStatusComment {
   open(octokit: OctokitLike, options: { minIntervalMs: number; log: Log }): void {
     const { request } = this;
     const thread = issueThread(octokit, request.repo, request.issue.number);
-    let commentId = request.statusCommentId;
+    this.commentId = request.statusCommentId;
     this.updater = new StatusUpdater(
       {
         update: async (body) => {
           // The handler could not create the comment (GitHub was failing): the first update does,
           // unless an earlier attempt of this run already did.
-          commentId ??= await findStatusComment(octokit, request);
-          commentId = await thread.upsert(commentId, body);
+          this.commentId ??= await findStatusComment(octokit, request);
+          this.commentId = await thread.upsert(this.commentId, body);
         },
       },
       {

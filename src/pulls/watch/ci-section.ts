@@ -1,0 +1,49 @@
+import { describeGitHubError } from "../../github/errors.js";
+import type { OctokitLike } from "../../github/octokit-client.js";
+import type { Log } from "../../util/log.js";
+import { withCiSection, type CiView } from "../ci/status-section.js";
+import type { CiWatch } from "../ledger/port.js";
+
+/** What the CI line of a status comment shows for a loop's state. */
+export function ciViewOf(ci: CiWatch, fixAttempts: number | undefined, waitedMinutes?: number): CiView {
+  const phase = ci.phase === "busy" ? "waiting" : ci.phase;
+  return {
+    phase,
+    sha: ci.sha,
+    ...(phase === "fixing" ? { round: ci.fixRounds } : {}),
+    ...(fixAttempts !== undefined ? { maxRounds: fixAttempts } : {}),
+    ...(ci.failing && (phase === "fixing" || phase === "gave_up" || phase === "rerun") ? { failing: ci.failing } : {}),
+    ...(ci.reason !== undefined ? { reason: ci.reason } : {}),
+    ...(waitedMinutes !== undefined ? { waitedMinutes } : {}),
+  };
+}
+
+/**
+ * Shows the loop's state in the status comment of the run that pushed the commit: its CI line is
+ * replaced in place (one read, one edit, none when nothing changed). A comment that is gone or
+ * cannot be edited is logged: the loop goes on without it.
+ */
+export async function showCiState(
+  octokit: OctokitLike,
+  pull: { repo: { owner: string; name: string } },
+  ci: CiWatch,
+  fixAttempts: number | undefined,
+  log: Log,
+  waitedMinutes?: number,
+): Promise<void> {
+  const comment = ci.comment;
+  if (!comment) return;
+  const where = { owner: pull.repo.owner, repo: pull.repo.name, comment_id: comment.commentId };
+  try {
+    const current = await octokit.request("GET /repos/{owner}/{repo}/issues/comments/{comment_id}", where);
+    const body = (current.data as { body?: string | null }).body ?? "";
+    const next = withCiSection(body, ciViewOf(ci, fixAttempts, ci.phase === "timed_out" ? waitedMinutes : undefined));
+    if (next !== body)
+      await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { ...where, body: next });
+  } catch (error) {
+    log.warn(
+      { err: describeGitHubError(error), comment: comment.commentId },
+      "could not show the CI state in the status comment",
+    );
+  }
+}
