@@ -1,6 +1,6 @@
 import type { ApplicationFunction, Probot } from "probot";
 import { onIssueComment, onIssueLabeled, type HandlerDeps } from "./triggers/handlers.js";
-import { onCheckCompleted, onCommitStatus, onPullRequestPushed } from "./triggers/checks.js";
+import { onCheckCompleted, onCommitStatus, onPullRequestClosedCi, onPullRequestPushed } from "./triggers/checks.js";
 import { onPullRequestClosed, onPullRequestReopened } from "./triggers/pull-request-closed.js";
 import { onPullRequestReview, onPullRequestReviewComment } from "./triggers/review.js";
 import type { WorkTracker } from "./util/idle.js";
@@ -37,6 +37,7 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
     if (pulls) {
       const outcomes = { pulls, ...(handlers.onPullOutcome ? { onOutcome: handlers.onPullOutcome } : {}) };
       app.on("pull_request.closed", (context) => acknowledge(onPullRequestClosed(context, outcomes)));
+      app.on("pull_request.closed", (context) => acknowledge(onPullRequestClosedCi(context, handlers)));
       app.on("pull_request.reopened", (context) => acknowledge(onPullRequestReopened(context, outcomes)));
     }
     app.on(["check_suite.completed", "check_run.completed"], (context) =>

@@ -1,5 +1,6 @@
 import { z } from "zod";
-import { nudgeCiWatch, stopCiWatch } from "../pulls/watch/nudge.js";
+import { showCiState } from "../pulls/watch/ci-section.js";
+import { nudgeCiWatch, stopCiWatch, WATCHING } from "../pulls/watch/nudge.js";
 import { issueKeyOf } from "../runs/request.js";
 import { guard, type HandlerDeps, type WebhookContext } from "./handlers.js";
 
@@ -82,5 +83,33 @@ export async function onPullRequestPushed(context: WebhookContext, deps: Handler
     if (!(await stopCiWatch(pulls, repo.id, pull.number, why, deps.now()))) return;
     if (fixing) await deps.queue.cancel(issueKeyOf(repo.id, pull.number));
     context.log.info({ pull: pull.number, sender: sender.login }, "stopped the CI loop: someone else pushed");
+  });
+}
+
+const closed = z.object({
+  action: z.literal("closed"),
+  pull_request: z.object({ number: z.number(), merged: z.boolean().nullable().optional() }).loose(),
+  repository,
+});
+
+/**
+ * `pull_request.closed`: a CI loop going on the pull request ends (a fix round under way is
+ * cancelled), and its CI line says why, so a merged pull request does not keep "waiting".
+ */
+export async function onPullRequestClosedCi(context: WebhookContext, deps: HandlerDeps): Promise<void> {
+  const parsed = closed.safeParse(context.payload);
+  const pulls = deps.pulls;
+  if (!parsed.success || !pulls) return;
+  const { pull_request: pull, repository: repo } = parsed.data;
+  await guard(context, async () => {
+    const followed = await pulls.get(repo.id, pull.number);
+    const ci = followed?.ci;
+    if (!followed || !ci || !(WATCHING.has(ci.phase) || ci.phase === "fixing")) return;
+    const reason = pull.merged === true ? "the pull request was merged" : "the pull request was closed";
+    const ended = await pulls.update(repo.id, pull.number, (current) =>
+      current.ci?.sha === ci.sha ? { ...current, ci: { ...current.ci, phase: "stopped", reason } } : undefined,
+    );
+    if (ci.phase === "fixing") await deps.queue.cancel(issueKeyOf(repo.id, pull.number));
+    if (ended?.ci) await showCiState(context.octokit, ended, ended.ci, undefined, context.log);
   });
 }

@@ -11,6 +11,7 @@ import {
   checkRunCompleted,
   checkSuiteCompleted,
   pullPayloadOf,
+  pullRequestClosed,
   pullRequestSynchronize,
 } from "../fakes/github/webhooks-ci.js";
 import { git, scratchDir } from "../helpers/git.js";
@@ -344,5 +345,29 @@ describe("failing CI → a bounded fix loop", () => {
     expect(pullStatus(pull.number)).toBeUndefined();
     const looks = logs.split("\n").filter((line) => line.includes("could not look at a pull request's checks"));
     expect(looks).toEqual([]);
+  });
+
+  test("merged while waiting: the loop ends and its CI line says so; the outcome is recorded", async () => {
+    await start();
+    const pull = await openPullRequest();
+    await github.mergePullRequest("acme", "widgets", pull.number, { by: "maintainer" });
+    const merged = github.issue("acme", "widgets", pull.number);
+    if (!merged) throw new Error("no pull request");
+    const delivery = await sendWebhook(
+      server.url,
+      SECRET,
+      "pull_request",
+      pullRequestClosed({
+        repo: github.repo("acme", "widgets"),
+        pull: pullPayloadOf(merged),
+        sender: { login: "maintainer", id: 9002, type: "User" },
+        installationId: INSTALLATION,
+      }),
+    );
+    expect(delivery.status).toBe(200);
+    await server.settle();
+    expect(ciLine(issueStatus())).toMatch(/^\*\*CI\*\* ⏹ stopped on `[0-9a-f]{7}`: the pull request was merged/);
+    const metrics = await (await fetch(`${server.url}/metrics`)).text();
+    expect(metrics).toMatch(/^harness_pull_requests_total\{outcome="merged"\} 1$/m);
   });
 });
