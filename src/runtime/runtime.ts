@@ -22,6 +22,7 @@ import type { RunRequest } from "../runs/request.js";
 import type { WorkerDeps } from "../runs/worker/deps.js";
 import { processRun } from "../runs/worker/process-run.js";
 import { DraftRefusals } from "../runs/worker/draft-refusals.js";
+import { InstallationAccessCache } from "../runs/worker/follow-up-access.js";
 import { reportInterrupted } from "../runs/worker/report-interrupted.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { RepoCache } from "../sandbox/local/repo-cache.js";
@@ -148,9 +149,12 @@ export async function buildRuntime(
     ...(settings.network ? { network: settings.network } : {}),
     environment,
     ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
+    ...(settings.prices ? { prices: settings.prices } : {}),
+    ...(settings.maxCostUsd !== undefined ? { maxCostUsd: settings.maxCostUsd } : {}),
     statusIntervalMs: settings.statusIntervalMs,
     reporters: [runMetrics, journalReporter],
     draftRefusals: new DraftRefusals(),
+    accessCache: new InstallationAccessCache(),
     pulls,
     appId: settings.appId,
     ...(settings.reviewSettleMs !== undefined ? { reviewSettleMs: settings.reviewSettleMs } : {}),

@@ -22,6 +22,17 @@ import { git, scratchDir } from "../helpers/git.js";
 const SECRET = "ci-webhook-secret";
 const INSTALLATION = 77;
 const APP_ID = 4400;
+/** What app.yml subscribes to. */
+const EVENTS = [
+  "issue_comment",
+  "issues",
+  "pull_request",
+  "pull_request_review",
+  "pull_request_review_comment",
+  "check_suite",
+  "check_run",
+  "status",
+];
 
 let github: FakeGitHub;
 let server: HarnessServer;
@@ -60,6 +71,7 @@ beforeEach(async () => {
       statuses: "read",
       actions: "write",
     },
+    events: [...EVENTS],
   });
   await github.addRepo({ owner: "acme", name: "widgets", files: { "README.md": "# widgets\n" } });
   github.setCollaborator("acme", "widgets", "maintainer", "write");
@@ -369,5 +381,27 @@ describe("failing CI → a bounded fix loop", () => {
     expect(ciLine(issueStatus())).toMatch(/^\*\*CI\*\* ⏹ stopped on `[0-9a-f]{7}`: the pull request was merged/);
     const metrics = await (await fetch(`${server.url}/metrics`)).text();
     expect(metrics).toMatch(/^harness_pull_requests_total\{outcome="merged"\} 1$/m);
+  });
+
+  test("an installation made before Harness asked for review and check events is told when its PR opens", async () => {
+    const installation = github.state.installations.get(INSTALLATION);
+    if (!installation) throw new Error("no installation");
+    installation.events = ["issue_comment", "issues"];
+    installation.permissions = { contents: "write", issues: "write", pull_requests: "write", metadata: "read" };
+    await start();
+    await openPullRequest();
+    const status = issueStatus() ?? "";
+    expect(status).toContain("### ✅ Harness opened a pull request");
+    expect(status).toContain(
+      "Harness cannot follow this pull request's reviews and CI yet: this installation has not granted the events " +
+        "`pull_request`, `pull_request_review`, `pull_request_review_comment`, `check_suite`, `check_run`, `status` " +
+        "and the permissions `checks: read`, `statuses: read`, `actions: read`.",
+    );
+  });
+
+  test("an installation that granted everything gets no such note", async () => {
+    await start();
+    await openPullRequest();
+    expect(issueStatus()).not.toContain("cannot follow this pull request");
   });
 });

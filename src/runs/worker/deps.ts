@@ -1,3 +1,4 @@
+import type { PriceTable } from "../../agents/prices.js";
 import type { AuditLog } from "../../audit/audit-log.js";
 import { type ConfigCapableOctokit } from "../../config/load-repo-config.js";
 import { type NetworkMode } from "../../config/network-policy.js";
@@ -15,6 +16,7 @@ import type {
 } from "../../sandbox/types.js";
 import type { Log } from "../../util/log.js";
 import type { DraftRefusals } from "./draft-refusals.js";
+import type { InstallationAccessCache } from "./follow-up-access.js";
 import type { PullRequestLedger } from "../../pulls/ledger/port.js";
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
@@ -46,6 +48,10 @@ export interface WorkerDeps {
   environment: NodeJS.ProcessEnv;
   /** Further variables every agent gets from `environment` when set (HARNESS_AGENT_ENV). */
   agentEnv?: readonly string[];
+  /** Prices for agents whose CLI reports no cost, and for budgets (default: the built-in table). */
+  prices?: PriceTable;
+  /** The operator's ceiling on a run's agent spend, in US dollars (HARNESS_MAX_COST_USD). */
+  maxCostUsd?: number;
   log: Log;
   /** Least time between two status-comment edits, in ms. */
   statusIntervalMs?: number;
@@ -65,4 +71,6 @@ export interface WorkerDeps {
   reviewSettleMs?: number;
   /** This app's id, to recognise what it wrote itself. */
   appId?: number;
+  /** What each installation granted, asked at most hourly (to say what following a pull request lacks). */
+  accessCache?: InstallationAccessCache;
 }

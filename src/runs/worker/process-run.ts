@@ -15,6 +15,7 @@ import { planRun } from "./run-plan.js";
 import { recordInThread } from "./pull-thread.js";
 import { pushedByEarlierAttempt } from "./earlier-follow-up.js";
 import { prepareCiRound, watchAfterPush, type CiRound } from "./ci-round.js";
+import { noteMissingAccess } from "./follow-up-access.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
 
 /**
@@ -85,6 +86,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       const report = await runHarness(harnessOptions(run, { octokit, plan, identity, branch, clone, prompt }));
       if (round) await finishReviewRound(run, octokit, round, report);
       await recordInThread(run, report);
+      if (report.pushResult?.prUrl && !request.issue.pullRequest) await noteMissingAccess(run, plan.config);
       await reportFinished(run, report);
       // After the comment's final edit: the CI line is added to it, and kept up to date, in place.
       await watchAfterPush(run, octokit, plan.config, report);

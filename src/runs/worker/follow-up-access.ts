@@ -1,0 +1,51 @@
+import { installationAccess } from "../../github/checks.js";
+import { describeGitHubError } from "../../github/errors.js";
+import { missingAccessNote, missingFollowUpAccess } from "../../pulls/follow-up-access.js";
+import type { RepoConfig } from "../../config/repo-config.js";
+import type { RunContext } from "./run-context.js";
+
+/**
+ * What each installation granted, asked of GitHub at most once an hour per worker: an owner who
+ * accepts the new permissions is believed within the hour, and a busy installation costs one
+ * request an hour, not one per pull request.
+ */
+export class InstallationAccessCache {
+  private readonly entries = new Map<number, { at: number; access: Promise<AccessGrant> }>();
+
+  constructor(
+    private readonly ttlMs = 60 * 60_000,
+    private readonly now: () => number = Date.now,
+  ) {}
+
+  get(installationId: number, load: () => Promise<AccessGrant>): Promise<AccessGrant> {
+    const hit = this.entries.get(installationId);
+    if (hit && this.now() - hit.at < this.ttlMs) return hit.access;
+    if (this.entries.size > 10_000) this.entries.clear();
+    const access = load();
+    this.entries.set(installationId, { at: this.now(), access });
+    access.catch(() => this.entries.delete(installationId));
+    return access;
+  }
+}
+
+export interface AccessGrant {
+  permissions: Record<string, string>;
+  events: string[];
+}
+
+/**
+ * When a run has just opened a pull request on an installation that has not granted what
+ * following it needs (review and check events, Checks read…), the status comment says so, once
+ * per run, instead of Harness going silent on its reviews and CI. A failed lookup says nothing.
+ */
+export async function noteMissingAccess(run: RunContext, config: RepoConfig): Promise<void> {
+  const { deps, request } = run;
+  try {
+    const load = async () => installationAccess(await deps.appOctokit(), request.installationId);
+    const access = await (deps.accessCache ? deps.accessCache.get(request.installationId, load) : load());
+    const note = missingAccessNote(missingFollowUpAccess(access, config));
+    if (note) run.status.show({ note: run.status.view.note ? `${run.status.view.note} ${note}` : note });
+  } catch (error) {
+    run.log.warn({ err: describeGitHubError(error) }, "could not read what the installation granted");
+  }
+}
