@@ -13,6 +13,7 @@ import {
   pullRequestReviewCommentCreated,
   pullRequestReviewSubmitted,
 } from "../fakes/github/webhooks-ci.js";
+import { waitFor } from "../helpers/app-process.js";
 import { git, scratchDir } from "../helpers/git.js";
 import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
 
@@ -34,6 +35,10 @@ let logs: string;
 const AGENT = `#!/bin/sh
 case "$HARNESS_PROMPT" in
   *"Address the review feedback"*)
+    # A test that needs the agent mid-step holds it until it creates the release file.
+    if [ -f "$(dirname "$0")/hold" ]; then
+      while [ ! -f "$(dirname "$0")/release" ]; do sleep 0.05; done
+    fi
     printf '%s' "$HARNESS_PROMPT" > review-prompt.txt
     sed -i 's/^hello$/Hello/; s/^world$/World/' greeting.txt
     echo "Capitalised both lines" ;;
@@ -344,5 +349,37 @@ describe("review feedback → follow-up commits on the pull request's branch", (
     const said = github.issueComments("acme", "widgets", fork.number).map((comment) => comment.body);
     expect(said.filter((body) => body.includes("lives in a fork"))).toHaveLength(1);
     expect(statusCommentsOn(fork.number)).toHaveLength(0);
+  });
+
+  test("someone pushes while the round works: its push is refused, nothing overwritten, status says why", async () => {
+    await start();
+    const pull = await openPullRequest();
+    await writeFile(join(dir.path, "hold"), "");
+    const { review, comments } = await github.addReview("acme", "widgets", pull.number, {
+      state: "CHANGES_REQUESTED",
+      body: "",
+      user: "maintainer",
+      comments: [{ path: "greeting.txt", line: 1, body: "Capitalise hello." }],
+    });
+    await deliverReview(pull.number, review, comments);
+    await waitFor("the review round's agent to start", () =>
+      statusCommentsOn(pull.number).some((comment) => comment.body.includes("⏳ Implement the change")),
+    );
+    const theirs = await github.pushToBranch(
+      "acme",
+      "widgets",
+      pull.branch,
+      { "theirs.txt": "theirs\n" },
+      { author: "reader" },
+    );
+    await writeFile(join(dir.path, "release"), "");
+    await server.settle();
+
+    expect(commitsOn(pull.branch)[0]).toBe(theirs.after);
+    const status = statusCommentsOn(pull.number)[0]?.body ?? "";
+    expect(status).toContain("### ❌ Harness could not finish");
+    expect(status).toMatch(/has commits on GitHub that the pushed branch does not include/);
+    // Nothing was addressed, so nothing is answered, and a later round takes these comments.
+    expect(harnessReplies(pull.number)).toEqual([]);
   });
 });
