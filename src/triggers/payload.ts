@@ -4,8 +4,8 @@ import { z } from "zod";
  * The parts of GitHub's `issue_comment.created` and `issues.labeled` payloads the app uses,
  * validated so a malformed or unexpected payload is ignored with a log line, never a crash.
  */
-const user = z.object({ login: z.string(), id: z.number(), type: z.string().default("User") });
-const repository = z.object({
+export const user = z.object({ login: z.string(), id: z.number(), type: z.string().default("User") });
+export const repository = z.object({
   id: z.number(),
   name: z.string(),
   full_name: z.string(),

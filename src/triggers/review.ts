@@ -5,6 +5,7 @@ import { addressesHarness } from "../pulls/addressed.js";
 import type { TrackedPull } from "../pulls/ledger/port.js";
 import { issueKeyOf } from "../runs/request.js";
 import { MAX_ISSUE_BODY_BYTES, MAX_ISSUE_TITLE_BYTES, headOf } from "./command.js";
+import { repository, user } from "./payload.js";
 import {
   cachedPermission,
   guard,
@@ -20,16 +21,6 @@ import {
   type WebhookContext,
 } from "./handlers.js";
 
-const user = z.object({ login: z.string(), id: z.number(), type: z.string().default("User") });
-const repository = z.object({
-  id: z.number(),
-  name: z.string(),
-  full_name: z.string(),
-  owner: z.object({ login: z.string() }),
-  html_url: z.string(),
-  default_branch: z.string().default("main"),
-  private: z.boolean().default(false),
-});
 const pullRequest = z.object({
   number: z.number(),
   title: z.string(),

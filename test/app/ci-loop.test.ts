@@ -1,9 +1,7 @@
 import { chmod, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Writable } from "node:stream";
-import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import { startHarnessServer, type HarnessServer } from "../../src/server.js";
+import type { HarnessServer } from "../../src/server.js";
 import { ACTIONS_APP, startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import {
@@ -15,6 +13,7 @@ import {
   pullRequestSynchronize,
 } from "../fakes/github/webhooks-ci.js";
 import { git, scratchDir } from "../helpers/git.js";
+import { startTestServer } from "../helpers/test-server.js";
 
 // The CI loop end to end: the real server, signed webhooks over HTTP, the fake GitHub (checks,
 // Actions jobs, logs and re-runs), git over smart HTTP, the local sandbox and a `command` agent.
@@ -37,7 +36,7 @@ const EVENTS = [
 let github: FakeGitHub;
 let server: HarnessServer;
 let dir: { path: string; cleanup: () => Promise<void> };
-let logs: string;
+let readLogs: () => string = () => "";
 let privateKey: string;
 
 /** The agent: writes the feature on the issue; on a CI round keeps its prompt and writes a fix. */
@@ -94,42 +93,16 @@ async function start(config = ""): Promise<void> {
     ".github/harness.yml",
     `agent: command\nagent_command: ["${agent}"]\n${config}`,
   );
-  logs = "";
-  const sink = new Writable({
-    write: (chunk: Buffer, _encoding, done) => {
-      logs += chunk.toString();
-      done();
-    },
+  const started = await startTestServer(github, {
+    appId: APP_ID,
+    privateKey,
+    webhookSecret: SECRET,
+    readOnlyPaths: [dir.path],
+    // The watcher's own timer stays out of the way: looks happen in settle(), when due.
+    settings: { ciWatch: { intervalMs: 3_600_000, pollMs: 3_600_000 } },
   });
-  server = await startHarnessServer(
-    {
-      mode: "app",
-      port: 0,
-      host: "127.0.0.1",
-      appId: APP_ID,
-      privateKey,
-      webhookSecret: SECRET,
-      webhookPath: "/api/github/webhooks",
-      apiBaseUrl: github.apiUrl,
-      logLevel: "info",
-      logFormat: "json",
-      sandbox: "local",
-      allowedSandboxes: ["local"],
-      daytona: {},
-      concurrency: 2,
-      statusIntervalMs: 0,
-      reviewSettleMs: 0,
-      // The watcher's own timer stays out of the way: looks happen in settle(), when due.
-      ciWatch: { intervalMs: 3_600_000, pollMs: 3_600_000 },
-      warnings: [],
-      localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
-    },
-    {
-      environment: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
-      log: pino({ level: "info" }, sink),
-      octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
-    },
-  );
+  server = started.server;
+  readLogs = started.logs;
 }
 
 /** Asks for a pull request on issue #1 and waits for it. */
@@ -153,7 +126,7 @@ async function openPullRequest(): Promise<{ number: number; branch: string }> {
   );
   await server.settle();
   const [pull] = github.pullRequests("acme", "widgets");
-  if (!pull?.pull) throw new Error(`no pull request was opened:\n${logs}`);
+  if (!pull?.pull) throw new Error(`no pull request was opened:\n${readLogs()}`);
   return { number: pull.number, branch: pull.pull.headRef };
 }
 
@@ -355,7 +328,9 @@ describe("failing CI → a bounded fix loop", () => {
     await ciFinishes(pull.number, { conclusion: "failure" });
     expect(ciLine(issueStatus())).toMatch(/⏹ stopped on `[0-9a-f]{7}`: Harness may not read this repository's checks/);
     expect(pullStatus(pull.number)).toBeUndefined();
-    const looks = logs.split("\n").filter((line) => line.includes("could not look at a pull request's checks"));
+    const looks = readLogs()
+      .split("\n")
+      .filter((line) => line.includes("could not look at a pull request's checks"));
     expect(looks).toEqual([]);
   });
 

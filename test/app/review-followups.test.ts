@@ -1,10 +1,8 @@
 import { chmod, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import { Writable } from "node:stream";
-import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
-import { startHarnessServer, type HarnessServer } from "../../src/server.js";
+import type { HarnessServer } from "../../src/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import type { ReviewCommentRecord, ReviewRecord } from "../fakes/github/state.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
@@ -15,6 +13,7 @@ import {
 } from "../fakes/github/webhooks-ci.js";
 import { waitFor } from "../helpers/app-process.js";
 import { git, scratchDir } from "../helpers/git.js";
+import { startTestServer } from "../helpers/test-server.js";
 import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
 
 // Reviews on Harness's pull request bring follow-up commits, end to end: the real server and
@@ -25,7 +24,7 @@ const SECRET = "review-webhook-secret";
 let github: FakeGitHub;
 let server: HarnessServer;
 let dir: { path: string; cleanup: () => Promise<void> };
-let logs: string;
+let readLogs: () => string = () => "";
 
 /**
  * The agent: on the issue it writes greeting.txt; on a review round it keeps the prompt it got
@@ -58,41 +57,15 @@ async function start(config = "", settings: Partial<Extract<AppSettings, { mode:
     ".github/harness.yml",
     `agent: command\nagent_command: ["${agent}"]\n${config}`,
   );
-  logs = "";
-  const sink = new Writable({
-    write: (chunk: Buffer, _encoding, done) => {
-      logs += chunk.toString();
-      done();
-    },
+  const started = await startTestServer(github, {
+    appId: APP_ID,
+    privateKey,
+    webhookSecret: SECRET,
+    readOnlyPaths: [dir.path],
+    settings,
   });
-  server = await startHarnessServer(
-    {
-      mode: "app",
-      port: 0,
-      host: "127.0.0.1",
-      appId: APP_ID,
-      privateKey,
-      webhookSecret: SECRET,
-      webhookPath: "/api/github/webhooks",
-      apiBaseUrl: github.apiUrl,
-      logLevel: "info",
-      logFormat: "json",
-      sandbox: "local",
-      allowedSandboxes: ["local"],
-      daytona: {},
-      concurrency: 2,
-      statusIntervalMs: 0,
-      reviewSettleMs: 0,
-      warnings: [],
-      localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
-      ...settings,
-    },
-    {
-      environment: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
-      log: pino({ level: "info" }, sink),
-      octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
-    },
-  );
+  server = started.server;
+  readLogs = started.logs;
 }
 
 const APP_ID = 4300;
@@ -137,7 +110,7 @@ async function openPullRequest(): Promise<{ number: number; branch: string; head
   );
   await server.settle();
   const [pull] = github.pullRequests("acme", "widgets");
-  if (!pull?.pull) throw new Error(`no pull request was opened:\n${logs}`);
+  if (!pull?.pull) throw new Error(`no pull request was opened:\n${readLogs()}`);
   return { number: pull.number, branch: pull.pull.headRef, head: pull.pull.headSha };
 }
 
