@@ -155,6 +155,7 @@ export async function buildRuntime(
     reporters: [runMetrics, journalReporter],
     draftRefusals: new DraftRefusals(),
     accessCache: new InstallationAccessCache(),
+    ...(settings.ciWatch ? { ciFirstLookMs: settings.ciWatch.pollMs } : {}),
     pulls,
     appId: settings.appId,
     ...(settings.reviewSettleMs !== undefined ? { reviewSettleMs: settings.reviewSettleMs } : {}),

@@ -260,21 +260,37 @@ export class CiWatcher {
       ...(pull.statusCommentId !== undefined ? { statusCommentId: pull.statusCommentId } : {}),
       requestedAt: this.deps.now().toISOString(),
     };
-    const outcome = await this.deps.enqueue(request);
-    if (outcome.status === "refused") {
-      // The queue is full: the loop looks again later rather than losing the round.
-      return this.write(pull, (current) => ({ ...current, ...this.later(current) }));
-    }
-    const fixRunId = outcome.status === "duplicate" ? outcome.runId : runId;
-    await this.show(octokit, pull, { ...ci, phase: "fixing", fixRounds: round, failing });
-    await this.deps.pulls.update(pull.repo.id, pull.number, (current) => {
-      // Counted once per round, whatever raced to queue it.
+    // The round is recorded before it is queued: a worker may start the run at once, and it
+    // only goes ahead on a loop that says `fixing` (counted once per round, whatever raced).
+    const recorded = await this.deps.pulls.update(pull.repo.id, pull.number, (current) => {
       if (current.ci?.sha !== ci.sha || current.ci.fixRounds >= round) return undefined;
-      const rest: CiWatch = { ...current.ci, phase: "fixing", fixRounds: round, failing, fixRunId };
+      const rest: CiWatch = { ...current.ci, phase: "fixing", fixRounds: round, failing, fixRunId: runId };
       delete rest.checkingUntil;
       delete rest.checkingBy;
       return { ...current, rounds: current.rounds + 1, ci: rest };
     });
+    if (recorded?.ci?.fixRunId !== runId) return;
+    const outcome = await this.deps.enqueue(request).catch((error: unknown) => {
+      this.deps.log.warn({ err: describeGitHubError(error) }, "could not queue a CI fix round");
+      return undefined;
+    });
+    if (!outcome || outcome.status === "refused") {
+      // The queue is full or failing: the round is handed back, and the loop looks again later.
+      await this.deps.pulls.update(pull.repo.id, pull.number, (current) => {
+        if (current.ci?.fixRunId !== runId || current.ci.phase !== "fixing") return undefined;
+        const back: CiWatch = { ...current.ci, phase: "waiting", fixRounds: round - 1, ...this.later(current.ci) };
+        delete back.fixRunId;
+        return { ...current, rounds: Math.max(0, current.rounds - 1), ci: back };
+      });
+      return;
+    }
+    if (outcome.status === "duplicate") {
+      const queued = outcome.runId;
+      await this.deps.pulls.update(pull.repo.id, pull.number, (current) =>
+        current.ci?.fixRunId === runId ? { ...current, ci: { ...current.ci, fixRunId: queued } } : undefined,
+      );
+    }
+    await this.show(octokit, pull, { ...ci, phase: "fixing", fixRounds: round, failing });
   }
 
   private async rerun(

@@ -134,7 +134,7 @@ export async function watchAfterPush(
       fixRounds: 0,
       since: new Date(now).toISOString(),
       deadline: new Date(now + config.ci.timeout_minutes * 60_000).toISOString(),
-      nextCheckAt: new Date(now + FIRST_LOOK_MS).toISOString(),
+      nextCheckAt: new Date(now + (deps.ciFirstLookMs ?? FIRST_LOOK_MS)).toISOString(),
       polls: 0,
       ...(commentId !== undefined ? { comment: { issueNumber: request.issue.number, commentId } } : {}),
     };

@@ -71,6 +71,8 @@ export interface WorkerDeps {
   reviewSettleMs?: number;
   /** This app's id, to recognise what it wrote itself. */
   appId?: number;
+  /** The first look at a pushed commit's checks, this long after the push, in ms (default 60 s). */
+  ciFirstLookMs?: number;
   /** What each installation granted, asked at most hourly (to say what following a pull request lacks). */
   accessCache?: InstallationAccessCache;
 }
