@@ -297,7 +297,9 @@ describe("the CI loop, with the app SIGKILLed and restarted on the same SQLite s
     );
     const fixed = head(gh, pull.branch);
     const fixRun = runIdOf(statusComments(gh, pull.number)[0]?.body);
-    expect(ciLine(statusComments(gh, pull.issue)[0]?.body)).toMatch(/^\*\*CI\*\* 🛠 fixing round 1 of 2/);
+    expect(ciLine(statusComments(gh, pull.issue)[0]?.body)).toMatch(
+      /^\*\*CI\*\* ➡️ a fix for `[0-9a-f]{7}` was pushed; the CI loop goes on in \[the pull request's status comment\]/,
+    );
     expect(ciLine(statusComments(gh, pull.number)[0]?.body)).toBe(
       `**CI** ⏳ waiting for the checks on \`${fixed.slice(0, 7)}\``,
     );

@@ -204,7 +204,15 @@ describe("failing CI → a bounded fix loop", () => {
       log: "2026-11-26T10:00:00.0000000Z FAIL test/feature.test.ts\n2026-11-26T10:00:00.0000000Z expected 1, got 2\n",
     });
     expect(commitsOn(pull.branch)).toBe(before + 1);
-    expect(ciLine(issueStatus())).toMatch(/^\*\*CI\*\* 🛠 fixing round 1 of 2/);
+    // The issue's comment points at the pull request's, where the loop goes on.
+    const prComment = github
+      .issueComments("acme", "widgets", pull.number)
+      .find((comment) => comment.body.includes("<!-- harness:run="));
+    expect(ciLine(issueStatus())).toBe(
+      `**CI** ➡️ a fix for \`${opened.slice(0, 7)}\` was pushed; the CI loop goes on in ` +
+        `[the pull request's status comment](${github.repo("acme", "widgets").htmlUrl}/pull/${String(pull.number)}` +
+        `#issuecomment-${String(prComment?.id)})`,
+    );
     const fixed = head(pull.branch);
     expect(ciLine(pullStatus(pull.number))).toBe(`**CI** ⏳ waiting for the checks on \`${fixed.slice(0, 7)}\``);
     expect(pullStatus(pull.number)).toContain("### ✅ Harness pushed to the pull request");

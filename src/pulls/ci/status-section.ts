@@ -7,7 +7,17 @@ import { neutralText } from "../../github/neutral-text.js";
  * neutralised and stripped of whatever could break the markers or the line.
  */
 
-export type CiPhase = "waiting" | "passed" | "rerun" | "fixing" | "gave_up" | "stopped" | "timed_out" | "no_checks";
+export type CiPhase =
+  | "waiting"
+  | "passed"
+  | "rerun"
+  | "fixing"
+  | "gave_up"
+  | "stopped"
+  | "timed_out"
+  | "no_checks"
+  /** A later run pushed the fix: the loop goes on in that run's status comment (`movedTo`). */
+  | "moved";
 
 export interface CiView {
   phase: CiPhase;
@@ -23,6 +33,8 @@ export interface CiView {
   reason?: string;
   /** `timed_out`: how long the loop waited for a result. */
   waitedMinutes?: number;
+  /** `moved`: where the loop goes on (the web address of the status comment that now shows it). */
+  movedTo?: string;
 }
 
 export const CI_SECTION_START = "<!-- harness:ci -->";
@@ -109,6 +121,12 @@ function ciLine(view: CiView): string {
     }
     case "no_checks":
       return `➖ no checks reported on ${sha}`;
+    case "moved": {
+      const url = view.movedTo !== undefined ? safeUrl(view.movedTo) : undefined;
+      const where =
+        url === undefined ? "the pull request's status comment" : `[the pull request's status comment](${url})`;
+      return `➡️ a fix for ${sha} was pushed; the CI loop goes on in ${where}`;
+    }
   }
 }
 

@@ -4,6 +4,36 @@ import type { Log } from "../../util/log.js";
 import { withCiSection, type CiView } from "../ci/status-section.js";
 import type { CiWatch } from "../ledger/port.js";
 
+/**
+ * The CI line of the comment a loop used to show in, once a fix round's run (with its own status
+ * comment on the pull request) took it over: it points there instead of staying at "fixing".
+ */
+export async function showMoved(
+  octokit: OctokitLike,
+  pull: { repo: { owner: string; name: string }; url: string },
+  from: { comment: { commentId: number }; sha: string },
+  toCommentId: number,
+  log: Log,
+): Promise<void> {
+  const where = { owner: pull.repo.owner, repo: pull.repo.name, comment_id: from.comment.commentId };
+  try {
+    const current = await octokit.request("GET /repos/{owner}/{repo}/issues/comments/{comment_id}", where);
+    const body = (current.data as { body?: string | null }).body ?? "";
+    const next = withCiSection(body, {
+      phase: "moved",
+      sha: from.sha,
+      movedTo: `${pull.url}#issuecomment-${String(toCommentId)}`,
+    });
+    if (next !== body)
+      await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { ...where, body: next });
+  } catch (error) {
+    log.warn(
+      { err: describeGitHubError(error), comment: from.comment.commentId },
+      "could not point the old CI line at the new one",
+    );
+  }
+}
+
 /** What the CI line of a status comment shows for a loop's state. */
 export function ciViewOf(ci: CiWatch, fixAttempts: number | undefined, waitedMinutes?: number): CiView {
   const phase = ci.phase === "busy" ? "waiting" : ci.phase;

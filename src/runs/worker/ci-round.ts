@@ -5,7 +5,7 @@ import { pullRequestState } from "../../github/reviews.js";
 import type { PromptContext } from "../../harness/prompt.js";
 import { failureReport } from "../../pulls/ci/failure-report.js";
 import type { CiWatch, PullRequestLedger } from "../../pulls/ledger/port.js";
-import { showCiState } from "../../pulls/watch/ci-section.js";
+import { showCiState, showMoved } from "../../pulls/watch/ci-section.js";
 import { commitChecks, failingLogs } from "../../pulls/watch/commit-checks.js";
 import { pullNumberOf } from "./pull-thread.js";
 import type { RunContext } from "./run-context.js";
@@ -138,6 +138,7 @@ export async function watchAfterPush(
       polls: 0,
       ...(commentId !== undefined ? { comment: { issueNumber: request.issue.number, commentId } } : {}),
     };
+    const before = await pulls.get(request.repo.id, number);
     const started = await pulls.update(request.repo.id, number, (current) => {
       // A fix round continues its loop, unless the loop was stopped meanwhile.
       if (fixRound && current.ci?.phase !== "fixing") return undefined;
@@ -149,7 +150,12 @@ export async function watchAfterPush(
         ci: { ...watch, fixRounds: fixRound ? (current.ci?.fixRounds ?? 0) : 0 },
       };
     });
-    if (started?.ci?.sha === sha) await showCiState(octokit, started, started.ci, config.ci.fix_attempts, run.log);
+    if (started?.ci?.sha !== sha) return;
+    // The old line first: whoever sees the new one can rely on the old one pointing at it.
+    const previous = fixRound ? before?.ci : undefined;
+    if (previous?.comment && commentId !== undefined && previous.comment.commentId !== commentId)
+      await showMoved(octokit, started, { comment: previous.comment, sha: previous.sha }, commentId, run.log);
+    await showCiState(octokit, started, started.ci, config.ci.fix_attempts, run.log);
   } catch (error) {
     run.log.warn(
       { err: error instanceof Error ? error.message : String(error) },

@@ -232,3 +232,17 @@ describe("withCiSection", () => {
     expect(result).toBe(withCiSection(BODY, passed));
   });
 });
+
+describe("a loop that moved to a later run's comment", () => {
+  test("points there with a safe link, and without one when the address is not http(s)", () => {
+    expect(
+      renderCiSection({ phase: "moved", sha: SHA, movedTo: "https://github.com/a/b/pull/3#issuecomment-9" }),
+    ).toContain(
+      "**CI** ➡️ a fix for `abc1234` was pushed; the CI loop goes on in " +
+        "[the pull request's status comment](https://github.com/a/b/pull/3#issuecomment-9)",
+    );
+    expect(renderCiSection({ phase: "moved", sha: SHA, movedTo: "javascript:alert(1)" })).toContain(
+      "the CI loop goes on in the pull request's status comment",
+    );
+  });
+});
