@@ -355,4 +355,40 @@ describe("review feedback → follow-up commits on the pull request's branch", (
     // Nothing was addressed, so nothing is answered, and a later round takes these comments.
     expect(harnessReplies(pull.number)).toEqual([]);
   });
+
+  test("two separate comments calling on Harness within the settling window make one run", async () => {
+    await start("", { reviewSettleMs: 1_500 });
+    const pull = await openPullRequest();
+    const before = commitsOn(pull.branch);
+    const first = await github.addReviewComment("acme", "widgets", pull.number, {
+      path: "greeting.txt",
+      line: 1,
+      body: "@harness capitalise hello",
+      user: "maintainer",
+    });
+    const second = await github.addReviewComment("acme", "widgets", pull.number, {
+      path: "greeting.txt",
+      line: 2,
+      body: "@harness and world",
+      user: "maintainer",
+    });
+    for (const comment of [first, second])
+      await sendWebhook(
+        server.url,
+        SECRET,
+        "pull_request_review_comment",
+        pullRequestReviewCommentCreated({ ...frameOf(pull.number), comment }),
+      );
+    await server.settle();
+    expect(commitsOn(pull.branch)).toHaveLength(before.length + 1);
+    expect(
+      harnessReplies(pull.number)
+        .map((reply) => reply.inReplyToId)
+        .sort(),
+    ).toEqual([first.id, second.id].sort());
+    expect(statusCommentsOn(pull.number)).toHaveLength(1);
+    // The second comment joined the first's run rather than queueing a run that would find nothing new.
+    expect(statusCommentsOn(pull.number)[0]?.body).toContain("### ✅ Harness pushed to the pull request");
+    expect(readLogs()).toContain("review joins a waiting follow-up");
+  });
 });
