@@ -22,7 +22,7 @@
  *   visible in `ps`, and variadic flags such as `--allowedTools` swallow a following positional.
  */
 import { z } from "zod";
-import type { ExecResult } from "../contracts/types.js";
+import { addTokenUsage, type ExecResult, type TokenUsage } from "../contracts/types.js";
 import {
   chooseExecutable,
   declaredCredentials,
@@ -33,7 +33,7 @@ import {
 } from "./cli-output.js";
 import { baseUrlProblem, switchProblem, wholeNumberProblem } from "./provider-settings.js";
 import { describeToolCall, firstString, jsonObject, SUBJECT_KEYS } from "./progress.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest } from "./types.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, UsageMeter } from "./types.js";
 
 const BEDROCK_CREDENTIALS = [
   "AWS_ACCESS_KEY_ID",
@@ -95,6 +95,14 @@ const SETTINGS = [
 /** Claude reads a base URL from each of these; a malformed one fails only once the run is under way. */
 const BASE_URLS = ["ANTHROPIC_BASE_URL", "ANTHROPIC_BEDROCK_BASE_URL", "ANTHROPIC_VERTEX_BASE_URL"];
 
+/** Token counts as Claude reports them, for one API message or (in the result) the whole run. */
+const MessageUsage = z.object({
+  input_tokens: z.number().nonnegative(),
+  output_tokens: z.number().nonnegative(),
+  cache_read_input_tokens: z.number().nonnegative().nullish(),
+  cache_creation_input_tokens: z.number().nonnegative().nullish(),
+});
+
 /** The final object of `--output-format json`; both the success and the error variants. */
 const ResultSchema = z.object({
   type: z.literal("result"),
@@ -107,16 +115,15 @@ const ResultSchema = z.object({
   /** Present on the `error_*` subtypes, e.g. `["Reached maximum number of turns (1)"]`. */
   errors: z.array(z.string()).optional(),
   /** The whole run's tokens; `input_tokens` excludes the cache's reads and writes. */
-  usage: z
-    .object({
-      input_tokens: z.number().nonnegative(),
-      output_tokens: z.number().nonnegative(),
-      cache_read_input_tokens: z.number().nonnegative().optional(),
-      cache_creation_input_tokens: z.number().nonnegative().optional(),
-    })
-    .optional(),
+  usage: MessageUsage.optional(),
 });
 type ClaudeResult = z.infer<typeof ResultSchema>;
+
+/** stream-json's `assistant` event: one per content block of an API message, each with the message's id. */
+const AssistantEvent = z.object({
+  type: z.literal("assistant"),
+  message: z.object({ id: z.string(), model: z.string().optional(), usage: MessageUsage.optional() }),
+});
 
 export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
   const program = "claude";
@@ -129,6 +136,7 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
     endpoints: ["api.anthropic.com"],
     settings: SETTINGS,
     checkSettings: checkClaudeSettings,
+    usageMeter: claudeUsageMeter,
     describeProgress(line) {
       if (!line.includes('"tool_use"')) return undefined;
       const event = jsonObject(line);
@@ -257,16 +265,7 @@ function outcomeOf(final: ClaudeResult): AgentOutcome {
   const counts = {
     ...(turns !== undefined ? { turns } : {}),
     ...(final.total_cost_usd !== undefined ? { costUsd: final.total_cost_usd } : {}),
-    ...(final.usage
-      ? {
-          tokens: {
-            input: final.usage.input_tokens,
-            output: final.usage.output_tokens,
-            cacheRead: final.usage.cache_read_input_tokens ?? 0,
-            cacheWrite: final.usage.cache_creation_input_tokens ?? 0,
-          },
-        }
-      : {}),
+    ...(final.usage ? { tokens: tokensOf(final.usage) } : {}),
   };
   const details = final.result ?? final.errors?.join("\n") ?? "";
   // Success is `is_error === false`; `subtype` alone is not enough: API errors say "success".
@@ -286,6 +285,66 @@ function outcomeOf(final: ClaudeResult): AgentOutcome {
     error = `claude reported ${final.subtype}`;
   }
   return { success: false, summary: details, error, ...counts };
+}
+
+function tokensOf(usage: z.infer<typeof MessageUsage>): TokenUsage {
+  return {
+    input: usage.input_tokens,
+    output: usage.output_tokens,
+    cacheRead: usage.cache_read_input_tokens ?? 0,
+    cacheWrite: usage.cache_creation_input_tokens ?? 0,
+  };
+}
+
+/** The model name Claude Code gives the messages it makes up itself (an API error shown as a reply). */
+const SYNTHETIC_MODEL = "<synthetic>";
+
+/**
+ * Claude Code's usage as it streams. Each `assistant` event carries its API message's usage, and
+ * one message comes as several events (one per content block) with the same id, so usage is kept
+ * per message id: a message is counted once however many events repeat it. The counts are the
+ * message's as it began, so output tokens run low until the final `result`, whose whole-run
+ * usage and cost then stand for the stream. Claude prices its calls only in that `result`.
+ */
+function claudeUsageMeter(): UsageMeter {
+  const byMessage = new Map<string, TokenUsage>();
+  let final: { tokens?: TokenUsage; costUsd?: number } | undefined;
+  let model: string | undefined;
+  return {
+    get tokens() {
+      if (final?.tokens) return final.tokens;
+      let sum: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+      for (const usage of byMessage.values()) sum = addTokenUsage(sum, usage);
+      return sum;
+    },
+    get costUsd() {
+      return final?.costUsd;
+    },
+    get model() {
+      return model;
+    },
+    line(line) {
+      if (!line.startsWith("{")) return;
+      if (line.includes('"assistant"')) {
+        const event = AssistantEvent.safeParse(jsonObject(line));
+        if (!event.success) return;
+        const { id, usage, model: named } = event.data.message;
+        if (named !== undefined && named !== SYNTHETIC_MODEL) model = named;
+        if (usage) byMessage.set(id, tokensOf(usage));
+      } else if (line.includes('"result"')) {
+        const result = ResultSchema.safeParse(jsonObject(line));
+        if (!result.success) return;
+        final = {
+          ...(result.data.usage ? { tokens: tokensOf(result.data.usage) } : {}),
+          ...(result.data.total_cost_usd !== undefined ? { costUsd: result.data.total_cost_usd } : {}),
+        };
+      } else if (line.includes('"init"')) {
+        const event = jsonObject(line);
+        if (event?.["type"] === "system" && event["subtype"] === "init" && typeof event["model"] === "string")
+          model ??= event["model"];
+      }
+    },
+  };
 }
 
 /** stream-json's note before each retry of a failed model call (Claude Code 2.1.332). */

@@ -44,7 +44,7 @@ import {
 } from "./cli-output.js";
 import { describeToolCall, firstString, jsonObject } from "./progress.js";
 import { baseUrlProblem } from "./provider-settings.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter } from "./types.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter, UsageMeter } from "./types.js";
 
 /**
  * `codex exec` authenticates with `CODEX_API_KEY` (sent as a Bearer token). It ignores
@@ -66,21 +66,20 @@ const QUIET = [
   "features.in_app_updates=false",
 ];
 
+/** A completed turn's usage. OpenAI's input count includes its cached part. */
+const TurnUsage = z.object({
+  input_tokens: z.number().nonnegative(),
+  cached_input_tokens: z.number().nonnegative().optional(),
+  cache_write_input_tokens: z.number().nonnegative().optional(),
+  output_tokens: z.number().nonnegative(),
+});
+
+const TurnCompleted = z.object({ type: z.literal("turn.completed"), usage: TurnUsage.optional() });
+
 /** The events we read; others (`thread.started`, `item.started`, future types) are ignored. */
 const Event = z.discriminatedUnion("type", [
   z.object({ type: z.literal("turn.started") }),
-  z.object({
-    type: z.literal("turn.completed"),
-    // OpenAI's input count includes its cached part.
-    usage: z
-      .object({
-        input_tokens: z.number().nonnegative(),
-        cached_input_tokens: z.number().nonnegative().optional(),
-        cache_write_input_tokens: z.number().nonnegative().optional(),
-        output_tokens: z.number().nonnegative(),
-      })
-      .optional(),
-  }),
+  TurnCompleted,
   z.object({ type: z.literal("turn.failed"), error: z.object({ message: z.string() }) }),
   // Emitted for every reconnect attempt: not terminal, only context when nothing else is left.
   z.object({ type: z.literal("error"), message: z.string() }),
@@ -122,6 +121,7 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       return { argv, env: apiKey !== undefined ? { CODEX_API_KEY: apiKey } : {}, stdin: request.prompt };
     },
     turnCounter: codexTurnCounter,
+    usageMeter: codexUsageMeter,
     describeProgress(line) {
       if (!line.includes('"item.')) return undefined;
       const event = jsonObject(line);
@@ -197,16 +197,40 @@ function nonEmpty(value: string | undefined): string | undefined {
 function codexTokens(events: readonly CodexEvent[]): TokenUsage | undefined {
   let total: TokenUsage | undefined;
   for (const event of events) {
-    if (event.type !== "turn.completed" || !event.usage) continue;
-    const cached = event.usage.cached_input_tokens ?? 0;
-    total = addTokenUsage(total, {
-      input: Math.max(0, event.usage.input_tokens - cached),
-      output: event.usage.output_tokens,
-      cacheRead: cached,
-      cacheWrite: event.usage.cache_write_input_tokens ?? 0,
-    });
+    if (event.type === "turn.completed" && event.usage) total = addTokenUsage(total, turnTokens(event.usage));
   }
   return total;
+}
+
+function turnTokens(usage: z.infer<typeof TurnUsage>): TokenUsage {
+  const cached = usage.cached_input_tokens ?? 0;
+  return {
+    input: Math.max(0, usage.input_tokens - cached),
+    output: usage.output_tokens,
+    cacheRead: cached,
+    cacheWrite: usage.cache_write_input_tokens ?? 0,
+  };
+}
+
+/**
+ * Codex's usage as it streams: `codex exec --json` reports tokens only in `turn.completed`, once
+ * per prompt, so the meter moves when the turn ends, not call by call. Its events name no model
+ * and carry no cost. Reconnects (`error` events) carry no usage, so a retried call counts once.
+ */
+function codexUsageMeter(): UsageMeter {
+  let tokens: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+  return {
+    get tokens() {
+      return tokens;
+    },
+    costUsd: undefined,
+    model: undefined,
+    line(line) {
+      if (!line.includes('"turn.completed"')) return;
+      const event = TurnCompleted.safeParse(jsonObject(line));
+      if (event.success && event.data.usage) tokens = addTokenUsage(tokens, turnTokens(event.data.usage));
+    },
+  };
 }
 
 /**

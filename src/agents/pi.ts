@@ -46,7 +46,7 @@ import {
 import { InvalidInputError } from "../util/errors.js";
 import { describeToolCall, firstString, jsonObject, SUBJECT_KEYS } from "./progress.js";
 import { baseUrlProblem } from "./provider-settings.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter } from "./types.js";
+import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter, UsageMeter } from "./types.js";
 
 /**
  * The env vars pi reads an API key from, by provider (`@mariozechner/pi-ai` `getApiKeyEnvVars`).
@@ -96,6 +96,8 @@ const AssistantMessage = z.object({
   /** `stop` | `length` | `toolUse` | `error` | `aborted`. */
   stopReason: z.string(),
   errorMessage: z.string().optional(),
+  /** The model that answered, as its provider names it (e.g. `claude-sonnet-4-5`). */
+  model: z.string().optional(),
   usage: z
     .object({
       input: z.number().nonnegative().optional(),
@@ -154,6 +156,7 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
     turnCounter: piTurnCounter,
+    usageMeter: piUsageMeter,
     describeProgress(line) {
       if (!line.includes('"tool_execution_start"')) return undefined;
       const event = jsonObject(line);
@@ -184,15 +187,7 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       // none than an undercount. Retried attempts count too: each was a model call.
       const costs = assistants.flatMap((message) => (message.usage ? [message.usage.cost.total] : []));
       const tokens = assistants.reduce<TokenUsage | undefined>(
-        (sum, message) =>
-          message.usage
-            ? addTokenUsage(sum, {
-                input: message.usage.input ?? 0,
-                output: message.usage.output ?? 0,
-                cacheRead: message.usage.cacheRead ?? 0,
-                cacheWrite: message.usage.cacheWrite ?? 0,
-              })
-            : sum,
+        (sum, message) => (message.usage ? addTokenUsage(sum, messageTokens(message.usage)) : sum),
         undefined,
       );
       const counts = result.truncated
@@ -254,6 +249,50 @@ function keysFor(model: string | undefined): readonly string[] {
   const slash = model?.indexOf("/") ?? -1;
   const provider = model !== undefined && slash > 0 ? model.slice(0, slash) : undefined;
   return (provider !== undefined ? PROVIDER_KEYS[provider] : undefined) ?? CREDENTIALS;
+}
+
+function messageTokens(usage: NonNullable<Assistant["usage"]>): TokenUsage {
+  return {
+    input: usage.input ?? 0,
+    output: usage.output ?? 0,
+    cacheRead: usage.cacheRead ?? 0,
+    cacheWrite: usage.cacheWrite ?? 0,
+  };
+}
+
+/**
+ * pi's usage as it streams: each model call ends in one `message_end` holding the assistant
+ * message with its tokens and what pi priced them at. The same message comes again in
+ * `turn_end` and `agent_end`, which are not read, so it counts once; a retried call is its own
+ * message with its own (usually empty) usage. pi prices only the models in its catalogue and
+ * says $0 for the rest: tokens at $0 are taken as no price, so the table prices them instead.
+ */
+function piUsageMeter(): UsageMeter {
+  let tokens: TokenUsage = { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+  let cost = 0;
+  let model: string | undefined;
+  return {
+    get tokens() {
+      return tokens;
+    },
+    get costUsd() {
+      return cost > 0 ? Math.round(cost * 1e8) / 1e8 : undefined;
+    },
+    get model() {
+      return model;
+    },
+    line(line) {
+      if (!line.includes('"message_end"')) return;
+      const event = jsonObject(line);
+      if (event?.["type"] !== "message_end") return;
+      const message = AssistantMessage.safeParse(event["message"]);
+      if (!message.success) return;
+      if (message.data.model !== undefined) model = message.data.model;
+      if (!message.data.usage) return;
+      tokens = addTokenUsage(tokens, messageTokens(message.data.usage));
+      cost += message.data.usage.cost.total;
+    },
+  };
 }
 
 function textOf(message: Assistant): string {

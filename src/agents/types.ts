@@ -58,6 +58,8 @@ export interface AgentOutcome {
   retrying?: { error: string; times: number };
   /** Harness stopped the agent as it began a turn beyond this cap (CLIs without a cap of their own). */
   stoppedAtTurnCap?: number;
+  /** Harness stopped the agent when the run's spend reached its budget (both in US dollars). */
+  stoppedAtBudget?: { limitUsd: number; spentUsd: number };
   /** A one-line reason when `success` is false. */
   error?: string;
 }
@@ -120,6 +122,11 @@ export interface AgentDriver {
    */
   turnCounter?(): TurnCounter;
   /**
+   * Reads the model usage in the live output, so Harness can hold a run to its budget while the
+   * agent works and still knows what a step it had to stop used. A retried call counts once.
+   */
+  usageMeter?(): UsageMeter;
+  /**
    * What one line of the agent's live output says it is doing, in a few words ("editing
    * `src/x.ts`"), or undefined for a line that says nothing worth showing.
    */
@@ -131,4 +138,15 @@ export interface TurnCounter {
   line(line: string): void;
   /** Turns begun so far. */
   readonly started: number;
+}
+
+/** Fed the agent's stdout, one complete line at a time, while it runs. */
+export interface UsageMeter {
+  line(line: string): void;
+  /** Tokens used so far, as the live events report them. */
+  readonly tokens: TokenUsage;
+  /** The CLI's own running cost in US dollars, when its live events carry one. */
+  readonly costUsd: number | undefined;
+  /** The model the CLI says it calls, when its events name one (it may differ from the one asked for). */
+  readonly model: string | undefined;
 }

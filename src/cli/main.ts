@@ -2,7 +2,7 @@ import { readFileSync } from "node:fs";
 import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
 import { AGENTS, createAgent } from "../agents/registry.js";
 import type { RunReport } from "../contracts/types.js";
-import { agentEnvFrom, daytonaOptionsFromEnv } from "../runtime/app-settings.js";
+import { agentEnvFrom, daytonaOptionsFromEnv, maxCostFrom, pricesFrom } from "../runtime/app-settings.js";
 import { createOctokitClient, createTokenOctokit } from "../github/octokit-client.js";
 import type { Blueprint } from "../harness/blueprint.js";
 import { BlueprintError, loadBlueprintFile } from "../harness/blueprint-file.js";
@@ -10,6 +10,7 @@ import { BUILTIN_BLUEPRINTS, builtinBlueprint, DEFAULT_MAX_FIX_ROUNDS } from "..
 import { fanOut, type Reporter } from "../contracts/events.js";
 import { ConsoleReporter } from "../harness/reporters/console.js";
 import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
+import { lowestBudget } from "../harness/cost-budget.js";
 import { newRunId, runHarness } from "../harness/run.js";
 import { activeRunIds } from "../runs/queue/sqlite.js";
 import { reapOrphans } from "../runs/reaper.js";
@@ -58,6 +59,7 @@ interface RunFlags {
   branch?: string;
   report?: string;
   timeout: number;
+  maxCost?: number;
   json?: boolean;
 }
 
@@ -148,6 +150,11 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .option("--branch <name>", "branch to commit to (default: harness/<intent>-<run id>)")
     .option("--report <file>", "append every event to this file as JSON lines")
     .option("--timeout <minutes>", "run budget in minutes", positiveNumber, 60)
+    .option(
+      "--max-cost <usd>",
+      "what the run's agents may spend, in US dollars (within HARNESS_MAX_COST_USD); the agent is stopped there",
+      positiveNumber,
+    )
     .option("--json", "print the final report as JSON on stdout")
     .action(async (flags: RunFlags) => {
       setExitCode(await runCommand(flags, io));
@@ -249,6 +256,8 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
     : undefined;
   // Checked before a sandbox exists: only the chosen agent's settings matter here.
   const passEnv = agent ? agentEnvFrom(env, [agent]) : [];
+  const { prices } = pricesFrom(env);
+  const maxCostUsd = lowestBudget(flags.maxCost, maxCostFrom(env).maxCostUsd);
 
   const serverUrl = env["GITHUB_SERVER_URL"] || undefined;
   classifyRepoRef(flags.repo, serverUrl ? { serverUrl } : {});
@@ -298,6 +307,8 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
     output: { reporter, secrets: secretsFromEnv(env) },
     ...(io.signal ? { signal: io.signal } : {}),
     budgetMs: flags.timeout * 60_000,
+    ...(maxCostUsd !== undefined ? { maxCostUsd } : {}),
+    ...(prices ? { prices } : {}),
   });
   await reporter.close?.();
 

@@ -15,7 +15,7 @@ export type RawConfig = Record<string, unknown>;
 interface MergeShape {
   readonly [key: string]: MergeShape;
 }
-const MERGED_PER_KEY: MergeShape = { sandbox: { resources: {} }, pr: {} };
+const MERGED_PER_KEY: MergeShape = { sandbox: { resources: {} }, pr: {}, budget: {}, ci: {}, reviews: {} };
 
 const NETWORK_STRICTNESS = { open: 0, allowlist: 1, none: 2 } as const;
 const MAX_LISTED = 5;
@@ -117,12 +117,26 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
       );
     }
   }
-  for (const key of ["timeout_minutes", "fix_attempts", "max_turns"] as const) {
+  for (const key of ["timeout_minutes", "fix_attempts", "max_turns", "max_rounds"] as const) {
     const limit = org[key];
     const asked = effective[key];
     if (sets(key) && limit !== undefined && asked !== undefined && asked > limit) {
       problems.push(`\`${key}: ${show(asked)}\` exceeds ${theirs(key, limit)}, a ceiling`);
     }
+  }
+  // Money and automatic rounds are the organisation's to cap, like time.
+  const ceilings: [string, string, number | undefined, number | undefined][] = [
+    ["budget", "max_cost_usd", org.budget?.max_cost_usd, effective.budget?.max_cost_usd],
+    ["ci", "fix_attempts", org.ci.fix_attempts, effective.ci.fix_attempts],
+    ["ci", "timeout_minutes", org.ci.timeout_minutes, effective.ci.timeout_minutes],
+  ];
+  for (const [group, key, limit, asked] of ceilings) {
+    if (!sets(group, key) || limit === undefined) continue;
+    if (asked === undefined || asked > limit)
+      problems.push(
+        `\`${group}.${key}: ${asked === undefined ? "none" : show(asked)}\` exceeds ` +
+          `${theirs(`${group}.${key}`, limit)}, a ceiling`,
+      );
   }
   const orgNetwork = org.sandbox.network;
   const network = effective.sandbox.network;

@@ -54,6 +54,14 @@ export const repoConfigSchema = z
     /** Cap on the agent's turns, for agents that support one. */
     max_turns: z.number().int().positive().max(1000).optional(),
     model: z.string().trim().min(1).optional(),
+    /**
+     * What a run's agents may spend: the agent step that reaches `max_cost_usd` (US dollars, the
+     * whole run's spend) is stopped. Within the operator's ceiling (HARNESS_MAX_COST_USD).
+     */
+    budget: z
+      .object({ max_cost_usd: z.number().positive().max(100_000).optional() })
+      .strict()
+      .optional(),
     sandbox: z
       .object({
         provider: z.enum(["local", "daytona"]).optional(),

@@ -49,6 +49,11 @@ export type HarnessEvent =
    */
   | { type: "node.progress"; runId: string; nodeId: string; attempt: number; text: string; at: string }
   | { type: "node.finished"; runId: string; report: NodeReport; at: string }
+  /**
+   * Something the people following the run should know that is not a step's outcome, said once
+   * (e.g. that its cost budget cannot be held): one plain sentence.
+   */
+  | { type: "run.notice"; runId: string; text: string; at: string }
   | { type: "commit.finished"; runId: string; commitSha?: string; changedFiles: number; at: string }
   | { type: "push.finished"; runId: string; result: PushResult; at: string }
   | { type: "run.finished"; runId: string; report: RunReport; at: string };

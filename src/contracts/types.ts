@@ -89,8 +89,13 @@ export interface NodeReport {
   summary?: string;
   /** Agent nodes: conversation turns the agent used, when its CLI reports them. */
   turns?: number;
-  /** Agent nodes: cost in US dollars, when its CLI reports it. */
+  /**
+   * Agent nodes: cost in US dollars, as its CLI reports it or, when the CLI reports none, its
+   * tokens at Harness's prices (then `costEstimated`). Absent when neither is known.
+   */
   costUsd?: number;
+  /** True when `costUsd` is Harness's estimate from the tokens, not the CLI's own figure. */
+  costEstimated?: boolean;
   /** Agent nodes: the model tokens the agent used, when its CLI reports them. */
   tokens?: TokenUsage;
   /** Agent nodes: which agent ran (its driver's name) and the model asked for, if one was. */

@@ -43,6 +43,8 @@ export interface StatusView {
   draftUnavailable?: boolean;
   changedFiles?: number;
   costUsd?: number;
+  /** Some of `costUsd` is Harness's estimate from tokens (a CLI reported no cost): shown as `≈$0.42`. */
+  costEstimated?: boolean;
   turns?: number;
   /** Every model token the agents used (input, output and the prompt cache's). */
   tokens?: number;
@@ -107,7 +109,7 @@ export function renderStatusComment(view: StatusView): string {
       view.durationMs !== undefined ? formatDuration(view.durationMs) : undefined,
       view.turns !== undefined ? `${String(view.turns)} agent turn${view.turns === 1 ? "" : "s"}` : undefined,
       view.tokens !== undefined ? `${formatTokens(view.tokens)} tokens` : undefined,
-      view.costUsd !== undefined ? `$${view.costUsd.toFixed(2)}` : undefined,
+      view.costUsd !== undefined ? `${view.costEstimated ? "≈" : ""}$${view.costUsd.toFixed(2)}` : undefined,
     ].filter((fact): fact is string => fact !== undefined);
     lines.push(facts.join(" · "), "");
     if (view.draftUnavailable && !view.prReused) {

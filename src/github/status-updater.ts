@@ -97,6 +97,11 @@ export class StatusUpdater {
   }
 }
 
+/** A notice as a sentence of the comment's note. */
+function capitalised(text: string): string {
+  return `${text.charAt(0).toUpperCase()}${text.slice(1)}`.replace(/\.$/, "");
+}
+
 /** Backoff for retryable GitHub answers (rate limits, 5xx, network), undefined for the rest. */
 function retryDelay(error: unknown, fallbackMs: number): number | undefined {
   if (error === null || typeof error !== "object") return fallbackMs;
@@ -166,11 +171,15 @@ export class StatusCommentReporter implements Reporter {
         delete step.activity;
         if (event.report.turns !== undefined) view.turns = (view.turns ?? 0) + event.report.turns;
         if (event.report.costUsd !== undefined) view.costUsd = (view.costUsd ?? 0) + event.report.costUsd;
+        if (event.report.costEstimated) view.costEstimated = true;
         if (event.report.tokens) view.tokens = (view.tokens ?? 0) + totalTokens(event.report.tokens);
         break;
       }
       case "commit.finished":
         view.changedFiles = event.changedFiles;
+        break;
+      case "run.notice":
+        view.note = view.note ? `${view.note} ${capitalised(event.text)}.` : `${capitalised(event.text)}.`;
         break;
       case "push.finished": {
         const push = view.steps.find((step) => step.id === "__push");

@@ -1,6 +1,7 @@
 import { randomBytes } from "node:crypto";
-import type { ExecResult, NodeReport, NodeStatus, RunStatus } from "../contracts/types.js";
-import type { AgentDriver, AgentOutcome } from "../agents/types.js";
+import { totalTokens, type ExecResult, type NodeReport, type NodeStatus, type RunStatus } from "../contracts/types.js";
+import { DEFAULT_PRICES, type PriceTable } from "../agents/prices.js";
+import type { AgentDriver, AgentOutcome, UsageMeter } from "../agents/types.js";
 import { EXIT_NOT_FOUND } from "../sandbox/process.js";
 import type { Sandbox } from "../sandbox/types.js";
 import { DEFAULT_OPERATION_TIMEOUT } from "../sandbox/types.js";
@@ -8,6 +9,7 @@ import type { Redactor } from "../util/redact.js";
 import { TailBuffer } from "../util/tail-buffer.js";
 import type { AgentNode, Blueprint, BlueprintNode, ExecNode } from "./blueprint.js";
 import type { Reporter } from "../contracts/events.js";
+import { budgetStop, RunSpend, stepCost } from "./cost-budget.js";
 import { scratchDirName } from "./git-steps.js";
 import { OutputLog } from "./output-log.js";
 import { renderAgentPrompt, type PromptInputs } from "./prompt.js";
@@ -44,6 +46,13 @@ export interface BlueprintRun {
   setupSecrets?: Readonly<Record<string, string>>;
   maxAgentTurns?: number;
   model?: string;
+  /** Prices for agent steps whose CLI reports no cost (default: `DEFAULT_PRICES`). */
+  prices?: PriceTable;
+  /**
+   * The run's budget for its agents, in US dollars: an agent step is stopped when the run's
+   * spend reaches it, and no agent step starts after that.
+   */
+  maxCostUsd?: number;
   outputThrottleMs: number;
   /** When set, every output line is also emitted as `node.log` events, batched at this interval. */
   outputLogMs?: number;
@@ -71,11 +80,18 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
   const attempts = new Map<string, number>();
   const byId = new Map(run.blueprint.nodes.map((node) => [node.id, node]));
   const nonce = randomBytes(6).toString("hex");
+  const spend = new RunSpend({
+    prices: run.prices ?? DEFAULT_PRICES,
+    ...(run.maxCostUsd !== undefined ? { limitUsd: run.maxCostUsd } : {}),
+    notice: (text) => {
+      run.reporter.emit({ type: "run.notice", runId: run.runId, text, at: run.now().toISOString() });
+    },
+  });
 
   const execute = async (node: BlueprintNode, failureOutput?: string): Promise<Execution> => {
     const attempt = (attempts.get(node.id) ?? 0) + 1;
     attempts.set(node.id, attempt);
-    const execution = await executeNode(run, node, attempt, nonce, failureOutput);
+    const execution = await executeNode(run, node, attempt, nonce, spend, failureOutput);
     reports.push(execution.report);
     return execution;
   };
@@ -140,6 +156,7 @@ async function executeNode(
   node: BlueprintNode,
   attempt: number,
   nonce: string,
+  spend: RunSpend,
   failureOutput?: string,
 ): Promise<Execution> {
   const started = run.now();
@@ -193,20 +210,17 @@ async function executeNode(
   let status: NodeStatus;
   let result: ExecResult | undefined;
   let agentOutcome: AgentOutcome | undefined;
+  let meter: UsageMeter | undefined;
   let error: string | undefined;
   try {
     if (node.kind === "exec") {
       result = await runExecNode(run, node, timeout, onOutput);
     } else {
-      ({ result, outcome: agentOutcome } = await runAgentNode(
-        run,
-        node,
-        attempt,
-        nonce,
-        timeout,
-        onOutput,
-        failureOutput,
-      ));
+      ({
+        result,
+        outcome: agentOutcome,
+        meter,
+      } = await runAgentNode(run, node, attempt, nonce, timeout, onOutput, spend, failureOutput));
     }
     ({ status, error } = judge(run, node, result, agentOutcome));
   } catch (caught) {
@@ -219,6 +233,13 @@ async function executeNode(
 
   const finished = run.now();
   const outputTail = readableTail(tail, run.redactor);
+  // A step the harness stopped printed no final usage: what the live events said stands in.
+  const tokens = agentOutcome?.tokens ?? (meter && totalTokens(meter.tokens) > 0 ? meter.tokens : undefined);
+  const cost =
+    node.kind === "agent"
+      ? stepCost(agentOutcome?.costUsd ?? meter?.costUsd, tokens, meter?.model ?? run.model, spend.prices)
+      : undefined;
+  spend.add(cost);
   const report: NodeReport = {
     nodeId: node.id,
     title: node.title,
@@ -232,8 +253,9 @@ async function executeNode(
     ...(outputTail ? { outputTail } : {}),
     ...(agentOutcome?.summary ? { summary: run.redactor(summaryTail(agentOutcome.summary)) } : {}),
     ...(agentOutcome?.turns !== undefined ? { turns: agentOutcome.turns } : {}),
-    ...(agentOutcome?.costUsd !== undefined ? { costUsd: agentOutcome.costUsd } : {}),
-    ...(agentOutcome?.tokens ? { tokens: agentOutcome.tokens } : {}),
+    ...(cost ? { costUsd: cost.usd } : {}),
+    ...(cost?.estimated ? { costEstimated: true } : {}),
+    ...(tokens ? { tokens } : {}),
     ...(node.kind === "agent" && run.agent ? { agent: run.agent.name } : {}),
     ...(node.kind === "agent" && run.model !== undefined ? { model: run.model } : {}),
     ...(error ? { error: run.redactor(error) } : {}),
@@ -300,10 +322,14 @@ async function runAgentNode(
   nonce: string,
   timeout: number,
   onOutput: (stream: "stdout" | "stderr", chunk: string) => void,
+  spend: RunSpend,
   failureOutput?: string,
-): Promise<{ result: ExecResult; outcome?: AgentOutcome }> {
+): Promise<{ result: ExecResult; outcome?: AgentOutcome; meter?: UsageMeter }> {
   const agent = run.agent;
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
+  // The budget is spent: the step does not start.
+  const spent = spend.stopReason();
+  if (spent !== undefined) throw new Error(spent);
   // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
   const prompt = renderAgentPrompt(
     node.prompt,
@@ -329,25 +355,39 @@ async function runAgentNode(
     const cap = run.maxAgentTurns;
     const counter = cap !== undefined ? agent.turnCounter?.() : undefined;
     const capped = new AbortController();
+    // Every step is metered, for its cost; only a run with a budget is stopped by it.
+    const meter = agent.usageMeter?.();
+    if (!meter) spend.unenforced(`the ${agent.name} agent reports no usage`);
+    const overBudget = new AbortController();
+    let stoppedAt: number | undefined;
     const progress = agent.describeProgress ? progressEmitter(run, node.id, attempt) : undefined;
     const lines =
-      counter || progress
+      counter || progress || meter
         ? lineSplitter((line) => {
             if (counter) {
               counter.line(line);
               if (cap !== undefined && counter.started > cap && !capped.signal.aborted) capped.abort();
             }
+            if (meter) {
+              meter.line(line);
+              const live = spend.limitUsd !== undefined ? spend.live(meter, run.model) : undefined;
+              if (live !== undefined && spend.stopReason(live) !== undefined && !overBudget.signal.aborted) {
+                stoppedAt = live;
+                overBudget.abort();
+              }
+            }
             const activity = progress ? agent.describeProgress?.(line) : undefined;
             if (activity !== undefined) progress?.(activity);
           })
         : undefined;
+    const stops = [run.signal, ...(counter ? [capped.signal] : []), ...(meter ? [overBudget.signal] : [])];
     const result = await run.sandbox.exec({
       argv: invocation.argv,
       cwd: run.sandbox.workDir,
       timeout,
       env: invocation.env,
       maxOutput: AGENT_OUTPUT_BYTES,
-      signal: counter ? AbortSignal.any([run.signal, capped.signal]) : run.signal,
+      signal: stops.length > 1 ? AbortSignal.any(stops) : run.signal,
       onOutput: lines
         ? (stream, chunk) => {
             onOutput(stream, chunk);
@@ -357,12 +397,23 @@ async function runAgentNode(
       ...(invocation.stdin !== undefined ? { stdin: invocation.stdin } : {}),
     });
     if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
-      return { result };
+      return { result, ...(meter ? { meter } : {}) };
     }
     const outcome = agent.parseResult(result);
     if (capped.signal.aborted && cap !== undefined && !run.signal.aborted)
-      return { result, outcome: { ...outcome, success: false, turns: cap, stoppedAtTurnCap: cap } };
-    return { result, outcome };
+      return {
+        result,
+        outcome: { ...outcome, success: false, turns: cap, stoppedAtTurnCap: cap },
+        ...(meter ? { meter } : {}),
+      };
+    // Only a kill that landed stops the step: an agent that had already finished keeps its outcome.
+    if (stoppedAt !== undefined && spend.limitUsd !== undefined && result.cancelled && !run.signal.aborted)
+      return {
+        result,
+        outcome: { ...outcome, success: false, stoppedAtBudget: { limitUsd: spend.limitUsd, spentUsd: stoppedAt } },
+        ...(meter ? { meter } : {}),
+      };
+    return { result, outcome, ...(meter ? { meter } : {}) };
   } finally {
     // Gone before the next step runs, so nothing that step runs can read this prompt's nonce.
     await run.sandbox.removeScratchFile(promptName).catch(() => undefined);
@@ -382,6 +433,8 @@ function judge(
 ): { status: NodeStatus; error?: string } {
   if (outcome?.stoppedAtTurnCap !== undefined)
     return { status: "failed", error: `stopped at the turn cap (${String(outcome.stoppedAtTurnCap)})` };
+  if (outcome?.stoppedAtBudget)
+    return { status: "failed", error: budgetStop(outcome.stoppedAtBudget.limitUsd, outcome.stoppedAtBudget.spentUsd) };
   // What the agent was retrying when time ran out is the cause; the time alone is only the symptom.
   const cause = outcome?.retrying
     ? ` while the agent was retrying: ${outcome.retrying.error} ` +

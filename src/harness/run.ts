@@ -10,6 +10,7 @@ import {
   pickExtras,
   withAgentEnvironment,
 } from "../agents/provider-settings.js";
+import type { PriceTable } from "../agents/prices.js";
 import type { AgentDriver } from "../agents/types.js";
 import type { KnownSecret } from "../delivery/secret-scan.js";
 import type { GitHubClient } from "../github/client.js";
@@ -130,6 +131,13 @@ export interface HarnessOptions {
   signal?: AbortSignal;
   /** Wall-clock budget for the whole run in ms (default 60 min). */
   budgetMs?: number;
+  /**
+   * What the agents may spend in the whole run, in US dollars: the agent step that reaches it is
+   * stopped, and no agent step starts after it. None by default.
+   */
+  maxCostUsd?: number;
+  /** Prices for agents whose CLI reports no cost, and for the budget (default: `DEFAULT_PRICES`). */
+  prices?: PriceTable;
   now?: () => Date;
 }
 
@@ -247,6 +255,8 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       ...(options.sandbox.setupSecrets ? { setupSecrets: options.sandbox.setupSecrets } : {}),
       ...(agent?.maxTurns !== undefined ? { maxAgentTurns: agent.maxTurns } : {}),
       ...(agent?.model !== undefined ? { model: agent.model } : {}),
+      ...(options.prices ? { prices: options.prices } : {}),
+      ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       outputThrottleMs: output.throttleMs ?? 500,
       ...(output.logMs !== undefined ? { outputLogMs: output.logMs } : {}),
     });
@@ -367,6 +377,9 @@ function validateOptions(options: HarnessOptions): void {
   }
   if (options.budgetMs !== undefined && (!Number.isFinite(options.budgetMs) || options.budgetMs <= 0)) {
     throw new InvalidInputError("The run budget must be a positive number of minutes");
+  }
+  if (options.maxCostUsd !== undefined && (!Number.isFinite(options.maxCostUsd) || options.maxCostUsd <= 0)) {
+    throw new InvalidInputError("The run's cost budget must be a positive number of US dollars");
   }
 }
 

@@ -68,6 +68,7 @@ export class HarnessMetrics {
   readonly liveSandboxes: Gauge;
   readonly webhookDuration: Histogram<"event" | "status">;
   readonly agentTokens: Counter<"agent" | "model" | "kind">;
+  readonly agentCost: Counter<"agent" | "model">;
   readonly pullRequests: Counter<"outcome">;
   readonly pullRequestMergeDuration: Histogram;
   readonly pullRequestRounds: Histogram<"outcome">;
@@ -116,6 +117,14 @@ export class HarnessMetrics {
         "Model tokens agents used, as their CLIs report them, by agent, model (`default` when the run " +
         "named none) and kind (input without the cache, output, cache_read, cache_write).",
       labelNames: ["agent", "model", "kind"],
+      registers,
+    });
+    this.agentCost = new Counter({
+      name: "harness_agent_cost_usd_total",
+      help:
+        "What agent steps cost in US dollars, by agent and model (`default` when the run named none): " +
+        "the CLI's own figure, or its tokens at Harness's prices when it reports none.",
+      labelNames: ["agent", "model"],
       registers,
     });
     this.liveSandboxes = new Gauge({

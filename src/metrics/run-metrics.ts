@@ -45,6 +45,11 @@ export class RunMetricsReporter implements Reporter {
           this.metrics.agentTokens.inc({ ...labels, kind: "cache_read" }, report.tokens.cacheRead);
           this.metrics.agentTokens.inc({ ...labels, kind: "cache_write" }, report.tokens.cacheWrite);
         }
+        if (report.kind === "agent" && report.costUsd !== undefined)
+          this.metrics.agentCost.inc(
+            { agent: report.agent ?? "unknown", model: report.model ?? "default" },
+            report.costUsd,
+          );
         return;
       }
       case "run.finished":

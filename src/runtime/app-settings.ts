@@ -11,6 +11,7 @@ import { SettingsError } from "../util/errors.js";
 import { parseAgentEnvNames, providerSettingsProblems } from "../agents/provider-settings.js";
 import { createAgent } from "../agents/registry.js";
 import type { AgentDriver } from "../agents/types.js";
+import { DEFAULT_PRICES, parsePriceOverrides, withPriceOverrides, type PriceTable } from "../agents/prices.js";
 
 /** The process's configuration, from the environment only. */
 export type AppSettings =
@@ -70,6 +71,10 @@ export type AppSettings =
        * beyond the credentials and provider settings its driver declares.
        */
       agentEnv?: string[];
+      /** The prices agent costs are estimated and budgets held with: HARNESS_PRICES over the defaults. */
+      prices?: PriceTable;
+      /** HARNESS_MAX_COST_USD: the most a run's agents may spend; a repository's budget can only be lower. */
+      maxCostUsd?: number;
       concurrency: number;
       statusIntervalMs: number;
       /** How long a review follow-up waits for related review comments to join it, in ms. */
@@ -193,6 +198,8 @@ export function settingsFromEnv(
     setupSecrets: setupSecretsFrom(env),
     network: networkFrom(env),
     agentEnv: agentEnvFrom(env),
+    ...pricesFrom(env),
+    ...maxCostFrom(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     reviewSettleMs: integer(env["HARNESS_REVIEW_SETTLE_MS"], 3_000, "HARNESS_REVIEW_SETTLE_MS"),
@@ -347,6 +354,27 @@ export function agentEnvFrom(
   const problems = providerSettingsProblems({ drivers: agents, environment: env, extraNames: names });
   if (problems.length > 0) throw new SettingsError(`Agent provider settings: ${problems.join("; ")}`);
   return names;
+}
+
+/** HARNESS_PRICES: JSON prices by model id or prefix, merged over the defaults; absent: the defaults apply. */
+export function pricesFrom(env: NodeJS.ProcessEnv): { prices?: PriceTable } {
+  const json = env["HARNESS_PRICES"];
+  if (json === undefined || json.trim() === "") return {};
+  try {
+    return { prices: withPriceOverrides(DEFAULT_PRICES, parsePriceOverrides(json)) };
+  } catch (error) {
+    throw new SettingsError(error instanceof Error ? error.message : String(error));
+  }
+}
+
+/** HARNESS_MAX_COST_USD: a positive number of US dollars, the ceiling of every run's budget. */
+export function maxCostFrom(env: NodeJS.ProcessEnv): { maxCostUsd?: number } {
+  const text = env["HARNESS_MAX_COST_USD"];
+  if (text === undefined || text.trim() === "") return {};
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0)
+    throw new SettingsError(`HARNESS_MAX_COST_USD must be a positive number of US dollars (e.g. 5), got "${text}"`);
+  return { maxCostUsd: value };
 }
 
 /** `HARNESS_SETUP_SECRETS=acme/widgets:NPM_TOKEN,acme/*:PIP_TOKEN`: each value must be set too. */

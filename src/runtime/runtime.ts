@@ -22,7 +22,7 @@ import type { RunRequest } from "../runs/request.js";
 import type { WorkerDeps } from "../runs/worker/deps.js";
 import { processRun } from "../runs/worker/process-run.js";
 import { DraftRefusals } from "../runs/worker/draft-refusals.js";
-import { InstallationAccessCache } from "../runs/worker/follow-up-access.js";
+import { InstallationAccessCache } from "../runs/worker/installation-access-cache.js";
 import { reportInterrupted } from "../runs/worker/report-interrupted.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { RepoCache } from "../sandbox/local/repo-cache.js";

@@ -135,6 +135,7 @@ export function encodeEntry(entry: JournalEntry, redactor: Redactor): string {
     case "node.progress":
     case "commit.finished":
     case "push.finished":
+    case "run.notice":
       return "";
   }
 }

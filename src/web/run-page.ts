@@ -108,6 +108,7 @@ function outcome(
   const agentSummary = summaries.at(-1);
   const turns = report?.nodes.reduce((sum, node) => sum + (node.turns ?? 0), 0) ?? 0;
   const cost = report?.nodes.reduce((sum, node) => sum + (node.costUsd ?? 0), 0) ?? 0;
+  const estimated = report?.nodes.some((node) => node.costEstimated === true) ?? false;
   const tokens = report?.nodes.reduce((sum, node) => sum + (node.tokens ? totalTokens(node.tokens) : 0), 0) ?? 0;
   const pr = safeHref(summary.prUrl);
   return html`
@@ -139,7 +140,7 @@ ${
     ? html`<p class="muted" id="agent-usage">${[
         turns > 0 ? `${String(turns)} agent turns` : "",
         tokens > 0 ? `${formatTokens(tokens)} tokens` : "",
-        cost > 0 ? `$${cost.toFixed(2)}` : "",
+        cost > 0 ? `${estimated ? "≈" : ""}$${cost.toFixed(2)}` : "",
       ]
         .filter((part) => part !== "")
         .join(" · ")}</p>`

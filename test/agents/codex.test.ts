@@ -46,8 +46,9 @@ describe("codex driver through the harness", () => {
       turns: 1,
       summary: "Hello from the mock model.",
     });
-    // Codex reports tokens, not dollars.
-    expect(report.nodes[0]?.costUsd).toBeUndefined();
+    // Codex reports tokens, not dollars: Harness prices them (1,600 input, 100 output and 400 cache
+    // reads at gpt-5.5's $5, $30 and $0.50 a million) and says it is an estimate.
+    expect(report.nodes[0]).toMatchObject({ costUsd: 0.0112, costEstimated: true });
   });
 
   test("without a model only the prompt marker follows the fixed flags", async () => {

@@ -83,6 +83,21 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(node).toMatchObject({ status: "failed", turns: 1, error: "stopped at the turn cap (1)" });
   });
 
+  test("the cost budget: the tokens of Claude's first message, at Sonnet's price, stop it there", async () => {
+    const { node, server } = await run("claude-code", {
+      // A million input tokens: $3 at Sonnet 4.5's list price. Then a model that never answers,
+      // so only the budget can end the step before its timeout.
+      script: [writeFile("greeting.txt", "hello\n", { usage: { inputTokens: 1_000_000, outputTokens: 10 } }), hang],
+      maxCostUsd: 2,
+      timeoutMinutes: 0.5,
+    });
+    expect(node).toMatchObject({ status: "failed", error: "stopped at the $2.00 budget after $3.00" });
+    // Claude prices its calls only in the result it never printed: Harness priced the message's tokens.
+    expect(node).toMatchObject({ costEstimated: true });
+    expect(node.costUsd).toBeCloseTo(3, 3);
+    expect(server.modelCalls().length).toBeLessThanOrEqual(2);
+  });
+
   test("401: the step fails with Claude's words for a rejected key", async () => {
     const { node, server } = await run("claude-code", { script: [fail(401, { repeat: Infinity })] });
     expect(node.status).toBe("failed");

@@ -21,6 +21,27 @@ const GREETING = [
 describeRealAgent("codex", "the real Codex CLI through the codex driver", () => {
   const run = useRealAgentRuns();
 
+  test("the cost budget: Codex reports tokens only as its turn ends, so the next agent step never starts", async () => {
+    const { report, node, server } = await run("codex", {
+      model: "gpt-5.1-codex",
+      // 50,000 + 2,000 input tokens at gpt-5.1-codex's $1.25 a million, and 100 output at $10 (a
+      // context much larger sets off Codex's own compaction).
+      script: [
+        writeFile("greeting.txt", "hello\n", { usage: { inputTokens: 50_000, outputTokens: 50 } }),
+        say("Added greeting.txt.", { inputTokens: 2_000, outputTokens: 50 }),
+      ],
+      maxCostUsd: 0.05,
+      verify: ["false"],
+    });
+    // The implement step either ended by itself or was stopped as it printed its usage: both say
+    // what it cost, and the fix step after it never starts Codex.
+    expect(report.status).toBe("failed");
+    expect(report.error).toMatch(/stopped at the \$0\.05 budget after \$0\.07$/);
+    expect(node).toMatchObject({ costEstimated: true });
+    expect(node.costUsd).toBeCloseTo(0.066, 8);
+    expect(server.modelCalls()).toHaveLength(2);
+  });
+
   test("the installed CLI is the pinned version", () => {
     expect(installedVersion("codex")).toBe(pinnedVersion("codex"));
   });

@@ -25,6 +25,20 @@ const GREETING = [
 describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
   const run = useRealAgentRuns();
 
+  test("the cost budget: pi's own price for its first call stops it there", async () => {
+    const { node, server } = await run("pi", {
+      // A million input tokens: $3 at Sonnet 4.5's list price, which pi computes itself. Then a
+      // model that never answers, so only the budget can end the step before its timeout.
+      script: [writeFile("greeting.txt", "hello\n", { usage: { inputTokens: 1_000_000, outputTokens: 10 } }), hang],
+      maxCostUsd: 2,
+      timeoutMinutes: 0.5,
+    });
+    expect(node).toMatchObject({ status: "failed", error: "stopped at the $2.00 budget after $3.00" });
+    expect(node.costUsd).toBeCloseTo(priced({ input: 1_000_000, output: 10 }, SONNET), 8);
+    expect(node.costEstimated).toBeUndefined();
+    expect(server.modelCalls().length).toBeLessThanOrEqual(2);
+  });
+
   test("the installed CLI is the pinned version", () => {
     expect(installedVersion("pi")).toBe(pinnedVersion("pi"));
   });

@@ -133,6 +133,10 @@ export interface RealRunOptions {
   settings?: Record<string, string>;
   /** Also gets every event as it happens (e.g. the status comment's reporter). */
   reporter?: Reporter;
+  /** The run's cost budget in US dollars. */
+  maxCostUsd?: number;
+  /** A verify command after the agent (one fix round when it fails). */
+  verify?: string[];
 }
 
 export interface RealRun {
@@ -195,7 +199,10 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
         branch: "harness/real-agent",
         intent: "add a greeting file",
       },
-      blueprint: withAgentTimeout(builtinBlueprint("default"), options.timeoutMinutes),
+      blueprint: withAgentTimeout(
+        builtinBlueprint("default", options.verify ? { verify: options.verify, maxFixRounds: 1 } : {}),
+        options.timeoutMinutes,
+      ),
       agent: {
         driver: driverFor(agent, onDaytona ? join(BIN_DIR, PACKAGES[agent].program) : undefined),
         credentials: { ...credentials, ...providerSettingsFor(agent, server), ...options.settings },
@@ -204,6 +211,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
       },
       sandbox: sandbox.harness,
       github: { token: githubToken },
+      ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       output: {
         throttleMs: 20,
         logMs: 20,

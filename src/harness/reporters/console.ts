@@ -79,6 +79,11 @@ export class ConsoleReporter implements Reporter {
             `in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`,
         );
         break;
+      case "run.notice":
+        this.stopSpinner();
+        this.line(`! ${event.text}`);
+        if (this.live && this.running) this.startSpinner();
+        break;
       case "sandbox.ready":
         break;
     }

@@ -16,7 +16,7 @@ import type {
 } from "../../sandbox/types.js";
 import type { Log } from "../../util/log.js";
 import type { DraftRefusals } from "./draft-refusals.js";
-import type { InstallationAccessCache } from "./follow-up-access.js";
+import type { InstallationAccessCache } from "./installation-access-cache.js";
 import type { PullRequestLedger } from "../../pulls/ledger/port.js";
 
 /** What the worker needs from the outside world, injected so tests need no globals. */

@@ -2,6 +2,7 @@ import { fanOut } from "../../contracts/events.js";
 import type { BotIdentity } from "../../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
 import type { PromptContext } from "../../harness/prompt.js";
+import { lowestBudget } from "../../harness/cost-budget.js";
 import type { HarnessOptions } from "../../harness/run.js";
 import { secretsFromEnv } from "../../util/redact.js";
 import type { CloneToken } from "./clone-token.js";
@@ -25,6 +26,8 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
   const { request, deps, audit, tokens } = run;
   const { plan, branch, clone } = inputs;
   const { config, blueprint, setupSecrets, sandboxKind, localIsolation, agent, network } = plan;
+  // The operator's ceiling holds whatever the repository asks: it can only be lowered.
+  const maxCostUsd = lowestBudget(config.budget?.max_cost_usd, deps.maxCostUsd);
   return {
     request: {
       runId: request.runId,
@@ -128,5 +131,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
     },
     signal: run.signal,
     budgetMs: config.timeout_minutes * 60_000,
+    ...(maxCostUsd !== undefined ? { maxCostUsd } : {}),
+    ...(deps.prices ? { prices: deps.prices } : {}),
   };
 }

@@ -27,6 +27,9 @@ function logEvent(log: Log, event: HarnessEvent): void {
         "step finished",
       );
       break;
+    case "run.notice":
+      log.warn({ notice: event.text }, "run notice");
+      break;
     case "push.finished":
       log.info(
         { pushed: event.result.pushed, prUrl: event.result.prUrl, errorKind: event.result.errorKind },
