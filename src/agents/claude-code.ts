@@ -130,6 +130,7 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
   const executable = chooseExecutable(program, options.executable);
   return {
     name: "claude-code",
+    liveOutput: "json-lines",
     program,
     installHint: "npm install -g @anthropic-ai/claude-code",
     credentials: CREDENTIALS,

@@ -92,6 +92,7 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
   const executable = chooseExecutable(program, options.executable);
   return {
     name: "codex",
+    liveOutput: "json-lines",
     program,
     installHint: "npm install -g @openai/codex",
     credentials: CREDENTIALS,

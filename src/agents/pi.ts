@@ -123,6 +123,7 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
   const executable = chooseExecutable(program, options.executable);
   return {
     name: "pi",
+    liveOutput: "json-lines",
     program,
     installHint: "npm install -g @mariozechner/pi-coding-agent",
     credentials: CREDENTIALS,

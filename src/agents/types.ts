@@ -131,6 +131,12 @@ export interface AgentDriver {
    * `src/x.ts`"), or undefined for a line that says nothing worth showing.
    */
   describeProgress?(line: string): string | undefined;
+  /**
+   * What the CLI prints on stdout as it works, when every line should be one JSON object: a
+   * line that is not is then said once per step, since the turns, cost and progress read from
+   * the live output may be missing what it held.
+   */
+  readonly liveOutput?: "json-lines";
 }
 
 /** Fed the agent's stdout, one complete line at a time, while it runs. */

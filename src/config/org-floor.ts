@@ -127,6 +127,7 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
   // Money and automatic rounds are the organisation's to cap, like time.
   const ceilings: [string, string, number | undefined, number | undefined][] = [
     ["budget", "max_cost_usd", org.budget?.max_cost_usd, effective.budget?.max_cost_usd],
+    ["budget", "daily_usd", org.budget?.daily_usd, effective.budget?.daily_usd],
     ["ci", "fix_attempts", org.ci.fix_attempts, effective.ci.fix_attempts],
     ["ci", "timeout_minutes", org.ci.timeout_minutes, effective.ci.timeout_minutes],
   ];

@@ -57,9 +57,14 @@ export const repoConfigSchema = z
     /**
      * What a run's agents may spend: the agent step that reaches `max_cost_usd` (US dollars, the
      * whole run's spend) is stopped. Within the operator's ceiling (HARNESS_MAX_COST_USD).
+     * `daily_usd` caps the repository's agent spend per UTC day: a run asked for once it is
+     * reached is refused, and one that starts gets at most what is left of it.
      */
     budget: z
-      .object({ max_cost_usd: z.number().positive().max(100_000).optional() })
+      .object({
+        max_cost_usd: z.number().positive().max(100_000).optional(),
+        daily_usd: z.number().positive().max(1_000_000).optional(),
+      })
       .strict()
       .optional(),
     sandbox: z

@@ -53,7 +53,14 @@ export type HarnessEvent =
    * Something the people following the run should know that is not a step's outcome, said once
    * (e.g. that its cost budget cannot be held): one plain sentence.
    */
-  | { type: "run.notice"; runId: string; text: string; at: string }
+  | {
+      type: "run.notice";
+      runId: string;
+      text: string;
+      at: string;
+      /** For the log and the run page only: a diagnostic the people on the issue need not read. */
+      quiet?: boolean;
+    }
   | { type: "commit.finished"; runId: string; commitSha?: string; changedFiles: number; at: string }
   | { type: "push.finished"; runId: string; result: PushResult; at: string }
   | { type: "run.finished"; runId: string; report: RunReport; at: string };

@@ -122,6 +122,11 @@ export type PushErrorKind =
   | "unverified"
   /** The change holds a secret (a run credential or a well-known token shape): nothing pushed. */
   | "secret_in_change"
+  /**
+   * Never pushed on purpose: an agent step was stopped at the run's cost budget or turn cap, and
+   * a partial change must not become a pull request by itself. The change is kept in the result.
+   */
+  | "stopped"
   | "unknown";
 
 /**
@@ -182,7 +187,10 @@ export interface RunReport {
   nodes: NodeReport[];
   /** The sha of the commit the run produced, when it produced one. */
   commitSha?: string;
-  /** Present when a push was requested. */
+  /**
+   * Present when a push was requested, and when an agent step was stopped at the cost budget or
+   * the turn cap after changing files (`errorKind: "stopped"`, never pushed, the change kept).
+   */
   pushResult?: PushResult;
   /** A one-line, user-readable reason when the run did not succeed. */
   error?: string;

@@ -179,6 +179,7 @@ export class StatusCommentReporter implements Reporter {
         view.changedFiles = event.changedFiles;
         break;
       case "run.notice":
+        if (event.quiet) break;
         view.note = view.note ? `${view.note} ${capitalised(event.text)}.` : `${capitalised(event.text)}.`;
         break;
       case "push.finished": {

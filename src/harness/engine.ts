@@ -62,13 +62,24 @@ export interface BlueprintOutcome {
   status: RunStatus;
   nodes: NodeReport[];
   error?: string;
+  /**
+   * The run failed because Harness stopped an agent step at the cost budget or the turn cap (or
+   * kept one from starting, the budget being spent): the agent did not fail, so its work so far
+   * is worth keeping.
+   */
+  stoppedAtLimit?: true;
 }
 
 interface Execution {
   report: NodeReport;
   /** Redacted tail of the node's output, for a retry target's `{{failure.output}}`. */
   failureOutput: string;
+  /** Harness stopped the step at the cost budget or the turn cap, or did not start it, the budget spent. */
+  stoppedAtLimit: boolean;
 }
+
+/** An agent step not started because the run's budget is spent. */
+class BudgetSpentError extends Error {}
 
 /**
  * Runs a blueprint's nodes in order. A failing node with `onFailure` runs its retry target
@@ -127,6 +138,7 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
               status: "failed",
               nodes: reports,
               error: `${target.title} failed: ${repair.report.error ?? repair.report.status}`,
+              ...(repair.stoppedAtLimit ? { stoppedAtLimit: true } : {}),
             }
           );
         }
@@ -145,6 +157,7 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
         status: "failed",
         nodes: reports,
         error: `${node.title} failed${suffix}: ${report.error ?? report.status}`,
+        ...(execution.stoppedAtLimit ? { stoppedAtLimit: true } : {}),
       };
     }
   }
@@ -212,6 +225,7 @@ async function executeNode(
   let agentOutcome: AgentOutcome | undefined;
   let meter: UsageMeter | undefined;
   let error: string | undefined;
+  let stoppedAtLimit = false;
   try {
     if (node.kind === "exec") {
       result = await runExecNode(run, node, timeout, onOutput);
@@ -223,8 +237,10 @@ async function executeNode(
       } = await runAgentNode(run, node, attempt, nonce, timeout, onOutput, spend, failureOutput));
     }
     ({ status, error } = judge(run, node, result, agentOutcome));
+    stoppedAtLimit = agentOutcome?.stoppedAtTurnCap !== undefined || agentOutcome?.stoppedAtBudget !== undefined;
   } catch (caught) {
     status = run.stopReason() === "budget" ? "timed_out" : run.stopReason() === "cancelled" ? "cancelled" : "failed";
+    stoppedAtLimit = caught instanceof BudgetSpentError && status === "failed";
     error = caught instanceof Error ? caught.message : String(caught);
   } finally {
     throttle.stop();
@@ -261,7 +277,7 @@ async function executeNode(
     ...(error ? { error: run.redactor(error) } : {}),
   };
   run.reporter.emit({ type: "node.finished", runId: run.runId, report, at: finished.toISOString() });
-  return { report, failureOutput: readableTail(failureTail, run.redactor) };
+  return { report, failureOutput: readableTail(failureTail, run.redactor), stoppedAtLimit };
 }
 
 function templateValues(run: BlueprintRun): Record<string, string> {
@@ -329,7 +345,7 @@ async function runAgentNode(
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
   // The budget is spent: the step does not start.
   const spent = spend.stopReason();
-  if (spent !== undefined) throw new Error(spent);
+  if (spent !== undefined) throw new BudgetSpentError(spent);
   // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
   const prompt = renderAgentPrompt(
     node.prompt,
@@ -340,6 +356,7 @@ async function runAgentNode(
   // the prompt (which may quote the issue) could end up in the commit.
   const promptName = `prompt-${node.id}-${String(attempt)}.md`;
   const promptFile = await run.sandbox.writeScratchFile(promptName, prompt);
+  const notJson = agent.liveOutput === "json-lines" ? new NotJsonLines() : undefined;
   try {
     const invocation = agent.buildInvocation(
       {
@@ -362,8 +379,9 @@ async function runAgentNode(
     let stoppedAt: number | undefined;
     const progress = agent.describeProgress ? progressEmitter(run, node.id, attempt) : undefined;
     const lines =
-      counter || progress || meter
+      counter || progress || meter || notJson
         ? lineSplitter((line) => {
+            notJson?.line(line);
             if (counter) {
               counter.line(line);
               if (cap !== undefined && counter.started > cap && !capped.signal.aborted) capped.abort();
@@ -415,6 +433,15 @@ async function runAgentNode(
       };
     return { result, outcome, ...(meter ? { meter } : {}) };
   } finally {
+    if (notJson?.first !== undefined) {
+      run.reporter.emit({
+        type: "run.notice",
+        runId: run.runId,
+        text: notJson.notice(agent.name, node.title, run.redactor),
+        at: run.now().toISOString(),
+        quiet: true,
+      });
+    }
     // Gone before the next step runs, so nothing that step runs can read this prompt's nonce.
     await run.sandbox.removeScratchFile(promptName).catch(() => undefined);
     // The checkout's own scratch folder is kept out of commits anyway; clearing it after each agent
@@ -539,6 +566,62 @@ function summaryTail(summary: string): string {
 
 function formatMs(ms: number): string {
   return ms >= 60_000 ? `${(ms / 60_000).toFixed(1)} min` : `${(ms / 1000).toFixed(1)} s`;
+}
+
+/** Characters of a stray line quoted in the notice about it. */
+const NOT_JSON_EXCERPT_CHARS = 100;
+
+/**
+ * Counts the lines of a JSON-lines stream that are not JSON objects (a banner, a crash trace,
+ * a CLI whose format changed), keeping the first, so a step says once, at its end, that what
+ * was read from its live output may be incomplete.
+ */
+class NotJsonLines {
+  count = 0;
+  first: string | undefined;
+
+  line(line: string): void {
+    const trimmed = line.trim();
+    if (trimmed === "" || isJsonObject(trimmed)) return;
+    this.count += 1;
+    // The whole line, for now: a secret cut at the excerpt's end could escape the redactor.
+    this.first ??= trimmed;
+  }
+
+  notice(agent: string, step: string, redactor: Redactor): string {
+    const excerpt = quotable(redactor(this.first ?? ""));
+    const lines = this.count === 1 ? "1 line" : `${String(this.count)} lines`;
+    return (
+      `the ${agent} agent printed ${lines} that ${this.count === 1 ? "is" : "are"} not JSON events in "${step}" ` +
+      `(the first: "${excerpt}"): its turns, cost and progress were read from the other lines`
+    );
+  }
+}
+
+function isJsonObject(line: string): boolean {
+  if (!line.startsWith("{")) return false;
+  try {
+    const value: unknown = JSON.parse(line);
+    return value !== null && typeof value === "object" && !Array.isArray(value);
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * The start of a line from the agent's output, fit to quote in one sentence that readers render
+ * as Markdown or HTML: control characters and line breaks become spaces, and nothing in it can
+ * mention anyone, load an image, open a code span or form a tag.
+ */
+function quotable(text: string): string {
+  // eslint-disable-next-line no-control-regex -- control characters are exactly what is removed
+  const flat = text.replace(/[\u0000-\u001f\u007f-\u009f\u2028\u2029\s]+/g, " ").trim();
+  const cut = flat.length > NOT_JSON_EXCERPT_CHARS ? `${flat.slice(0, NOT_JSON_EXCERPT_CHARS)}…` : flat;
+  return cut
+    .replace(/[`<>]/g, "'")
+    .replace(/!\[/g, "[")
+    .replace(/@(?=\w)/g, "@\u200B")
+    .replace(/"/g, "'");
 }
 
 /** Calls `onLine` with each complete line of a stream that arrives in chunks; a partial line waits. */

@@ -12,7 +12,7 @@ import {
 } from "../agents/provider-settings.js";
 import type { PriceTable } from "../agents/prices.js";
 import type { AgentDriver } from "../agents/types.js";
-import type { KnownSecret } from "../delivery/secret-scan.js";
+import { maskSecrets, type KnownSecret } from "../delivery/secret-scan.js";
 import type { GitHubClient } from "../github/client.js";
 import { pullRequestBody, pullRequestTitle } from "../github/pull-request-text.js";
 import { DEFAULT_RUN_TIMEOUT, type Sandbox, type SandboxOptions } from "../sandbox/types.js";
@@ -22,7 +22,7 @@ import { createRedactor } from "../util/redact.js";
 import type { Blueprint } from "./blueprint.js";
 import { runBlueprint, type StopReason } from "./engine.js";
 import { fanOut, type Reporter } from "../contracts/events.js";
-import { commitMessage, commitRunChanges, gitRunner, headSha } from "./git-steps.js";
+import { commitMessage, commitRunChanges, describeChange, gitRunner, headSha } from "./git-steps.js";
 import type { IssueContext, PromptContext } from "./prompt.js";
 import { pushAndOpenPullRequest } from "./push.js";
 import { redactingReporter } from "./reporters/redacting.js";
@@ -265,6 +265,28 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     if (outcome.status !== "succeeded") {
       status = outcome.status;
       error = outcome.error;
+      // Keeping the work must not hide why the run stopped: a failure to commit it leaves the run's error as it is.
+      const commit = !outcome.stoppedAtLimit
+        ? undefined
+        : await commitRunChanges(sandbox, {
+            baseSha,
+            title: pullRequestTitle(request.intent).slice(0, 100),
+            body: "Stopped before it finished: not pushed.",
+            runId: request.runId,
+            identity: github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl),
+            signal: controller.signal,
+          }).catch(() => undefined);
+      if (commit?.sha) {
+        reporter.emit({
+          type: "commit.finished",
+          runId: request.runId,
+          commitSha: commit.sha,
+          changedFiles: commit.changedFiles.length,
+          at: at(),
+        });
+        pushResult = await keptChange(sandbox, baseSha, commit.sha, error ?? "stopped", knownSecrets, redactor);
+        reporter.emit({ type: "push.finished", runId: request.runId, result: pushResult, at: at() });
+      }
     } else {
       const commitTitle = pullRequestTitle(request.intent).slice(0, 100);
       const commitBody = request.issue ? `Requested in #${String(request.issue.number)}.` : "";
@@ -463,6 +485,35 @@ function knownSecretsOf(options: HarnessOptions, agentSecrets: Readonly<Record<s
 
 function lastSummary(nodes: readonly NodeReport[]): string | undefined {
   return [...nodes].reverse().find((node) => node.kind === "agent" && node.summary)?.summary;
+}
+
+/**
+ * The work of a run whose agent Harness stopped at the cost budget or the turn cap, kept the way
+ * a failed push keeps it. It is a `PushResult` that was never pushed, rather than a field of its
+ * own, so every front end that already shows a failed push's kept change (status comment, run
+ * page, JSON report) shows this one too, and nothing reads it as a pushed branch. Its secrets are
+ * masked as a refused push's are, since the patch is shown where the push scan never looked.
+ */
+async function keptChange(
+  sandbox: Sandbox,
+  baseSha: string,
+  commitSha: string,
+  why: string,
+  knownSecrets: readonly KnownSecret[],
+  redactor: (text: string) => string,
+): Promise<PushResult> {
+  const change = await describeChange(sandbox, baseSha, commitSha).catch(() => undefined);
+  return redactPushResult(
+    {
+      pushed: false,
+      errorKind: "stopped",
+      error: `${why} — the change so far is below (not pushed)`,
+      commitSha,
+      ...(change?.diffstat ? { diffstat: change.diffstat } : {}),
+      ...(change?.patch ? { patch: maskSecrets(change.patch, knownSecrets) } : {}),
+    },
+    redactor,
+  );
 }
 
 function redactPushResult(result: PushResult, redactor: (text: string) => string): PushResult {

@@ -75,6 +75,11 @@ export type AppSettings =
       prices?: PriceTable;
       /** HARNESS_MAX_COST_USD: the most a run's agents may spend; a repository's budget can only be lower. */
       maxCostUsd?: number;
+      /**
+       * HARNESS_DAILY_COST_USD_PER_INSTALLATION: the most an installation's runs may spend per UTC
+       * day, all its repositories together; runs asked for once it is reached are refused.
+       */
+      dailyCostUsdPerInstallation?: number;
       concurrency: number;
       statusIntervalMs: number;
       /** How long a review follow-up waits for related review comments to join it, in ms. */
@@ -200,6 +205,7 @@ export function settingsFromEnv(
     agentEnv: agentEnvFrom(env),
     ...pricesFrom(env),
     ...maxCostFrom(env),
+    ...dailyCostFrom(env),
     concurrency: role === "web" ? 0 : integer(env["HARNESS_CONCURRENCY"], 2, "HARNESS_CONCURRENCY"),
     statusIntervalMs: integer(env["HARNESS_STATUS_INTERVAL_MS"], 5_000, "HARNESS_STATUS_INTERVAL_MS"),
     reviewSettleMs: integer(env["HARNESS_REVIEW_SETTLE_MS"], 3_000, "HARNESS_REVIEW_SETTLE_MS"),
@@ -375,6 +381,18 @@ export function maxCostFrom(env: NodeJS.ProcessEnv): { maxCostUsd?: number } {
   if (!Number.isFinite(value) || value <= 0)
     throw new SettingsError(`HARNESS_MAX_COST_USD must be a positive number of US dollars (e.g. 5), got "${text}"`);
   return { maxCostUsd: value };
+}
+
+/** HARNESS_DAILY_COST_USD_PER_INSTALLATION: a positive number of US dollars per installation per UTC day. */
+export function dailyCostFrom(env: NodeJS.ProcessEnv): { dailyCostUsdPerInstallation?: number } {
+  const text = env["HARNESS_DAILY_COST_USD_PER_INSTALLATION"];
+  if (text === undefined || text.trim() === "") return {};
+  const value = Number(text);
+  if (!Number.isFinite(value) || value <= 0)
+    throw new SettingsError(
+      `HARNESS_DAILY_COST_USD_PER_INSTALLATION must be a positive number of US dollars (e.g. 50), got "${text}"`,
+    );
+  return { dailyCostUsdPerInstallation: value };
 }
 
 /** `HARNESS_SETUP_SECRETS=acme/widgets:NPM_TOKEN,acme/*:PIP_TOKEN`: each value must be set too. */

@@ -9,6 +9,7 @@ import { RunJournaling } from "../runs/journal/journaled-queue.js";
 import type { RunJournal } from "../runs/journal/port.js";
 import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
+import { createSpendStore } from "../runs/spend/create.js";
 import { createPullRequestLedger } from "../pulls/ledger/create.js";
 import { CiWatcher } from "../pulls/watch/ci-watcher.js";
 import type { PullRequestLedger } from "../pulls/ledger/port.js";
@@ -117,6 +118,8 @@ export async function buildRuntime(
   const audit = createAuditLog(settings.queue, { redactor });
   // The pull requests Harness opened or follows, beside the runs: follow-ups and outcomes.
   const pulls = createPullRequestLedger(settings.queue);
+  // What each repository and installation spent today, beside the runs: every worker holds the same daily budgets.
+  const spend = createSpendStore(settings.queue);
   const runMetrics = new RunMetricsReporter(metrics);
   const repoCache =
     settings.repoCache && settings.role !== "web"
@@ -151,6 +154,10 @@ export async function buildRuntime(
     ...(settings.agentEnv ? { agentEnv: settings.agentEnv } : {}),
     ...(settings.prices ? { prices: settings.prices } : {}),
     ...(settings.maxCostUsd !== undefined ? { maxCostUsd: settings.maxCostUsd } : {}),
+    spend,
+    ...(settings.dailyCostUsdPerInstallation !== undefined
+      ? { dailyCostUsdPerInstallation: settings.dailyCostUsdPerInstallation }
+      : {}),
     statusIntervalMs: settings.statusIntervalMs,
     reporters: [runMetrics, journalReporter],
     draftRefusals: new DraftRefusals(),
@@ -247,7 +254,7 @@ export async function buildRuntime(
       await acknowledgements.idle();
       await queue.close(graceMs);
       await repoCache?.settle();
-      await Promise.allSettled([journal.close(), pending.close(), audit.close(), pulls.close()]);
+      await Promise.allSettled([journal.close(), pending.close(), audit.close(), pulls.close(), spend.close()]);
     },
   };
 }

@@ -387,4 +387,27 @@ describe("failing CI → a bounded fix loop", () => {
     await openPullRequest();
     expect(issueStatus()).not.toContain("cannot follow this pull request");
   });
+
+  test("a fix round that cannot start (its config became invalid) ends the loop and says why", async () => {
+    await start();
+    const pull = await openPullRequest();
+    const sha = head(pull.branch);
+    // A first look while a job still runs: the watcher now knows the (valid) config.
+    const { run, jobs } = github.addWorkflowRun("acme", "widgets", {
+      headSha: sha,
+      headBranch: pull.branch,
+      event: "pull_request",
+      jobs: [{ name: "test", status: "in_progress" }],
+    });
+    await suiteCompleted(pull.number, run.suiteId);
+    expect(ciLine(issueStatus())).toBe(`**CI** ⏳ waiting for the checks on \`${sha.slice(0, 7)}\``);
+
+    await github.setFile("acme", "widgets", ".github/harness.yml", "fix_attempts: 99\n");
+    github.updateJob(jobs[0]?.id ?? 0, { conclusion: "failure" });
+    await suiteCompleted(pull.number, run.suiteId);
+    expect(head(pull.branch)).toBe(sha);
+    expect(ciLine(issueStatus())).toMatch(/^\*\*CI\*\* ❌ gave up after 1 fix round on `[0-9a-f]{7}` /);
+    expect(ciLine(issueStatus())).toContain("(the fix round could not start: its configuration is invalid)");
+    expect(pullStatus(pull.number)).toContain("### ❌ Harness could not finish");
+  });
 });

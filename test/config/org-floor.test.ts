@@ -287,7 +287,11 @@ describe("problems in either file", () => {
 
 describe("money, CI rounds and automatic rounds: the organisation's ceilings", () => {
   test("a repository may lower the organisation's budget and rounds, never raise them", () => {
-    const org = { budget: { max_cost_usd: 5 }, max_rounds: 3, ci: { fix_attempts: 1, timeout_minutes: 30 } };
+    const org = {
+      budget: { max_cost_usd: 5, daily_usd: 20 },
+      max_rounds: 3,
+      ci: { fix_attempts: 1, timeout_minutes: 30 },
+    };
     const lower = resolveRepoConfig(
       { org, repo: { budget: { max_cost_usd: 2 }, max_rounds: 1, ci: { fix_attempts: 0 } } },
       ORG,
@@ -296,10 +300,15 @@ describe("money, CI rounds and automatic rounds: the organisation's ceilings", (
     expect(lower.max_rounds).toBe(1);
     expect(lower.ci).toEqual({ enabled: true, fix_attempts: 0, rerun_flaky: true, timeout_minutes: 30 });
     expect(
-      problemsOf(org, { budget: { max_cost_usd: 50 }, max_rounds: 9, ci: { fix_attempts: 4, timeout_minutes: 600 } }),
+      problemsOf(org, {
+        budget: { max_cost_usd: 50, daily_usd: 100 },
+        max_rounds: 9,
+        ci: { fix_attempts: 4, timeout_minutes: 600 },
+      }),
     ).toEqual([
       "`max_rounds: 9` exceeds the organisation's `max_rounds: 3` (acme/.github), a ceiling",
       "`budget.max_cost_usd: 50` exceeds the organisation's `budget.max_cost_usd: 5` (acme/.github), a ceiling",
+      "`budget.daily_usd: 100` exceeds the organisation's `budget.daily_usd: 20` (acme/.github), a ceiling",
       "`ci.fix_attempts: 4` exceeds the organisation's `ci.fix_attempts: 1` (acme/.github), a ceiling",
       "`ci.timeout_minutes: 600` exceeds the organisation's `ci.timeout_minutes: 30` (acme/.github), a ceiling",
     ]);

@@ -89,6 +89,9 @@ describe("the status comment", () => {
     expect(renderStatusComment(view)).toContain(
       "\nBudget not enforced: no price for model gpt-6.1-sol (an operator can set one in HARNESS_PRICES).\n",
     );
+    // A diagnostic for the log and the run page stays out of the comment.
+    reporter.emit({ type: "run.notice", runId: "r1", at: AT, text: "the pi agent printed 2 lines", quiet: true });
+    expect(view.note).not.toContain("pi agent");
   });
 });
 

@@ -108,8 +108,11 @@ function ciLine(view: CiView): string {
       return `🛠 fixing round ${round} of ${max} on ${sha}${listed(view.failing, false)}`;
     }
     case "gave_up": {
-      const rounds = wholeOrUndefined(view.maxRounds) ?? wholeOrUndefined(view.round) ?? 0;
-      return `❌ gave up after ${rounds} fix round${rounds === 1 ? "" : "s"} on ${sha}${listed(view.failing, true)}`;
+      // The rounds actually taken when known (a loop can end before its last round ran).
+      const rounds = wholeOrUndefined(view.round) ?? wholeOrUndefined(view.maxRounds) ?? 0;
+      const why = view.reason !== undefined ? ` (${safeText(view.reason, REASON_CHARS)})` : "";
+      const after = `${rounds} fix round${rounds === 1 ? "" : "s"}`;
+      return `❌ gave up after ${after} on ${sha}${why}${listed(view.failing, true)}`;
     }
     case "stopped":
       return `⏹ stopped on ${sha}${view.reason !== undefined ? `: ${safeText(view.reason, REASON_CHARS)}` : ""}`;

@@ -40,7 +40,7 @@ export function ciViewOf(ci: CiWatch, fixAttempts: number | undefined, waitedMin
   return {
     phase,
     sha: ci.sha,
-    ...(phase === "fixing" ? { round: ci.fixRounds } : {}),
+    ...(phase === "fixing" || phase === "gave_up" ? { round: ci.fixRounds } : {}),
     ...(fixAttempts !== undefined ? { maxRounds: fixAttempts } : {}),
     ...(ci.failing && (phase === "fixing" || phase === "gave_up" || phase === "rerun") ? { failing: ci.failing } : {}),
     ...(ci.reason !== undefined ? { reason: ci.reason } : {}),

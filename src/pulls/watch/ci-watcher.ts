@@ -211,10 +211,10 @@ export class CiWatcher {
       return this.end(octokit, pull, {
         phase: "gave_up",
         failing: shown,
-        reason:
-          ci.fixRounds >= config.ci.fix_attempts
-            ? `${String(ci.fixRounds)} fix round${ci.fixRounds === 1 ? "" : "s"} (\`ci.fix_attempts\`)`
-            : `the pull request's ${String(config.max_rounds)} automatic rounds (\`max_rounds\`)`,
+        // Out of fix rounds says itself ("after n fix rounds"); the pull request's cap does not.
+        ...(ci.fixRounds >= config.ci.fix_attempts
+          ? {}
+          : { reason: `the pull request's ${String(config.max_rounds)} automatic rounds (max_rounds) are used` }),
       });
     await this.fix(octokit, pull, ci, shown);
   }

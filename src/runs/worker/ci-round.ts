@@ -173,6 +173,28 @@ function outcomeOf(report: RunReport): string {
     case "cancelled":
       return "was cancelled";
     default:
+      if (report.pushResult?.errorKind === "stopped") return "was stopped at its budget or turn cap";
       return report.pushResult?.error ? "could not push" : "failed";
+  }
+}
+
+/**
+ * A fix round that ends before its agent could run (its config became invalid, the day's budget
+ * is spent, the worker failed) ends its loop too, saying why: otherwise the loop would stay at
+ * "fixing" with no round coming. Never throws.
+ */
+export async function abandonCiRound(run: RunContext, octokit: OctokitLike | undefined, why: string): Promise<void> {
+  const { request, deps } = run;
+  const trigger = request.trigger;
+  if (trigger.kind !== "ci" || !deps.pulls) return;
+  try {
+    const ended = await deps.pulls.update(request.repo.id, request.issue.number, (current) =>
+      current.ci?.phase === "fixing" && current.ci.sha === trigger.sha
+        ? { ...current, ci: { ...current.ci, phase: "gave_up", reason: why } }
+        : undefined,
+    );
+    if (ended?.ci && octokit) await showCiState(octokit, ended, ended.ci, undefined, run.log);
+  } catch (error) {
+    run.log.warn({ err: error instanceof Error ? error.message : String(error) }, "could not end the CI loop");
   }
 }

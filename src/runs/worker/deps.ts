@@ -18,6 +18,7 @@ import type { Log } from "../../util/log.js";
 import type { DraftRefusals } from "./draft-refusals.js";
 import type { InstallationAccessCache } from "./installation-access-cache.js";
 import type { PullRequestLedger } from "../../pulls/ledger/port.js";
+import type { SpendStore } from "../spend/port.js";
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {
@@ -52,6 +53,10 @@ export interface WorkerDeps {
   prices?: PriceTable;
   /** The operator's ceiling on a run's agent spend, in US dollars (HARNESS_MAX_COST_USD). */
   maxCostUsd?: number;
+  /** What each repository and installation spent today: finished runs add to it, daily budgets read it. */
+  spend?: SpendStore;
+  /** The operator's cap on an installation's agent spend per UTC day (HARNESS_DAILY_COST_USD_PER_INSTALLATION). */
+  dailyCostUsdPerInstallation?: number;
   log: Log;
   /** Least time between two status-comment edits, in ms. */
   statusIntervalMs?: number;

@@ -19,6 +19,8 @@ export interface HarnessInputs {
   clone: CloneToken;
   /** What the agent is asked when it is not the request's intent (a review round), and its background. */
   prompt?: { intent?: string; context?: PromptContext[] };
+  /** What is left of the repository's and installation's budgets for today, when either is capped. */
+  leftTodayUsd?: number;
 }
 
 /** The harness's options for this run: the request, the plan, and the worker's credentials and reporters. */
@@ -26,8 +28,9 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
   const { request, deps, audit, tokens } = run;
   const { plan, branch, clone } = inputs;
   const { config, blueprint, setupSecrets, sandboxKind, localIsolation, agent, network } = plan;
-  // The operator's ceiling holds whatever the repository asks: it can only be lowered.
-  const maxCostUsd = lowestBudget(config.budget?.max_cost_usd, deps.maxCostUsd);
+  // The operator's ceiling holds whatever the repository asks: it can only be lowered, and so
+  // does what is left of the day's budgets.
+  const maxCostUsd = lowestBudget(config.budget?.max_cost_usd, deps.maxCostUsd, inputs.leftTodayUsd);
   return {
     request: {
       runId: request.runId,

@@ -4,6 +4,7 @@ import { runHarness } from "../../harness/run.js";
 import { describeError } from "../../util/errors.js";
 import type { RunRequest } from "../request.js";
 import { announcePlan } from "./announce-plan.js";
+import { dailyBudget } from "./daily-budget.js";
 import { runBranch } from "./branch.js";
 import { withCloneToken } from "./clone-token.js";
 import type { WorkerDeps } from "./deps.js";
@@ -14,7 +15,7 @@ import { startRun } from "./run-context.js";
 import { planRun } from "./run-plan.js";
 import { recordInThread } from "./pull-thread.js";
 import { pushedByEarlierAttempt } from "./earlier-follow-up.js";
-import { prepareCiRound, watchAfterPush, type CiRound } from "./ci-round.js";
+import { abandonCiRound, prepareCiRound, watchAfterPush, type CiRound } from "./ci-round.js";
 import { noteMissingAccess } from "./follow-up-access.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
 
@@ -35,10 +36,17 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
 
     const planned = await planRun(request, deps, octokit);
     if (!planned.ok) {
+      await abandonCiRound(run, octokit, "the fix round could not start: its configuration is invalid");
       await status.finish("failed", planned.error, planned.remedy);
       return;
     }
     const { plan } = planned;
+    const today = await dailyBudget(run, plan.config);
+    if ("refused" in today) {
+      await abandonCiRound(run, octokit, "the day's budget is spent");
+      await status.finish("cancelled", today.refused, today.remedy);
+      return;
+    }
     announcePlan(run, plan);
 
     const identity = await fetchBotIdentity(await deps.appOctokit(), octokit, new URL(request.repo.htmlUrl).origin);
@@ -83,7 +91,17 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     }
 
     await withCloneToken(run, async (clone) => {
-      const report = await runHarness(harnessOptions(run, { octokit, plan, identity, branch, clone, prompt }));
+      const report = await runHarness(
+        harnessOptions(run, {
+          octokit,
+          plan,
+          identity,
+          branch,
+          clone,
+          prompt,
+          ...(today.leftUsd !== undefined ? { leftTodayUsd: today.leftUsd } : {}),
+        }),
+      );
       if (round) await finishReviewRound(run, octokit, round, report);
       await recordInThread(run, report);
       if (report.pushResult?.prUrl && !request.issue.pullRequest) await noteMissingAccess(run, plan.config);
@@ -93,6 +111,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
     });
   } catch (error) {
     log.error({ err: run.redact(describeError(error)) }, "run failed before it could finish");
+    // Aborted means cancelled or handed back at shutdown (to run again): the loop is not over then.
+    if (!signal.aborted) await abandonCiRound(run, undefined, "the fix round failed before it could finish");
     await status
       .finish(
         signal.aborted ? "cancelled" : "failed",
