@@ -35,6 +35,67 @@ function sink(isTTY: boolean): { stream: PassThrough & { isTTY: boolean; columns
 }
 
 describe("ConsoleReporter", () => {
+  test("the run's last lines say what its agents used: turns, tokens and cost, ≈ where Harness priced it", () => {
+    const out = sink(false);
+    const reporter = new ConsoleReporter({ stream: out.stream });
+    const agent = (overrides: Partial<NodeReport>): NodeReport =>
+      nodeReport({ kind: "agent", nodeId: "implement", title: "Implement", ...overrides });
+    reporter.emit({
+      type: "run.finished",
+      runId: "r",
+      at,
+      report: {
+        runId: "r",
+        repo: "acme/widgets",
+        branch: "harness/x",
+        intent: "x",
+        blueprint: "default",
+        status: "succeeded",
+        startedAt: at,
+        finishedAt: at,
+        durationMs: 1000,
+        nodes: [
+          nodeReport(),
+          agent({ turns: 3, tokens: { input: 1000, output: 200, cacheRead: 5000, cacheWrite: 0 }, costUsd: 0.1 }),
+          agent({
+            nodeId: "fix",
+            turns: 1,
+            tokens: { input: 10, output: 10, cacheRead: 0, cacheWrite: 0 },
+            costUsd: 0.02,
+            costEstimated: true,
+          }),
+        ],
+      },
+    });
+    expect(out.text()).toContain("  agents: 4 turns · 6,220 tokens · ≈$0.12\n");
+  });
+
+  test("an agent whose cost nobody knows says so; a run without agents says nothing of them", () => {
+    const out = sink(false);
+    const reporter = new ConsoleReporter({ stream: out.stream });
+    const report = (nodes: NodeReport[]) => ({
+      runId: "r",
+      repo: "acme/widgets",
+      branch: "harness/x",
+      intent: "x",
+      blueprint: "default",
+      status: "succeeded" as const,
+      startedAt: at,
+      finishedAt: at,
+      durationMs: 1000,
+      nodes,
+    });
+    reporter.emit({ type: "run.finished", runId: "r", at, report: report([nodeReport()]) });
+    expect(out.text()).not.toContain("agents:");
+    reporter.emit({
+      type: "run.finished",
+      runId: "r",
+      at,
+      report: report([nodeReport({ kind: "agent", turns: 2 })]),
+    });
+    expect(out.text()).toContain("  agents: 2 turns · cost unknown\n");
+  });
+
   test("plain mode (not a TTY): one line per step start and end, failures with their tail", () => {
     const out = sink(false);
     const reporter = new ConsoleReporter({ stream: out.stream });

@@ -1,4 +1,5 @@
 import type { HarnessEvent, Reporter } from "../../contracts/events.js";
+import { totalTokens, type NodeReport } from "../../contracts/types.js";
 import { formatDuration } from "../../util/duration.js";
 
 export interface ConsoleReporterOptions {
@@ -78,6 +79,10 @@ export class ConsoleReporter implements Reporter {
           `${event.report.status === "succeeded" ? "✔" : "✖"} Run ${event.report.status} ` +
             `in ${formatDuration(event.report.durationMs)}${event.report.error ? `: ${event.report.error}` : ""}`,
         );
+        {
+          const spent = agentSpend(event.report.nodes);
+          if (spent) this.line(`  agents: ${spent}`);
+        }
         break;
       case "run.notice":
         this.stopSpinner();
@@ -131,4 +136,25 @@ function lastLine(text: string): string {
     .split(/\r?\n|\r/)
     .filter((line) => line.trim() !== "");
   return lines.at(-1)?.trim() ?? "";
+}
+
+/**
+ * What the run's agent steps used, as the status comment says it: turns, every token, and the
+ * cost (`≈` where Harness priced tokens a CLI reported no cost for). Empty without agent steps.
+ */
+export function agentSpend(nodes: readonly NodeReport[]): string {
+  const agents = nodes.filter((node) => node.kind === "agent");
+  if (agents.length === 0) return "";
+  const turns = agents.reduce((sum, node) => sum + (node.turns ?? 0), 0);
+  const tokens = agents.reduce((sum, node) => sum + (node.tokens ? totalTokens(node.tokens) : 0), 0);
+  const priced = agents.filter((node) => node.costUsd !== undefined);
+  const cost = priced.reduce((sum, node) => sum + (node.costUsd ?? 0), 0);
+  const estimated = priced.some((node) => node.costEstimated === true);
+  return [
+    turns > 0 ? `${String(turns)} turn${turns === 1 ? "" : "s"}` : undefined,
+    tokens > 0 ? `${tokens.toLocaleString("en")} tokens` : undefined,
+    priced.length > 0 ? `${estimated ? "≈" : ""}$${cost.toFixed(2)}` : "cost unknown",
+  ]
+    .filter((part): part is string => part !== undefined)
+    .join(" · ");
 }
