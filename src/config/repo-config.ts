@@ -224,6 +224,18 @@ export function commandArgv(command: string | string[] | undefined, what: string
   return Array.isArray(command) ? command : parseCommandLine(command, `${what} in .github/harness.yml`);
 }
 
+/**
+ * A person's level from GitHub's collaborator-permission answer: the role, which also carries
+ * maintain and triage, when it is a level; else the base permission (a custom role's name is not
+ * a level); `none` for no collaborator.
+ */
+export function permissionLevelOf(access: { permission?: string; roleName?: string } | undefined): PermissionLevel {
+  const known = (level: string | undefined): level is PermissionLevel =>
+    level !== undefined && (PERMISSION_LEVELS as readonly string[]).includes(level);
+  if (known(access?.roleName)) return access.roleName;
+  return known(access?.permission) ? access.permission : "none";
+}
+
 /** True when `actual` reaches `minimum` on GitHub's permission ladder. */
 export function meetsPermission(actual: string | undefined, minimum: PermissionLevel): boolean {
   const rank = (level: string | undefined): number => PERMISSION_LEVELS.indexOf((level ?? "none") as PermissionLevel);

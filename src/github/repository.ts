@@ -48,6 +48,21 @@ export async function pullRequestHead(
   return { ref: data.head.ref, repoFullName: data.head.repo?.full_name ?? null };
 }
 
+/** A branch's head commit: its sha and message. A failed lookup (404 included) is thrown. */
+export async function branchHead(
+  octokit: OctokitLike,
+  repo: RepositoryName,
+  branch: string,
+): Promise<{ sha: string; message: string }> {
+  const response = await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", {
+    owner: repo.owner,
+    repo: repo.name,
+    branch,
+  });
+  const data = response.data as { commit: { sha: string; commit: { message: string } } };
+  return { sha: data.commit.sha, message: data.commit.commit.message };
+}
+
 /** True when the branch exists on GitHub; a failed lookup is thrown. */
 export async function branchExists(octokit: OctokitLike, repo: RepositoryName, branch: string): Promise<boolean> {
   try {

@@ -483,7 +483,8 @@ function knownSecretsOf(options: HarnessOptions, agentSecrets: Readonly<Record<s
   return secrets;
 }
 
-function lastSummary(nodes: readonly NodeReport[]): string | undefined {
+/** The last agent step's own summary of what it did, if any agent step gave one. */
+export function lastSummary(nodes: readonly NodeReport[]): string | undefined {
   return [...nodes].reverse().find((node) => node.kind === "agent" && node.summary)?.summary;
 }
 

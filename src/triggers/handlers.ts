@@ -1,7 +1,7 @@
 import { loadRepoConfig, type ConfigCapableOctokit } from "../config/load-repo-config.js";
 import {
   meetsPermission,
-  PERMISSION_LEVELS,
+  permissionLevelOf,
   RepoConfigError,
   type PermissionLevel,
   type RepoConfig,
@@ -808,11 +808,7 @@ async function fetchPermission(
 ): Promise<PermissionLevel> {
   // Not a collaborator means no permission; any other failure is thrown, a failure to decide.
   const access = await collaboratorPermission(octokit, { owner, name: repo }, username);
-  // The role carries maintain and triage, which `permission` folds into write and read.
-  const known = (level: string | undefined): level is PermissionLevel =>
-    level !== undefined && (PERMISSION_LEVELS as readonly string[]).includes(level);
-  if (known(access?.roleName)) return access.roleName;
-  return known(access?.permission) ? access.permission : "none";
+  return permissionLevelOf(access);
 }
 
 export function isIgnoredBot(

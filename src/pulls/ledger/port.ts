@@ -41,11 +41,10 @@ export type PullOutcome = "merged" | "closed";
 
 /**
  * Where the CI loop is: `waiting` for the checks (or `rerun`, waiting again after re-running
- * failed jobs once), `fixing` (a fix run is queued or running), `busy` (another Harness run is
- * working on the branch), or ended: `passed`, `gave_up`, `stopped`, `timed_out`, `no_checks`.
+ * failed jobs once), `fixing` (a fix run is queued or running), or ended: `passed`, `gave_up`,
+ * `stopped`, `timed_out`, `no_checks`.
  */
-export type CiPhase =
-  "waiting" | "rerun" | "fixing" | "busy" | "passed" | "gave_up" | "stopped" | "timed_out" | "no_checks";
+export type CiPhase = "waiting" | "rerun" | "fixing" | "passed" | "gave_up" | "stopped" | "timed_out" | "no_checks";
 
 export interface CiWatch {
   /** The commit whose checks are watched: the one Harness pushed last. */

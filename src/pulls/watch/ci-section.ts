@@ -15,28 +15,20 @@ export async function showMoved(
   toCommentId: number,
   log: Log,
 ): Promise<void> {
-  const where = { owner: pull.repo.owner, repo: pull.repo.name, comment_id: from.comment.commentId };
-  try {
-    const current = await octokit.request("GET /repos/{owner}/{repo}/issues/comments/{comment_id}", where);
-    const body = (current.data as { body?: string | null }).body ?? "";
-    const next = withCiSection(body, {
-      phase: "moved",
-      sha: from.sha,
-      movedTo: `${pull.url}#issuecomment-${String(toCommentId)}`,
-    });
-    if (next !== body)
-      await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { ...where, body: next });
-  } catch (error) {
-    log.warn(
-      { err: describeGitHubError(error), comment: from.comment.commentId },
-      "could not point the old CI line at the new one",
-    );
-  }
+  const view: CiView = { phase: "moved", sha: from.sha, movedTo: `${pull.url}#issuecomment-${String(toCommentId)}` };
+  await replaceCiLine(
+    octokit,
+    pull.repo,
+    from.comment.commentId,
+    view,
+    log,
+    "could not point the old CI line at the new one",
+  );
 }
 
 /** What the CI line of a status comment shows for a loop's state. */
 export function ciViewOf(ci: CiWatch, fixAttempts: number | undefined, waitedMinutes?: number): CiView {
-  const phase = ci.phase === "busy" ? "waiting" : ci.phase;
+  const phase = ci.phase;
   return {
     phase,
     sha: ci.sha,
@@ -63,17 +55,37 @@ export async function showCiState(
 ): Promise<void> {
   const comment = ci.comment;
   if (!comment) return;
-  const where = { owner: pull.repo.owner, repo: pull.repo.name, comment_id: comment.commentId };
+  const view = ciViewOf(ci, fixAttempts, ci.phase === "timed_out" ? waitedMinutes : undefined);
+  await replaceCiLine(
+    octokit,
+    pull.repo,
+    comment.commentId,
+    view,
+    log,
+    "could not show the CI state in the status comment",
+  );
+}
+
+/**
+ * A comment's CI line replaced in place: one read, one edit (none when nothing changed). A
+ * comment that is gone or cannot be edited is logged: the loop goes on without it.
+ */
+async function replaceCiLine(
+  octokit: OctokitLike,
+  repo: { owner: string; name: string },
+  commentId: number,
+  view: CiView,
+  log: Log,
+  failure: string,
+): Promise<void> {
+  const where = { owner: repo.owner, repo: repo.name, comment_id: commentId };
   try {
     const current = await octokit.request("GET /repos/{owner}/{repo}/issues/comments/{comment_id}", where);
     const body = (current.data as { body?: string | null }).body ?? "";
-    const next = withCiSection(body, ciViewOf(ci, fixAttempts, ci.phase === "timed_out" ? waitedMinutes : undefined));
+    const next = withCiSection(body, view);
     if (next !== body)
       await octokit.request("PATCH /repos/{owner}/{repo}/issues/comments/{comment_id}", { ...where, body: next });
   } catch (error) {
-    log.warn(
-      { err: describeGitHubError(error), comment: comment.commentId },
-      "could not show the CI state in the status comment",
-    );
+    log.warn({ err: describeGitHubError(error), comment: commentId }, failure);
   }
 }

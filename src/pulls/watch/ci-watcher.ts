@@ -5,6 +5,7 @@ import { RepoConfigError, type RepoConfig } from "../../config/repo-config.js";
 import { rerunFailedJobs } from "../../github/checks.js";
 import { describeGitHubError } from "../../github/errors.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
+import { branchHead } from "../../github/repository.js";
 import { pullRequestState } from "../../github/reviews.js";
 import type { EnqueueOutcome } from "../../runs/queue/port.js";
 import type { RunRequest } from "../../runs/request.js";
@@ -365,8 +366,7 @@ const CONFIG_TTL_MS = 20 * 60_000;
 
 function isDue(ci: CiWatch, now: number): boolean {
   if (ci.checkingUntil !== undefined && Date.parse(ci.checkingUntil) > now) return false;
-  if (ci.stopRequested !== undefined && (WATCHING.has(ci.phase) || ci.phase === "fixing" || ci.phase === "busy"))
-    return true;
+  if (ci.stopRequested !== undefined && (WATCHING.has(ci.phase) || ci.phase === "fixing")) return true;
   return WATCHING.has(ci.phase) && Date.parse(ci.nextCheckAt) <= now;
 }
 
@@ -376,12 +376,7 @@ async function pushedByHarness(
   repo: { owner: string; name: string },
   branch: string,
 ): Promise<boolean> {
-  const response = await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", {
-    owner: repo.owner,
-    repo: repo.name,
-    branch,
-  });
-  const message = (response.data as { commit: { commit: { message: string } } }).commit.commit.message;
+  const { message } = await branchHead(octokit, repo, branch);
   return /^Harness-Run: \S+\s*$/m.test(message);
 }
 

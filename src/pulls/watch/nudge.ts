@@ -44,7 +44,7 @@ export async function stopCiWatch(
   at: Date,
 ): Promise<boolean> {
   const going = (ci: CiWatch | undefined): ci is CiWatch =>
-    ci !== undefined && (WATCHING.has(ci.phase) || ci.phase === "fixing" || ci.phase === "busy");
+    ci !== undefined && (WATCHING.has(ci.phase) || ci.phase === "fixing");
   const updated = await pulls.update(repoId, number, (current) =>
     going(current.ci)
       ? { ...current, ci: { ...current.ci, stopRequested: why, nextCheckAt: at.toISOString() } }

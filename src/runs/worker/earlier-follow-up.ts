@@ -1,5 +1,6 @@
 import type { RunReport } from "../../contracts/types.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
+import { branchHead } from "../../github/repository.js";
 import type { RunContext } from "./run-context.js";
 
 /**
@@ -15,13 +16,7 @@ export async function pushedByEarlierAttempt(run: RunContext, octokit: OctokitLi
   const url = request.issue.htmlUrl;
   let head: { sha: string; message: string };
   try {
-    const response = await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", {
-      owner: repo.owner,
-      repo: repo.name,
-      branch: request.issue.pullRequest.headRef,
-    });
-    const data = response.data as { commit: { sha: string; commit: { message: string } } };
-    head = { sha: data.commit.sha, message: data.commit.commit.message };
+    head = await branchHead(octokit, repo, request.issue.pullRequest.headRef);
   } catch {
     // Unknown counts as not pushed: the run goes on, and a duplicate push is refused as stale.
     return undefined;

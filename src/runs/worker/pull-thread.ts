@@ -1,4 +1,5 @@
 import type { RunReport } from "../../contracts/types.js";
+import { lastSummary } from "../../harness/run.js";
 import { describeError } from "../../util/errors.js";
 import type { FollowUpKind, PullThreadEntry } from "../../pulls/ledger/port.js";
 import type { RunContext } from "./run-context.js";
@@ -54,7 +55,7 @@ export async function recordInThread(run: RunContext, report: RunReport): Promis
 }
 
 function reportedBy(run: RunContext, report: RunReport): { reported?: string } {
-  const summary = [...report.nodes].reverse().find((node) => node.kind === "agent" && node.summary)?.summary;
+  const summary = lastSummary(report.nodes);
   const said = summary ?? report.error ?? report.pushResult?.error;
   return said ? { reported: run.redact(said) } : {};
 }

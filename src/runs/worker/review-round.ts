@@ -1,6 +1,6 @@
 import { setTimeout as delay } from "node:timers/promises";
 import type { RunReport } from "../../contracts/types.js";
-import { meetsPermission, PERMISSION_LEVELS } from "../../config/repo-config.js";
+import { meetsPermission, permissionLevelOf } from "../../config/repo-config.js";
 import type { BotIdentity } from "../../github/bot-identity.js";
 import { describeGitHubError } from "../../github/errors.js";
 import { neutralText } from "../../github/neutral-text.js";
@@ -8,6 +8,7 @@ import type { OctokitLike } from "../../github/octokit-client.js";
 import { collaboratorPermission } from "../../github/repository.js";
 import { listReviewComments, listReviews, pullRequestState, replyInThread } from "../../github/reviews.js";
 import type { PromptContext } from "../../harness/prompt.js";
+import { lastSummary } from "../../harness/run.js";
 import { addressesHarness } from "../../pulls/addressed.js";
 import type { PullRequestLedger, TrackedPull } from "../../pulls/ledger/port.js";
 import {
@@ -200,7 +201,7 @@ async function replyInThreads(
 }
 
 function threadReply(run: RunContext, report: RunReport, pushed: boolean, marker: string): string {
-  const summary = [...report.nodes].reverse().find((node) => node.kind === "agent" && node.summary)?.summary;
+  const summary = lastSummary(report.nodes);
   const said = summary ? `\n\n${quoteSummary(run.redact(summary))}` : "";
   const sha = report.commitSha ?? "";
   const commit = `${run.request.repo.htmlUrl.replace(/\/+$/, "")}/commit/${sha}`;
@@ -235,11 +236,7 @@ async function trustedReviewers(
   const levels = await Promise.all(
     logins.map(async (login) => {
       const access = await collaboratorPermission(octokit, repo, login);
-      // A custom role's name is not a level: its base permission decides.
-      const role = access?.roleName;
-      const level =
-        role !== undefined && (PERMISSION_LEVELS as readonly string[]).includes(role) ? role : access?.permission;
-      return meetsPermission(level, bar) ? login : undefined;
+      return meetsPermission(permissionLevelOf(access), bar) ? login : undefined;
     }),
   );
   return new Set(levels.filter((login): login is string => login !== undefined));
