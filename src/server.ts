@@ -7,15 +7,15 @@ import { buildRuntime, type Runtime, type RuntimeOverrides } from "./runtime/run
 import { type AppSettings } from "./runtime/app-settings.js";
 import type { RunQueue } from "./runs/queue/port.js";
 import { createNodeFetch } from "./github/node-fetch.js";
-import { createOctokitFetch, OCTOKIT_REQUEST_OPTIONS } from "./github/octokit-fetch.js";
-import { installationThrottle, type GitHubPacing } from "./github/installation-throttle.js";
-import { withoutPerRequestPlugins } from "./github/lean-octokit.js";
+import { createOctokitFetch, githubRawFetch, OCTOKIT_REQUEST_OPTIONS } from "./github/octokit-fetch.js";
+import type { GitHubPacing } from "./github/installation-throttle.js";
+import { appOctokit } from "./github/app-octokit.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { createWebhookBodyReader } from "./triggers/webhook-body.js";
 import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
 import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
-import { withRateLimitObserver } from "./metrics/rate-limit-fetch.js";
+import { observeRateLimitHeaders, withRateLimitObserver } from "./metrics/rate-limit-fetch.js";
 import { observeWebhook } from "./metrics/webhook-latency.js";
 import { auditEndpoint } from "./audit/audit-endpoint.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
@@ -74,8 +74,24 @@ export async function startHarnessServer(
     };
   } else {
     const metrics = new HarnessMetrics();
-    const Paced = withoutPerRequestPlugins(ProbotOctokit).defaults(installationThrottle(overrides.githubPacing));
-    const probot = new Probot({
+    const send = githubRawFetch(overrides.fetch ? { fetch: overrides.fetch } : {});
+    const asked = askedOctokitOptions(overrides.octokitDefaults);
+    const Paced = appOctokit({
+      baseUrl: settings.apiBaseUrl,
+      userAgent: `harness probot/${Probot.version}`,
+      send,
+      ...(overrides.githubPacing ? { pacing: overrides.githubPacing } : {}),
+      ...(asked.retry?.enabled === false ? { retry: false } : {}),
+      ...(asked.throttle?.enabled === false ? { throttle: false } : {}),
+      log: () => probot.log,
+      observe: (headers) => {
+        observeRateLimitHeaders((name) => {
+          const value = headers[name];
+          return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
+        }, metrics);
+      },
+    });
+    const probot: Probot = new Probot({
       appId: settings.appId,
       privateKey: settings.privateKey,
       secret: settings.webhookSecret,
@@ -86,7 +102,7 @@ export async function startHarnessServer(
       Octokit: overrides.octokitDefaults ? Paced.defaults(overrides.octokitDefaults) : Paced,
       // Responses come back decoded (octokit-fetch.ts): no WHATWG Response, no json-with-bigint.
       request: {
-        fetch: withRateLimitObserver(createOctokitFetch(overrides.fetch ? { fetch: overrides.fetch } : {}), metrics),
+        fetch: withRateLimitObserver(createOctokitFetch(send), metrics),
         ...OCTOKIT_REQUEST_OPTIONS,
       },
     });
@@ -180,6 +196,18 @@ export async function startHarnessServer(
         server.closeIdleConnections();
       });
     },
+  };
+}
+
+/** The retry and throttle switches a test's `octokitDefaults` sets, for the clients that are not Octokits. */
+function askedOctokitOptions(defaults: ServerOverrides["octokitDefaults"]): {
+  retry?: { enabled?: boolean };
+  throttle?: { enabled?: boolean };
+} {
+  if (defaults === undefined) return {};
+  return (typeof defaults === "function" ? (defaults as (options: object) => unknown)({}) : defaults) as {
+    retry?: { enabled?: boolean };
+    throttle?: { enabled?: boolean };
   };
 }
 

@@ -2,11 +2,27 @@ import type { OctokitOptions } from "@octokit/core";
 import { GITHUB_RATE_LIMIT_RETRY, rateLimitHandlers, type RateLimitRetryOptions } from "./rate-limit-retry.js";
 import { systemClock } from "./keyed-limiter.js";
 import { createRetryRunner, SERVER_ERROR_RETRY, type ServerErrorRetry } from "./retry-runner.js";
-import { createWritePacing, GITHUB_WRITE_PACING, type WritePacingOptions } from "./write-pacing.js";
+import { createWritePacing, GITHUB_WRITE_PACING, type WritePacing, type WritePacingOptions } from "./write-pacing.js";
 
 export interface GitHubPacing extends WritePacingOptions, RateLimitRetryOptions {
   /** Milliseconds per second of a `retry-after` (1000; tests shrink it). */
   retryAfterUnitMs: number;
+}
+
+/** The limiters and retry rules one process paces an installation's requests with, whichever client sends them. */
+export interface GitHubThrottle {
+  limits: WritePacing;
+  rateLimitRetry: RateLimitRetryOptions;
+  /** Milliseconds per second of a `retry-after`. */
+  unitMs: number;
+}
+
+export function createGitHubThrottle(pacing: Partial<GitHubPacing> = {}): GitHubThrottle {
+  return {
+    limits: createWritePacing({ ...GITHUB_WRITE_PACING, ...pacing }),
+    rateLimitRetry: { ...GITHUB_RATE_LIMIT_RETRY, ...pacing },
+    unitMs: pacing.retryAfterUnitMs ?? 1_000,
+  };
 }
 
 /**
@@ -16,14 +32,16 @@ export interface GitHubPacing extends WritePacingOptions, RateLimitRetryOptions 
  * also retry server errors in place of @octokit/plugin-retry (turned off here).
  *
  * The plugin paces writes per `throttle.id`. Probot sets it to the installation id only for
- * clients from `probot.auth(id)`; `context.octokit`, which a webhook handler gets, keeps the app's
- * "no-id", so every installation's webhook writes would queue behind each other, one a second.
- * Both kinds of client carry `auth.installationId`, which is the key here.
+ * clients from `probot.auth(id)`; the Octokit it would make per event keeps the app's "no-id", so
+ * every installation's webhook writes would queue behind each other, one a second. Both kinds of
+ * client carry `auth.installationId`, which is the key here. (Webhook handlers get the event
+ * client, event-client.ts, which uses the same limiters under the same key: `shared`.)
  */
-export function installationThrottle(pacing: Partial<GitHubPacing> = {}): (options: OctokitOptions) => OctokitOptions {
-  const limits = createWritePacing({ ...GITHUB_WRITE_PACING, ...pacing });
-  const retry = { ...GITHUB_RATE_LIMIT_RETRY, ...pacing };
-  const unitMs = pacing.retryAfterUnitMs ?? 1_000;
+export function installationThrottle(
+  pacing: Partial<GitHubPacing> = {},
+  shared: GitHubThrottle = createGitHubThrottle(pacing),
+): (options: OctokitOptions) => OctokitOptions {
+  const { limits, rateLimitRetry: retry, unitMs } = shared;
   return (options) => {
     const throttle = (options["throttle"] ?? {}) as { id?: string };
     const installationId = (options.auth as { installationId?: unknown } | undefined)?.installationId;
@@ -38,6 +56,7 @@ export function installationThrottle(pacing: Partial<GitHubPacing> = {}): (optio
     // function's own output, so the caller's choice travels under `asked`.
     const given = (options["retry"] ?? {}) as Partial<ServerErrorRetry> & { asked?: Partial<ServerErrorRetry> };
     const asked = pick(given.asked ?? given);
+    // Cast: plugin-throttling's types want Bottleneck groups; these limiters have the part it calls.
     return {
       ...options,
       retry: { enabled: false, asked },
@@ -55,7 +74,7 @@ export function installationThrottle(pacing: Partial<GitHubPacing> = {}): (optio
           limits.write.pause(key, seconds * unitMs);
         }),
       },
-    };
+    } as unknown as OctokitOptions;
   };
 }
 

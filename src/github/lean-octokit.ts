@@ -10,7 +10,7 @@ type Plugin = OctokitClass["plugins"][number];
  * a debug line most deployments never print. The class returned has the same plugins in the same
  * order, without the first and with the second replaced by a logger that does that work only
  * when debug logging is on. `Octokit.plugins` is read when a client is constructed, so every
- * client Probot makes from this class (per event, per installation) gets the shorter list.
+ * client Probot makes from this class (the app's, per installation) gets the shorter list.
  */
 
 /** The plugins left out or replaced, by their function names (tests check they are found). */

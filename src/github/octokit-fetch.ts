@@ -67,7 +67,7 @@ export class DecodedResponse {
   }
 
   get body(): unknown {
-    this.decoded ??= { value: decode(this.headers.get("content-type"), this.bytes) };
+    this.decoded ??= { value: decodeBody(this.headers.get("content-type"), this.bytes) };
     return this.decoded.value;
   }
 
@@ -89,16 +89,21 @@ export class DecodedResponse {
  * alter requests through one), answering DecodedResponses.
  */
 export function createOctokitFetch(
-  options: { fetch?: typeof globalThis.fetch; maxSockets?: number } = {},
+  options: { fetch?: typeof globalThis.fetch; maxSockets?: number } | RawFetch = {},
 ): typeof globalThis.fetch {
-  const raw: RawFetch = options.fetch
-    ? overFetch(options.fetch)
-    : createRawFetch(options.maxSockets === undefined ? {} : { maxSockets: options.maxSockets });
+  const raw = typeof options === "function" ? options : githubRawFetch(options);
   const octokitFetch = async (input: string | URL | Request, init?: RequestInit): Promise<DecodedResponse> => {
     if (input instanceof Request) throw new TypeError("fetch: Octokit passes a URL, not a Request");
     return new DecodedResponse(await raw(input, init));
   };
   return octokitFetch as unknown as typeof globalThis.fetch;
+}
+
+/** Answers off the socket: over `node:http`, or over a given fetch (tests count or alter requests through one). */
+export function githubRawFetch(options: { fetch?: typeof globalThis.fetch; maxSockets?: number } = {}): RawFetch {
+  return options.fetch
+    ? overFetch(options.fetch)
+    : createRawFetch(options.maxSockets === undefined ? {} : { maxSockets: options.maxSockets });
 }
 
 function overFetch(fetch: typeof globalThis.fetch): RawFetch {
@@ -121,7 +126,7 @@ function overFetch(fetch: typeof globalThis.fetch): RawFetch {
 }
 
 /** What @octokit/request's `getResponseData` makes of a successful answer. */
-function decode(contentType: string | null, bytes: Buffer | null): unknown {
+export function decodeBody(contentType: string | null, bytes: Buffer | null): unknown {
   if (!contentType) return utf8(bytes);
   const mimetype = (contentType.split(";")[0] ?? "").trim().toLowerCase();
   if (mimetype === "application/json" || mimetype === "application/scim+json") {

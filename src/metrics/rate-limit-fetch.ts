@@ -14,25 +14,29 @@ export function withRateLimitObserver(
 ): typeof globalThis.fetch {
   const observed = async (input: string | URL | Request, init?: RequestInit): Promise<Response> => {
     const response = await fetch(input, init);
-    const remaining = numberHeader(response.headers, "x-ratelimit-remaining");
-    if (remaining !== undefined) {
-      const resourceHeader = response.headers.get("x-ratelimit-resource") ?? "core";
-      const limit = numberHeader(response.headers, "x-ratelimit-limit");
-      const reset = numberHeader(response.headers, "x-ratelimit-reset");
-      metrics.observeRateLimit({
-        resource: RESOURCE.test(resourceHeader) ? resourceHeader : "other",
-        remaining,
-        ...(limit !== undefined ? { limit } : {}),
-        ...(reset !== undefined ? { reset } : {}),
-      });
-    }
+    observeRateLimitHeaders((name) => response.headers.get(name), metrics);
     return response;
   };
   return observed;
 }
 
-function numberHeader(headers: Headers, name: string): number | undefined {
-  const text = headers.get(name);
+/** The same for an answer's headers read by name (the webhook handlers' client, event-client.ts). */
+export function observeRateLimitHeaders(header: (name: string) => string | null, metrics: HarnessMetrics): void {
+  const remaining = numberHeader(header, "x-ratelimit-remaining");
+  if (remaining === undefined) return;
+  const resourceHeader = header("x-ratelimit-resource") ?? "core";
+  const limit = numberHeader(header, "x-ratelimit-limit");
+  const reset = numberHeader(header, "x-ratelimit-reset");
+  metrics.observeRateLimit({
+    resource: RESOURCE.test(resourceHeader) ? resourceHeader : "other",
+    remaining,
+    ...(limit !== undefined ? { limit } : {}),
+    ...(reset !== undefined ? { reset } : {}),
+  });
+}
+
+function numberHeader(header: (name: string) => string | null, name: string): number | undefined {
+  const text = header(name);
   if (text === null || text.trim() === "") return undefined;
   const value = Number(text);
   return Number.isFinite(value) && value >= 0 ? value : undefined;
