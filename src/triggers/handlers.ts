@@ -532,27 +532,49 @@ export async function startRun(
     ...(notes.length > 0 ? { note: notes.join(" ") } : {}),
   };
   const thread = threadOf(context, start.repository, start.issue.number);
-  const [, statusCommentId] = await Promise.all([
-    // A review is acknowledged by the pull request's status comment: reviews take no reactions.
+  // The status comment is asked for first and the run queued as soon as it exists: when the
+  // installation's write allowance is spent (a busy repository), GitHub's pacing lets one write
+  // through a second, and the run needs the comment, not the 👀, which follows on its own.
+  const statusComment = (
+    start.statusCommentId !== undefined
+      ? thread.upsert(start.statusCommentId, renderStatusComment(view))
+      : thread.reply(renderStatusComment(view))
+  )
+    // The worker creates the comment itself when GitHub would not take it now: the run still answers.
+    .catch((error: unknown) => {
+      context.log.warn({ err: describeGitHubError(error) }, "could not create the status comment; the worker will");
+      return undefined;
+    });
+  // A review is acknowledged by the pull request's status comment: reviews take no reactions.
+  const eyes =
     start.trigger.kind === "review"
-      ? undefined
+      ? Promise.resolve()
       : react(
           context,
           start.repository,
           start.issue.number,
           start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issue: true },
           "eyes",
-        ),
-    (start.statusCommentId !== undefined
-      ? thread.upsert(start.statusCommentId, renderStatusComment(view))
-      : thread.reply(renderStatusComment(view))
-    )
-      // The worker creates the comment itself when GitHub would not take it now: the run still answers.
-      .catch((error: unknown) => {
-        context.log.warn({ err: describeGitHubError(error) }, "could not create the status comment; the worker will");
-        return undefined;
-      }),
-  ]);
+        );
+  try {
+    return await queueAcknowledged(context, deps, start, request, view, await statusComment);
+  } finally {
+    // Still part of this acknowledgement (it is tracked until this returns), just not in the run's way.
+    await eyes;
+  }
+}
+
+/** Enqueues a run whose status comment exists (or could not be made); the refusals edit it. */
+async function queueAcknowledged(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  start: StartRun,
+  request: RunRequest,
+  view: StatusView,
+  statusCommentId: number | undefined,
+): Promise<StartedRun | undefined> {
+  const { runId } = request;
+  const installationId = request.installationId;
   if (statusCommentId !== undefined) request.statusCommentId = statusCommentId;
   let outcome;
   try {

@@ -237,9 +237,7 @@ describe("the acknowledgement", () => {
     server = undefined;
   });
 
-  test("👀 and the status comment are not a write interval apart (the shipped pacing)", async () => {
-    github.setCollaborator("acme", "widgets", "maintainer", "write");
-    const posted = github.addComment("acme", "widgets", 1, { body: "/harness add a HELLO file", user: "maintainer" });
+  const startServer = async (githubPacing?: Partial<GitHubPacing>, onRun?: () => void) => {
     server = await startHarnessServer(
       {
         mode: "app",
@@ -261,25 +259,58 @@ describe("the acknowledgement", () => {
       },
       {
         environment: {},
-        log: pino({ level: process.env["DBG"] ? "debug" : "silent" }),
-        queue: () => new InProcessRunQueue(() => Promise.resolve(), { concurrency: 1 }),
+        log: pino({ level: "silent" }),
+        ...(githubPacing ? { githubPacing } : {}),
+        queue: () =>
+          new InProcessRunQueue(
+            () => {
+              onRun?.();
+              return Promise.resolve();
+            },
+            { concurrency: 1 },
+          ),
       },
     );
+    return server;
+  };
+  const ask = async (running: HarnessServer) => {
+    github.setCollaborator("acme", "widgets", "maintainer", "write");
+    const posted = github.addComment("acme", "widgets", 1, { body: "/harness add a HELLO file", user: "maintainer" });
     const payload = issueCommentCreated({
       repo: github.repo("acme", "widgets"),
       issue: { number: 1, title: "Greet people" },
       comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
       installationId: 77,
     });
-    expect((await sendWebhook(server.url, "s", "issue_comment", payload)).status).toBe(200);
-    await server.settle();
-    const eyes = github.requests.find((request) => request.path.endsWith(`/comments/${String(posted.id)}/reactions`));
-    const status = github.requests.find(
-      (request) => request.method === "POST" && request.path.endsWith("/issues/1/comments"),
-    );
+    expect((await sendWebhook(running.url, "s", "issue_comment", payload)).status).toBe(200);
+    await running.settle();
+    return {
+      eyes: github.requests.find((request) => request.path.endsWith(`/comments/${String(posted.id)}/reactions`)),
+      status: github.requests.find(
+        (request) => request.method === "POST" && request.path.endsWith("/issues/1/comments"),
+      ),
+    };
+  };
+
+  test("👀 and the status comment are not a write interval apart (the shipped pacing)", async () => {
+    const { eyes, status } = await ask(await startServer());
     expect(eyes?.status).toBe(201);
     expect(status?.status).toBe(201);
     // Probot's default paced them one second apart.
     expect(Math.abs((status?.time ?? 0) - (eyes?.time ?? 0))).toBeLessThan(500);
+  });
+
+  test("with the allowance spent, the status comment goes first and the run starts before the 👀", async () => {
+    let runStartedAt = 0;
+    const running = await startServer({ writeBurst: 1, writeIntervalMs: 600 }, () => {
+      runStartedAt = Date.now();
+    });
+    const { eyes, status } = await ask(running);
+    expect(status?.status).toBe(201);
+    expect(eyes?.status).toBe(201);
+    // One write at once, the next one an interval later: the comment took the first.
+    expect((eyes?.time ?? 0) - (status?.time ?? 0)).toBeGreaterThanOrEqual(600 * 0.8);
+    expect(runStartedAt).toBeGreaterThan(0);
+    expect(runStartedAt).toBeLessThan(eyes?.time ?? 0);
   });
 });
