@@ -14,17 +14,20 @@
  * on Daytona ≤ 3 sequential round trips + the fetch.
  *
  *   npx tsx bench/large-repo.ts [--sandbox local|daytona] [--no-cache] [--runs 3] [--latency 50]
- *                               [--timeline] [--entry path/to/main.ts]
+ *                               [--timeline] [--trace] [--entry path/to/main.ts]
  *
  * `--entry` starts another copy of the app (e.g. an older version, for a before/after);
- * `--timeline` prints each run's log lines with their time since the webhook.
+ * `--timeline` prints each run's log lines with their time since the webhook. `--trace` adds to it
+ * the app's debug lines, the fake GitHub's requests and every git process the app started on the
+ * host (through a recording `git` first on the app's PATH, which costs each a shell's start), and
+ * what of the app's was still running when the webhook was sent.
  *
  * The generated repository is kept in the system temp folder and reused by later invocations.
  */
 import { execFileSync, spawn } from "node:child_process";
 import { createHash, randomBytes } from "node:crypto";
 import { existsSync } from "node:fs";
-import { chmod, mkdir, readdir, rename, stat, writeFile } from "node:fs/promises";
+import { chmod, mkdir, readdir, readFile, rename, stat, writeFile } from "node:fs/promises";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { performance } from "node:perf_hooks";
@@ -51,6 +54,8 @@ const ASSET_MIB = 10;
 const ENTRY = argValue("entry");
 const SECRET = "bench-large-repo-secret";
 const TERMINAL = /^### (✅|➖|❌|⏹)/m;
+const TRACE = process.argv.includes("--trace");
+const TIMELINE = TRACE || process.argv.includes("--timeline");
 
 /** A bare repository with FILES small files and HISTORY_MIB of incompressible history, made once. */
 async function generatedRepository(): Promise<string> {
@@ -107,6 +112,51 @@ async function generatedRepository(): Promise<string> {
   await rename(staging, dir);
   console.log(`generated the repository in ${((performance.now() - started) / 1000).toFixed(1)} s: ${dir}`);
   return dir;
+}
+
+/** The app's descendants now (the previous run's clean-up or background fetches, if any). */
+function stillRunning(appPid: number): string[] {
+  const table = execFileSync("ps", ["-eo", "pid=,ppid=,etimes=,args="], { encoding: "utf8" });
+  const rows = table
+    .trim()
+    .split("\n")
+    .map((row) => /^\s*(\d+)\s+(\d+)\s+(\d+)\s+(.*)$/.exec(row))
+    .filter((match): match is RegExpExecArray => match !== null)
+    .map((match) => ({ pid: Number(match[1]), ppid: Number(match[2]), age: match[3] ?? "", args: match[4] ?? "" }));
+  const ours = new Set([appPid]);
+  for (let grew = true; grew;) {
+    grew = false;
+    for (const row of rows)
+      if (ours.has(row.ppid) && !ours.has(row.pid)) {
+        ours.add(row.pid);
+        grew = true;
+      }
+  }
+  return (
+    rows
+      // tsx's esbuild service lives as long as the app.
+      .filter((row) => row.pid !== appPid && ours.has(row.pid) && !row.args.includes("esbuild --service"))
+      .map((row) => `${row.args.slice(0, 120)} (${row.age} s)`)
+  );
+}
+
+/** The recording git's lines from `since` on (epoch ms). */
+async function gitTrace(
+  file: string,
+  since: number,
+): Promise<Array<{ start: number; ms: number; code: string; args: string }>> {
+  const text = await readFile(file, "utf8").catch(() => "");
+  return text
+    .split("\n")
+    .map((line) => /^(\S+) (\S+) (\S+) (\S+) (.*)$/.exec(line))
+    .filter((match): match is RegExpExecArray => match !== null)
+    .map((match) => ({
+      start: Number(match[1]) * 1000,
+      ms: Math.round((Number(match[2]) - Number(match[1])) * 1000),
+      code: match[3] ?? "",
+      args: `${(match[5] ?? "").replace(/\s\S+:\/\/\S+/, " <url>")} [in ${(match[4] ?? "").replace(/^.*\//, "")}]`,
+    }))
+    .filter((entry) => entry.start >= since);
 }
 
 async function bytesUnder(path: string): Promise<number> {
@@ -167,6 +217,21 @@ try {
     });
   });
   git(bare, "update-ref", "refs/heads/main", git(source, "rev-parse", "refs/heads/main"));
+  // Times every git the app runs on the host; inside the sandbox the record is read-only and
+  // nothing is written.
+  const traceFile = join(dir.path, "git-trace.log");
+  const traceBin = join(dir.path, "trace-bin");
+  if (TRACE) {
+    const realGit = execFileSync("sh", ["-c", "command -v git"], { encoding: "utf8" }).trim();
+    await mkdir(traceBin);
+    await writeFile(
+      join(traceBin, "git"),
+      `#!/bin/bash\nstart=$EPOCHREALTIME\n${realGit} "$@"\ncode=$?\n` +
+        `printf '%s %s %s %s %s\\n' "$start" "$EPOCHREALTIME" "$code" "$PWD" "$*" >> ${traceFile} 2>/dev/null\n` +
+        `exit $code\n`,
+    );
+    await chmod(join(traceBin, "git"), 0o755);
+  }
   const agent = join(dir.path, "agent.sh");
   await writeFile(agent, "#!/bin/sh\nprintf 'Hello from the agent\\n' > HELLO.md\n");
   await chmod(agent, 0o755);
@@ -174,7 +239,7 @@ try {
   if (SANDBOX === "daytona") daytona = await startFakeDaytona({ latencyMs: LATENCY });
 
   const env: Record<string, string> = {
-    PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+    PATH: `${TRACE ? `${traceBin}:` : ""}${process.env["PATH"] ?? "/usr/bin:/bin"}`,
     HOME: process.env["HOME"] ?? dir.path,
     APP_ID: String(installed.id),
     PRIVATE_KEY: installed.privateKeyPem ?? "",
@@ -185,7 +250,7 @@ try {
     HARNESS_DB: join(dir.path, "data", "harness.db"),
     HARNESS_CONCURRENCY: "1",
     HARNESS_SANDBOX_READONLY_PATHS: dir.path,
-    LOG_LEVEL: "info",
+    LOG_LEVEL: TRACE ? "debug" : "info",
     ...(NO_CACHE ? { HARNESS_REPO_CACHE: "off" } : {}),
     ...(daytona
       ? { HARNESS_SANDBOX: "daytona", DAYTONA_API_URL: daytona.apiUrl, DAYTONA_API_KEY: daytona.apiKey }
@@ -224,6 +289,8 @@ try {
     });
     const logFrom = running.output().length;
     const daytonaFrom = daytona?.requests.length ?? 0;
+    const githubFrom = github.requests.length;
+    const still = TRACE ? stillRunning(running.pid) : [];
     const sentAt = Date.now();
     const answer = await sendWebhook(running.url, SECRET, "issue_comment", payload);
     if (answer.status !== 200) throw new Error(`the webhook was answered ${String(answer.status)}`);
@@ -245,7 +312,7 @@ try {
     });
     const startedAt = agentStart() ?? NaN;
     const daytonaBefore = daytona?.requests.slice(daytonaFrom).filter((request) => request.time <= startedAt);
-    if (process.argv.includes("--timeline"))
+    if (TIMELINE)
       for (const request of daytonaBefore ?? [])
         console.log(
           `  +${s(request.time - sentAt)}–${s((request.respondedAt ?? NaN) - sentAt)} s ${request.method} ` +
@@ -256,15 +323,36 @@ try {
       intervalMs: 10,
       diagnostics: () => `${status()}\n${running.output().slice(-4_000)}`,
     });
-    if (process.argv.includes("--timeline")) {
+    if (TIMELINE) {
+      const lines: Array<{ at: number; text: string }> = [];
       for (const line of running.output().slice(logFrom).split("\n")) {
         if (!line.startsWith("{")) continue;
         const entry = JSON.parse(line) as { time?: number; msg?: string; node?: string; durationMs?: number };
-        console.log(
-          `  +${s((entry.time ?? sentAt) - sentAt)} s ${entry.msg ?? ""}${entry.node ? ` ${entry.node}` : ""}` +
-            (entry.durationMs !== undefined ? ` (${String(entry.durationMs)} ms)` : ""),
-        );
+        // The GitHub client's debug lines repeat the fake's own request record below.
+        if (TRACE && entry.msg?.startsWith("GitHub request:")) continue;
+        lines.push({
+          at: entry.time ?? sentAt,
+          text:
+            `${entry.msg ?? ""}${entry.node ? ` ${entry.node}` : ""}` +
+            (entry.durationMs !== undefined ? ` (${String(Math.round(entry.durationMs))} ms)` : ""),
+        });
       }
+      if (TRACE) {
+        for (const request of github.requests.slice(githubFrom))
+          lines.push({
+            at: request.time,
+            text:
+              `  github ${request.method} ${request.path.replace(/^\/api\/v3/, "")}` +
+              ` (${String(Math.round(request.durationMs ?? NaN))} ms)`,
+          });
+        for (const process of await gitTrace(traceFile, sentAt))
+          lines.push({
+            at: process.start,
+            text: `  git ${process.args} (${String(process.ms)} ms, exit ${process.code})`,
+          });
+        console.log(`  before the webhook, still running: ${still.length > 0 ? still.join("; ") : "nothing"}`);
+      }
+      for (const line of lines.sort((a, b) => a.at - b.at)) console.log(`  +${s(line.at - sentAt)} s ${line.text}`);
     }
     if (!/^### ✅/m.test(status())) console.log(`run ${String(run)} did not open a PR:\n${status()}`);
     results.push({

@@ -1,10 +1,12 @@
 import { randomBytes } from "node:crypto";
-import { readdir, readFile, rename, stat, writeFile } from "node:fs/promises";
+import { chmod, readdir, readFile, rename, rm, stat, writeFile } from "node:fs/promises";
+import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { RepoCache } from "../../src/sandbox/local/repo-cache.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
+import { SPARE_META, SPARE_PREFIX } from "../../src/sandbox/local/spare-checkout.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
@@ -44,6 +46,8 @@ beforeEach(async () => {
 afterEach(async () => {
   await Promise.all(sandboxes.splice(0).map((sandbox) => sandbox.teardown()));
   await cache.settle();
+  // This test's spare checkouts live in the temp folder, beside other runs'.
+  for (const spare of await sparesUnder(cacheRoot.path)) await rm(spare, { recursive: true, force: true });
   await server.close();
   await root.cleanup();
   await cacheRoot.cleanup();
@@ -301,6 +305,192 @@ describe.skipIf(!probe.available)("the warm repository cache in the isolated san
     expect(peek.stdout).toMatch(/rc=[1-9]/);
   });
 });
+
+describe("spare checkouts: the next run's work tree, written ahead", () => {
+  const mirrorOf = (scope: string): string => join(cache.dirFor(scope, REPOSITORY_ID), "mirror.git");
+  /** A file of each kind a later commit can touch: kept, changed, deleted. */
+  async function seed(): Promise<void> {
+    const work = await scratchDir("harness-cache-seed-");
+    try {
+      git(work.path, "clone", "--quiet", upstream, "w");
+      const checkout = join(work.path, "w");
+      for (let i = 0; i < 20; i++) await writeFile(join(checkout, `kept-${String(i)}.txt`), `kept ${String(i)}\n`);
+      await writeFile(join(checkout, "changed.txt"), "before\n");
+      await writeFile(join(checkout, "deleted.txt"), "going\n");
+      git(checkout, "add", ".");
+      git(checkout, "commit", "--quiet", "-m", "seed");
+      git(checkout, "push", "--quiet", "origin", "HEAD:main");
+    } finally {
+      await work.cleanup();
+    }
+  }
+  async function changeUpstream(): Promise<string> {
+    const work = await scratchDir("harness-cache-change-");
+    try {
+      git(work.path, "clone", "--quiet", upstream, "w");
+      const checkout = join(work.path, "w");
+      await writeFile(join(checkout, "changed.txt"), "after\n");
+      await writeFile(join(checkout, "NEWS.md"), "merged meanwhile\n");
+      git(checkout, "rm", "--quiet", "deleted.txt");
+      git(checkout, "add", ".");
+      git(checkout, "commit", "--quiet", "-m", "merged meanwhile");
+      git(checkout, "push", "--quiet", "origin", "HEAD:main");
+      return git(checkout, "rev-parse", "HEAD");
+    } finally {
+      await work.cleanup();
+    }
+  }
+  /** The checkout is exactly GitHub's head: nothing modified, missing or extra. */
+  function expectExactly(workDir: string, head: string): void {
+    expect(git(workDir, "rev-parse", "HEAD")).toBe(head);
+    expect(git(workDir, "status", "--porcelain", "--untracked-files=all", "--ignored")).toBe("");
+    expect(git(workDir, "ls-files").split("\n").sort()).toEqual(
+      git(workDir, "ls-tree", "-r", "--name-only", "HEAD").split("\n").sort(),
+    );
+    expect(() => git(workDir, "fsck", "--no-dangling")).not.toThrow();
+  }
+
+  test("a later run takes the spare: only what GitHub changed is written; the checkout is GitHub's head", async () => {
+    await seed();
+    await cachedSandbox();
+    await cache.settle();
+    const [spare] = await sparesOf(mirrorOf("installation-1"));
+    expect(spare).toBeDefined();
+    // Written from the mirror alone: no credential anywhere in it.
+    const basic = Buffer.from(`x-access-token:${token}`).toString("base64");
+    for (const file of await filesUnder(spare ?? "")) {
+      const content = await readFile(file, "latin1");
+      expect(content, file).not.toContain(token);
+      expect(content, file).not.toContain(basic);
+    }
+    const kept = (await stat(join(spare ?? "", "work", "kept-7.txt"))).ino;
+    const head = await changeUpstream();
+
+    const sandbox = await cachedSandbox();
+    expectExactly(sandbox.workDir, head);
+    // The spare's file itself, not a copy written again.
+    expect((await stat(join(sandbox.workDir, "kept-7.txt"))).ino).toBe(kept);
+    expect(await sandbox.downloadFile("changed.txt")).toBe("after\n");
+    expect(await sandbox.downloadFile("NEWS.md")).toBe("merged meanwhile\n");
+    await expect(sandbox.downloadFile("deleted.txt")).rejects.toThrow();
+    expect(git(sandbox.workDir, "branch", "--show-current")).toMatch(/^harness\//);
+    // Taken once: the next spare is written from the new head.
+    expect(await exists(spare ?? "")).toBe(false);
+    await cache.settle();
+    const [next] = await sparesOf(mirrorOf("installation-1"));
+    expect(JSON.parse(await readFile(join(next ?? "", SPARE_META), "utf8"))).toMatchObject({
+      tree: git(sandbox.workDir, "rev-parse", `${head}^{tree}`),
+    });
+    expect(warnings).toEqual([]);
+  });
+
+  test("a file changed in the spare after it was written is written again from GitHub's objects", async () => {
+    await seed();
+    await cachedSandbox();
+    await cache.settle();
+    const [spare] = await sparesOf(mirrorOf("installation-1"));
+    // Same size, other bytes: only the file's stat data can tell.
+    await writeFile(join(spare ?? "", "work", "kept-3.txt"), "KEPT 3\n");
+    const sandbox = await cachedSandbox();
+    expectExactly(sandbox.workDir, git(upstream, "rev-parse", "refs/heads/main"));
+    expect(await sandbox.downloadFile("kept-3.txt")).toBe("kept 3\n");
+  });
+
+  test("a spare folder others could write into is never taken", async () => {
+    await seed();
+    await cachedSandbox();
+    await cache.settle();
+    const [spare] = await sparesOf(mirrorOf("installation-1"));
+    const kept = (await stat(join(spare ?? "", "work", "kept-7.txt"))).ino;
+    await chmod(spare ?? "", 0o777);
+    const sandbox = await cachedSandbox();
+    expect((await stat(join(sandbox.workDir, "kept-7.txt"))).ino).not.toBe(kept);
+    expect(await exists(spare ?? "")).toBe(true);
+    expectExactly(sandbox.workDir, git(upstream, "rev-parse", "refs/heads/main"));
+  });
+
+  test("another installation's spare is never taken; a branch that exists on GitHub is checked out", async () => {
+    await seed();
+    await cachedSandbox({ repoCache: { mirrors: cache, scope: "installation-2", repositoryId: REPOSITORY_ID } });
+    await cache.settle();
+    const [theirs] = await sparesOf(mirrorOf("installation-2"));
+    expect(theirs).toBeDefined();
+    await cachedSandbox();
+    expect(await exists(theirs ?? "")).toBe(true);
+    await cache.settle();
+
+    const work = await scratchDir("harness-cache-branch-");
+    try {
+      git(work.path, "clone", "--quiet", upstream, "w");
+      const checkout = join(work.path, "w");
+      git(checkout, "checkout", "--quiet", "-b", "harness/follow-up");
+      await writeFile(join(checkout, "changed.txt"), "on the branch\n");
+      git(checkout, "commit", "--quiet", "-am", "on the branch");
+      git(checkout, "push", "--quiet", "origin", "harness/follow-up");
+    } finally {
+      await work.cleanup();
+    }
+    const [mine] = await sparesOf(mirrorOf("installation-1"));
+    expect(mine).toBeDefined();
+    const sandbox = await cachedSandbox({ branch: "harness/follow-up" });
+    expect(await exists(mine ?? "")).toBe(false);
+    expect(git(sandbox.workDir, "branch", "--show-current")).toBe("harness/follow-up");
+    expect(await sandbox.downloadFile("changed.txt")).toBe("on the branch\n");
+    expect(git(sandbox.workDir, "status", "--porcelain", "--untracked-files=all")).toBe("");
+  });
+
+  test("a mirror's spare goes with the mirror", async () => {
+    let now = 1_000_000;
+    const aging = new RepoCache({ root: cacheRoot.path, maxIdleMs: 1_000, refreshIntervalMs: 0, now: () => now });
+    const sandbox = await cachedSandbox({
+      repoCache: { mirrors: aging, scope: "installation-1", repositoryId: REPOSITORY_ID },
+    });
+    await aging.settle();
+    expect(await sparesOf(mirrorOf("installation-1"))).toHaveLength(1);
+    await sandbox.teardown();
+    now += 2_000;
+    await aging.evict();
+    expect(await exists(aging.dirFor("installation-1", REPOSITORY_ID))).toBe(false);
+    expect(await sparesOf(mirrorOf("installation-1"))).toEqual([]);
+  });
+});
+
+describe.skipIf(!probe.available)("a spare checkout in the isolated sandbox", () => {
+  test("the taken spare is the run's own to change and commit, and git there sees it clean", async () => {
+    await cachedSandbox({ localIsolation: { mode: "namespaces" } });
+    await cache.settle();
+    expect(await sparesOf(join(cache.dirFor("installation-1", REPOSITORY_ID), "mirror.git"))).toHaveLength(1);
+    const sandbox = await cachedSandbox({ localIsolation: { mode: "namespaces" } });
+    const sh = (script: string) => sandbox.exec({ argv: ["sh", "-c", script], cwd: sandbox.workDir, timeout: 30_000 });
+    const status = await sh("git status --porcelain --untracked-files=all");
+    expect(status.exitCode, status.stderr).toBe(0);
+    expect(status.stdout).toBe("");
+    const commit = await sh(
+      "printf 'changed inside\\n' > blob.bin && git -c user.name=a -c user.email=a@b add -A && " +
+        "git -c user.name=a -c user.email=a@b commit --quiet -m inside && git status --porcelain",
+    );
+    expect(commit.exitCode, commit.stderr).toBe(0);
+    expect(commit.stdout).toBe("");
+  });
+});
+
+/** Ready spare checkouts written from `mirror`. */
+async function sparesOf(mirror: string): Promise<string[]> {
+  return (await sparesUnder(mirror)).filter((spare) => !spare.includes("-building-"));
+}
+
+/** Spare checkouts (ready or being written) whose mirror is at or under `path`. */
+async function sparesUnder(path: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const name of await readdir(tmpdir())) {
+    if (!name.startsWith(SPARE_PREFIX)) continue;
+    const folder = join(tmpdir(), name);
+    const meta = await readFile(join(folder, SPARE_META), "utf8").catch(() => undefined);
+    const mirror = meta === undefined ? undefined : (JSON.parse(meta) as { mirror?: string }).mirror;
+    if (mirror !== undefined && (mirror === path || mirror.startsWith(`${path}/`))) found.push(folder);
+  }
+  return found;
+}
 
 async function exists(path: string): Promise<boolean> {
   return stat(path).then(

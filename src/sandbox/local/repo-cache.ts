@@ -7,6 +7,7 @@ import { createRedactor } from "../../util/redact.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
 import type { MirrorLease, RepositoryMirrors } from "../types.js";
+import { discardSpares, noteMirrorFetch, settleSpares } from "./spare-checkout.js";
 
 /** Default bound on all mirrors together. */
 export const DEFAULT_REPO_CACHE_MAX_BYTES = 20 * 1024 ** 3;
@@ -129,6 +130,7 @@ export class RepoCache implements RepositoryMirrors {
         if (this.doomed.has(dir)) return;
         this.warn(`the repository cache for ${redactUrl(url)} is damaged and will be rebuilt`);
         this.doomed.add(dir);
+        this.track(discardSpares(mirror));
       },
       release: () => {
         if (released) return;
@@ -145,9 +147,10 @@ export class RepoCache implements RepositoryMirrors {
     };
   }
 
-  /** Waits for background refreshes and evictions (shutdown, tests). */
+  /** Waits for background refreshes, evictions and spare checkouts (shutdown, tests). */
   async settle(): Promise<void> {
     while (this.background.size > 0) await Promise.allSettled([...this.background]);
+    await settleSpares();
   }
 
   /** Removes idle mirrors, then least recently used ones until the total fits. */
@@ -202,6 +205,7 @@ export class RepoCache implements RepositoryMirrors {
       }
     })();
     this.refreshing.set(dir, work);
+    noteMirrorFetch(join(dir, MIRROR), work);
     try {
       await work;
     } finally {
@@ -212,11 +216,14 @@ export class RepoCache implements RepositoryMirrors {
   private async fetchInto(mirror: string, url: string, token: string | undefined): Promise<void> {
     // The URL is an argument, never a configured remote: the mirror's config stays as `git init`
     // wrote it. Refs that vanished upstream go; objects never do (`gc.auto=0`), because a live
-    // checkout may be reading them through its alternates.
+    // checkout may be reading them through its alternates; and no `git maintenance run --auto`
+    // is started after the fetch, which with gc off would only look and find nothing to do.
     await this.git(
       [
         "-c",
         "gc.auto=0",
+        "-c",
+        "maintenance.auto=false",
         "fetch",
         "--quiet",
         "--no-tags",
@@ -242,6 +249,7 @@ export class RepoCache implements RepositoryMirrors {
       return;
     }
     await rm(doomed, { recursive: true, force: true });
+    await discardSpares(join(dir, MIRROR));
   }
 
   private async entries(): Promise<Array<{ dir: string; meta: MirrorMeta }>> {
