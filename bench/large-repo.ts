@@ -38,6 +38,7 @@ import { startAppProcess, waitFor, type AppProcess } from "../test/helpers/app-p
 import { git, scratchDir } from "../test/helpers/git.js";
 import { installHarness } from "../test/helpers/harness-world.js";
 import { LOCAL_SANDBOX_PREFIX } from "../src/sandbox/local/sandbox.js";
+import { discardSparesUnder } from "../src/sandbox/local/spare-checkout.js";
 import { sequentialDepth } from "./support/round-trips.js";
 
 const argValue = (name: string): string | undefined => {
@@ -367,6 +368,8 @@ try {
   await app?.stop("SIGTERM");
   await daytona?.close();
   await github.close();
+  // The app's cache goes with the scratch folder; the spare checkout it left in the temp folder too.
+  await discardSparesUnder(dir.path);
   await dir.cleanup();
 }
 

@@ -3,6 +3,7 @@ import { join } from "node:path";
 import { Writable } from "node:stream";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { discardSparesUnder } from "../../src/sandbox/local/spare-checkout.js";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
 import { localInventory } from "../../src/sandbox/local/inventory.js";
@@ -96,6 +97,8 @@ beforeEach(async () => {
 afterEach(async () => {
   await server.close(1_000);
   await github.close();
+  // A warm-cache test's spare checkout lives in the temp folder, beside its (deleted) mirror.
+  await discardSparesUnder(dir.path);
   await dir.cleanup();
 });
 

@@ -139,6 +139,16 @@ export async function discardSpares(mirror: string): Promise<void> {
   for (const name of await spareNames(`${SPARE_PREFIX}${key}-ready-`)) await removeOwn(join(root(), name));
 }
 
+/** Removes the spares of every mirror under `cacheRoot` (a repository cache deleted as a whole). */
+export async function discardSparesUnder(cacheRoot: string): Promise<void> {
+  await settleSpares();
+  const prefix = cacheRoot.endsWith("/") ? cacheRoot : `${cacheRoot}/`;
+  for (const name of await spareNames(SPARE_PREFIX)) {
+    const path = join(root(), name);
+    if ((await readMeta(path))?.mirror.startsWith(prefix)) await removeOwn(path);
+  }
+}
+
 /** Waits for the spares being written (shutdown, tests). */
 export async function settleSpares(): Promise<void> {
   while (building.size > 0) await Promise.allSettled([...building.values()]);
