@@ -38,7 +38,8 @@ export function localInventory(root: string = tmpdir()): SandboxInventory {
   };
 }
 
-function processAlive(pid: number): boolean {
+/** Whether a process with this id exists on this host (ours or another user's). */
+export function processAlive(pid: number): boolean {
   try {
     process.kill(pid, 0);
     return true;

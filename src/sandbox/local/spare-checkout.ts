@@ -6,6 +6,7 @@ import { join } from "node:path";
 import type { ExecResult } from "../../contracts/types.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
+import { processAlive } from "./inventory.js";
 
 /*
  * Spare checkouts: a work tree of a repository, written ahead of time, that the next run's
@@ -236,15 +237,6 @@ async function readMeta(folder: string): Promise<SpareMeta | undefined> {
     return { mirror: parsed.mirror, tree: parsed.tree, builtAt: parsed.builtAt };
   } catch {
     return undefined;
-  }
-}
-
-function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === "EPERM";
   }
 }
 
