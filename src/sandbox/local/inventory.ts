@@ -3,6 +3,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { SandboxInventory, SandboxRecord } from "../inventory.js";
 import { LOCAL_SANDBOX_MANIFEST, LOCAL_SANDBOX_PREFIX } from "./sandbox.js";
+import { processAlive } from "../../util/process-alive.js";
 
 /** Local sandboxes: `harness-*` temp directories carrying the sandbox manifest. */
 export function localInventory(root: string = tmpdir()): SandboxInventory {
@@ -36,17 +37,6 @@ export function localInventory(root: string = tmpdir()): SandboxInventory {
       await rm(join(root, record.id), { recursive: true, force: true });
     },
   };
-}
-
-/** Whether a process with this id exists on this host (ours or another user's). */
-export function processAlive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    // EPERM: it exists but belongs to someone else — alive all the same.
-    return (error as NodeJS.ErrnoException).code === "EPERM";
-  }
 }
 
 function safeJson(text: string): Record<string, unknown> {

@@ -6,7 +6,7 @@ import { join } from "node:path";
 import type { ExecResult } from "../../contracts/types.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
-import { processAlive } from "./inventory.js";
+import { processAlive } from "../../util/process-alive.js";
 
 /*
  * Spare checkouts: a work tree of a repository, written ahead of time, that the next run's
