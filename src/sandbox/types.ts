@@ -158,6 +158,11 @@ export interface RepositoryMirrors {
     repository: { id: string; url: string },
     token: string | undefined,
   ): Promise<MirrorLease | undefined>;
+  /**
+   * Resolves once no refresh of that mirror is under way. A refresh fetches with the token of the
+   * run that leased it, so that token must not be revoked before this.
+   */
+  refreshed?(scope: string, repositoryId: string): Promise<void>;
 }
 
 export interface SandboxOptions {

@@ -189,6 +189,22 @@ describe("the warm repository cache", () => {
     expect(() => git(mirror, "fsck", "--no-dangling")).not.toThrow();
   });
 
+  test("refreshed(): resolves once the mirror's catch-up fetch (which borrows the run's token) is over", async () => {
+    const repository = { id: REPOSITORY_ID, url: `${server.url}/acme/widgets.git` };
+    (await cache.lease("installation-1", repository, token))?.release();
+    const newer = await pushCommit("later.txt", "later\n", "a later commit");
+    const lease = await cache.lease("installation-1", repository, token);
+    expect(lease?.fresh).toBe(false);
+    lease?.refresh(token);
+    await cache.refreshed("installation-1", REPOSITORY_ID);
+    const mirror = lease?.path ?? "";
+    expect(git(mirror, "rev-parse", "refs/heads/main")).toBe(newer);
+    lease?.release();
+    // Nothing under way: at once.
+    await cache.refreshed("installation-2", REPOSITORY_ID);
+    expect(warnings).toEqual([]);
+  });
+
   test("bounded: the least recently used go when over size, idle ones when too old, leased ones never", async () => {
     let now = 1_000_000;
     const small = new RepoCache({ root: cacheRoot.path, maxBytes: 1, inUseMs: 10, maxIdleMs: 1_000, now: () => now });

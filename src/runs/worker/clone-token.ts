@@ -1,6 +1,23 @@
 import type { HarnessEvent, Reporter } from "../../contracts/events.js";
 import { describeGitHubError } from "../../github/errors.js";
+import { mirrorScopeOf } from "./mirror-scope.js";
 import type { RunContext } from "./run-context.js";
+
+/** The longest a clone token outlives its sandbox's readiness for the mirror's refresh. */
+const REFRESH_GRACE_MS = 120_000;
+
+function withinGrace(work: Promise<void>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    work.catch(() => undefined),
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, REFRESH_GRACE_MS);
+      timer.unref();
+    }),
+  ]).finally(() => {
+    clearTimeout(timer);
+  });
+}
 
 /** The clone's credential, and the reporter that revokes it once the sandbox has cloned. */
 export interface CloneToken {
@@ -27,9 +44,15 @@ export async function withCloneToken(run: RunContext, use: (clone: CloneToken) =
       log.warn({ err: describeGitHubError(error) }, "could not revoke the clone token");
     });
   };
+  // The warm cache's mirror catches up in the background with this token: it is revoked when that
+  // fetch is over (at most REFRESH_GRACE_MS after the sandbox is ready), else the fetch fails.
+  const refreshed = (): Promise<void> =>
+    deps.repoCache?.refreshed
+      ? withinGrace(deps.repoCache.refreshed(mirrorScopeOf(request.installationId), String(request.repo.id)))
+      : Promise.resolve();
   const revokeOnReady: Reporter = {
     emit: (event: HarnessEvent) => {
-      if (event.type === "sandbox.ready") void revokeClone();
+      if (event.type === "sandbox.ready") void refreshed().then(revokeClone);
     },
   };
   try {

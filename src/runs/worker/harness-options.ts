@@ -1,4 +1,5 @@
 import { fanOut } from "../../contracts/events.js";
+import { mirrorScopeOf } from "./mirror-scope.js";
 import type { BotIdentity } from "../../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
 import type { PromptContext } from "../../harness/prompt.js";
@@ -76,7 +77,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
           ? {
               repoCache: {
                 mirrors: deps.repoCache,
-                scope: `installation-${String(request.installationId)}`,
+                scope: mirrorScopeOf(request.installationId),
                 repositoryId: String(request.repo.id),
               },
             }

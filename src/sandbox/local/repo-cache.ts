@@ -147,6 +147,10 @@ export class RepoCache implements RepositoryMirrors {
     };
   }
 
+  async refreshed(scope: string, repositoryId: string): Promise<void> {
+    await this.refreshing.get(this.dirFor(scope, repositoryId));
+  }
+
   /** Waits for background refreshes, evictions and spare checkouts (shutdown, tests). */
   async settle(): Promise<void> {
     while (this.background.size > 0) await Promise.allSettled([...this.background]);
