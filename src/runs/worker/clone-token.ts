@@ -29,7 +29,18 @@ export interface CloneToken {
  * Lends `use` a read-only token for this one repository, revoked as soon as the clone is done
  * (on `sandbox.ready`) and, whatever happens, once `use` is over.
  */
-export async function withCloneToken(run: RunContext, use: (clone: CloneToken) => Promise<void>): Promise<void> {
+export async function withCloneToken(
+  run: RunContext,
+  use: (clone: CloneToken) => Promise<void>,
+  options: {
+    /**
+     * The clone happens on this host (the local sandbox), where the warm cache's mirror fetches
+     * with the token afterwards. Elsewhere (Daytona) the token was inside the sandbox, which
+     * must lose it at once.
+     */
+    mirrorOnHost: boolean;
+  },
+): Promise<void> {
   const { request, deps, log } = run;
   const clone = await run.tokens.mint({
     installationId: request.installationId,
@@ -47,7 +58,7 @@ export async function withCloneToken(run: RunContext, use: (clone: CloneToken) =
   // The warm cache's mirror catches up in the background with this token: it is revoked when that
   // fetch is over (at most REFRESH_GRACE_MS after the sandbox is ready), else the fetch fails.
   const refreshed = (): Promise<void> =>
-    deps.repoCache?.refreshed
+    options.mirrorOnHost && deps.repoCache?.refreshed
       ? withinGrace(deps.repoCache.refreshed(mirrorScopeOf(request.installationId), String(request.repo.id)))
       : Promise.resolve();
   const revokeOnReady: Reporter = {

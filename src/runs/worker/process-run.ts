@@ -90,25 +90,29 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       return;
     }
 
-    await withCloneToken(run, async (clone) => {
-      const report = await runHarness(
-        harnessOptions(run, {
-          octokit,
-          plan,
-          identity,
-          branch,
-          clone,
-          prompt,
-          ...(today.leftUsd !== undefined ? { leftTodayUsd: today.leftUsd } : {}),
-        }),
-      );
-      if (round) await finishReviewRound(run, octokit, round, report);
-      await recordInThread(run, report);
-      if (report.pushResult?.prUrl && !request.issue.pullRequest) await noteMissingAccess(run, plan.config);
-      await reportFinished(run, report);
-      // After the comment's final edit: the CI line is added to it, and kept up to date, in place.
-      await watchAfterPush(run, octokit, plan.config, report);
-    });
+    await withCloneToken(
+      run,
+      async (clone) => {
+        const report = await runHarness(
+          harnessOptions(run, {
+            octokit,
+            plan,
+            identity,
+            branch,
+            clone,
+            prompt,
+            ...(today.leftUsd !== undefined ? { leftTodayUsd: today.leftUsd } : {}),
+          }),
+        );
+        if (round) await finishReviewRound(run, octokit, round, report);
+        await recordInThread(run, report);
+        if (report.pushResult?.prUrl && !request.issue.pullRequest) await noteMissingAccess(run, plan.config);
+        await reportFinished(run, report);
+        // After the comment's final edit: the CI line is added to it, and kept up to date, in place.
+        await watchAfterPush(run, octokit, plan.config, report);
+      },
+      { mirrorOnHost: plan.sandboxKind === "local" },
+    );
   } catch (error) {
     log.error({ err: run.redact(describeError(error)) }, "run failed before it could finish");
     // Aborted means cancelled or handed back at shutdown (to run again): the loop is not over then.

@@ -43,15 +43,20 @@ function world(refreshed?: (scope: string, repositoryId: string) => Promise<void
   return { run, revoked, asked };
 }
 
+const onHost = { mirrorOnHost: true };
 const ready = { type: "sandbox.ready", runId: "r", workDir: "/w", at: "2026-11-26T00:00:00Z" } as const;
 
 describe("the clone token", () => {
   test("is revoked when the sandbox is ready, at once when no mirror is catching up", async () => {
     const { run, revoked } = world();
-    await withCloneToken(run, async ({ revokeOnReady }) => {
-      revokeOnReady.emit(ready);
-      await expect.poll(() => revoked).toEqual(["ghs_clone"]);
-    });
+    await withCloneToken(
+      run,
+      async ({ revokeOnReady }) => {
+        revokeOnReady.emit(ready);
+        await expect.poll(() => revoked).toEqual(["ghs_clone"]);
+      },
+      onHost,
+    );
     expect(revoked).toEqual(["ghs_clone"]);
   });
 
@@ -61,24 +66,45 @@ describe("the clone token", () => {
       finishRefresh = resolve;
     });
     const { run, revoked, asked } = world(() => refresh);
-    await withCloneToken(run, async ({ revokeOnReady }) => {
-      revokeOnReady.emit(ready);
-      // The refresh is still fetching: the token must still work.
-      await new Promise((resolve) => setImmediate(resolve));
-      expect(revoked).toEqual([]);
-      finishRefresh();
-      await expect.poll(() => revoked).toEqual(["ghs_clone"]);
-    });
+    await withCloneToken(
+      run,
+      async ({ revokeOnReady }) => {
+        revokeOnReady.emit(ready);
+        // The refresh is still fetching: the token must still work.
+        await new Promise((resolve) => setImmediate(resolve));
+        expect(revoked).toEqual([]);
+        finishRefresh();
+        await expect.poll(() => revoked).toEqual(["ghs_clone"]);
+      },
+      onHost,
+    );
     expect(asked).toEqual([["installation-77", "4242"]]);
     expect(revoked).toEqual(["ghs_clone"]);
   });
 
   test("a refresh that never ends does not keep it past the run", async () => {
     const { run, revoked } = world(() => new Promise<void>(() => undefined));
-    await withCloneToken(run, ({ revokeOnReady }) => {
-      revokeOnReady.emit(ready);
-      return Promise.resolve();
-    });
+    await withCloneToken(
+      run,
+      ({ revokeOnReady }) => {
+        revokeOnReady.emit(ready);
+        return Promise.resolve();
+      },
+      onHost,
+    );
     expect(revoked).toEqual(["ghs_clone"]);
+  });
+
+  test("on Daytona, where the token was inside the sandbox, it goes at once, whatever a mirror does", async () => {
+    const { run, revoked, asked } = world(() => new Promise<void>(() => undefined));
+    await withCloneToken(
+      run,
+      async ({ revokeOnReady }) => {
+        revokeOnReady.emit(ready);
+        await expect.poll(() => revoked).toEqual(["ghs_clone"]);
+      },
+      { mirrorOnHost: false },
+    );
+    expect(asked).toEqual([]);
   });
 });
