@@ -84,11 +84,8 @@ export async function startHarnessServer(
       ...(asked.retry?.enabled === false ? { retry: false } : {}),
       ...(asked.throttle?.enabled === false ? { throttle: false } : {}),
       log: () => probot.log,
-      observe: (headers) => {
-        observeRateLimitHeaders((name) => {
-          const value = headers[name];
-          return value === undefined ? null : Array.isArray(value) ? value.join(", ") : value;
-        }, metrics);
+      observe: (header) => {
+        observeRateLimitHeaders(header, metrics);
       },
     });
     const probot: Probot = new Probot({

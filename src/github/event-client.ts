@@ -47,8 +47,8 @@ export interface EventClientOptions {
   rateLimitRetry: RateLimitRetryOptions;
   serverErrors: ServerErrorRetry;
   log: { warn(fields: object, message: string): void };
-  /** Every answer's headers (the rate-limit gauges). */
-  observe?: (headers: RestResponse["headers"]) => void;
+  /** Every answer's headers, read by name (the rate-limit gauges). */
+  observe?: (header: (name: string) => string | null) => void;
   clock?: LimiterClock;
 }
 
@@ -99,7 +99,7 @@ export function createEventClients(
           return decoded.value;
         },
       };
-      options.observe?.(response.headers);
+      options.observe?.((name) => headerText(answer.headers[name]));
       if (response.status < 300) return response;
       if (response.status === 401 && clock.now() - Date.parse(createdAt) < TOKEN_REPLICATION_MS) {
         // GitHub may not know a token minted a moment ago everywhere yet (as @octokit/auth-app).

@@ -140,6 +140,8 @@ export interface MirrorLease {
   readonly path: string;
   /** Fetches what is new into the mirror, off the run's critical path. */
   refresh(token: string | undefined): void;
+  /** Resolves once no refresh of this mirror is under way. */
+  refreshed(): Promise<void>;
   /** The clone with this mirror failed where one without it worked: rebuild it. */
   discard(): void;
   /** The checkout that used the mirror is gone. */

@@ -7,7 +7,7 @@ import { createRedactor } from "../../util/redact.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
 import type { MirrorLease, RepositoryMirrors } from "../types.js";
-import { discardSpares, noteMirrorFetch, settleSpares } from "./spare-checkout.js";
+import { discardSpares, settleSpares } from "./spare-checkout.js";
 
 /** Default bound on all mirrors together. */
 export const DEFAULT_REPO_CACHE_MAX_BYTES = 20 * 1024 ** 3;
@@ -126,6 +126,7 @@ export class RepoCache implements RepositoryMirrors {
       refresh: (refreshToken) => {
         if (!fresh) this.track(this.refresh(dir, scope, url, refreshToken));
       },
+      refreshed: () => this.refreshedDir(dir),
       discard: () => {
         if (this.doomed.has(dir)) return;
         this.warn(`the repository cache for ${redactUrl(url)} is damaged and will be rebuilt`);
@@ -147,8 +148,12 @@ export class RepoCache implements RepositoryMirrors {
     };
   }
 
-  async refreshed(scope: string, repositoryId: string): Promise<void> {
-    await this.refreshing.get(this.dirFor(scope, repositoryId));
+  refreshed(scope: string, repositoryId: string): Promise<void> {
+    return this.refreshedDir(this.dirFor(scope, repositoryId));
+  }
+
+  private async refreshedDir(dir: string): Promise<void> {
+    await this.refreshing.get(dir);
   }
 
   /** Waits for background refreshes, evictions and spare checkouts (shutdown, tests). */
@@ -209,7 +214,6 @@ export class RepoCache implements RepositoryMirrors {
       }
     })();
     this.refreshing.set(dir, work);
-    noteMirrorFetch(join(dir, MIRROR), work);
     try {
       await work;
     } finally {

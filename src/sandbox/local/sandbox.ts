@@ -163,7 +163,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   }
 
   // Written while this run's agent works, for the next run of this repository to take over.
-  if (mirror && spareSource) prepareSpare(mirror.path, spareSource);
+  if (mirror && spareSource) prepareSpare(mirror.path, spareSource, mirror.refreshed());
   const realWorkDir = await realpath(workDir);
   let tornDown = false;
 

@@ -65,7 +65,6 @@ export interface SpareSource {
 }
 
 const building = new Map<string, Promise<void>>();
-const fetching = new Map<string, Promise<unknown>>();
 
 function root(): string {
   return tmpdir();
@@ -109,28 +108,19 @@ export async function takeSpare(mirror: string, into: string): Promise<string | 
   return undefined;
 }
 
-/** Writes a spare for the next run in the background, unless there is one or one is being written. */
-export function prepareSpare(mirror: string, source: SpareSource): void {
+/**
+ * Writes a spare for the next run in the background, unless there is one or one is being written.
+ * `caughtUp` resolves when the mirror's catch-up fetch is over: the spare is written after it, so
+ * from the run's own base rather than the mirror's older head.
+ */
+export function prepareSpare(mirror: string, source: SpareSource, caughtUp: Promise<void>): void {
   const key = keyOf(mirror);
   if (building.has(key)) return;
-  const work = buildSpare(mirror, key, source).catch(() => {
+  const work = buildSpare(mirror, key, source, caughtUp).catch(() => {
     // Only ever a faster start: without a spare, the next run writes its checkout itself.
   });
   building.set(key, work);
   void work.finally(() => building.delete(key));
-}
-
-/**
- * The mirror is catching up with GitHub: a spare written meanwhile waits for it, so it is written
- * from the run's own base rather than the mirror's older head.
- */
-export function noteMirrorFetch(mirror: string, fetch: Promise<unknown>): void {
-  fetching.set(mirror, fetch);
-  void fetch
-    .catch(() => undefined)
-    .finally(() => {
-      if (fetching.get(mirror) === fetch) fetching.delete(mirror);
-    });
 }
 
 /** Removes `mirror`'s spares (the mirror is gone or damaged). */
@@ -155,10 +145,10 @@ export async function settleSpares(): Promise<void> {
   while (building.size > 0) await Promise.allSettled([...building.values()]);
 }
 
-async function buildSpare(mirror: string, key: string, source: SpareSource): Promise<void> {
+async function buildSpare(mirror: string, key: string, source: SpareSource, caughtUp: Promise<void>): Promise<void> {
   await sweep();
   if ((await spareNames(`${SPARE_PREFIX}${key}-ready-`)).length > 0) return;
-  await fetching.get(mirror)?.catch(() => undefined);
+  await caughtUp.catch(() => undefined);
   const tree = await treeInMirror(mirror, source);
   if (!tree) return;
   const staging = await mkdtemp(join(root(), `${SPARE_PREFIX}${key}-building-${String(process.pid)}-`));
