@@ -2,13 +2,14 @@
  * One process of the webhook-ack benchmark (see bench/webhook-ack.ts): the fake GitHub, the
  * Harness server, or the bare Probot app, each in its own process so they do not share an
  * event loop with each other or with the load generator. Talks to its parent over IPC:
- * `setup` → `{ready}`; `mark` → `{marked}` (the CPU clock starts); `stop` → `{cpu}` (the servers
- * drain first) and exit; for the fake, `report` → `{reactions, statusComments, cpu}` and exit.
+ * `setup` → `{ready}`; `mark` → `{marked}` (the CPU clock starts); `sample` → `{cpu}` (work in
+ * progress finished first); `stop` → `{cpu}` (the servers drain first) and exit; for the fake,
+ * `{report: since}` → `{reactions, statusComments, routes}` and exit.
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import pino from "pino";
-import { createNodeMiddleware, Probot } from "probot";
+import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { InProcessRunQueue } from "../../src/runs/queue/in-process.js";
 import { startHarnessServer } from "../../src/server.js";
@@ -16,7 +17,7 @@ import { startFakeGitHub } from "../../test/fakes/github/server.js";
 import type { PayloadRepo } from "../../test/fakes/github/webhooks.js";
 
 interface Setup {
-  role: "github" | "harness" | "bare";
+  role: "github" | "harness" | "bare" | "minimal";
   installations?: number;
   commentsPerRepo?: number;
   secret?: string;
@@ -50,7 +51,6 @@ const send = (message: unknown): void => {
 const quiet = pino({ level: "silent" });
 
 let baseline = { cpu: process.cpuUsage(), at: performance.now() };
-let markedAt = Date.now();
 /** Work still in flight from the warm-up, finished before the CPU clock starts. */
 let drain = (): Promise<void> => Promise.resolve();
 const spent = (): CpuSpent => {
@@ -65,11 +65,18 @@ process.once("message", (raw) => {
   });
 });
 
+// A round's end: its CPU so far, once the work it started has finished (the clock keeps running).
+process.on("message", (message) => {
+  if (message !== "sample") return;
+  void drain().then(() => {
+    send({ cpu: spent() });
+  });
+});
+
 process.on("message", (message) => {
   if (message !== "mark") return;
   void drain().then(() => {
     baseline = { cpu: process.cpuUsage(), at: performance.now() };
-    markedAt = Date.now();
     send({ marked: true });
   });
 });
@@ -111,23 +118,32 @@ async function start(setup: Setup): Promise<void> {
       targets,
     });
     process.on("message", (message) => {
-      if (message !== "report") return;
-      const posts = github.requests.filter((request) => request.method === "POST");
+      if (typeof message !== "object" || message === null || !("report" in message)) return;
+      const windowStart = Number(message.report);
+      // The minimal app's requests are its own: reported apart, and not taken for Harness's.
+      const fromFloor = (request: { headers: Record<string, string | string[] | undefined> }) => {
+        const agent = request.headers["user-agent"];
+        return typeof agent === "string" && agent.startsWith(MINIMAL_USER_AGENT);
+      };
+      const harnessRequests = github.requests.filter((request) => !fromFloor(request));
+      const posts = harnessRequests.filter((request) => request.method === "POST");
       const reactions = posts
         .filter((request) => /\/issues\/comments\/\d+\/reactions$/.test(request.path))
         .map((request) => ({ commentId: Number(/comments\/(\d+)\//.exec(request.path)?.[1]), time: request.time }));
       const statusComments = posts
         .filter((request) => /\/repos\/[^/]+\/widgets\/issues\/\d+\/comments$/.test(request.path))
         .map((request) => ({ owner: request.path.split("/")[4] ?? "", time: request.time }));
-      // Every request Harness made in the window, by route, to see what a webhook costs in calls.
+      // Every request each app made in the window, by route, to see what a webhook costs in calls.
       const routes: Record<string, number> = {};
+      const floorRoutes: Record<string, number> = {};
       for (const request of github.requests) {
-        if (request.time < markedAt) continue;
+        if (request.time < windowStart) continue;
         const path = request.path.replace(/\/repos\/[^/]+\/[^/]+/, "/repos/:r").replace(/\/\d+/g, "/:n");
         const route = `${request.method} ${path}`;
-        routes[route] = (routes[route] ?? 0) + 1;
+        const into = fromFloor(request) ? floorRoutes : routes;
+        into[route] = (into[route] ?? 0) + 1;
       }
-      send({ reactions, statusComments, routes, cpu: spent() });
+      send({ reactions, statusComments, routes, floorRoutes });
       void github.close().then(() => process.exit(0));
     });
     return;
@@ -188,8 +204,31 @@ async function start(setup: Setup): Promise<void> {
     secret,
     baseUrl: setup.apiUrl ?? "",
     log: quiet,
+    // The fake tells this app's requests from Harness's by the user agent. Octokit's throttle
+    // is off: by default it spaces writes a second apart across the whole process, and 50
+    // acknowledgements a second would queue without end.
+    ...(setup.role === "minimal"
+      ? {
+          // A function, not an object: Probot's own throttle options arrive after an object's
+          // and would replace it whole.
+          Octokit: ProbotOctokit.defaults((options: Record<string, unknown>) => ({
+            ...options,
+            userAgent: MINIMAL_USER_AGENT,
+            throttle: { ...(options["throttle"] as object | undefined), enabled: false },
+          })),
+        }
+      : {}),
   });
-  const middleware = await createNodeMiddleware(() => undefined, { probot });
+  const pending = new Set<Promise<unknown>>();
+  const appFn =
+    setup.role === "minimal"
+      ? minimalAcknowledgement((work) => {
+          pending.add(work);
+          void work.finally(() => pending.delete(work));
+        })
+      : () => undefined;
+  if (setup.role === "minimal") drain = () => Promise.all([...pending]).then(() => undefined);
+  const middleware = await createNodeMiddleware(appFn, { probot });
   const server = createServer((req, res) => {
     void middleware(req, res, () => res.writeHead(404).end());
   });
@@ -197,7 +236,62 @@ async function start(setup: Setup): Promise<void> {
   send({ ready: true, url: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}` });
   process.on("message", (message) => {
     if (message !== "stop") return;
-    send({ cpu: spent() });
-    server.close(() => process.exit(0));
+    void drain().then(() => {
+      send({ cpu: spent() });
+      server.close(() => process.exit(0));
+    });
   });
+}
+
+export const MINIMAL_USER_AGENT = "bench-minimal";
+
+/**
+ * The least a Probot app can do to acknowledge a command the way Harness does, with Probot's own
+ * Octokit: the same GitHub calls (the repository's and the organisation's config files, and the
+ * sender's permission, each kept 30 s as Harness keeps them; then the status comment and the
+ * 👀 at once) and nothing else: no validation, audit, journal, queue or rendering. What it costs
+ * over the bare app is the GitHub calls' own cost, the floor for any acknowledgement made of them.
+ */
+function minimalAcknowledgement(track: (work: Promise<unknown>) => void) {
+  const cache = new Map<string, { at: number; value: Promise<unknown> }>();
+  const cached = (key: string, load: () => Promise<unknown>): Promise<unknown> => {
+    const hit = cache.get(key);
+    if (hit && Date.now() - hit.at < 30_000) return hit.value;
+    const value = load().catch(() => undefined);
+    cache.set(key, { at: Date.now(), value });
+    return value;
+  };
+  return (app: Probot): void => {
+    app.on("issue_comment.created", (context) => {
+      const { comment, repository, sender } = context.payload;
+      if (!comment.body.startsWith("/harness")) return;
+      const owner = repository.owner.login;
+      const path = ".github/harness.yml";
+      const work = (async () => {
+        await Promise.all([
+          cached(`config:${String(repository.id)}`, () =>
+            Promise.all([
+              context.octokit.rest.repos.getContent({ owner, repo: ".github", path }).catch(() => undefined),
+              context.octokit.rest.repos.getContent({ owner, repo: repository.name, path }).catch(() => undefined),
+            ]),
+          ),
+          cached(`permission:${String(repository.id)}:${sender.login}`, () =>
+            context.octokit.rest.repos.getCollaboratorPermissionLevel({
+              owner,
+              repo: repository.name,
+              username: sender.login,
+            }),
+          ),
+        ]);
+        await Promise.all([
+          context.octokit.rest.issues.createComment(context.issue({ body: "Queued." })),
+          context.octokit.rest.reactions.createForIssueComment(
+            context.repo({ comment_id: comment.id, content: "eyes" as const }),
+          ),
+        ]);
+      })();
+      track(work);
+      // Answered at once, as Harness answers before its acknowledgement is done.
+    });
+  };
 }

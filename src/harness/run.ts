@@ -1,5 +1,5 @@
 import { noreplyDomain } from "../github/bot-identity.js";
-import { randomBytes } from "node:crypto";
+import { randomInt } from "node:crypto";
 import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
 import {
   assertProviderSettings,
@@ -372,7 +372,8 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
 
 /** A run id: time-ordered and unique enough for branch names and sandbox labels. */
 export function newRunId(now: Date = new Date()): string {
-  return `${now.getTime().toString(36)}${randomBytes(3).toString("hex")}`;
+  // randomInt draws from a pool Node refills in bulk; randomBytes asks the system each call.
+  return `${now.getTime().toString(36)}${randomInt(0x1000000).toString(16).padStart(6, "0")}`;
 }
 
 function validateOptions(options: HarnessOptions): void {

@@ -31,6 +31,13 @@ const TOKEN_SHAPES: readonly RegExp[] = [
   /\beyJ[A-Za-z0-9_-]{8,}\.eyJ[A-Za-z0-9_-]{8,}\.[A-Za-z0-9_-]{8,}/g,
 ];
 
+/**
+ * Every token shape above starts with one of these, case and all: text holding none of them is
+ * spared the shapes' passes, one scan instead of nine on the short strings that are most of
+ * what is redacted (names, ids, log fields).
+ */
+const TOKEN_PREFIXES = /-----BEGIN |gh[pousr]_|github_pat_|sk-|dtn_|AKIA|ASIA|xox[abposr]-|eyJ/;
+
 /** HTTP Authorization headers (Bearer, token, Basic or a bare value): the value, to end of line. */
 const AUTHORIZATION_HEADER = /\b((?:Proxy-)?Authorization\s*:)[ \t]*[^\r\n]+/gi;
 
@@ -63,10 +70,13 @@ export function createRedactor(secrets: Iterable<string | undefined> = []): Reda
   return (text: string): string => {
     if (text === "") return text;
     let out = valuePattern ? text.replace(valuePattern, REDACTED) : text;
-    out = out.replace(AUTHORIZATION_HEADER, `$1 ${REDACTED}`);
-    for (const shape of TOKEN_SHAPES) out = out.replace(shape, REDACTED);
-    out = out.replace(URL_CREDENTIALS, `$1${REDACTED}@`);
-    return redactAssignments(out);
+    // Each pass below needs a character or prefix that most text lacks; looking for it first
+    // is a fraction of the pass's cost.
+    const colon = out.includes(":");
+    if (colon) out = out.replace(AUTHORIZATION_HEADER, `$1 ${REDACTED}`);
+    if (TOKEN_PREFIXES.test(out)) for (const shape of TOKEN_SHAPES) out = out.replace(shape, REDACTED);
+    if (colon && out.includes("://")) out = out.replace(URL_CREDENTIALS, `$1${REDACTED}@`);
+    return colon || out.includes("=") ? redactAssignments(out) : out;
   };
 }
 

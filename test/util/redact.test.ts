@@ -71,6 +71,23 @@ describe("redact: well-known shapes in realistic log lines", () => {
   });
 });
 
+describe("redact: a token with no separator around it", () => {
+  // Text without ":" or "=" skips the header, URL and assignment passes, and text without a
+  // token prefix skips the shapes: each shape must still be found on its own in plain prose.
+  test.each([ghp, ghs, gho, ghu, pat, anthropic, openai, openaiLegacy, daytona, aws, slack, jwt, pem])(
+    "%#",
+    (token) => {
+      const out = redact(`the value (${token}) came back twice ${token}`);
+      expect(out).not.toContain(token.split("\n")[1] ?? token);
+      expect(out.split(REDACTED)).toHaveLength(3);
+    },
+  );
+
+  test("a registered secret with no token shape is still replaced in plain prose", () => {
+    expect(createRedactor(["plainword1234"])("said plainword1234 aloud")).toBe(`said ${REDACTED} aloud`);
+  });
+});
+
 describe("redact: known values", () => {
   test("replaces every occurrence of a registered secret, whatever its shape", () => {
     const out = redact("pw=plainpassword; again plainpassword.", ["plainpassword"]);
