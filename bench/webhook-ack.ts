@@ -125,14 +125,12 @@ const servers = await Promise.all([
   spawnRole<{ url: string }>({ role: "bare", ...appSetup }),
   ...(FLOOR ? [spawnRole<{ url: string }>({ role: "minimal", ...appSetup })] : []),
 ]);
-/** Indexes into `servers`: what each round measures beside the bare app. */
+/** Indexes into `servers`. */
 const HARNESS = 0;
 const BARE = 1;
 const MINIMAL = 2;
 
 const { targets } = github.ready;
-const ownerOf = new Map<number, string>();
-for (const target of targets) for (const id of target.commentIds) ownerOf.set(id, target.owner);
 /** Webhook `i` of the measured run (or, negative, of the warm-up) and the comment it is about. */
 const webhookFor = (i: number) => {
   const target = targets[((i % INSTALLATIONS) + INSTALLATIONS) % INSTALLATIONS] as BenchTarget;
@@ -169,13 +167,14 @@ await new Promise((resolve) => setTimeout(resolve, 4_000));
 // half the CPU of Node's fetch, so more of the two cores go to the servers being measured.
 const lean = { fetch: createNodeFetch({ maxSockets: 256 }) };
 interface Measured {
+  role: (typeof servers)[number];
   /** Answer times, ms. */
   latencies: number[];
   ok: number;
   /** Per round it took part in (by round number): CPU, and the webhooks answered 2xx in it. */
   rounds: Map<number, { cpu: CpuSpent; ok: number }>;
 }
-const measured = servers.map((): Measured => ({ latencies: [], ok: 0, rounds: new Map() }));
+const measured = servers.map((role): Measured => ({ role, latencies: [], ok: 0, rounds: new Map() }));
 const ours = measured[HARNESS] as Measured;
 const theirs = measured[BARE] as Measured;
 const floor = measured[MINIMAL];
@@ -190,13 +189,14 @@ const started = performance.now();
 // With --floor, rounds alternate: Harness and the bare app, then the minimal app and the bare app,
 // so the reference never adds its load to Harness's rounds.
 for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
-  const taking = [round % SUBJECTS === 0 ? HARNESS : MINIMAL, BARE];
-  const roles = [...taking.map((s) => servers[s] as (typeof servers)[number]), github];
+  const subject = round % SUBJECTS === 0 ? ours : (floor as Measured);
+  const taking = [subject, theirs];
+  const roles = [...taking.map((server) => server.role), github];
   await Promise.all(roles.map((role) => ask(role.child, "mark", "marked")));
   const inFlight: Array<Promise<void>> = [];
   const generatorCpu = process.cpuUsage();
   const roundStarted = performance.now();
-  const okBefore = measured.map((server) => server.ok);
+  const okBefore = taking.map((server) => server.ok);
   for (let k = 0; k < PER_ROUND; k++) {
     const i = round * PER_ROUND + k;
     // Open loop: each request leaves on its schedule, whether or not earlier ones returned.
@@ -204,25 +204,17 @@ for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     const { commentId, owner, payload } = webhookFor(i);
     const now = Date.now();
-    if (taking[0] === HARNESS) {
+    if (subject === ours) {
       sentAt.set(commentId, now);
       sentByOwner.set(owner, [...(sentByOwner.get(owner) ?? []), now]);
     }
     const deliveryId = `bench-${String(i)}`;
-    for (const s of taking) {
-      const into = measured[s] as Measured;
+    for (const server of taking) {
       inFlight.push(
-        sendWebhook(
-          (servers[s] as (typeof servers)[number]).ready.url,
-          SECRET,
-          "issue_comment",
-          payload,
-          deliveryId,
-          lean,
-        ).then((response) => {
-          into.latencies.push(response.durationMs);
+        sendWebhook(server.role.ready.url, SECRET, "issue_comment", payload, deliveryId, lean).then((response) => {
+          server.latencies.push(response.durationMs);
           if (response.status < 200 || response.status >= 300) failures += 1;
-          else into.ok += 1;
+          else server.ok += 1;
         }),
       );
     }
@@ -233,9 +225,8 @@ for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
   generatorMicros += generator.user + generator.system;
   // A server's sample waits for its acknowledgements in progress: their CPU belongs to this round.
   const samples = await Promise.all(roles.map((role) => ask<{ cpu: CpuSpent }>(role.child, "sample", "cpu")));
-  taking.forEach((s, k) => {
-    const into = measured[s] as Measured;
-    into.rounds.set(round, { cpu: (samples[k] as { cpu: CpuSpent }).cpu, ok: into.ok - (okBefore[s] ?? 0) });
+  taking.forEach((server, k) => {
+    server.rounds.set(round, { cpu: (samples[k] as { cpu: CpuSpent }).cpu, ok: server.ok - (okBefore[k] ?? 0) });
   });
   githubRounds.push((samples[taking.length] as { cpu: CpuSpent }).cpu);
 }
@@ -340,7 +331,7 @@ console.log(
   `CPU of the other processes: fake GitHub ${share(githubCpu).toFixed(0)} %, load generator ` +
     `${generatorShare.toFixed(0)} %; all together ${totalShare.toFixed(0)} % of ${String(cores * 100)} %`,
 );
-console.log(`non-2xx responses (both servers): ${String(failures)}`);
+console.log(`non-2xx responses (all servers): ${String(failures)}`);
 console.log(
   `GitHub requests from Harness per webhook: ` +
     Object.entries(report.routes)

@@ -196,16 +196,17 @@ export async function startHarnessServer(
   };
 }
 
-/** The retry and throttle switches a test's `octokitDefaults` sets, for the clients that are not Octokits. */
-function askedOctokitOptions(defaults: ServerOverrides["octokitDefaults"]): {
+interface OctokitSwitches {
   retry?: { enabled?: boolean };
   throttle?: { enabled?: boolean };
-} {
+}
+
+/** The retry and throttle switches a test's `octokitDefaults` sets, for the clients that are not Octokits. */
+function askedOctokitOptions(defaults: ServerOverrides["octokitDefaults"]): OctokitSwitches {
   if (defaults === undefined) return {};
-  return (typeof defaults === "function" ? (defaults as (options: object) => unknown)({}) : defaults) as {
-    retry?: { enabled?: boolean };
-    throttle?: { enabled?: boolean };
-  };
+  return (
+    typeof defaults === "function" ? (defaults as (options: object) => unknown)({}) : defaults
+  ) as OctokitSwitches;
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {

@@ -101,6 +101,11 @@ function clientFor(
 }
 
 const comment = { owner: "acme", repo: "widgets", issue_number: 3, body: "Harness is on it" };
+/** A write, as the acknowledgement's status comment: paced, and retried by the policies under test. */
+const postComment = (overrides: Partial<EventClientOptions> = {}) =>
+  clientFor(overrides).request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", comment);
+/** Retry waits in whole seconds, as shipped (the default here is 1 ms a unit). */
+const realWaits = { serverErrors: { ...SERVER_ERROR_RETRY, unitMs: 1_000 } };
 
 describe("a request", () => {
   test("carries the installation's token, Octokit's accept header, the delivery id and a JSON body", async () => {
@@ -173,10 +178,7 @@ describe("failures", () => {
       { status: 503, body: "{}" },
       { status: 201, body: '{"id":1}' },
     );
-    const response = await clientFor({ serverErrors: { ...SERVER_ERROR_RETRY, unitMs: 1_000 } }).request(
-      "POST /repos/{owner}/{repo}/issues/{issue_number}/comments",
-      comment,
-    );
+    const response = await postComment(realWaits);
     expect(response.status).toBe(201);
     expect(seen).toHaveLength(3);
     expect(waits.filter((ms) => ms >= 1_000)).toEqual([1_000, 4_000]);
@@ -184,18 +186,16 @@ describe("failures", () => {
 
   test("server errors give up after the policy's retries, with GitHub's answer", async () => {
     script.push(...Array.from({ length: 5 }, () => ({ status: 500, body: '{"message":"Server Error"}' })));
-    const error = await clientFor()
-      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", comment)
-      .catch((e: unknown) => e);
+    const error = await postComment().catch((e: unknown) => e);
     expect((error as RequestError).status).toBe(500);
     expect(seen).toHaveLength(1 + SERVER_ERROR_RETRY.retries);
   });
 
   test("with retries off (as Octokit's `retry.enabled: false`) a server error is thrown at once", async () => {
     script.push({ status: 502, body: "{}" });
-    const error = await clientFor({ serverErrors: { ...SERVER_ERROR_RETRY, enabled: false, unitMs: 1 } })
-      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", comment)
-      .catch((e: unknown) => e);
+    const error = await postComment({ serverErrors: { ...SERVER_ERROR_RETRY, enabled: false, unitMs: 1 } }).catch(
+      (e: unknown) => e,
+    );
     expect((error as RequestError).status).toBe(502);
     expect(seen).toHaveLength(1);
   });
@@ -232,10 +232,7 @@ describe("failures", () => {
       { status: 403, body: '{"message":"You have exceeded a secondary rate limit"}', headers: { "retry-after": "2" } },
       { status: 201, body: '{"id":2}' },
     );
-    const response = await clientFor({ serverErrors: { ...SERVER_ERROR_RETRY, unitMs: 1_000 } }).request(
-      "POST /repos/{owner}/{repo}/issues/{issue_number}/comments",
-      comment,
-    );
+    const response = await postComment(realWaits);
     expect(response.status).toBe(201);
     expect(waits).toContain(2_000);
     expect(warnings.join("\n")).toMatch(/secondary rate limit: retrying POST \/repos\/\{owner\}/);
@@ -247,9 +244,7 @@ describe("failures", () => {
       body: '{"message":"You have exceeded a secondary rate limit"}',
       headers: { "retry-after": "1" },
     });
-    const error = await clientFor({ paced: false })
-      .request("POST /repos/{owner}/{repo}/issues/{issue_number}/comments", comment)
-      .catch((e: unknown) => e);
+    const error = await postComment({ paced: false }).catch((e: unknown) => e);
     expect((error as RequestError).status).toBe(429);
     expect(seen).toHaveLength(1);
   });
