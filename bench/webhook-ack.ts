@@ -16,11 +16,14 @@
  * ≤ 1.5 × bare's + 5 ms; zero non-2xx; webhook → 👀 p99 < 100 ms. `BENCH_PROFILE=harness` (or
  * bare, github) runs that process under `--cpu-prof` (profiles in /tmp/bench-prof).
  *
- * `--floor` adds, in rounds of its own beside the bare app, a minimal Probot app that makes the
- * same GitHub calls with Probot's Octokit and does nothing else: what those calls cost alone.
+ * `--floor` adds, each in rounds of its own beside the bare app, two references: a minimal Probot
+ * app that makes the same GitHub calls with Probot's Octokit and does nothing else, and an app
+ * that sends only the acknowledgement's two writes, on `node:http` with no Octokit, no reads and
+ * no checks: what those calls cost alone, and the least that sending the two writes can cost.
+ * `--writes 1` has that app send the status comment only.
  *
  *   npx tsx bench/webhook-ack.ts [--rate 50] [--seconds 20] [--rounds 3] [--installations 250]
- *     [--floor] [--unthrottled]
+ *     [--floor [--writes 1]] [--unthrottled]
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { cpus, loadavg } from "node:os";
@@ -42,9 +45,10 @@ const ROUNDS = Math.max(1, argValue("rounds", 3));
 const INSTALLATIONS = argValue("installations", 250);
 // For comparison only: Harness with Octokit's throttle and retries off.
 const UNTHROTTLED = process.argv.includes("--unthrottled");
-// For reference: a minimal Probot app making the same GitHub calls, in rounds of its own.
+// For reference: apps making the same GitHub calls, or only the writes, in rounds of their own.
 const FLOOR = process.argv.includes("--floor");
-const SUBJECTS = FLOOR ? 2 : 1;
+const SUBJECTS = FLOOR ? 3 : 1;
+const WRITES_ALONE = argValue("writes", 2) === 1 ? 1 : 2;
 const PER_ROUND = RATE * SECONDS;
 const TOTAL = PER_ROUND * ROUNDS * SUBJECTS;
 const WARMUP_PER_REPO = 2;
@@ -123,12 +127,18 @@ const appSetup = {
 const servers = await Promise.all([
   spawnRole<{ url: string }>({ role: "harness", ...appSetup, unthrottled: UNTHROTTLED }),
   spawnRole<{ url: string }>({ role: "bare", ...appSetup }),
-  ...(FLOOR ? [spawnRole<{ url: string }>({ role: "minimal", ...appSetup })] : []),
+  ...(FLOOR
+    ? [
+        spawnRole<{ url: string }>({ role: "minimal", ...appSetup }),
+        spawnRole<{ url: string }>({ role: "writes", writes: WRITES_ALONE, ...appSetup }),
+      ]
+    : []),
 ]);
 /** Indexes into `servers`. */
 const HARNESS = 0;
 const BARE = 1;
 const MINIMAL = 2;
+const WRITES = 3;
 
 const { targets } = github.ready;
 /** Webhook `i` of the measured run (or, negative, of the warm-up) and the comment it is about. */
@@ -177,7 +187,10 @@ interface Measured {
 const measured = servers.map((role): Measured => ({ role, latencies: [], ok: 0, rounds: new Map() }));
 const ours = measured[HARNESS] as Measured;
 const theirs = measured[BARE] as Measured;
-const floor = measured[MINIMAL];
+const minimal = measured[MINIMAL];
+const writes = measured[WRITES];
+/** Who takes the measured place beside the bare app, round by round. */
+const subjects = [ours, ...(minimal && writes ? [minimal, writes] : [])];
 const sentAt = new Map<number, number>();
 const sentByOwner = new Map<string, number[]>();
 let failures = 0;
@@ -186,10 +199,10 @@ let generatorMicros = 0;
 let measuredSeconds = 0;
 const windowStart = Date.now();
 const started = performance.now();
-// With --floor, rounds alternate: Harness and the bare app, then the minimal app and the bare app,
-// so the reference never adds its load to Harness's rounds.
+// With --floor, rounds take turns: Harness and the bare app, then the minimal app and the bare
+// app, then the writes alone and the bare app, so a reference never adds its load to Harness's.
 for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
-  const subject = round % SUBJECTS === 0 ? ours : (floor as Measured);
+  const subject = subjects[round % SUBJECTS] as Measured;
   const taking = [subject, theirs];
   const roles = [...taking.map((server) => server.role), github];
   await Promise.all(roles.map((role) => ask(role.child, "mark", "marked")));
@@ -245,8 +258,8 @@ await stopped;
 const report = await ask<{
   reactions: Array<{ commentId: number; time: number }>;
   statusComments: Array<{ owner: string; time: number }>;
-  routes: Record<string, number>;
-  floorRoutes: Record<string, number>;
+  /** By app ("harness", or a reference's user agent), then by route. */
+  routes: Record<string, Record<string, number>>;
 }>(github.child, { report: windowStart }, "reactions");
 const loadAfter = loadavg();
 
@@ -286,7 +299,6 @@ const roundCpu = (server: Measured, k: number) => {
 // collection in one round moves that round's figure, and the median sets it aside.
 const overBare = (server: Measured) => [...server.rounds.keys()].map((k) => roundCpu(server, k) / roundCpu(theirs, k));
 const medianRatio = median(overBare(ours));
-const floorOverBare = floor ? median(overBare(floor)) : undefined;
 const githubCpu = sum(githubRounds);
 const cores = cpus().length;
 const generatorShare = (100 * generatorMicros) / 1000 / (measuredSeconds * 1000);
@@ -312,7 +324,9 @@ console.log(
   row(`Harness${UNTHROTTLED ? " (throttle and retries off)" : ""} (permission + 👀 + status comment + enqueue)`, ours),
 );
 console.log(row("bare Probot app (no handlers)", theirs));
-if (floor) console.log(row("minimal Probot app (the same GitHub calls, nothing else; own rounds)", floor));
+if (minimal) console.log(row("minimal Probot app (the same GitHub calls, nothing else; own rounds)", minimal));
+const writesLabel = WRITES_ALONE === 2 ? "the two writes" : "the status comment";
+if (writes) console.log(row(`${writesLabel} alone (node:http, no Octokit, no reads; own rounds)`, writes));
 const byRound = (server: Measured) =>
   [...server.rounds.keys()]
     .map(
@@ -322,27 +336,30 @@ const byRound = (server: Measured) =>
     )
     .join("; ");
 console.log(`CPU per webhook by round, Harness ÷ bare: ${byRound(ours)}; median ${medianRatio.toFixed(2)} ×`);
-if (floor && floorOverBare !== undefined)
+for (const [name, reference] of [
+  ["minimal", minimal],
+  ["writes alone", writes],
+] as const) {
+  if (!reference) continue;
+  const referenceRatio = median(overBare(reference));
   console.log(
-    `CPU per webhook by round, minimal ÷ bare: ${byRound(floor)}; median ${floorOverBare.toFixed(2)} ×, ` +
-      `so Harness costs ${(medianRatio / floorOverBare).toFixed(2)} × the minimal app`,
+    `CPU per webhook by round, ${name} ÷ bare: ${byRound(reference)}; median ${referenceRatio.toFixed(2)} ×, ` +
+      `so Harness costs ${(medianRatio / referenceRatio).toFixed(2)} × the ${name} app's`,
   );
+}
 console.log(
   `CPU of the other processes: fake GitHub ${share(githubCpu).toFixed(0)} %, load generator ` +
     `${generatorShare.toFixed(0)} %; all together ${totalShare.toFixed(0)} % of ${String(cores * 100)} %`,
 );
 console.log(`non-2xx responses (all servers): ${String(failures)}`);
+const perWebhookRoutes = (routes: Record<string, number> | undefined, server: Measured) =>
+  Object.entries(routes ?? {})
+    .map(([route, count]) => `${route} ${(count / Math.max(1, server.ok)).toFixed(2)}`)
+    .join(", ");
 console.log(
-  `GitHub requests from Harness per webhook: ` +
-    Object.entries(report.routes)
-      .map(([route, count]) => `${route} ${(count / Math.max(1, ours.ok)).toFixed(2)}`)
-      .join(", ") +
-    (floor
-      ? `; from the minimal app: ` +
-        Object.entries(report.floorRoutes)
-          .map(([route, count]) => `${route} ${(count / Math.max(1, floor.ok)).toFixed(2)}`)
-          .join(", ")
-      : ""),
+  `GitHub requests from Harness per webhook: ${perWebhookRoutes(report.routes["harness"], ours)}` +
+    (minimal ? `; from the minimal app: ${perWebhookRoutes(report.routes["bench-minimal"], minimal)}` : "") +
+    (writes ? `; from the writes alone: ${perWebhookRoutes(report.routes["bench-writes"], writes)}` : ""),
 );
 console.log(
   `webhook → 👀 at the fake GitHub: p50 ${ms(percentile(eyes, 0.5))} ms, p99 ${ms(percentile(eyes, 0.99))} ms ` +

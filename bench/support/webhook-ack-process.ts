@@ -4,12 +4,15 @@
  * event loop with each other or with the load generator. Talks to its parent over IPC:
  * `setup` → `{ready}`; `mark` → `{marked}` (the CPU clock starts); `sample` → `{cpu}` (work in
  * progress finished first); `stop` → `{cpu}` (the servers drain first) and exit; for the fake,
- * `{report: since}` → `{reactions, statusComments, routes}` and exit.
+ * `{report: since}` → `{reactions, statusComments, routes}` and exit. Besides Harness and the bare
+ * app, two references for `--floor`: the `minimal` app (the acknowledgement's GitHub calls through
+ * Probot's Octokit) and the `writes` app (its two writes alone, on the cheapest client there is).
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import pino from "pino";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
+import { createRawFetch } from "../../src/github/node-fetch.js";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { InProcessRunQueue } from "../../src/runs/queue/in-process.js";
 import { startHarnessServer } from "../../src/server.js";
@@ -17,7 +20,7 @@ import { startFakeGitHub } from "../../test/fakes/github/server.js";
 import type { PayloadRepo } from "../../test/fakes/github/webhooks.js";
 
 interface Setup {
-  role: "github" | "harness" | "bare" | "minimal";
+  role: "github" | "harness" | "bare" | "minimal" | "writes";
   installations?: number;
   commentsPerRepo?: number;
   secret?: string;
@@ -26,6 +29,8 @@ interface Setup {
   apiUrl?: string;
   /** Octokit's retries and throttle off in Harness, to see what they cost. */
   unthrottled?: boolean;
+  /** For the `writes` app: 2 (the status comment and the 👀) or 1 (the status comment only). */
+  writes?: number;
 }
 
 /** What the fake hands the load generator: per installation, its repository and comments. */
@@ -120,12 +125,14 @@ async function start(setup: Setup): Promise<void> {
     process.on("message", (message) => {
       if (typeof message !== "object" || message === null || !("report" in message)) return;
       const windowStart = Number(message.report);
-      // The minimal app's requests are its own: reported apart, and not taken for Harness's.
-      const fromFloor = (request: { headers: Record<string, string | string[] | undefined> }) => {
+      // The reference apps' requests are their own: reported apart, and not taken for Harness's.
+      const referenceOf = (request: { headers: Record<string, string | string[] | undefined> }) => {
         const agent = request.headers["user-agent"];
-        return typeof agent === "string" && agent.startsWith(MINIMAL_USER_AGENT);
+        return typeof agent === "string"
+          ? REFERENCE_AGENTS.find((reference) => agent.startsWith(reference))
+          : undefined;
       };
-      const harnessRequests = github.requests.filter((request) => !fromFloor(request));
+      const harnessRequests = github.requests.filter((request) => referenceOf(request) === undefined);
       const posts = harnessRequests.filter((request) => request.method === "POST");
       const reactions = posts
         .filter((request) => /\/issues\/comments\/\d+\/reactions$/.test(request.path))
@@ -134,16 +141,15 @@ async function start(setup: Setup): Promise<void> {
         .filter((request) => /\/repos\/[^/]+\/widgets\/issues\/\d+\/comments$/.test(request.path))
         .map((request) => ({ owner: request.path.split("/")[4] ?? "", time: request.time }));
       // Every request each app made in the window, by route, to see what a webhook costs in calls.
-      const routes: Record<string, number> = {};
-      const floorRoutes: Record<string, number> = {};
+      const routes: Record<string, Record<string, number>> = {};
       for (const request of github.requests) {
         if (request.time < windowStart) continue;
         const path = request.path.replace(/\/repos\/[^/]+\/[^/]+/, "/repos/:r").replace(/\/\d+/g, "/:n");
         const route = `${request.method} ${path}`;
-        const into = fromFloor(request) ? floorRoutes : routes;
+        const into = (routes[referenceOf(request) ?? "harness"] ??= {});
         into[route] = (into[route] ?? 0) + 1;
       }
-      send({ reactions, statusComments, routes, floorRoutes });
+      send({ reactions, statusComments, routes });
       void github.close().then(() => process.exit(0));
     });
     return;
@@ -213,21 +219,24 @@ async function start(setup: Setup): Promise<void> {
           // and would replace it whole.
           Octokit: ProbotOctokit.defaults((options: Record<string, unknown>) => ({
             ...options,
-            userAgent: MINIMAL_USER_AGENT,
+            userAgent: REFERENCE_AGENTS[0],
             throttle: { ...(options["throttle"] as object | undefined), enabled: false },
           })),
         }
       : {}),
   });
   const pending = new Set<Promise<unknown>>();
+  const track = (work: Promise<unknown>): void => {
+    pending.add(work);
+    void work.finally(() => pending.delete(work));
+  };
   const appFn =
     setup.role === "minimal"
-      ? minimalAcknowledgement((work) => {
-          pending.add(work);
-          void work.finally(() => pending.delete(work));
-        })
-      : () => undefined;
-  if (setup.role === "minimal") drain = () => Promise.all([...pending]).then(() => undefined);
+      ? minimalAcknowledgement(track)
+      : setup.role === "writes"
+        ? writesAlone(setup.apiUrl ?? "", setup.writes === 1 ? 1 : 2, track)
+        : () => undefined;
+  drain = () => Promise.all([...pending]).then(() => undefined);
   const middleware = await createNodeMiddleware(appFn, { probot });
   const server = createServer((req, res) => {
     void middleware(req, res, () => res.writeHead(404).end());
@@ -243,7 +252,8 @@ async function start(setup: Setup): Promise<void> {
   });
 }
 
-export const MINIMAL_USER_AGENT = "bench-minimal";
+/** The user agents of the `minimal` and `writes` apps, which the fake reports apart. */
+const REFERENCE_AGENTS = ["bench-minimal", "bench-writes"] as const;
 
 /**
  * The least a Probot app can do to acknowledge a command the way Harness does, with Probot's own
@@ -292,6 +302,66 @@ function minimalAcknowledgement(track: (work: Promise<unknown>) => void) {
       })();
       track(work);
       // Answered at once, as Harness answers before its acknowledgement is done.
+    });
+  };
+}
+
+/**
+ * The acknowledgement's writes and nothing else: on `/harness`, the status comment and the 👀 at
+ * once (or, with `count` 1, the status comment only), each one `node:http` keep-alive request
+ * (`createRawFetch`, the cheapest client Harness has) with the installation's token, kept from
+ * its first use; the comment's answer is parsed, as any client must to edit it later. No reads,
+ * no checks, no Octokit. What it costs over the bare app is what the writes alone cost: the floor
+ * for an acknowledgement that sends them, whatever else it does.
+ */
+function writesAlone(apiUrl: string, count: 1 | 2, track: (work: Promise<unknown>) => void) {
+  const fetchRaw = createRawFetch();
+  const userAgent = REFERENCE_AGENTS[1];
+  const tokens = new Map<number, Promise<string>>();
+  return (app: Probot): void => {
+    const tokenFor = (installationId: number): Promise<string> => {
+      const known = tokens.get(installationId);
+      if (known) return known;
+      const token = (async () => {
+        const appOctokit = await app.auth();
+        const { token: jwt } = (await appOctokit.auth({ type: "app" })) as { token: string };
+        const answer = await fetchRaw(`${apiUrl}/app/installations/${String(installationId)}/access_tokens`, {
+          method: "POST",
+          headers: { authorization: `Bearer ${jwt}`, accept: "application/vnd.github+json", "user-agent": userAgent },
+        });
+        return (JSON.parse(String(answer.body)) as { token: string }).token;
+      })();
+      tokens.set(installationId, token);
+      return token;
+    };
+    app.webhooks.on("issue_comment.created", ({ payload }) => {
+      const { comment, issue, repository, installation } = payload;
+      if (!comment.body.startsWith("/harness") || !installation) return;
+      const work = (async () => {
+        const headers = {
+          authorization: `token ${await tokenFor(installation.id)}`,
+          accept: "application/vnd.github+json",
+          "content-type": "application/json",
+          "user-agent": userAgent,
+        };
+        const repo = `${apiUrl}/repos/${repository.full_name}`;
+        const [status] = await Promise.all([
+          fetchRaw(`${repo}/issues/${String(issue.number)}/comments`, {
+            method: "POST",
+            headers,
+            body: JSON.stringify({ body: "Queued." }),
+          }),
+          count === 2
+            ? fetchRaw(`${repo}/issues/comments/${String(comment.id)}/reactions`, {
+                method: "POST",
+                headers,
+                body: JSON.stringify({ content: "eyes" }),
+              })
+            : undefined,
+        ]);
+        JSON.parse(String(status.body));
+      })();
+      track(work);
     });
   };
 }
