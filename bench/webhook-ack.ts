@@ -48,7 +48,7 @@ const UNTHROTTLED = process.argv.includes("--unthrottled");
 // For reference: apps making the same GitHub calls, or only the writes, in rounds of their own.
 const FLOOR = process.argv.includes("--floor");
 const SUBJECTS = FLOOR ? 3 : 1;
-const WRITES_ALONE = argValue("writes", 2) === 1 ? 1 : 2;
+const WRITES_ALONE: 1 | 2 = argValue("writes", 2) === 1 ? 1 : 2;
 const PER_ROUND = RATE * SECONDS;
 const TOTAL = PER_ROUND * ROUNDS * SUBJECTS;
 const WARMUP_PER_REPO = 2;

@@ -30,7 +30,7 @@ interface Setup {
   /** Octokit's retries and throttle off in Harness, to see what they cost. */
   unthrottled?: boolean;
   /** For the `writes` app: 2 (the status comment and the 👀) or 1 (the status comment only). */
-  writes?: number;
+  writes?: 1 | 2;
 }
 
 /** What the fake hands the load generator: per installation, its repository and comments. */
@@ -234,7 +234,7 @@ async function start(setup: Setup): Promise<void> {
     setup.role === "minimal"
       ? minimalAcknowledgement(track)
       : setup.role === "writes"
-        ? writesAlone(setup.apiUrl ?? "", setup.writes === 1 ? 1 : 2, track)
+        ? writesAlone(setup.apiUrl ?? "", setup.writes ?? 2, track)
         : () => undefined;
   drain = () => Promise.all([...pending]).then(() => undefined);
   const middleware = await createNodeMiddleware(appFn, { probot });
@@ -312,7 +312,9 @@ function minimalAcknowledgement(track: (work: Promise<unknown>) => void) {
  * (`createRawFetch`, the cheapest client Harness has) with the installation's token, kept from
  * its first use; the comment's answer is parsed, as any client must to edit it later. No reads,
  * no checks, no Octokit. What it costs over the bare app is what the writes alone cost: the floor
- * for an acknowledgement that sends them, whatever else it does.
+ * for an acknowledgement that sends them, whatever else it does. It listens on `app.webhooks`,
+ * not `app.on`, and fetches its own tokens: `app.on` would build Probot's Octokit per event, the
+ * very cost this reference leaves out.
  */
 function writesAlone(apiUrl: string, count: 1 | 2, track: (work: Promise<unknown>) => void) {
   const fetchRaw = createRawFetch();
