@@ -1,7 +1,8 @@
 /**
  * What Harness's agents spent per UTC day, per repository and per installation, so a run can be
- * refused once a daily budget is reached. Adapters: in memory (one process), SQLite (the
- * HARNESS_DB file) and Redis (several machines).
+ * refused once a daily budget is reached, and what each model call holds reserved while it is
+ * under way, so calls racing from several processes cannot together pass a budget. Adapters: in
+ * memory (one process), SQLite (the HARNESS_DB file) and Redis (several machines).
  */
 export interface SpendStore {
   /**
@@ -12,7 +13,71 @@ export interface SpendStore {
   add(runId: string, scope: SpendScope, usd: number, at: Date): Promise<void>;
   /** What the repository and its installation spent on the UTC day of `at`, in US dollars. */
   spentToday(scope: SpendScope, at: Date): Promise<SpentToday>;
+  /**
+   * Holds `amountUsd` for one model call against the run's budget and its repository's and
+   * installation's budgets for the UTC day of `at`, all at once, if every limit given still has
+   * room for it: spent + reserved (unexpired) + amount <= limit. The same `reservationId` again is
+   * the same reservation (granted, nothing more held) while it is held or once it is settled.
+   */
+  reserve(request: ReserveRequest): Promise<ReserveResult>;
+  /**
+   * The call ended: its real cost counts for the run and for the repository's and installation's
+   * day of the reservation, and the reservation goes. Counted once per `reservationId`. A settle
+   * for an unknown, released or expired reservation still counts the cost (on the day of
+   * `actual.at` when the reservation is no longer known): the money was spent.
+   */
+  settle(reservationId: string, actual: SettledCall): Promise<void>;
+  /** The call was never made (or failed before any cost): the reservation goes, nothing is spent. */
+  release(reservationId: string): Promise<void>;
+  /** What a run has spent (settled calls) so far, and what it holds reserved at `at`, in US dollars. */
+  runSpend(runId: string, at: Date): Promise<RunSpend>;
   close(): Promise<void>;
+}
+
+export interface SpendLimits {
+  /** The run's budget in US dollars (`maxCostUsd`); undefined: none. */
+  runUsd?: number;
+  /** The repository's daily budget (UTC day of `at`). */
+  repositoryDailyUsd?: number;
+  /** The installation's daily budget (UTC day of `at`). */
+  installationDailyUsd?: number;
+}
+
+export interface ReserveRequest {
+  /** Unique per call; reserving the same id twice is one reservation. */
+  reservationId: string;
+  runId: string;
+  scope: SpendScope;
+  /** The most this call may cost (the gateway's worst-case estimate), US dollars, > 0. */
+  amountUsd: number;
+  limits: SpendLimits;
+  at: Date;
+  /** After this long unsettled, the reservation stops counting (a crashed process's call). */
+  ttlMs: number;
+}
+
+export type SpendLimitName = "run" | "repository" | "installation";
+
+export type ReserveResult =
+  | { granted: true }
+  | {
+      granted: false;
+      limit: SpendLimitName;
+      limitUsd: number;
+      /** Spent plus still reserved on that limit, before this call. */
+      committedUsd: number;
+    };
+
+export interface SettledCall {
+  runId: string;
+  scope: SpendScope;
+  usd: number;
+  at: Date;
+}
+
+export interface RunSpend {
+  spentUsd: number;
+  reservedUsd: number;
 }
 
 export interface SpendScope {
@@ -28,7 +93,7 @@ export interface SpentToday {
 /** Today and yesterday: a day's totals are only asked for on that day, and yesterday's covers a clock skew. */
 export const SPEND_DAYS_KEPT = 2;
 
-const DAY_MS = 86_400_000;
+export const DAY_MS = 86_400_000;
 
 /** `2026-11-22`: the UTC day `at` falls on. */
 export function utcDay(at: Date): string {
