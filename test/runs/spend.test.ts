@@ -1,5 +1,6 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
+import Database from "better-sqlite3";
 import { Redis } from "ioredis";
 import { afterAll, afterEach, describe, expect, test } from "vitest";
 import { createSpendStore } from "../../src/runs/spend/create.js";
@@ -116,6 +117,75 @@ describe("spend store adapters", () => {
       repository: 1,
       installation: 1,
     });
+  });
+
+  test("a SQLite file written before reservations keeps its totals and gains them", async () => {
+    const dir = await scratchDir("harness-spend-");
+    disposers.push(dir.cleanup);
+    const path = join(dir.path, "harness.db");
+    const earlier = new Database(path);
+    earlier.exec(`
+      CREATE TABLE spend_days (day TEXT NOT NULL, scope TEXT NOT NULL, micros INTEGER NOT NULL,
+        PRIMARY KEY (day, scope)) WITHOUT ROWID;
+      CREATE TABLE spend_runs (run_id TEXT PRIMARY KEY, day TEXT NOT NULL) WITHOUT ROWID;
+      CREATE INDEX spend_runs_day ON spend_runs (day);
+      INSERT INTO spend_days VALUES ('2026-11-22', 'repo:101', 600000), ('2026-11-22', 'installation:7', 600000);
+      INSERT INTO spend_runs VALUES ('run-1', '2026-11-22');
+    `);
+    earlier.close();
+
+    const store = new SqliteSpendStore({ path });
+    disposers.push(() => store.close());
+    const at = new Date("2026-11-22T10:00:00Z");
+    expect(await store.spentToday(WIDGETS, at)).toEqual({ repository: 0.6, installation: 0.6 });
+    await store.add("run-1", WIDGETS, 0.6, at);
+    expect(
+      await store.reserve({
+        reservationId: "call-1",
+        runId: "run-2",
+        scope: WIDGETS,
+        amountUsd: 0.5,
+        limits: { repositoryDailyUsd: 1 },
+        at,
+        ttlMs: 60_000,
+      }),
+    ).toEqual({ granted: false, limit: "repository", limitUsd: 1, committedUsd: 0.6 });
+  });
+
+  test("Redis's reservation keys all expire, and a settled call leaves no hold behind", async () => {
+    const stores = await redisStores();
+    disposers.push(stores.dispose);
+    const at = new Date("2026-11-22T09:00:00Z");
+    const call = { runId: "run-1", scope: WIDGETS, at };
+    await stores.store.reserve({ ...call, reservationId: "call-1", amountUsd: 0.5, limits: {}, ttlMs: 60_000 });
+    await stores.store.reserve({ ...call, reservationId: "call-2", amountUsd: 0.5, limits: {}, ttlMs: 60_000 });
+    await stores.store.settle("call-1", { ...call, usd: 0.25 });
+
+    const admin = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    disposers.push(async () => {
+      await admin.quit();
+    });
+    const keys = (await admin.keys(`${stores.prefix}:*`)).sort();
+    const spend = `${stores.prefix}:spend:`;
+    expect(keys.map((key) => key.slice(spend.length))).toEqual([
+      "2026-11-22:installation:7",
+      "2026-11-22:repo:101",
+      "held-until:2026-11-22:installation:7",
+      "held-until:2026-11-22:repo:101",
+      "held-until:run-spend:run-1",
+      "held:2026-11-22:installation:7",
+      "held:2026-11-22:repo:101",
+      "held:run-spend:run-1",
+      "reservation:call-2",
+      "run-spend:run-1",
+      "settled:call-1",
+    ]);
+    for (const key of keys) {
+      const ttl = await admin.ttl(key);
+      expect(ttl).toBeGreaterThan(86_400);
+      expect(ttl).toBeLessThanOrEqual(2 * 86_400);
+    }
+    expect(await admin.hgetall(`${spend}held:run-spend:run-1`)).toEqual({ "call-2": "500000" });
   });
 
   test("the factory's bullmq kind keeps the spend in that Redis, under its prefix, every key expiring", async () => {
