@@ -3,7 +3,8 @@
  * one above, and no import may close a cycle. `npm run lint` checks it (depcruise).
  *
  *   0  util, contracts, store          vocabulary and storage plumbing
- *   1  sandbox, agents, github         adapters to the outside world
+ *   1  sandbox, agents, github,        adapters to the outside world
+ *      gateway
  *   2  delivery, harness               the engine and the write path
  *   3  config                          repository configuration
  *   4  runs, pulls, triggers, web,     the app's services
@@ -12,7 +13,7 @@
  */
 const LAYERS = [
   ["util", "contracts", "store"],
-  ["sandbox", "agents", "github"],
+  ["sandbox", "agents", "github", "gateway"],
   ["delivery", "harness"],
   ["config"],
   ["runs", "pulls", "triggers", "web", "audit", "metrics", "setup"],

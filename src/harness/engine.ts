@@ -10,6 +10,7 @@ import { TailBuffer } from "../util/tail-buffer.js";
 import type { AgentNode, Blueprint, BlueprintNode, ExecNode } from "./blueprint.js";
 import type { Reporter } from "../contracts/events.js";
 import { budgetStop, RunSpend, stepCost } from "./cost-budget.js";
+import type { BudgetStop } from "../gateway/model-gateway.js";
 import { scratchDirName } from "./git-steps.js";
 import { OutputLog } from "./output-log.js";
 import { renderAgentPrompt, type PromptInputs } from "./prompt.js";
@@ -42,6 +43,17 @@ export interface BlueprintRun {
   promptInputs: PromptInputs;
   agent?: AgentDriver;
   agentCredentials: Record<string, string>;
+  /**
+   * Harness's model gateway for this run: fresh run tokens for each agent step (added to
+   * `agentCredentials`), and the budget as the gateway measures it, where the money is spent.
+   * Without it the budget is held from what the CLI reports.
+   */
+  gateway?: {
+    credentials: () => Promise<Record<string, string>>;
+    /** Aborted when the gateway refused or cut one of the run's calls for a budget. */
+    signal: AbortSignal;
+    reached: () => BudgetStop | undefined;
+  };
   /** Setup secrets by name, for exec steps that ask for them; never given to agent steps. */
   setupSecrets?: Readonly<Record<string, string>>;
   maxAgentTurns?: number;
@@ -344,7 +356,9 @@ async function runAgentNode(
   const agent = run.agent;
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
   // The budget is spent: the step does not start.
-  const spent = spend.stopReason();
+  const reached = run.gateway?.reached();
+  if (reached) throw new BudgetSpentError(budgetStop(reached.limitUsd, reached.spentUsd));
+  const spent = run.gateway ? undefined : spend.stopReason();
   if (spent !== undefined) throw new BudgetSpentError(spent);
   // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
   const prompt = renderAgentPrompt(
@@ -366,7 +380,7 @@ async function runAgentNode(
         ...(run.maxAgentTurns !== undefined ? { maxTurns: run.maxAgentTurns } : {}),
         ...(run.model !== undefined ? { model: run.model } : {}),
       },
-      run.agentCredentials,
+      run.gateway ? { ...run.agentCredentials, ...(await run.gateway.credentials()) } : run.agentCredentials,
     );
     // A CLI without a turn cap of its own is stopped by Harness as it begins a turn beyond it.
     const cap = run.maxAgentTurns;
@@ -374,7 +388,8 @@ async function runAgentNode(
     const capped = new AbortController();
     // Every step is metered, for its cost; only a run with a budget is stopped by it.
     const meter = agent.usageMeter?.();
-    if (!meter) spend.unenforced(`the ${agent.name} agent reports no usage`);
+    // Through the gateway the CLI's own account of its cost is for display only.
+    if (!meter && !run.gateway) spend.unenforced(`the ${agent.name} agent reports no usage`);
     const overBudget = new AbortController();
     let stoppedAt: number | undefined;
     const progress = agent.describeProgress ? progressEmitter(run, node.id, attempt) : undefined;
@@ -388,7 +403,7 @@ async function runAgentNode(
             }
             if (meter) {
               meter.line(line);
-              const live = spend.limitUsd !== undefined ? spend.live(meter, run.model) : undefined;
+              const live = spend.limitUsd !== undefined && !run.gateway ? spend.live(meter, run.model) : undefined;
               if (live !== undefined && spend.stopReason(live) !== undefined && !overBudget.signal.aborted) {
                 stoppedAt = live;
                 overBudget.abort();
@@ -398,7 +413,12 @@ async function runAgentNode(
             if (activity !== undefined) progress?.(activity);
           })
         : undefined;
-    const stops = [run.signal, ...(counter ? [capped.signal] : []), ...(meter ? [overBudget.signal] : [])];
+    const stops = [
+      run.signal,
+      ...(counter ? [capped.signal] : []),
+      ...(meter ? [overBudget.signal] : []),
+      ...(run.gateway ? [run.gateway.signal] : []),
+    ];
     const result = await run.sandbox.exec({
       argv: invocation.argv,
       cwd: run.sandbox.workDir,
@@ -422,6 +442,19 @@ async function runAgentNode(
       return {
         result,
         outcome: { ...outcome, success: false, turns: cap, stoppedAtTurnCap: cap },
+        ...(meter ? { meter } : {}),
+      };
+    // The gateway refused or cut a call for the budget: whether Harness's kill or the refusal
+    // itself ended the CLI, the step stopped at the budget, not on an error of the agent's.
+    const gatewayStop = run.gateway?.reached();
+    if (gatewayStop && !run.signal.aborted && !(outcome.success && !result.cancelled))
+      return {
+        result,
+        outcome: {
+          ...outcome,
+          success: false,
+          stoppedAtBudget: { limitUsd: gatewayStop.limitUsd, spentUsd: gatewayStop.spentUsd },
+        },
         ...(meter ? { meter } : {}),
       };
     // Only a kill that landed stops the step: an agent that had already finished keeps its outcome.

@@ -11,6 +11,15 @@ import {
   withAgentEnvironment,
 } from "../agents/provider-settings.js";
 import type { PriceTable } from "../agents/prices.js";
+import {
+  gatewaySettings,
+  RunGatewayAccess,
+  tokenSlots,
+  type TokenSlot,
+} from "../gateway/agent-access.js";
+import type { GrantLimits, GrantScope, GrantStore } from "../gateway/grants.js";
+import type { BudgetStop } from "../gateway/model-gateway.js";
+import type { UpstreamName } from "../gateway/upstreams.js";
 import type { AgentDriver } from "../agents/types.js";
 import { maskSecrets, type KnownSecret } from "../delivery/secret-scan.js";
 import type { GitHubClient } from "../github/client.js";
@@ -119,6 +128,23 @@ export interface HarnessOutput {
   secrets?: readonly string[];
 }
 
+/**
+ * Harness's model gateway, as a run uses it: the agent gets a run token and the gateway's address
+ * in place of the model key, which never leaves the gateway.
+ */
+export interface HarnessGateway {
+  grants: GrantStore;
+  /** The upstreams the gateway forwards to (those whose credential the operator set). */
+  upstreams: readonly UpstreamName[];
+  /** Where sandboxes reach it (see `SandboxOptions.modelGateway`). */
+  address: { url: string; socketPath?: string };
+  /** Whose daily totals the run counts in, and the daily limits its calls are reserved against. */
+  scope?: GrantScope;
+  dailyLimits?: Pick<GrantLimits, "repositoryDailyUsd" | "installationDailyUsd">;
+  /** Calls `listener` when the gateway refuses or cuts one of the run's calls for a budget; returns the unsubscribe. */
+  onBudgetReached?: (runId: string, listener: (stop: BudgetStop) => void) => () => void;
+}
+
 export interface HarnessOptions {
   request: HarnessRequest;
   blueprint: Blueprint;
@@ -138,6 +164,8 @@ export interface HarnessOptions {
   maxCostUsd?: number;
   /** Prices for agents whose CLI reports no cost, and for the budget (default: `DEFAULT_PRICES`). */
   prices?: PriceTable;
+  /** Harness's model gateway; without it (tests of the engine alone) the agent gets the keys themselves. */
+  gateway?: HarnessGateway;
   now?: () => Date;
 }
 
@@ -152,7 +180,10 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   const now = options.now ?? (() => new Date());
   const startedAt = now();
   const agentCredentials = pickCredentials(agent);
+  const slots = options.gateway && agent ? gatewaySlots(agent, options.gateway) : undefined;
   const agentSettings = agent ? declaredSettings(agent.driver, agent.credentials ?? {}) : {};
+  // The operator's base URLs are the gateway's upstreams now, not the agent's.
+  if (slots) for (const name of ["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"]) delete agentSettings[name];
   const agentExtras = pickExtras(agent?.passEnv ?? [], agent?.credentials ?? {});
   // Drivers declare their secret settings as credentials; of the operator's extras, some are secrets.
   const agentSecrets = {
@@ -187,6 +218,29 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   const budgetTimer = setTimeout(() => {
     stop("budget");
   }, budgetMs);
+  const access =
+    options.gateway && slots && agent
+      ? new RunGatewayAccess(
+          options.gateway.grants,
+          {
+            runId: request.runId,
+            agent: agent.driver.name,
+            expiresAt: deadline,
+            ...(options.gateway.scope ? { scope: options.gateway.scope } : {}),
+            limits: {
+              ...(options.maxCostUsd !== undefined ? { runUsd: options.maxCostUsd } : {}),
+              ...options.gateway.dailyLimits,
+            },
+          },
+          slots,
+        )
+      : undefined;
+  const gatewayStop = new AbortController();
+  let budgetReached: BudgetStop | undefined;
+  const unsubscribe = options.gateway?.onBudgetReached?.(request.runId, (reached) => {
+    budgetReached ??= reached;
+    gatewayStop.abort();
+  });
 
   reporter.emit({
     type: "run.started",
@@ -218,16 +272,23 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       branch: request.branch,
       runId: request.runId,
       ...(github.token ? { githubToken: github.token } : {}),
+      ...(access && options.gateway ? { modelGateway: options.gateway.address } : {}),
     });
     if (controller.signal.aborted) throw new Error("stopped before the first step");
     reporter.emit({ type: "sandbox.ready", runId: request.runId, workDir: sandbox.workDir, at: at() });
     // Read before any step runs: after that, everything in the checkout is the agent's to change.
     const baseSha = await headSha(sandbox, controller.signal);
     const target = github.push ? await resolvePushTarget(options, sandbox) : undefined;
+    if (access && sandbox.modelGatewayUrl === undefined)
+      throw new Error("The sandbox has no way to reach Harness's model gateway, so the agent could not call its model");
+    const settings =
+      access && sandbox.modelGatewayUrl !== undefined
+        ? { ...agentSettings, ...gatewaySettings(access.slots, sandbox.modelGatewayUrl) }
+        : agentSettings;
     const agentDriver = agent
       ? withAgentEnvironment(agent.driver, {
-          settings: agentSettings,
-          files: await writeAgentConfigFiles(sandbox, agent.driver, agentSettings),
+          settings,
+          files: await writeAgentConfigFiles(sandbox, agent.driver, settings),
           extras: agentExtras,
         })
       : undefined;
@@ -251,7 +312,17 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         ...(request.context && request.context.length > 0 ? { context: request.context } : {}),
       },
       ...(agentDriver ? { agent: agentDriver } : {}),
-      agentCredentials,
+      // Through the gateway the agent holds run tokens only: no key of any kind enters the sandbox.
+      agentCredentials: access ? {} : agentCredentials,
+      ...(access
+        ? {
+            gateway: {
+              credentials: () => access.credentials(),
+              signal: gatewayStop.signal,
+              reached: () => budgetReached,
+            },
+          }
+        : {}),
       ...(options.sandbox.setupSecrets ? { setupSecrets: options.sandbox.setupSecrets } : {}),
       ...(agent?.maxTurns !== undefined ? { maxAgentTurns: agent.maxTurns } : {}),
       ...(agent?.model !== undefined ? { model: agent.model } : {}),
@@ -339,6 +410,9 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   } finally {
     clearTimeout(budgetTimer);
     options.signal?.removeEventListener("abort", onCancel);
+    unsubscribe?.();
+    // The run is over: its tokens are worth nothing from here, whatever still holds them.
+    await access?.revoke().catch(() => undefined);
     await sandbox?.teardown().catch(() => undefined);
   }
 
@@ -404,6 +478,21 @@ function validateOptions(options: HarnessOptions): void {
   if (options.maxCostUsd !== undefined && (!Number.isFinite(options.maxCostUsd) || options.maxCostUsd <= 0)) {
     throw new InvalidInputError("The run's cost budget must be a positive number of US dollars");
   }
+}
+
+/**
+ * The variables that carry the agent's run tokens. Amazon Bedrock and Google Vertex are signed by
+ * the CLI itself, so a run on them gets no gateway (their credentials are the exception the
+ * deploy guide names).
+ */
+function gatewaySlots(agent: HarnessAgent, gateway: HarnessGateway): TokenSlot[] | undefined {
+  const environment = agent.credentials ?? {};
+  const cloud = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"].some((name) => {
+    const value = environment[name]?.trim().toLowerCase();
+    return value !== undefined && !["", "0", "false", "no", "off"].includes(value);
+  });
+  if (cloud) return undefined;
+  return tokenSlots(agent.driver.credentials, gateway.upstreams);
 }
 
 /** Only the credentials the agent declares, and never anything that looks like a GitHub credential. */

@@ -45,6 +45,13 @@ export interface Sandbox {
 
   /** Destroy the sandbox and clean up all its resources. Idempotent; never throws. */
   teardown(): Promise<void>;
+
+  /**
+   * Where commands in this sandbox reach Harness's model gateway (`http://127.0.0.1:3129` inside
+   * an isolated sandbox without a network, the host's loopback address, or Harness's public
+   * address for a remote sandbox); undefined when the run was given no gateway.
+   */
+  readonly modelGatewayUrl?: string | undefined;
 }
 
 /** Longest scratch file name accepted. */
@@ -196,6 +203,13 @@ export interface SandboxOptions {
   githubToken?: string;
   /** Web URL of a GitHub Enterprise Server, when the repository lives on one. */
   githubServerUrl?: string;
+  /**
+   * Harness's model gateway: `url` where a command can reach it over the network it has (the
+   * host's loopback for a local sandbox that shares the host's network, Harness's public
+   * address for Daytona), and `socketPath`, its Unix socket, relayed into an isolated local
+   * sandbox whose network has only loopback.
+   */
+  modelGateway?: { url: string; socketPath?: string };
   /** Run id, used to name the sandbox so operators can match it to a run. */
   runId?: string;
   /** Labels that identify the sandbox's owner (app, run, repo, issue) for orphan reaping. */

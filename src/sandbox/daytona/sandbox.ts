@@ -149,6 +149,8 @@ export async function createDaytonaSandbox(opts: SandboxOptions): Promise<Sandbo
 
 class DaytonaSandbox implements Sandbox {
   readonly id: string;
+  /** Harness's public address: the only way out of Daytona to the model gateway. */
+  readonly modelGatewayUrl: string | undefined;
   private tornDown = false;
 
   constructor(
@@ -162,6 +164,7 @@ class DaytonaSandbox implements Sandbox {
     private readonly dispose: () => Promise<void>,
   ) {
     this.id = remote.id;
+    this.modelGatewayUrl = opts.modelGateway?.url;
   }
 
   async exec(execOpts: ExecOptions): Promise<ExecResult> {

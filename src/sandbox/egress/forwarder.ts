@@ -31,19 +31,55 @@ export function egressCommand(
   port = PROXY_PORT,
   nodePath = process.execPath,
 ): string[] {
+  return forwarderCommand({ forwarderPath, proxy: { socketPath, port }, argv, nodePath });
+}
+
+/** Where the model gateway listens inside a sandbox whose network has only loopback. */
+export const GATEWAY_PORT = 3129;
+
+/** A TCP port inside the sandbox relayed, unchanged, to a Unix socket on the host. */
+export interface Relay {
+  port: number;
+  socketPath: string;
+}
+
+/**
+ * The forwarder's argv in general: the egress proxy (whose address the command's proxy
+ * variables name) and/or plain relays, such as the model gateway's, which the command reaches
+ * at `http://127.0.0.1:<port>` directly (loopback is never proxied).
+ */
+export function forwarderCommand(options: {
+  forwarderPath: string;
+  proxy?: Relay;
+  relays?: readonly Relay[];
+  argv: readonly string[];
+  nodePath?: string;
+}): string[] {
+  const { forwarderPath, proxy, relays = [], argv } = options;
+  const nodePath = options.nodePath ?? process.execPath;
   if (argv.length === 0) throw new InvalidInputError("egressCommand needs a command to run");
   for (const [name, path] of [
     ["forwarderPath", forwarderPath],
-    ["socketPath", socketPath],
+    ["socketPath", proxy?.socketPath ?? "/"],
     ["nodePath", nodePath],
+    ...relays.map((relay) => ["socketPath", relay.socketPath] as const),
   ] as const) {
     // A relative path would be resolved against the command's working directory: the checkout.
     if (!isAbsolute(path) || path.includes("\0"))
       throw new InvalidInputError(`egressCommand: ${name} must be an absolute path, got "${path}"`);
   }
-  if (!Number.isInteger(port) || port < 1 || port > 65535)
-    throw new InvalidInputError(`egressCommand: ${port} is not a TCP port (1-65535)`);
-  return [nodePath, forwarderPath, socketPath, String(port), "--", ...argv];
+  for (const port of [proxy?.port ?? PROXY_PORT, ...relays.map((relay) => relay.port)])
+    if (!Number.isInteger(port) || port < 1 || port > 65535)
+      throw new InvalidInputError(`egressCommand: ${String(port)} is not a TCP port (1-65535)`);
+  return [
+    nodePath,
+    forwarderPath,
+    proxy?.socketPath ?? "-",
+    proxy ? String(proxy.port) : "-",
+    ...relays.flatMap((relay) => ["--relay", `${String(relay.port)}=${relay.socketPath}`]),
+    "--",
+    ...argv,
+  ];
 }
 
 /**
@@ -65,61 +101,65 @@ function fail(message) {
   process.exit(${EXIT_FORWARDER_FAILED});
 }
 
-const [socketPath, portText, separator, ...command] = process.argv.slice(2);
-if (!socketPath || !portText || separator !== "--" || command.length === 0) {
-  fail("usage: node forwarder.mjs <unix-socket-path> <listen-port> -- <command> [args...]");
+const args = process.argv.slice(2);
+const [socketPath, portText] = args;
+const relays = [];
+let at = 2;
+while (args[at] === "--relay") {
+  const spec = args[at + 1] || "";
+  const equals = spec.indexOf("=");
+  relays.push({ port: Number(spec.slice(0, equals)), socketPath: spec.slice(equals + 1) });
+  at += 2;
 }
-const port = Number(portText);
-if (!Number.isInteger(port) || port < 1 || port > 65535) fail("not a TCP port: " + portText);
+const separator = args[at];
+const command = args.slice(at + 1);
+if (!socketPath || !portText || separator !== "--" || command.length === 0) {
+  fail("usage: node forwarder.mjs <unix-socket-path|-> <listen-port|-> [--relay <port>=<socket>]... -- <command> [args...]");
+}
+const proxied = socketPath !== "-";
+const port = proxied ? Number(portText) : 0;
+if (proxied && (!Number.isInteger(port) || port < 1 || port > 65535)) fail("not a TCP port: " + portText);
+for (const relay of relays) {
+  if (!Number.isInteger(relay.port) || relay.port < 1 || relay.port > 65535 || !relay.socketPath)
+    fail("not a relay: " + relay.port + "=" + relay.socketPath);
+}
 
 let warned = false;
-const server = createServer({ allowHalfOpen: true }, (client) => {
-  const upstream = connect({ path: socketPath, allowHalfOpen: true });
-  const destroyBoth = () => {
-    client.destroy();
-    upstream.destroy();
-  };
-  client.on("error", destroyBoth);
-  upstream.on("error", (error) => {
-    // Once is enough to explain every failed request that follows.
-    if (!warned) {
-      warned = true;
-      process.stderr.write(PREFIX + "cannot reach the egress proxy at " + socketPath + ` +
-  `" (" + (error.code || error.message) + ")\\n");
-    }
-    destroyBoth();
+function relayTo(target) {
+  return createServer({ allowHalfOpen: true }, (client) => {
+    const upstream = connect({ path: target, allowHalfOpen: true });
+    const destroyBoth = () => {
+      client.destroy();
+      upstream.destroy();
+    };
+    client.on("error", destroyBoth);
+    upstream.on("error", (error) => {
+      // Once is enough to explain every failed request that follows.
+      if (!warned) {
+        warned = true;
+        process.stderr.write(PREFIX + "cannot reach " + target + " (" + (error.code || error.message) + ")\\n");
+      }
+      destroyBoth();
+    });
+    // One side gone for good: let the other flush what it holds, then finish.
+    client.on("close", () => {
+      if (!upstream.writableEnded) upstream.end();
+    });
+    upstream.on("close", () => {
+      if (!client.writableEnded) client.end();
+    });
+    client.pipe(upstream);
+    upstream.pipe(client);
   });
-  // One side gone for good: let the other flush what it holds, then finish.
-  client.on("close", () => {
-    if (!upstream.writableEnded) upstream.end();
-  });
-  upstream.on("close", () => {
-    if (!client.writableEnded) client.end();
-  });
-  client.pipe(upstream);
-  upstream.pipe(client);
-});
+}
 
-server.on("error", (error) => {
-  if (error.code === "EADDRINUSE") fail("127.0.0.1:" + port + ` +
-  `" is already in use inside the sandbox; choose another proxy port");
-  fail("cannot listen on 127.0.0.1:" + port + ": " + error.message);
-});
-
-server.listen({ host: "127.0.0.1", port, exclusive: true }, () => {
-  const proxyUrl = "http://127.0.0.1:" + port;
-  const noProxy = "localhost,127.0.0.1,::1";
-  const env = {
-    ...process.env,
-    HTTPS_PROXY: proxyUrl,
-    HTTP_PROXY: proxyUrl,
-    https_proxy: proxyUrl,
-    http_proxy: proxyUrl,
-    ALL_PROXY: proxyUrl,
-    NO_PROXY: noProxy,
-    no_proxy: noProxy,
-  };
-  const child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
+function listen(server, listenPort) {
+  return new Promise((resolve) => {
+    server.on("error", (error) => {
+      if (error.code === "EADDRINUSE") fail("127.0.0.1:" + listenPort + " is already in use inside the sandbox; choose another port");
+      fail("cannot listen on 127.0.0.1:" + listenPort + ": " + error.message);
+    });
+      const child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
     process.on(signal, () => {
       child.kill(signal);

@@ -16,7 +16,7 @@ import { assertPathConfined, isWithin } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
 import { gitEnv, sandboxBaseEnv } from "../environment.js";
 import { parseAllowlist, type AllowEntry } from "../egress/allowlist.js";
-import { egressCommand, FORWARDER_SOURCE } from "../egress/forwarder.js";
+import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
 import { isolatedArgv } from "./isolation.js";
 import { prepareSpare, takeSpare, type SpareSource } from "./spare-checkout.js";
@@ -87,6 +87,15 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   // proxy, which lets through only the listed destinations (and never the host's own services).
   const egressDir = join(base, "egress");
   const egress = allowlist ? await startEgress(egressDir, allowlist) : undefined;
+  // Without a network of its own beyond loopback, a command reaches the model gateway through a
+  // relay to its Unix socket, the same way it reaches the egress proxy.
+  const commandNetwork = isolation ? (network.mode === "open" ? (isolation.network ?? "open") : "none") : "open";
+  const gatewaySocket = commandNetwork === "none" ? opts.modelGateway?.socketPath : undefined;
+  const gatewayRelay: Relay | undefined =
+    gatewaySocket !== undefined ? { port: GATEWAY_PORT, socketPath: gatewaySocket } : undefined;
+  const relayFiles = gatewayRelay && !egress ? await writeForwarder(join(base, "relay")) : undefined;
+  const forwarderPath = egress?.forwarderPath ?? relayFiles?.forwarderPath;
+  const relayReadOnly = gatewayRelay ? [dirname(gatewayRelay.socketPath), ...(relayFiles?.readOnlyPaths ?? [])] : [];
   await writeFile(
     join(base, LOCAL_SANDBOX_MANIFEST),
     JSON.stringify(
@@ -188,6 +197,11 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const sandbox: Sandbox = {
     id: basename(base),
     workDir,
+    ...(gatewayRelay
+      ? { modelGatewayUrl: `http://127.0.0.1:${String(GATEWAY_PORT)}` }
+      : opts.modelGateway
+        ? { modelGatewayUrl: opts.modelGateway.url }
+        : {}),
 
     async exec(execOpts: ExecOptions): Promise<ExecResult> {
       if (tornDown) throw new SandboxError("This sandbox has been torn down");
@@ -200,15 +214,23 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
                 workDir: realWorkDir,
                 homeDir,
                 scratchDir,
-                network: network.mode === "open" ? (isolation.network ?? "open") : "none",
+                network: commandNetwork,
                 readOnlyPaths: [
                   ...(isolation.readOnlyPaths ?? []),
                   ...(egress ? egress.readOnlyPaths : []),
+                  ...relayReadOnly,
                   // The checkout's alternates: its own repository's mirror, read-only, nothing else of the cache.
                   ...(mirror ? [mirror.path] : []),
                 ],
               },
-              egress ? egressCommand(egress.forwarderPath, egress.socketPath, execOpts.argv) : execOpts.argv,
+              forwarderPath !== undefined
+                ? forwarderCommand({
+                    forwarderPath,
+                    ...(egress ? { proxy: { socketPath: egress.socketPath, port: PROXY_PORT } } : {}),
+                    relays: gatewayRelay ? [gatewayRelay] : [],
+                    argv: execOpts.argv,
+                  })
+                : execOpts.argv,
               isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {},
             )
           : execOpts.argv,
@@ -324,13 +346,19 @@ interface Egress {
 }
 
 async function startEgress(dir: string, allowlist: AllowEntry[]): Promise<Egress> {
-  await mkdir(dir, { mode: 0o700 });
+  const { forwarderPath, readOnlyPaths } = await writeForwarder(dir);
   const socketPath = join(dir, "proxy.sock");
+  const proxy = await startEgressProxy({ socketPath, allowlist });
+  return { proxy, socketPath, forwarderPath, readOnlyPaths };
+}
+
+/** The forwarder's program in a folder of its own, and what the sandbox must see to run it. */
+async function writeForwarder(dir: string): Promise<{ forwarderPath: string; readOnlyPaths: string[] }> {
+  await mkdir(dir, { mode: 0o700 });
   const forwarderPath = join(dir, "forwarder.mjs");
   await writeFile(forwarderPath, FORWARDER_SOURCE, { mode: 0o600 });
-  const proxy = await startEgressProxy({ socketPath, allowlist });
   const nodeDir = dirname(process.execPath);
-  return { proxy, socketPath, forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
+  return { forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
 }
 
 type Git = (args: string[], cwd: string, token?: string) => Promise<ExecResult>;

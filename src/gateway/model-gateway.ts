@@ -1,0 +1,592 @@
+import { randomUUID } from "node:crypto";
+import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
+import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
+import type { TokenUsage } from "../contracts/types.js";
+import { costOf, priceOf, type PriceTable } from "../agents/prices.js";
+import type { Grant, GrantLimits, GrantScope, GrantStore } from "./grants.js";
+import { providerError, providerStreamError, type GatewayErrorKind } from "./provider-errors.js";
+import { runTokenHash } from "./run-token.js";
+import type { Upstream, UpstreamName } from "./upstreams.js";
+import { UsageMeter, type ApiKind } from "./usage-meter.js";
+
+/** Largest request body forwarded: far above a long conversation, far below what would strain the host. */
+export const MAX_GATEWAY_BODY_BYTES = 32 * 1024 * 1024;
+
+/** How long an unsettled reservation counts: a call that outlives this was lost with its process. */
+const RESERVATION_TTL_MS = 30 * 60_000;
+
+/**
+ * Bytes of request per input token, rounded down so the worst case is an upper bound: no
+ * tokenizer produces more tokens than bytes of JSON holding the text.
+ */
+const BYTES_PER_INPUT_TOKEN = 1;
+
+/** Output tokens a call is assumed to ask for when it names no `max_tokens`. */
+const DEFAULT_MAX_OUTPUT_TOKENS = 32_000;
+
+/** The scope of a run no installation asked for: its daily totals are never read. */
+const NO_SCOPE: GrantScope = { repoId: 0, installationId: 0 };
+
+/** Smallest amount worth reserving: below it a budget counts as spent. */
+const MIN_RESERVATION_USD = 0.0001;
+
+/** A call's hold on the budgets; `upTo` when it holds only what a budget had left, and is cut there. */
+interface Reservation {
+  id: string;
+  amountUsd: number;
+  upTo?: BudgetStop;
+}
+
+/** The spend store's reservation calls, as the gateway uses them (the runtime passes the store). */
+export interface GatewaySpend {
+  reserve(request: {
+    reservationId: string;
+    runId: string;
+    scope: GrantScope;
+    amountUsd: number;
+    limits: GrantLimits;
+    at: Date;
+    ttlMs: number;
+  }): Promise<
+    | { granted: true }
+    | { granted: false; limit: "run" | "repository" | "installation"; limitUsd: number; committedUsd: number }
+  >;
+  settle(reservationId: string, actual: { runId: string; scope: GrantScope; usd: number; at: Date }): Promise<void>;
+  release(reservationId: string): Promise<void>;
+}
+
+/** What the gateway tells the rest of Harness, for metrics, the audit trail and the run itself. */
+export interface GatewayEvents {
+  /** Every answered call, after it ended. */
+  call?(call: GatewayCall): void;
+  /** A call refused for its token: never the token, only why. */
+  refusedToken?(refusal: { reason: string; upstream?: UpstreamName; path: string }): void;
+  /** A call refused, or a stream cut, because a budget is spent: the run should stop its agent. */
+  budgetReached?(runId: string, stop: BudgetStop): void;
+}
+
+export interface BudgetStop {
+  limit: "run" | "repository" | "installation";
+  limitUsd: number;
+  spentUsd: number;
+}
+
+export interface GatewayCall {
+  runId: string;
+  agent: string;
+  upstream: UpstreamName;
+  model: string;
+  status: number;
+  tokens?: TokenUsage;
+  costUsd?: number;
+  /** ms from the request's arrival to the first byte of the answer sent back. */
+  firstByteMs: number;
+  durationMs: number;
+}
+
+export interface ModelGatewayOptions {
+  upstreams: readonly Upstream[];
+  grants: GrantStore;
+  spend: GatewaySpend;
+  prices: PriceTable;
+  events?: GatewayEvents;
+  now?: () => number;
+  /** Where the routes start when mounted inside another server (`/gateway`); none on its own listener. */
+  prefix?: string;
+}
+
+interface Route {
+  upstream: UpstreamName;
+  /** The path after the upstream's base URL. */
+  upstreamPath: string;
+  api?: ApiKind;
+}
+
+/**
+ * The model gateway: the only thing that holds the model keys. Agents call it with a run token
+ * as their key; it checks the token, reserves the call's worst-case cost against the run's and
+ * the day's budgets, forwards the call with the real credential, passes the answer back as it
+ * arrives, reads the provider's own token counts from it and settles the reservation at their
+ * price. A call that cannot be covered is refused in the provider's shape; a stream that
+ * outgrows its reservation is cut at an event boundary.
+ */
+export class ModelGateway {
+  private readonly upstreams: Map<UpstreamName, Upstream>;
+  private readonly httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 256 });
+  private readonly httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 256 });
+  private readonly now: () => number;
+  private readonly prefix: string;
+
+  constructor(private readonly options: ModelGatewayOptions) {
+    this.upstreams = new Map(options.upstreams.map((upstream) => [upstream.name, upstream]));
+    this.now = options.now ?? Date.now;
+    this.prefix = (options.prefix ?? "").replace(/\/+$/, "");
+  }
+
+  /** The upstreams it can forward to. */
+  get upstreamNames(): UpstreamName[] {
+    return [...this.upstreams.keys()];
+  }
+
+  /** True when the request's path is the gateway's to answer. */
+  owns(url: string | undefined): boolean {
+    const path = (url ?? "").split("?")[0] ?? "";
+    return this.prefix === "" || path === this.prefix || path.startsWith(`${this.prefix}/`);
+  }
+
+  /** Answers one HTTP request. Never throws: every failure is an answer in the provider's shape. */
+  handle(request: IncomingMessage, response: ServerResponse): void {
+    this.serve(request, response).catch(() => {
+      if (!response.headersSent) send(response, providerError(undefined, "unavailable", "the model gateway failed"));
+      else response.destroy();
+    });
+  }
+
+  close(): void {
+    this.httpAgent.destroy();
+    this.httpsAgent.destroy();
+  }
+
+  private async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
+    const started = this.now();
+    const url = new URL(request.url ?? "/", "http://gateway.invalid");
+    const route = this.route(request.method ?? "GET", url.pathname);
+    if (!route) {
+      request.resume();
+      const upstream = /\/openai(\/|$)/.test(url.pathname) ? "openai" : "anthropic";
+      send(response, providerError(upstream, "not_found", `Harness's model gateway does not serve ${url.pathname}`));
+      return;
+    }
+    const grant = await this.grantFor(request, route, url.pathname);
+    if (!grant) {
+      request.resume();
+      send(response, providerError(route.upstream, "unauthorized", "invalid run token for Harness's model gateway"));
+      return;
+    }
+    const upstream = this.upstreams.get(route.upstream);
+    if (!upstream) {
+      request.resume();
+      send(response, providerError(route.upstream, "unavailable", `no ${route.upstream} upstream is configured`));
+      return;
+    }
+    const body = await readBounded(request, MAX_GATEWAY_BODY_BYTES);
+    if (body === "too large") {
+      send(
+        response,
+        providerError(
+          route.upstream,
+          "too_large",
+          `the request is over Harness's model gateway limit of ${String(MAX_GATEWAY_BODY_BYTES / 1024 / 1024)} MiB`,
+        ),
+      );
+      return;
+    }
+    if (body === "aborted") return;
+
+    const call = route.api ? this.meteredCall(route, grant, body) : { body, streaming: false, model: "" };
+    if ("error" in call) {
+      send(response, providerError(route.upstream, call.error.kind, call.error.message));
+      return;
+    }
+    const reservation = route.api ? await this.reserve(grant, call.worstUsd ?? 0, call.metered === true) : undefined;
+    if (reservation && "refused" in reservation) {
+      this.options.events?.budgetReached?.(grant.runId, reservation.refused);
+      send(response, providerError(route.upstream, "budget", budgetMessage(reservation.refused)));
+      this.report(grant, route.upstream, call.model, 400, started, started);
+      return;
+    }
+    await this.forward({ request, response, route, upstream, grant, call, reservation, started, url });
+  }
+
+  private route(method: string, pathname: string): Route | undefined {
+    if (this.prefix !== "" && !pathname.startsWith(`${this.prefix}/`)) return undefined;
+    const path = pathname.slice(this.prefix.length);
+    const anthropic = /^\/anthropic(\/v1\/.*)$/.exec(path);
+    if (anthropic?.[1]) {
+      const rest = anthropic[1];
+      if (method === "POST" && rest === "/v1/messages") return { upstream: "anthropic", upstreamPath: rest, api: "messages" };
+      if (method === "POST" && rest === "/v1/messages/count_tokens") return { upstream: "anthropic", upstreamPath: rest };
+      if (method === "GET" && /^\/v1\/models(\/[A-Za-z0-9._:@-]{1,200})?$/.test(rest))
+        return { upstream: "anthropic", upstreamPath: rest };
+      return undefined;
+    }
+    const openai = /^\/openai\/v1(\/.*)$/.exec(path);
+    if (openai?.[1]) {
+      const rest = openai[1];
+      if (method === "POST" && rest === "/responses") return { upstream: "openai", upstreamPath: rest, api: "responses" };
+      if (method === "POST" && rest === "/chat/completions") return { upstream: "openai", upstreamPath: rest, api: "chat" };
+      if (method === "GET" && /^\/models(\/[A-Za-z0-9._:@-]{1,200})?$/.test(rest))
+        return { upstream: "openai", upstreamPath: rest };
+    }
+    return undefined;
+  }
+
+  private async grantFor(request: IncomingMessage, route: Route, path: string): Promise<Grant | undefined> {
+    const token = presentedToken(request);
+    const refuse = (reason: string): undefined => {
+      this.options.events?.refusedToken?.({ reason, upstream: route.upstream, path });
+      return undefined;
+    };
+    if (token === undefined) return refuse("no run token");
+    const grant = await this.options.grants.get(runTokenHash(token), this.now());
+    if (!grant) return refuse("unknown, expired or revoked run token");
+    if (grant.upstream !== route.upstream) return refuse(`a run token for ${grant.upstream} used for ${route.upstream}`);
+    return grant;
+  }
+
+  /** The body to forward, with what the call may cost at most. */
+  private meteredCall(
+    route: Route,
+    grant: Grant,
+    raw: Buffer,
+  ):
+    | { body: Buffer; streaming: boolean; model: string; worstUsd?: number; metered?: boolean }
+    | { error: { kind: GatewayErrorKind; message: string } } {
+    let parsed: unknown;
+    try {
+      parsed = JSON.parse(raw.toString("utf8"));
+    } catch {
+      return { error: { kind: "bad_request", message: "the request body is not JSON" } };
+    }
+    if (parsed === null || typeof parsed !== "object" || Array.isArray(parsed))
+      return { error: { kind: "bad_request", message: "the request body is not a JSON object" } };
+    const json = parsed as Record<string, unknown>;
+    const model = typeof json["model"] === "string" ? json["model"] : "";
+    const streaming = json["stream"] === true;
+    let body = raw;
+    if (route.api === "chat" && streaming) {
+      // Without it a streamed chat completion reports no usage at all.
+      const options = json["stream_options"];
+      json["stream_options"] = {
+        ...(options !== null && typeof options === "object" ? options : {}),
+        include_usage: true,
+      };
+      body = Buffer.from(JSON.stringify(json), "utf8");
+    }
+    const budgeted = hasLimits(grant.limits);
+    const price = model !== "" ? priceOf(model, this.options.prices) : undefined;
+    if (!price) {
+      if (budgeted)
+        return {
+          error: {
+            kind: "bad_request",
+            message:
+              `Harness has no price for model ${model === "" ? "(none named)" : JSON.stringify(model.slice(0, 100))}, ` +
+              "so it cannot hold this run to its budget: the operator can price it in HARNESS_PRICES",
+          },
+        };
+      return { body, streaming, model };
+    }
+    const maxOutput = outputCap(json, route.api ?? "messages");
+    const inputTokens = Math.ceil(body.length / BYTES_PER_INPUT_TOKEN);
+    const worstUsd = (inputTokens * Math.max(price.input, price.cacheWrite) + maxOutput * price.output) / 1e6;
+    return { body, streaming, model, worstUsd, metered: true };
+  }
+
+  /**
+   * Reserves the call's worst case; when that is more than a budget has left, what is left, so
+   * the call still runs and is cut where the budget ends rather than refused while money remains.
+   */
+  private async reserve(grant: Grant, worstUsd: number, metered: boolean): Promise<Reservation | { refused: BudgetStop } | undefined> {
+    if (!metered) return undefined;
+    // A run outside any installation (the CLI) still has its own budget to hold.
+    const scope = grant.scope ?? NO_SCOPE;
+    const whole = Math.max(worstUsd, MIN_RESERVATION_USD);
+    const id = randomUUID();
+    const first = await this.options.spend.reserve({
+      reservationId: id,
+      runId: grant.runId,
+      scope,
+      amountUsd: whole,
+      limits: grant.limits,
+      at: new Date(this.now()),
+      ttlMs: RESERVATION_TTL_MS,
+    });
+    if (first.granted) return { id, amountUsd: whole };
+    const left = first.limitUsd - first.committedUsd;
+    const refused = { refused: { limit: first.limit, limitUsd: first.limitUsd, spentUsd: first.committedUsd } };
+    if (left < MIN_RESERVATION_USD) return refused;
+    const partialId = randomUUID();
+    const second = await this.options.spend.reserve({
+      reservationId: partialId,
+      runId: grant.runId,
+      scope,
+      amountUsd: left,
+      limits: grant.limits,
+      at: new Date(this.now()),
+      ttlMs: RESERVATION_TTL_MS,
+    });
+    if (!second.granted) return { refused: { limit: second.limit, limitUsd: second.limitUsd, spentUsd: second.committedUsd } };
+    return { id: partialId, amountUsd: left, upTo: { limit: first.limit, limitUsd: first.limitUsd, spentUsd: first.limitUsd } };
+  }
+
+  private async forward(call: {
+    request: IncomingMessage;
+    response: ServerResponse;
+    route: Route;
+    upstream: Upstream;
+    grant: Grant;
+    call: { body: Buffer; streaming: boolean; model: string; worstUsd?: number };
+    reservation: Reservation | undefined;
+    started: number;
+    url: URL;
+  }): Promise<void> {
+    const { request, response, route, upstream, grant, reservation } = call;
+    const target = new URL(upstream.baseUrl.href);
+    target.pathname = `${upstream.baseUrl.pathname}${route.upstreamPath}`;
+    target.search = call.url.search;
+    const headers = forwardedHeaders(request, upstream, call.call.body.length);
+    const meter = route.api ? new UsageMeter(route.api, call.call.streaming) : undefined;
+    const requestUpstream = target.protocol === "https:" ? httpsRequest : httpRequest;
+    const agent = target.protocol === "https:" ? this.httpsAgent : this.httpAgent;
+    let firstByte: number | undefined;
+    let cut: BudgetStop | undefined;
+    let status = 502;
+
+    await new Promise<void>((resolve) => {
+      let settled = false;
+      const finish = (): void => {
+        if (settled) return;
+        settled = true;
+        resolve();
+      };
+      const upstreamRequest = requestUpstream(target, { method: request.method ?? "POST", headers, agent }, (answer) => {
+        status = answer.statusCode ?? 502;
+        response.writeHead(status, answerHeaders(answer));
+        response.flushHeaders();
+        firstByte = this.now();
+        answer.on("data", (chunk: Buffer) => {
+          meter?.feed(chunk);
+          if (cut) return;
+          response.write(chunk);
+          const over = reservation && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
+          if (over && call.call.streaming) {
+            cut = reservation?.upTo ?? { limit: "run", limitUsd: grant.limits.runUsd ?? 0, spentUsd: reservation?.amountUsd ?? 0 };
+            response.end(providerStreamError(route.upstream, "budget", budgetMessage(cut)));
+            answer.destroy();
+            upstreamRequest.destroy();
+            finish();
+          }
+        });
+        answer.on("end", () => {
+          meter?.end();
+          response.end();
+          finish();
+        });
+        answer.on("error", () => {
+          response.destroy();
+          finish();
+        });
+        answer.on("aborted", () => {
+          response.destroy();
+          finish();
+        });
+      });
+      upstreamRequest.on("error", (error) => {
+        if (!response.headersSent) {
+          status = 502;
+          send502(response, route.upstream, error);
+        } else response.destroy();
+        finish();
+      });
+      response.on("close", () => {
+        // The agent went away (killed, or its own timeout): the provider's work stops too.
+        if (!response.writableFinished) upstreamRequest.destroy();
+        finish();
+      });
+      upstreamRequest.end(call.call.body);
+    });
+
+    const tokens = meter?.reported;
+    const model = meter?.model ?? call.call.model;
+    const costUsd = tokens ? costOf(model, tokens, this.options.prices) : undefined;
+    if (reservation) {
+      const spentUsd = cut
+        ? reservation.amountUsd
+        : costUsd ?? (status >= 400 ? 0 : reservation.amountUsd);
+      const at = new Date(this.now());
+      if (spentUsd > 0)
+        await this.options.spend.settle(reservation.id, {
+          runId: grant.runId,
+          scope: grant.scope ?? NO_SCOPE,
+          usd: spentUsd,
+          at,
+        });
+      else await this.options.spend.release(reservation.id);
+    }
+    if (cut) this.options.events?.budgetReached?.(grant.runId, cut);
+    this.report(grant, route.upstream, model, status, call.started, firstByte ?? this.now(), tokens, costUsd);
+  }
+
+  private overReservation(meter: UsageMeter, model: string, reservedUsd: number): boolean {
+    const price = priceOf(meter.model ?? model, this.options.prices);
+    if (!price) return false;
+    const usage = meter.reported;
+    const inputUsd = usage
+      ? (usage.input * price.input + usage.cacheRead * price.cacheRead + usage.cacheWrite * price.cacheWrite) / 1e6
+      : 0;
+    return inputUsd + (meter.outputSoFar * price.output) / 1e6 > reservedUsd;
+  }
+
+  private report(
+    grant: Grant,
+    upstream: UpstreamName,
+    model: string,
+    status: number,
+    started: number,
+    firstByte: number,
+    tokens?: TokenUsage,
+    costUsd?: number,
+  ): void {
+    this.options.events?.call?.({
+      runId: grant.runId,
+      agent: grant.agent,
+      upstream,
+      model,
+      status,
+      ...(tokens ? { tokens } : {}),
+      ...(costUsd !== undefined ? { costUsd } : {}),
+      firstByteMs: firstByte - started,
+      durationMs: this.now() - started,
+    });
+  }
+}
+
+/** `Reached the run's $0.50 budget ($0.49 spent or reserved)`. */
+export function budgetMessage(stop: BudgetStop): string {
+  const which =
+    stop.limit === "run"
+      ? "the run's budget"
+      : stop.limit === "repository"
+        ? "the repository's daily budget"
+        : "the installation's daily budget";
+  return (
+    `Harness refused this call: ${which} of $${stop.limitUsd.toFixed(2)} is spent ` +
+    `($${stop.spentUsd.toFixed(2)} spent or reserved)`
+  );
+}
+
+function hasLimits(limits: GrantLimits): boolean {
+  return limits.runUsd !== undefined || limits.repositoryDailyUsd !== undefined || limits.installationDailyUsd !== undefined;
+}
+
+/** The most output a call may produce: what it asks for, else a generous default. */
+function outputCap(json: Record<string, unknown>, api: ApiKind): number {
+  const keys = api === "messages" ? ["max_tokens"] : api === "responses" ? ["max_output_tokens"] : ["max_completion_tokens", "max_tokens"];
+  for (const key of keys) {
+    const value = json[key];
+    if (typeof value === "number" && Number.isFinite(value) && value > 0) return Math.min(value, 1_000_000);
+  }
+  return DEFAULT_MAX_OUTPUT_TOKENS;
+}
+
+/** The run token, from wherever the CLI puts its key. */
+function presentedToken(request: IncomingMessage): string | undefined {
+  const apiKey = request.headers["x-api-key"];
+  if (typeof apiKey === "string" && apiKey !== "") return apiKey.trim();
+  const authorization = request.headers.authorization;
+  const bearer = authorization !== undefined ? /^Bearer\s+(\S+)\s*$/i.exec(authorization) : null;
+  return bearer?.[1];
+}
+
+/** Headers never forwarded: the agent's credentials, and what belongs to one connection. */
+const DROPPED_REQUEST_HEADERS = new Set([
+  "authorization",
+  "x-api-key",
+  "cookie",
+  "proxy-authorization",
+  "host",
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "te",
+  "trailer",
+  "upgrade",
+  "content-length",
+  "accept-encoding",
+  "forwarded",
+  "x-forwarded-for",
+  "x-forwarded-host",
+  "x-forwarded-proto",
+]);
+
+function forwardedHeaders(request: IncomingMessage, upstream: Upstream, length: number): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(request.headers)) {
+    if (value === undefined || DROPPED_REQUEST_HEADERS.has(name)) continue;
+    headers[name] = value;
+  }
+  for (const [name, value] of Object.entries(upstream.extraHeaders)) {
+    const existing = headers[name];
+    // Beta flags add up: the CLI's own and the one the upstream's credential needs.
+    headers[name] = name === "anthropic-beta" && typeof existing === "string" ? `${existing},${value}` : value;
+  }
+  Object.assign(headers, upstream.authHeaders);
+  // The answer is read for its usage on the way through: it must arrive uncompressed.
+  headers["accept-encoding"] = "identity";
+  headers["content-length"] = String(length);
+  return headers;
+}
+
+const DROPPED_ANSWER_HEADERS = new Set(["connection", "keep-alive", "transfer-encoding", "set-cookie", "content-length"]);
+
+function answerHeaders(answer: IncomingMessage): Record<string, string | string[]> {
+  const headers: Record<string, string | string[]> = {};
+  for (const [name, value] of Object.entries(answer.headers)) {
+    if (value === undefined || DROPPED_ANSWER_HEADERS.has(name)) continue;
+    headers[name] = value;
+  }
+  return headers;
+}
+
+function send(response: ServerResponse, error: { status: number; body: string }): void {
+  if (response.headersSent) {
+    response.destroy();
+    return;
+  }
+  response.writeHead(error.status, { "content-type": "application/json", "content-length": Buffer.byteLength(error.body) });
+  response.end(error.body);
+}
+
+function send502(response: ServerResponse, upstream: UpstreamName, error: Error): void {
+  const code = (error as NodeJS.ErrnoException).code;
+  send(response, providerError(upstream, "unavailable", `Harness's model gateway could not reach the ${upstream} upstream (${code ?? "connection failed"})`));
+}
+
+/** The whole body, or why not: over `limit` (the rest is not read) or the client went away. */
+async function readBounded(request: IncomingMessage, limit: number): Promise<Buffer | "too large" | "aborted"> {
+  const declared = Number(request.headers["content-length"]);
+  if (Number.isFinite(declared) && declared > limit) {
+    request.resume();
+    return "too large";
+  }
+  return new Promise((resolve) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let done = false;
+    request.on("data", (chunk: Buffer) => {
+      if (done) return;
+      size += chunk.length;
+      if (size > limit) {
+        done = true;
+        chunks.length = 0;
+        request.resume();
+        resolve("too large");
+        return;
+      }
+      chunks.push(chunk);
+    });
+    request.on("end", () => {
+      if (!done) resolve(Buffer.concat(chunks, size));
+      done = true;
+    });
+    request.on("error", () => {
+      if (!done) resolve("aborted");
+      done = true;
+    });
+    request.on("aborted", () => {
+      if (!done) resolve("aborted");
+      done = true;
+    });
+  });
+}
