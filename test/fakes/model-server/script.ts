@@ -31,6 +31,8 @@ export interface ReplyTurn {
   text?: string;
   write?: ScriptedWrite;
   toolCall?: ScriptedToolCall;
+  /** A command for the CLI's shell tool, whatever the CLI calls it. */
+  shell?: string;
   usage?: ScriptedUsage;
 }
 
@@ -70,6 +72,11 @@ export function say(text: string, usage?: ScriptedUsage): ReplyTurn {
 /** A call of the CLI's write tool for `path`, optionally with some text before it. */
 export function writeFile(path: string, content: string, options: { text?: string; usage?: ScriptedUsage } = {}) {
   return { kind: "reply", write: { path, content }, ...options } satisfies ReplyTurn;
+}
+
+/** A call of the CLI's shell tool running `command`. */
+export function runCommand(command: string, options: { text?: string; usage?: ScriptedUsage } = {}): ReplyTurn {
+  return { kind: "reply", shell: command, ...options };
 }
 
 /** An error answer with the provider's body. */

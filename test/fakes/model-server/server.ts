@@ -5,7 +5,7 @@ import { gunzipSync } from "node:zlib";
 import { anthropicError, anthropicMessage, anthropicStream } from "./anthropic.js";
 import { openaiError, openaiResponse, openaiStream } from "./openai.js";
 import { DEFAULT_USAGE, EXHAUSTED, type Turn } from "./script.js";
-import { declaredTools, isRecord, planWrite, workingDirectory, type PlannedCall } from "./tools.js";
+import { declaredTools, isRecord, planShell, planWrite, workingDirectory, type PlannedCall } from "./tools.js";
 
 /**
  * A scripted model server on 127.0.0.1 speaking the Anthropic Messages API and the OpenAI
@@ -187,6 +187,7 @@ export async function startModelServer(options: ModelServerOptions): Promise<Mod
     let call: PlannedCall | undefined;
     if (turn.toolCall) call = { name: turn.toolCall.name, type: "function", input: turn.toolCall.input };
     else if (turn.write) call = planWrite(turn.write, declaredTools(body), workingDirectory(body));
+    else if (turn.shell !== undefined) call = planShell(turn.shell, declaredTools(body));
     const reply = {
       model,
       ...(turn.text !== undefined ? { text: turn.text } : {}),

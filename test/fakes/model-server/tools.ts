@@ -99,6 +99,29 @@ export function planWrite(write: ScriptedWrite, tools: DeclaredTool[], cwd: stri
 }
 
 /**
+ * The call that runs `command` in the CLI's shell tool (Claude Code's `Bash`, pi's `bash`,
+ * Codex's `exec_command` or `shell`). Throws when the CLI declared none.
+ */
+export function planShell(command: string, tools: DeclaredTool[]): PlannedCall {
+  const shell = tools.find((tool) => /^(bash|shell|exec_command|shell_command)$/i.test(tool.name));
+  if (shell) {
+    if (shell.properties.includes("cmd")) return { name: shell.name, type: "function", input: { cmd: command } };
+    if (shell.name === "shell" && shell.properties.includes("command"))
+      return { name: shell.name, type: "function", input: { command: ["bash", "-lc", command] } };
+    return { name: shell.name, type: "function", input: { command } };
+  }
+  // Codex's "code mode": one free-form `exec` tool running JavaScript that calls nested tools.
+  const codeMode = tools.find((tool) => tool.name === "exec" && tool.type === "custom");
+  if (codeMode && /exec_command\(/.test(codeMode.description))
+    return {
+      name: codeMode.name,
+      type: "custom",
+      input: `text(JSON.stringify(await tools.exec_command({ cmd: ${JSON.stringify(command)} })));\n`,
+    };
+  throw new Error(`the request declares no shell tool (tools: ${tools.map((t) => t.name).join(", ")})`);
+}
+
+/**
  * The agent's working directory as the CLI told the model in its prompt: Claude Code
  * ("Primary working directory: …"), pi ("Current working directory: …"), Codex (`<cwd>…</cwd>`).
  */
