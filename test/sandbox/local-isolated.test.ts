@@ -332,4 +332,14 @@ describe.skipIf(!probe.available)("the isolated local sandbox with a network all
       }),
     ).rejects.toThrow(/https:\/\/example\.com\/x/);
   });
+
+  test("a repository's CIDR over internal addresses is refused before the sandbox is made", async () => {
+    await expect(
+      isolatedSandbox({ network: { mode: "allowlist", allow: { operator: [], repository: ["0.0.0.0/0"] } } }),
+    ).rejects.toThrow(/`0\.0\.0\.0\/0` covers .*only the operator can allow those, in HARNESS_NETWORK_ALLOW/);
+    const sandbox = await isolatedSandbox({
+      network: { mode: "allowlist", allow: { operator: ["0.0.0.0/0"], repository: [] } },
+    });
+    expect((await sh(sandbox, "true")).exitCode).toBe(0);
+  });
 });
