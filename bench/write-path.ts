@@ -70,7 +70,10 @@ try {
     ["bubblewrap, network none", { localIsolation: { mode: "namespaces" }, network: { mode: "none" } }],
     [
       "bubblewrap, allowlist (forwarder + proxy)",
-      { localIsolation: { mode: "namespaces" }, network: { mode: "allowlist", allow: ["registry.npmjs.org"] } },
+      {
+        localIsolation: { mode: "namespaces" },
+        network: { mode: "allowlist", allow: { operator: [], repository: ["registry.npmjs.org"] } },
+      },
     ],
   ];
   const sandboxes: Array<[string, Sandbox]> = [];

@@ -7,7 +7,7 @@ export type NetworkMode = (typeof NETWORK_MODES)[number];
 export interface NetworkRequest {
   /** What the repository asked for (`sandbox.network`); undefined: the operator's ceiling. */
   mode?: NetworkMode;
-  /** The repository's allowlist entries (`sandbox.allow`). */
+  /** The repository's allowlist entries (`sandbox.allow`): never trusted with an internal address. */
   allow?: readonly string[];
 }
 
@@ -57,6 +57,8 @@ export function resolveNetworkPolicy(
         "use `none` or `open` there, or the local sandbox",
     };
   }
-  const allow = [...new Set([...context.agentEndpoints, ...context.operatorAllow, ...(request.allow ?? [])])];
-  return { policy: { mode: "allowlist", allow } };
+  // Apart to the proxy: the operator's entries may open internal addresses, the repository's never.
+  const operator = [...new Set([...context.agentEndpoints, ...context.operatorAllow])];
+  const repository = [...new Set(request.allow ?? [])];
+  return { policy: { mode: "allowlist", allow: { operator, repository } } };
 }

@@ -1,5 +1,5 @@
 import { z } from "zod";
-import { parseAllowlist } from "../sandbox/egress/allowlist.js";
+import { parseRepositoryAllowlist } from "../sandbox/egress/allowlist.js";
 import { parseCommandLine } from "../util/command-line.js";
 import { HarnessError } from "../util/errors.js";
 
@@ -78,7 +78,10 @@ export const repoConfigSchema = z
         history: z.enum(["shallow", "full"]).optional(),
         /** `open`, `allowlist` (only `allow` and the agent's model API) or `none`, within the operator's ceiling. */
         network: z.enum(["open", "allowlist", "none"]).optional(),
-        /** Domains (`registry.npmjs.org`, `*.pythonhosted.org`) and CIDRs reachable in `allowlist` mode. */
+        /**
+         * Domains (`registry.npmjs.org`, `*.pythonhosted.org`) and CIDRs reachable in `allowlist` mode;
+         * no CIDR may overlap an internal range (only HARNESS_NETWORK_ALLOW opens those).
+         */
         allow: z.array(z.string().trim().min(1).max(253)).max(256).optional(),
         resources: z
           .object({
@@ -160,7 +163,8 @@ export const repoConfigSchema = z
     }
     if (config.sandbox.allow) {
       try {
-        parseAllowlist(config.sandbox.allow);
+        // A CIDR that reaches loopback, private or metadata addresses is the operator's to allow.
+        parseRepositoryAllowlist(config.sandbox.allow);
       } catch (error) {
         ctx.addIssue({
           code: "custom",

@@ -139,7 +139,17 @@ export interface LocalIsolation {
  * itself; `allowlist`: only the listed domains (`example.com`, `*.example.com`) and CIDRs.
  * A sandbox that cannot enforce the mode it is given refuses to start.
  */
-export type NetworkPolicy = { mode: "open" } | { mode: "none" } | { mode: "allowlist"; allow: readonly string[] };
+export type NetworkPolicy =
+  | { mode: "open" }
+  | { mode: "none" }
+  | {
+      mode: "allowlist";
+      /**
+       * Kept by who wrote them: the operator's entries (with the agent's model API) may open
+       * internal addresses, the repository's never do.
+       */
+      allow: { operator: readonly string[]; repository: readonly string[] };
+    };
 
 /** One run's use of a warm mirror of its repository (see `local/repo-cache.ts`). */
 export interface MirrorLease {

@@ -29,13 +29,20 @@ describe("the network a run gets", () => {
     });
   });
 
-  test("an allowlist always keeps the agent's model API and the operator's entries", () => {
+  test("an allowlist keeps the agent's model API and the operator's entries, apart from the repository's", () => {
     const result = resolveNetworkPolicy(
-      { mode: "allowlist", allow: ["registry.npmjs.org", "api.anthropic.com"] },
-      context({ operatorAllow: ["npm.internal.example"] }),
+      { mode: "allowlist", allow: ["registry.npmjs.org", "api.anthropic.com", "registry.npmjs.org"] },
+      context({ operatorAllow: ["npm.internal.example", "10.0.0.0/8"] }),
     );
+    // The proxy must know who wrote each entry: only the operator's may open internal addresses.
     expect(result).toEqual({
-      policy: { mode: "allowlist", allow: ["api.anthropic.com", "npm.internal.example", "registry.npmjs.org"] },
+      policy: {
+        mode: "allowlist",
+        allow: {
+          operator: ["api.anthropic.com", "npm.internal.example", "10.0.0.0/8"],
+          repository: ["registry.npmjs.org", "api.anthropic.com"],
+        },
+      },
     });
   });
 

@@ -6,9 +6,9 @@ describe(".github/harness.yml: sandbox.network and setup secrets", () => {
     expect(parseRepoConfig({}).sandbox).toEqual({});
     expect(
       parseRepoConfig({
-        sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "10.0.0.0/8"] },
+        sandbox: { network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "203.0.113.0/24"] },
       }).sandbox,
-    ).toEqual({ network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "10.0.0.0/8"] });
+    ).toEqual({ network: "allowlist", allow: ["registry.npmjs.org", "*.pythonhosted.org", "203.0.113.0/24"] });
   });
 
   test.each([

@@ -76,7 +76,9 @@ describe("Daytona sandbox: creation", () => {
       expect((create?.body as { networkBlockAll?: boolean }).networkBlockAll).toBe(true);
       const before = daytona.requests.length;
       await expect(
-        createDaytonaSandbox(options({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } })),
+        createDaytonaSandbox(
+          options({ network: { mode: "allowlist", allow: { operator: [], repository: ["registry.npmjs.org"] } } }),
+        ),
       ).rejects.toThrow(/cannot enforce a network allowlist/);
       expect(daytona.requests.length).toBe(before);
     },

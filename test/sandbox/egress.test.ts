@@ -13,6 +13,7 @@ import {
   isInternalAddress,
   parseAllowlist,
   type AllowEntry,
+  type EgressAllowlist,
 } from "../../src/sandbox/egress/allowlist.js";
 import { egressCommand, FORWARDER_SOURCE, PROXY_PORT } from "../../src/sandbox/egress/forwarder.js";
 import {
@@ -44,6 +45,8 @@ const nodeDir = dirname(process.execPath);
 const nodeReadOnly = nodeDir.startsWith("/usr/") ? [] : [nodeDir];
 
 const allow = (...entries: string[]): AllowEntry[] => parseAllowlist(entries).entries;
+/** A proxy's allowlist as the operator writes it: trusted with internal addresses such as the test sites'. */
+const byOperator = (...entries: string[]): EgressAllowlist => ({ operator: allow(...entries), repository: [] });
 
 describe("parseAllowlist", () => {
   test("reads domains, wildcards, CIDRs and bare IPs into a normal form", () => {
@@ -255,7 +258,7 @@ async function startSite(name: string): Promise<Site> {
 }
 
 async function startProxy(
-  options: Partial<EgressProxyOptions> & { allowlist: AllowEntry[] },
+  options: Partial<EgressProxyOptions> & { allowlist: EgressAllowlist },
 ): Promise<{ proxy: EgressProxy; socketPath: string; decisions: EgressDecision[] }> {
   const socketPath = join(base, "egress", "proxy.sock");
   const decisions: EgressDecision[] = [];
@@ -324,7 +327,7 @@ describe("the egress proxy", () => {
   test("forwards an allowed plain http:// request to the checked address, without proxy credentials", async () => {
     const site = await startSite("site");
     const { socketPath, decisions } = await startProxy({
-      allowlist: allow("allowed.test", "127.0.0.1/32"),
+      allowlist: byOperator("allowed.test", "127.0.0.1/32"),
       ports: [site.port],
       resolve: testResolver,
     });
@@ -349,7 +352,7 @@ describe("the egress proxy", () => {
 
   test("CONNECT opens a tunnel to an allowed IP literal, and bytes sent with the CONNECT still arrive", async () => {
     const site = await startSite("site");
-    const { socketPath } = await startProxy({ allowlist: allow("127.0.0.1/32"), ports: [site.port] });
+    const { socketPath } = await startProxy({ allowlist: byOperator("127.0.0.1/32"), ports: [site.port] });
     // The tunnelled request in the same write as the CONNECT: it arrives in `head` or buffered
     // while the proxy resolves and connects, and must not be lost either way.
     const tunnelled = `GET /through HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n`;
@@ -363,7 +366,7 @@ describe("the egress proxy", () => {
 
   test("CONNECT to a port outside the allowed ports is 403 and never reaches the site", async () => {
     const site = await startSite("site");
-    const { socketPath, decisions } = await startProxy({ allowlist: allow("127.0.0.1/32"), ports: [443] });
+    const { socketPath, decisions } = await startProxy({ allowlist: byOperator("127.0.0.1/32"), ports: [443] });
     const { text } = await rawExchange(socketPath, `CONNECT 127.0.0.1:${site.port} HTTP/1.1\r\n\r\n`);
     expect(text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
     expect(text).toContain(
@@ -384,7 +387,7 @@ describe("the egress proxy", () => {
   test("hosts off the list are 403, including IP literals when only domains are listed", async () => {
     const site = await startSite("site");
     const { socketPath } = await startProxy({
-      allowlist: allow("allowed.test"),
+      allowlist: byOperator("allowed.test"),
       ports: [site.port],
       resolve: testResolver,
     });
@@ -400,18 +403,19 @@ describe("the egress proxy", () => {
   });
 
   test(
-    "a listed name that resolves to an internal address " + "is refused unless a CIDR entry covers that address",
+    "a listed name that resolves to an internal address " + "is refused unless an operator's CIDR covers that address",
     async () => {
       const site = await startSite("site");
       const { socketPath, decisions } = await startProxy({
-        allowlist: allow("localhost", "metadata.test"),
+        allowlist: byOperator("localhost", "metadata.test"),
         ports: [site.port],
         resolve: (host) => Promise.resolve(host === "localhost" ? ["127.0.0.1"] : ["203.0.113.10", "169.254.169.254"]),
       });
       const viaGet = await proxyGet(socketPath, `http://localhost:${site.port}/`);
       expect(viaGet.status).toBe(403);
       expect(viaGet.body).toContain(
-        "(localhost resolves to the internal address 127.0.0.1, which no CIDR entry allows)",
+        "(localhost resolves to the internal address 127.0.0.1, " +
+          "which no CIDR in the operator's HARNESS_NETWORK_ALLOW allows)",
       );
       const viaConnect = await rawExchange(socketPath, `CONNECT LocalHost.:${site.port} HTTP/1.1\r\n\r\n`);
       expect(viaConnect.text).toMatch(/^HTTP\/1\.1 403 Forbidden\r\n/);
@@ -426,7 +430,7 @@ describe("the egress proxy", () => {
       // above is the rule at work and not a broken path.
       const explicit = await startEgressProxy({
         socketPath: join(base, "explicit.sock"),
-        allowlist: allow("localhost", "127.0.0.1/32"),
+        allowlist: byOperator("localhost", "127.0.0.1/32"),
         ports: [site.port],
         resolve: testResolver,
       });
@@ -440,7 +444,7 @@ describe("the egress proxy", () => {
 
   test("malformed requests are 400, unreachable or unresolvable targets 502", async () => {
     const { socketPath } = await startProxy({
-      allowlist: allow("allowed.test", "nowhere.test", "127.0.0.1/32"),
+      allowlist: byOperator("allowed.test", "nowhere.test", "127.0.0.1/32"),
       ports: [1],
       resolve: (host) => (host === "nowhere.test" ? Promise.reject(new Error("ENOTFOUND")) : testResolver(host)),
     });
@@ -465,7 +469,7 @@ describe("the egress proxy", () => {
   test("connections over the cap get 503 while the others keep working", async () => {
     const site = await startSite("site");
     const { proxy, socketPath } = await startProxy({
-      allowlist: allow("127.0.0.1/32"),
+      allowlist: byOperator("127.0.0.1/32"),
       ports: [site.port],
       maxConnections: 2,
     });
@@ -488,7 +492,7 @@ describe("the egress proxy", () => {
 
   test("close() ends open tunnels, removes the socket file and is safe to repeat", async () => {
     const site = await startSite("site");
-    const { proxy, socketPath } = await startProxy({ allowlist: allow("127.0.0.1/32"), ports: [site.port] });
+    const { proxy, socketPath } = await startProxy({ allowlist: byOperator("127.0.0.1/32"), ports: [site.port] });
     expect((await stat(socketPath)).mode & 0o777).toBe(0o600);
     const { socket } = await rawExchange(
       socketPath,
@@ -509,11 +513,13 @@ describe("the egress proxy", () => {
   });
 
   test("a stale socket file is replaced, a live one is not", async () => {
-    const { proxy, socketPath } = await startProxy({ allowlist: allow("allowed.test") });
-    await expect(startEgressProxy({ socketPath, allowlist: [] })).rejects.toThrow("Another process is listening");
+    const { proxy, socketPath } = await startProxy({ allowlist: byOperator("allowed.test") });
+    await expect(startEgressProxy({ socketPath, allowlist: byOperator() })).rejects.toThrow(
+      "Another process is listening",
+    );
     await proxy.close();
     await writeFile(socketPath, "not a socket");
-    await expect(startEgressProxy({ socketPath, allowlist: [] })).rejects.toThrow("is not a socket");
+    await expect(startEgressProxy({ socketPath, allowlist: byOperator() })).rejects.toThrow("is not a socket");
     await rm(socketPath);
     // What a harness killed with SIGKILL leaves behind: a socket file nobody listens on.
     const crashed = await runProcess({
@@ -529,7 +535,7 @@ describe("the egress proxy", () => {
     });
     expect(crashed.exitCode).toBe(128 + 9);
     expect((await stat(socketPath)).isSocket()).toBe(true);
-    const again = await startEgressProxy({ socketPath, allowlist: [] });
+    const again = await startEgressProxy({ socketPath, allowlist: byOperator() });
     await again.close();
   });
 });
@@ -568,7 +574,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     run: (argv: string[], options?: { timeout?: number; proxied?: boolean }) => ReturnType<typeof runProcess>;
   }
 
-  async function sandboxed(options: Partial<EgressProxyOptions> & { allowlist: AllowEntry[] }): Promise<Sandboxed> {
+  async function sandboxed(options: Partial<EgressProxyOptions> & { allowlist: EgressAllowlist }): Promise<Sandboxed> {
     const workDir = join(base, "work");
     const homeDir = join(base, "home");
     const forwarderDir = join(base, "forwarder");
@@ -596,7 +602,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
   test("curl reaches an allowed site by name and by address, over plain HTTP and through CONNECT", async () => {
     const site = await startSite("allowed");
     const { run, decisions } = await sandboxed({
-      allowlist: allow("allowed.test", "127.0.0.1/32"),
+      allowlist: byOperator("allowed.test", "127.0.0.1/32"),
       ports: [site.port],
     });
     const url = `http://allowed.test:${site.port}`;
@@ -622,7 +628,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     async () => {
       const allowed = await startSite("allowed");
       const denied = await startSite("denied");
-      const { run } = await sandboxed({ allowlist: allow("allowed.test", "127.0.0.1/32"), ports: [allowed.port] });
+      const { run } = await sandboxed({ allowlist: byOperator("allowed.test", "127.0.0.1/32"), ports: [allowed.port] });
       const viaProxy = await run([
         "curl",
         "-sS",
@@ -660,7 +666,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
   );
 
   test("the command's exit code and signal death come through the forwarder", async () => {
-    const { run } = await sandboxed({ allowlist: [] });
+    const { run } = await sandboxed({ allowlist: byOperator() });
     expect((await run(["sh", "-c", "exit 7"])).exitCode).toBe(7);
     expect((await run(["sh", "-c", "kill -TERM $$"])).exitCode).toBe(128 + 15);
     const missing = await run(["no-such-command-here"]);
@@ -669,7 +675,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
   });
 
   test("the forwarder refuses clearly when its port is taken", async () => {
-    const { run, socketPath } = await sandboxed({ allowlist: [] });
+    const { run, socketPath } = await sandboxed({ allowlist: byOperator() });
     const inner = egressCommand(join(base, "forwarder", "forwarder.mjs"), socketPath, ["true"]);
     const result = await run(inner);
     expect(result.exitCode).toBe(125);
@@ -680,7 +686,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
 
   test("a command killed by the timeout leaves no connection open at the proxy or the site", async () => {
     const site = await startSite("slow");
-    const { run, proxy } = await sandboxed({ allowlist: allow("slow.test", "127.0.0.1/32"), ports: [site.port] });
+    const { run, proxy } = await sandboxed({ allowlist: byOperator("slow.test", "127.0.0.1/32"), ports: [site.port] });
     const url = `http://slow.test:${site.port}/hang`;
     const result = await run(["sh", "-c", `curl -sN "$1" & curl -sN -p "$1" & wait`, "sh", url], { timeout: 1_500 });
     expect(result.timedOut).toBe(true);

@@ -285,7 +285,9 @@ describe.skipIf(!probe.available)("the isolated local sandbox with a network all
   test(
     "commands reach the outside only through the harness's proxy, " + "which refuses what the list does not name",
     async () => {
-      const sandbox = await isolatedSandbox({ network: { mode: "allowlist", allow: ["registry.npmjs.org"] } });
+      const sandbox = await isolatedSandbox({
+        network: { mode: "allowlist", allow: { operator: [], repository: ["registry.npmjs.org"] } },
+      });
       const port = new URL(server.url).port;
       const env = await sh(sandbox, 'printf "%s\\n" "$HTTPS_PROXY" "$HTTP_PROXY"');
       expect(env.stdout).toBe("http://127.0.0.1:3128\nhttp://127.0.0.1:3128\n");
@@ -326,8 +328,18 @@ describe.skipIf(!probe.available)("the isolated local sandbox with a network all
         githubToken: token,
         githubServerUrl: server.url,
         localIsolation: { mode: "namespaces" },
-        network: { mode: "allowlist", allow: ["https://example.com/x"] },
+        network: { mode: "allowlist", allow: { operator: [], repository: ["https://example.com/x"] } },
       }),
     ).rejects.toThrow(/https:\/\/example\.com\/x/);
+  });
+
+  test("a repository's CIDR over internal addresses is refused before the sandbox is made", async () => {
+    await expect(
+      isolatedSandbox({ network: { mode: "allowlist", allow: { operator: [], repository: ["0.0.0.0/0"] } } }),
+    ).rejects.toThrow(/`0\.0\.0\.0\/0` covers .*only the operator can allow those, in HARNESS_NETWORK_ALLOW/);
+    const sandbox = await isolatedSandbox({
+      network: { mode: "allowlist", allow: { operator: ["0.0.0.0/0"], repository: [] } },
+    });
+    expect((await sh(sandbox, "true")).exitCode).toBe(0);
   });
 });

@@ -190,48 +190,134 @@ export function addressAllowed(list: readonly AllowEntry[], ip: string): boolean
 export function isInternalAddress(ip: string): boolean {
   const forms = addressForms(ip);
   if (!forms) return true;
-  const v4 = forms.v4;
-  if (v4 && INTERNAL_V4.some(([network, prefix]) => inNetwork(v4, network, prefix))) return true;
-  // A v4 address also has a v6 form (::ffff:a.b.c.d); only native v6 addresses go on to v6 ranges.
-  if (forms.family === 4) return false;
-  if (INTERNAL_V6.some(([network, prefix]) => inNetwork(forms.v6, network, prefix))) return true;
-  // NAT64 and 6to4 carry a v4 address inside; a gateway would deliver them to that address.
-  const embedded = embeddedV4(forms.v6);
-  return embedded !== undefined && INTERNAL_V4.some(([network, prefix]) => inNetwork(embedded, network, prefix));
+  // A v4 address is matched in its mapped form (::ffff:a.b.c.d), which the v6 table covers too.
+  return INTERNAL_V6.some((range) => inNetwork(forms.v6, range.network, range.prefix));
 }
 
-const INTERNAL_V4_TEXT: Array<[string, number]> = [
-  ["0.0.0.0", 8], // "this network": 0.0.0.0 connects to the host itself on Linux
-  ["10.0.0.0", 8],
-  ["100.64.0.0", 10], // carrier-grade NAT, also Alibaba Cloud's metadata service
-  ["127.0.0.0", 8],
-  ["169.254.0.0", 16], // link-local, including the 169.254.169.254 metadata service
-  ["172.16.0.0", 12],
-  ["192.0.0.0", 24], // IETF protocol assignments (some clouds put metadata endpoints here)
-  ["192.168.0.0", 16],
-  ["198.18.0.0", 15], // benchmarking, used by fake-IP DNS setups for local redirection
-  ["224.0.0.0", 4], // multicast
-  ["240.0.0.0", 4], // reserved, including the broadcast address
+/** The entries of one run's allowlist kept by who wrote them, since only the operator may open internal addresses. */
+export interface EgressAllowlist {
+  /** HARNESS_NETWORK_ALLOW and the agent's model API hosts. */
+  operator: readonly AllowEntry[];
+  /** The repository's `sandbox.allow` (with its organisation's): never trusted with an internal address. */
+  repository: readonly AllowEntry[];
+}
+
+/** Whether a request may name this host at all: a domain or an address either list names. */
+export function hostListed(allowlist: EgressAllowlist, host: string): boolean {
+  return hostAllowed(allowlist.operator, host) || hostAllowed(allowlist.repository, host);
+}
+
+/**
+ * Whether the proxy may connect to an address a request named or a listed name resolved to: any
+ * public address, and an internal one only when an operator's CIDR covers it. A repository's
+ * CIDR never vouches for an internal address, however wide it is.
+ */
+export function mayConnect(allowlist: EgressAllowlist, ip: string): boolean {
+  return !isInternalAddress(ip) || addressAllowed(allowlist.operator, ip);
+}
+
+/**
+ * A repository's entries (`sandbox.allow`), parsed like any list, less any CIDR that reaches an
+ * internal address: those only the operator may open, and the operator's entries are in every
+ * allowlist already, so a repository never needs to list one. A CIDR that overlaps an internal
+ * range at all is refused, so `0.0.0.0/0`, `::/0`, `0.0.0.0/1` or `::ffff:0:0/96` cannot carry
+ * loopback or metadata addresses in with the public ones.
+ */
+export function parseRepositoryAllowlist(entries: readonly string[]): { entries: AllowEntry[] } {
+  const parsed = parseAllowlist(entries).entries;
+  parsed.forEach((entry, index) => {
+    if (entry.kind !== "cidr") return;
+    const reached = internalRangesOverlapping(entry);
+    if (reached.length === 0) return;
+    const verb = entry.prefix === (entry.family === 4 ? 32 : 128) ? "is one of the" : "covers";
+    throw new AllowlistError(
+      `entry ${quote((entries[index] ?? "").trim())} ${verb} ${describeRanges(reached)}; ` +
+        `only the operator can allow those, in HARNESS_NETWORK_ALLOW, whose entries every allowlist already includes`,
+    );
+  });
+  return { entries: parsed };
+}
+
+/** A range a sandboxed command must not reach unless the operator allows it. */
+interface InternalRange {
+  network: Uint8Array;
+  prefix: number;
+  /** What it is, in the words an error message uses ("loopback", "private"). */
+  kind: string;
+}
+
+const INTERNAL_V4_TEXT: Array<[string, number, string]> = [
+  ["0.0.0.0", 8, "unspecified"], // "this network": 0.0.0.0 connects to the host itself on Linux
+  ["10.0.0.0", 8, "private"],
+  ["100.64.0.0", 10, "shared"], // carrier-grade NAT, also Alibaba Cloud's metadata service
+  ["127.0.0.0", 8, "loopback"],
+  ["169.254.0.0", 16, "link-local"], // including the 169.254.169.254 metadata service
+  ["172.16.0.0", 12, "private"],
+  ["192.0.0.0", 24, "reserved"], // IETF protocol assignments (some clouds put metadata endpoints here)
+  ["192.168.0.0", 16, "private"],
+  ["198.18.0.0", 15, "reserved"], // benchmarking, used by fake-IP DNS setups for local redirection
+  ["224.0.0.0", 4, "multicast"],
+  ["240.0.0.0", 4, "reserved"], // including the broadcast address
 ];
 
-const INTERNAL_V6_TEXT: Array<[string, number]> = [
-  ["::", 96], // unspecified, loopback and the deprecated v4-compatible form
-  ["fc00::", 7], // unique local, including AWS's fd00:ec2::254 metadata service
-  ["fe80::", 10],
-  ["fec0::", 10], // deprecated site-local
-  ["ff00::", 8], // multicast
+const INTERNAL_V6_TEXT: Array<[string, number, string]> = [
+  ["::", 96, "loopback"], // unspecified, loopback and the deprecated v4-compatible form
+  ["64:ff9b:1::", 48, "NAT64 local-use"], // RFC 8215: a site's own translator, to whatever it routes
+  ["fc00::", 7, "unique local"], // including AWS's fd00:ec2::254 metadata service
+  ["fe80::", 10, "link-local"],
+  ["fec0::", 10, "site-local"], // deprecated
+  ["ff00::", 8, "multicast"],
 ];
 
-const INTERNAL_V4 = INTERNAL_V4_TEXT.map(([network, prefix]) => [parseIp(network), prefix] as const);
-const INTERNAL_V6 = INTERNAL_V6_TEXT.map(([network, prefix]) => [parseIp(network), prefix] as const);
 const MAPPED_V4 = parseIp("::ffff:0:0");
-const NAT64 = parseIp("64:ff9b::");
-const SIX_TO_FOUR = parseIp("2002::");
 
-function embeddedV4(v6: Uint8Array): Uint8Array | undefined {
-  if (inNetwork(v6, NAT64, 96)) return v6.slice(12, 16);
-  if (inNetwork(v6, SIX_TO_FOUR, 16)) return v6.slice(2, 6);
-  return undefined;
+const INTERNAL_V4: InternalRange[] = INTERNAL_V4_TEXT.map(([network, prefix, kind]) => ({
+  network: parseIp(network),
+  prefix,
+  kind,
+}));
+
+/**
+ * The native v6 ranges, then every v6 form that carries an internal v4 address: mapped
+ * (::ffff:a.b.c.d, which the kernel delivers to a.b.c.d), and NAT64 and 6to4, which a gateway
+ * delivers to that address.
+ */
+const INTERNAL_V6: InternalRange[] = [
+  ...INTERNAL_V6_TEXT.map(([network, prefix, kind]) => ({ network: parseIp(network), prefix, kind })),
+  ...embeddingsOfInternalV4("::ffff:0:0", 96, "IPv4-mapped"),
+  ...embeddingsOfInternalV4("64:ff9b::", 96, "NAT64"),
+  ...embeddingsOfInternalV4("2002::", 16, "6to4"),
+];
+
+/** Each internal v4 range written into a v6 prefix at bit `at`. */
+function embeddingsOfInternalV4(prefixText: string, at: number, form: string): InternalRange[] {
+  const base = parseIp(prefixText);
+  return INTERNAL_V4.map(({ network, prefix, kind }) => {
+    const bytes = Uint8Array.from(base);
+    bytes.set(network, at / 8);
+    return { network: bytes, prefix: at + prefix, kind: `${form} ${kind}` };
+  });
+}
+
+/** The internal ranges a CIDR shares any address with: two CIDRs overlap when the shorter prefix holds both. */
+function internalRangesOverlapping(entry: AllowEntry & { kind: "cidr" }): InternalRange[] {
+  const network = parseIp(entry.network);
+  return (entry.family === 4 ? INTERNAL_V4 : INTERNAL_V6).filter((range) =>
+    inNetwork(network, range.network, Math.min(entry.prefix, range.prefix)),
+  );
+}
+
+/** "private and loopback addresses (10.0.0.0/8, 127.0.0.0/8)", a few of each named. */
+function describeRanges(ranges: readonly InternalRange[]): string {
+  const kinds = [...new Set(ranges.map((range) => range.kind))];
+  const shownKinds = kinds.length > 4 ? [...kinds.slice(0, 4), "other internal"] : kinds;
+  const cidrs = ranges.slice(0, 4).map((range) => `${formatIp(range.network)}/${range.prefix}`);
+  const more = ranges.length > 4 ? ` and ${ranges.length - 4} more` : "";
+  return `${listed(shownKinds)} addresses (${cidrs.join(", ")}${more})`;
+}
+
+function listed(words: readonly string[]): string {
+  return words.length < 2 ? words.join("") : `${words.slice(0, -1).join(", ")} and ${words[words.length - 1] ?? ""}`;
 }
 
 /** The v4 form (for v4 and v4-mapped v6 addresses) and the v6 form of an address. */

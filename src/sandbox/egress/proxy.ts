@@ -12,13 +12,15 @@ import { connect, isIP, Socket } from "node:net";
 import { dirname, isAbsolute } from "node:path";
 import type { Duplex } from "node:stream";
 import { InvalidInputError, SandboxError, describeError } from "../../util/errors.js";
-import { addressAllowed, hostAllowed, isInternalAddress, normalizeHost, type AllowEntry } from "./allowlist.js";
+import { hostListed, mayConnect, normalizeHost, type EgressAllowlist } from "./allowlist.js";
 
 /**
  * The only way out of a sandbox whose network namespace has nothing but loopback: an HTTP proxy
  * on the host, reached through a Unix socket bound into the sandbox. It decides per connection
  * (CONNECT host:port, or an absolute http:// URI) from the run's allowlist, resolves names here
- * on the host, and connects only to the addresses it checked.
+ * on the host, and connects only to the addresses it checked. An internal address (loopback,
+ * private, link-local, metadata) is reached only when the operator's entries allow it: the
+ * repository's never do, whether the address is named outright or a listed name resolves to it.
  */
 
 export interface EgressDecision {
@@ -31,7 +33,8 @@ export interface EgressDecision {
 export interface EgressProxyOptions {
   /** Absolute path of the Unix socket to listen on; its directory is created when missing. */
   socketPath: string;
-  allowlist: AllowEntry[];
+  /** The operator's entries and the repository's, apart: only the operator's open internal addresses. */
+  allowlist: EgressAllowlist;
   /** Destination ports a command may reach. Default: 443 and 80. */
   ports?: number[];
   /** Every address a name resolves to. Default: the host's resolver (dns.lookup, all addresses). */
@@ -124,7 +127,7 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
         reason: `port ${port} is not one of the allowed ports ${[...ports].join(", ")}`,
       };
     const normalized = normalizeHost(host);
-    if (!normalized || !hostAllowed(allowlist, host))
+    if (!normalized || !hostListed(allowlist, host))
       return { ok: false, status: 403, reason: `${displayHost(host)} is not on the allowlist` };
     let addresses: string[];
     if (normalized.kind === "ip") {
@@ -150,11 +153,15 @@ export async function startEgressProxy(options: EgressProxyOptions): Promise<Egr
         };
       // Every address, not just the one used: a name that resolves to both a public address and
       // 127.0.0.1 is a rebinding attempt whichever one a retry would pick.
-      if (isInternalAddress(address) && !addressAllowed(allowlist, address)) {
+      if (!mayConnect(allowlist, address)) {
         return {
           ok: false,
           status: 403,
-          reason: `${displayHost(host)} resolves to the internal address ${address}, which no CIDR entry allows`,
+          reason:
+            normalized.kind === "ip"
+              ? `${displayHost(host)} is an internal address, which only the operator's HARNESS_NETWORK_ALLOW can open`
+              : `${displayHost(host)} resolves to the internal address ${address}, ` +
+                "which no CIDR in the operator's HARNESS_NETWORK_ALLOW allows",
         };
       }
     }

@@ -15,7 +15,7 @@ import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
 import { assertPathConfined, isWithin } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
 import { gitEnv, sandboxBaseEnv } from "../environment.js";
-import { parseAllowlist, type AllowEntry } from "../egress/allowlist.js";
+import { parseAllowlist, parseRepositoryAllowlist, type EgressAllowlist } from "../egress/allowlist.js";
 import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
 import { isolatedArgv } from "./isolation.js";
@@ -58,7 +58,13 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
     );
   }
   // Checked before anything is created: a bad entry is the caller's error, not a half-made sandbox.
-  const allowlist = network.mode === "allowlist" ? parseAllowlist(network.allow).entries : undefined;
+  const allowlist: EgressAllowlist | undefined =
+    network.mode === "allowlist"
+      ? {
+          operator: parseAllowlist(network.allow.operator).entries,
+          repository: parseRepositoryAllowlist(network.allow.repository).entries,
+        }
+      : undefined;
   await assertValidBranchName(opts.branch);
 
   const source = resolveSource(opts);
@@ -345,7 +351,7 @@ interface Egress {
   readOnlyPaths: string[];
 }
 
-async function startEgress(dir: string, allowlist: AllowEntry[]): Promise<Egress> {
+async function startEgress(dir: string, allowlist: EgressAllowlist): Promise<Egress> {
   const { forwarderPath, readOnlyPaths } = await writeForwarder(dir);
   const socketPath = join(dir, "proxy.sock");
   const proxy = await startEgressProxy({ socketPath, allowlist });
