@@ -41,7 +41,6 @@ export interface Settlement {
   scope: SpendScope;
   /** The day it counts on when its reservation is no longer known. */
   day: string;
-  atMs: number;
   micros: number;
 }
 
@@ -72,12 +71,12 @@ export function holdFor(request: ReserveRequest): Hold {
 }
 
 export function settlementFor(reservationId: string, actual: SettledCall): Settlement {
+  checkedTime(actual.at);
   return {
     reservationId: checkedId("reservation id", reservationId),
     runId: checkedId("run id", actual.runId),
     scope: actual.scope,
-    day: utcDay(new Date(checkedTime(actual.at))),
-    atMs: actual.at.getTime(),
+    day: utcDay(actual.at),
     micros: toMicros(actual.usd),
   };
 }
