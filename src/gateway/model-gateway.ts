@@ -53,6 +53,7 @@ export interface GatewaySpend {
   >;
   settle(reservationId: string, actual: { runId: string; scope: GrantScope; usd: number; at: Date }): Promise<void>;
   release(reservationId: string): Promise<void>;
+  runSpend(runId: string, at: Date): Promise<{ spentUsd: number; reservedUsd: number }>;
 }
 
 /** What the gateway tells the rest of Harness, for metrics, the audit trail and the run itself. */
@@ -333,7 +334,7 @@ export class ModelGateway {
   }): Promise<void> {
     const { request, response, route, upstream, grant, reservation } = call;
     const target = new URL(upstream.baseUrl.href);
-    target.pathname = `${upstream.baseUrl.pathname}${route.upstreamPath}`;
+    target.pathname = `${upstream.baseUrl.pathname.replace(/\/+$/, "")}${route.upstreamPath}`;
     target.search = call.url.search;
     const headers = forwardedHeaders(request, upstream, call.call.body.length);
     const meter = route.api ? new UsageMeter(route.api, call.call.streaming) : undefined;
@@ -361,7 +362,7 @@ export class ModelGateway {
           response.write(chunk);
           const over = reservation && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
           if (over && call.call.streaming) {
-            cut = reservation?.upTo ?? { limit: "run", limitUsd: grant.limits.runUsd ?? 0, spentUsd: reservation?.amountUsd ?? 0 };
+            cut = reservation?.upTo ?? { limit: "run", limitUsd: grant.limits.runUsd ?? 0, spentUsd: 0 };
             response.end(providerStreamError(route.upstream, "budget", budgetMessage(cut)));
             answer.destroy();
             upstreamRequest.destroy();
@@ -401,9 +402,11 @@ export class ModelGateway {
     const model = meter?.model ?? call.call.model;
     const costUsd = tokens ? costOf(model, tokens, this.options.prices) : undefined;
     if (reservation) {
+      // A cut call costs what the provider had counted by then (its input, and the output so far);
+      // an answer without usage is charged its whole reservation, never nothing.
       const spentUsd = cut
-        ? reservation.amountUsd
-        : costUsd ?? (status >= 400 ? 0 : reservation.amountUsd);
+        ? (this.measuredUsd(meter, model) ?? reservation.amountUsd)
+        : (costUsd ?? (status >= 400 ? 0 : reservation.amountUsd));
       const at = new Date(this.now());
       if (spentUsd > 0)
         await this.options.spend.settle(reservation.id, {
@@ -414,18 +417,27 @@ export class ModelGateway {
         });
       else await this.options.spend.release(reservation.id);
     }
-    if (cut) this.options.events?.budgetReached?.(grant.runId, cut);
+    if (cut) {
+      const run = await this.options.spend.runSpend(grant.runId, new Date(this.now()));
+      this.options.events?.budgetReached?.(grant.runId, { ...cut, spentUsd: Math.max(cut.spentUsd, run.spentUsd) });
+    }
     this.report(grant, route.upstream, model, status, call.started, firstByte ?? this.now(), tokens, costUsd);
   }
 
   private overReservation(meter: UsageMeter, model: string, reservedUsd: number): boolean {
-    const price = priceOf(meter.model ?? model, this.options.prices);
-    if (!price) return false;
+    const measured = this.measuredUsd(meter, model);
+    return measured !== undefined && measured > reservedUsd;
+  }
+
+  /** What the answer has cost so far: the input the provider counted, and the output as generated. */
+  private measuredUsd(meter: UsageMeter | undefined, model: string): number | undefined {
+    const price = meter ? priceOf(meter.model ?? model, this.options.prices) : undefined;
+    if (!meter || !price) return undefined;
     const usage = meter.reported;
     const inputUsd = usage
       ? (usage.input * price.input + usage.cacheRead * price.cacheRead + usage.cacheWrite * price.cacheWrite) / 1e6
       : 0;
-    return inputUsd + (meter.outputSoFar * price.output) / 1e6 > reservedUsd;
+    return inputUsd + (meter.outputSoFar * price.output) / 1e6;
   }
 
   private report(

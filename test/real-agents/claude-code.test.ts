@@ -58,18 +58,19 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
-  test("on the fake Daytona: the settings reach Claude through Daytona's env API; the file is committed", async () => {
-    const { report, node, server, committedGreeting, credentials, daytona } = await run("claude-code", {
+  test("on the fake Daytona: the gateway's address and a run token reach Claude through Daytona's env API, the key never; the file is committed", async () => {
+    const { report, node, server, committedGreeting, credentials, daytona, gateway } = await run("claude-code", {
       sandbox: "daytona",
       script: [writeFile("greeting.txt", "hello from Daytona\n"), say("Added greeting.txt.")],
     });
     expect(report.status, report.error).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt." });
     expect(committedGreeting).toBe("hello from Daytona\n");
-    // Key and base URL travel in Daytona's env API, never in a command string.
-    const env = ["POST /toolbox/{id}/env"];
-    expect(daytonaRoutesMentioning(daytona, credentials["ANTHROPIC_API_KEY"] ?? "")).toEqual(env);
-    expect(daytonaRoutesMentioning(daytona, server.url)).toEqual(env);
+    // The gateway's address travels in Daytona's env API, never in a command string; the key
+    // and the model server's address not at all: only the gateway holds them.
+    expect(daytonaRoutesMentioning(daytona, gateway.listeners.url)).toEqual(["POST /toolbox/{id}/env"]);
+    expect(daytonaRoutesMentioning(daytona, credentials["ANTHROPIC_API_KEY"] ?? "")).toEqual([]);
+    expect(daytonaRoutesMentioning(daytona, server.url)).toEqual([]);
     expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });

@@ -14,6 +14,11 @@ import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { runHarness, type HarnessSandbox } from "../../src/harness/run.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
+import { DEFAULT_PRICES } from "../../src/agents/prices.js";
+import { startGateway, type RunningGateway } from "../../src/gateway/local-gateway.js";
+import type { GatewayCall } from "../../src/gateway/model-gateway.js";
+import { upstreamsFromEnvironment } from "../../src/gateway/upstreams.js";
+import { MemorySpendStore } from "../../src/runs/spend/memory.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer } from "../fakes/git-http-server.js";
@@ -154,6 +159,10 @@ export interface RealRun {
   output: string;
   credentials: Record<string, string>;
   events: HarnessEvent[];
+  /** The model gateway the agent called, which forwarded to the server with the real key. */
+  gateway: RunningGateway;
+  /** The calls the gateway answered, with the provider's usage and their cost. */
+  gatewayCalls: GatewayCall[];
 }
 
 /**
@@ -190,6 +199,17 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     const githubToken = fakeToken("ghs_");
     const sandbox = onDaytona ? await fakeDaytonaSandbox(dir.path, githubToken, cleanups) : localSandbox();
     const credentials = credentialsFor(agent);
+    // Harness is the agent's model gateway: the keys and the server's address are its upstream's,
+    // and the agent gets a run token and the gateway's address instead.
+    const gatewayCalls: GatewayCall[] = [];
+    const gateway = await startGateway({
+      upstreams: upstreamsFromEnvironment({ ...credentials, ...providerSettingsFor(agent, server), ...options.settings }),
+      prices: DEFAULT_PRICES,
+      spend: new MemorySpendStore(),
+      socketDir: join(dir.path, "gateway"),
+      events: { call: (call) => gatewayCalls.push(call) },
+    });
+    cleanups.push(() => gateway.close());
     const events: HarnessEvent[] = [];
     const model = options.model === undefined ? MODELS[agent] : options.model;
     const report = await runHarness({
@@ -210,6 +230,15 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
         ...(model !== null ? { model } : {}),
       },
       sandbox: sandbox.harness,
+      gateway: {
+        grants: gateway.grants,
+        upstreams: gateway.upstreams,
+        // The fake Daytona runs its commands on this host: the loopback address stands in for the public one.
+        address: onDaytona
+          ? { url: gateway.listeners.url }
+          : { url: gateway.listeners.url, socketPath: gateway.listeners.socketPath },
+        onBudgetReached: (runId, listener) => gateway.signals.subscribe(runId, listener),
+      },
       github: { token: githubToken },
       ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       output: {
@@ -237,6 +266,8 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
       output,
       credentials,
       events,
+      gateway,
+      gatewayCalls,
     };
   };
 }
