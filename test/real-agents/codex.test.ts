@@ -21,7 +21,7 @@ const GREETING = [
 describeRealAgent("codex", "the real Codex CLI through the codex driver", () => {
   const run = useRealAgentRuns();
 
-  test("the cost budget: Codex reports tokens only as its turn ends, so the next agent step never starts", async () => {
+  test("the cost budget: the gateway prices Codex's first call from the API's own usage and stops the run there", async () => {
     const { report, node, server } = await run("codex", {
       model: "gpt-5.1-codex",
       // 50,000 + 2,000 input tokens at gpt-5.1-codex's $1.25 a million, and 100 output at $10 (a
@@ -33,13 +33,11 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
       maxCostUsd: 0.05,
       verify: ["false"],
     });
-    // The implement step either ended by itself or was stopped as it printed its usage: both say
-    // what it cost, and the fix step after it never starts Codex.
+    // The first call reports 50,000 input tokens ($0.0625) where only $0.05 was left to reserve:
+    // the gateway cuts its stream there and stops the run, and no later call reaches the API.
     expect(report.status).toBe("failed");
-    expect(report.error).toMatch(/stopped at the \$0\.05 budget after \$0\.07$/);
-    expect(node).toMatchObject({ costEstimated: true });
-    expect(node.costUsd).toBeCloseTo(0.066, 8);
-    expect(server.modelCalls()).toHaveLength(2);
+    expect(report.error).toMatch(/stopped at the \$0\.05 budget after \$0\.06$/);
+    expect(server.modelCalls()).toHaveLength(1);
   });
 
   test("the installed CLI is the pinned version", () => {
@@ -53,8 +51,8 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 1 });
     expect(git(repo, "show", `${report.commitSha ?? ""}:greeting.txt`)).toBe("hello from the scripted model");
 
-    // Codex tries a WebSocket first; refused, it falls back to HTTP streaming at once.
-    expect(server.requests[0]).toMatchObject({ method: "GET", path: "/v1/responses", upgrade: true });
+    // Codex tries a WebSocket first; the gateway refuses it, and Codex falls back to HTTP streaming at once.
+    expect(server.requests.every((request) => request.method === "POST" && request.upgrade !== true)).toBe(true);
     const calls = server.modelCalls();
     expect(calls).toHaveLength(2);
     for (const call of calls) {
@@ -77,19 +75,21 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(node.costUsd).toBeUndefined();
   });
 
-  test("on the fake Daytona: -c openai_base_url and the key reach Codex, and the run commits the file", async () => {
-    const { report, node, server, committedGreeting, credentials, daytona } = await run("codex", {
+  test("on the fake Daytona: -c openai_base_url leads Codex to the gateway, the key never reaches it, and the run commits the file", async () => {
+    const { report, node, server, committedGreeting, credentials, daytona, gateway } = await run("codex", {
       sandbox: "daytona",
       script: GREETING,
     });
     expect(report.status, report.error).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt." });
     expect(committedGreeting).toBe("hello from the scripted model\n");
-    // The key travels in Daytona's env API; the base URL (no secret) is Codex's `-c` flag, in argv.
-    expect(daytonaRoutesMentioning(daytona, credentials["OPENAI_API_KEY"] ?? "")).toEqual(["POST /toolbox/{id}/env"]);
-    expect(daytonaRoutesMentioning(daytona, server.openaiBaseUrl)).toEqual([
+    // The gateway's address (no secret) is Codex's `-c` flag, in argv; the key and the model
+    // server's address never reach Daytona: only the gateway holds them.
+    expect(daytonaRoutesMentioning(daytona, `${gateway.listeners.url}/openai/v1`)).toEqual([
       expect.stringMatching(/^POST \/toolbox\/\{id\}\/process\/session\/[^/]+\/exec$/),
     ]);
+    expect(daytonaRoutesMentioning(daytona, credentials["OPENAI_API_KEY"] ?? "")).toEqual([]);
+    expect(daytonaRoutesMentioning(daytona, server.openaiBaseUrl)).toEqual([]);
     expect(server.modelCalls()).toHaveLength(2);
     expect(server.receivedCredential(credentials["OPENAI_API_KEY"] ?? "")).toBe(true);
     expect(server.requests.filter((request) => request.path !== "/v1/responses")).toEqual([]);

@@ -69,17 +69,17 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
   });
 
   test("on the fake Daytona: the generated models.json reaches pi as an upload; the file is committed", async () => {
-    const { report, node, server, committedGreeting, credentials, daytona } = await run("pi", {
+    const { report, node, server, committedGreeting, credentials, daytona, gatewayCalls } = await run("pi", {
       sandbox: "daytona",
       script: GREETING,
     });
     expect(report.status, report.error).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
     expect(committedGreeting).toBe("hello from the scripted model\n");
-    // The key travels in Daytona's env API, never in a command string or in the uploaded models.json.
-    expect(daytonaRoutesMentioning(daytona, credentials["ANTHROPIC_API_KEY"] ?? "")).toEqual([
-      "POST /toolbox/{id}/env",
-    ]);
+    // models.json leads pi to the gateway; the key never reaches Daytona, only the gateway holds it.
+    expect(gatewayCalls.map((call) => call.upstream)).toEqual(["anthropic", "anthropic"]);
+    expect(daytonaRoutesMentioning(daytona, credentials["ANTHROPIC_API_KEY"] ?? "")).toEqual([]);
+    expect(daytonaRoutesMentioning(daytona, server.url)).toEqual([]);
     expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });

@@ -1,6 +1,6 @@
 import { existsSync, readFileSync } from "node:fs";
 import { mkdir } from "node:fs/promises";
-import { delimiter, join } from "node:path";
+import { delimiter, dirname, join } from "node:path";
 import { fileURLToPath } from "node:url";
 import { afterEach, describe } from "vitest";
 import { claudeCodeAgent } from "../../src/agents/claude-code.js";
@@ -132,8 +132,12 @@ export interface RealRunOptions {
   model?: string | null;
   /** The agent step's timeout, in minutes (the default blueprint has none). */
   timeoutMinutes?: number;
-  /** Where the run happens (default: the local sandbox). */
-  sandbox?: "local" | "daytona";
+  /**
+   * Where the run happens: `local` (default) is the unisolated worktree of a repository on this
+   * host, `isolated` the bubblewrap sandbox with no network but loopback (the gateway reached
+   * through its relayed Unix socket), `daytona` the fake Daytona.
+   */
+  sandbox?: "local" | "isolated" | "daytona";
   /** Provider settings over the defaults (e.g. a longer retry cap). */
   settings?: Record<string, string>;
   /** Also gets every event as it happens (e.g. the status comment's reporter). */
@@ -195,9 +199,15 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     process.env["PATH"] = [BIN_DIR, saved.PATH ?? "/usr/local/bin:/usr/bin:/bin"].join(delimiter);
 
     const onDaytona = options.sandbox === "daytona";
-    const repo = onDaytona ? await makeBareRepo(dir.path, "acme", "widgets") : await makeRepo(join(dir.path, "repo"));
+    const isolated = options.sandbox === "isolated";
+    const cloned = onDaytona || isolated;
+    const repo = cloned ? await makeBareRepo(dir.path, "acme", "widgets") : await makeRepo(join(dir.path, "repo"));
     const githubToken = fakeToken("ghs_");
-    const sandbox = onDaytona ? await fakeDaytonaSandbox(dir.path, githubToken, cleanups) : localSandbox();
+    const sandbox = onDaytona
+      ? await fakeDaytonaSandbox(dir.path, githubToken, cleanups)
+      : isolated
+        ? await isolatedSandbox(dir.path, githubToken, cleanups)
+        : localSandbox();
     const credentials = credentialsFor(agent);
     // Harness is the agent's model gateway: the keys and the server's address are its upstream's,
     // and the agent gets a run token and the gateway's address instead.
@@ -215,7 +225,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     const report = await runHarness({
       request: {
         runId: "realagent1",
-        repo: onDaytona ? "acme/widgets" : repo,
+        repo: cloned ? "acme/widgets" : repo,
         branch: "harness/real-agent",
         intent: "add a greeting file",
       },
@@ -309,6 +319,28 @@ function keepingGreeting(
 
 function localSandbox(): RunSandbox {
   return keepingGreeting(createLocalSandbox);
+}
+
+/**
+ * The isolated local sandbox cloning `acme/widgets` from a git server on this host, with no
+ * network but loopback: the agent reaches the model only through the gateway's relayed socket.
+ * The CLIs are read from this folder, and node from wherever it lives.
+ */
+async function isolatedSandbox(
+  root: string,
+  githubToken: string,
+  cleanups: Array<() => Promise<void>>,
+): Promise<RunSandbox> {
+  const gitServer = await startGitHttpServer({ projectRoot: root, token: githubToken });
+  cleanups.push(() => gitServer.close());
+  return keepingGreeting(createLocalSandbox, {
+    githubServerUrl: gitServer.url,
+    localIsolation: {
+      mode: "namespaces",
+      network: "none",
+      readOnlyPaths: [REAL_AGENTS_DIR, ...(process.execPath.startsWith("/usr/") ? [] : [dirname(process.execPath)])],
+    },
+  });
 }
 
 /**

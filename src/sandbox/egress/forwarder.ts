@@ -159,7 +159,30 @@ function listen(server, listenPort) {
       if (error.code === "EADDRINUSE") fail("127.0.0.1:" + listenPort + " is already in use inside the sandbox; choose another port");
       fail("cannot listen on 127.0.0.1:" + listenPort + ": " + error.message);
     });
-      const child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
+    server.listen({ host: "127.0.0.1", port: listenPort, exclusive: true }, resolve);
+  });
+}
+
+const listening = [
+  ...(proxied ? [listen(relayTo(socketPath), port)] : []),
+  ...relays.map((relay) => listen(relayTo(relay.socketPath), relay.port)),
+];
+Promise.all(listening).then(() => {
+  const proxyUrl = "http://127.0.0.1:" + port;
+  const noProxy = "localhost,127.0.0.1,::1";
+  const env = proxied
+    ? {
+        ...process.env,
+        HTTPS_PROXY: proxyUrl,
+        HTTP_PROXY: proxyUrl,
+        https_proxy: proxyUrl,
+        http_proxy: proxyUrl,
+        ALL_PROXY: proxyUrl,
+        NO_PROXY: noProxy,
+        no_proxy: noProxy,
+      }
+    : process.env;
+  const child = spawn(command[0], command.slice(1), { stdio: "inherit", env });
   for (const signal of ["SIGTERM", "SIGINT", "SIGHUP"]) {
     process.on(signal, () => {
       child.kill(signal);
