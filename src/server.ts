@@ -1,4 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from "node:http";
+import type { Duplex } from "node:stream";
 import type { AddressInfo } from "node:net";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
 import type { Logger } from "pino";
@@ -19,6 +20,7 @@ import { observeRateLimitHeaders, withRateLimitObserver } from "./metrics/rate-l
 import { observeWebhook } from "./metrics/webhook-latency.js";
 import { auditEndpoint } from "./audit/audit-endpoint.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
+import { ModelGatewayRoute } from "./runtime/model-gateway.js";
 import { createRunPages } from "./web/run-pages.js";
 
 export interface ServerOverrides extends RuntimeOverrides {
@@ -51,6 +53,7 @@ export async function startHarnessServer(
   overrides: ServerOverrides = {},
 ): Promise<HarnessServer> {
   let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
+  let gatewayRoute: ModelGatewayRoute | undefined;
   let runtime: Runtime | undefined;
   let accepting = true;
   let listeningUrl = "";
@@ -137,8 +140,12 @@ export async function startHarnessServer(
       );
     const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
     const serveAudit = auditEndpoint(built.audit, { token: settings.auditToken, log: probot.log });
+    gatewayRoute = built.gateway ? new ModelGatewayRoute(built.gateway.running) : undefined;
+    const gateway = gatewayRoute;
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
+      // Daytona sandboxes' model calls, on the public address: a run token is all they carry.
+      if (gateway?.handles(req)) return gateway.serve(req, res);
       if (await serveMetrics(req, res)) return;
       if (await serveAudit(req, res)) return;
       if (auth && (await auth.handle(req, res))) return;
@@ -166,6 +173,10 @@ export async function startHarnessServer(
       res.end(JSON.stringify({ error: "internal error" }));
       overrides.log?.error({ err: describeError(error) }, "request failed");
     });
+  });
+  server.on("upgrade", (req: IncomingMessage, socket: Duplex) => {
+    if (gatewayRoute?.handles(req)) gatewayRoute.refuseUpgrade(socket);
+    else socket.destroy();
   });
   await new Promise<void>((resolve, reject) => {
     server.once("error", reject);

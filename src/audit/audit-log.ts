@@ -33,6 +33,12 @@ export type AuditAction =
   | "run.cancelled"
   /** `details.permissions` (e.g. "contents:read"), `details.repositories`. */
   | "token.minted"
+  /** A run token for the model gateway (`details.agent`, `details.upstream`); never the token. */
+  | "model_token.minted"
+  /** The run ended: its gateway tokens stop working (`details.live`: how many were still live). */
+  | "model_tokens.revoked"
+  /** The gateway refused a call's token (`details.reason`, `details.path`): missing, unknown, revoked or foreign. */
+  | "model_token.refused"
   /** `details.branch`, `details.commit`. */
   | "branch.pushed"
   /** `details.url`, `details.number`. */
@@ -48,6 +54,9 @@ export const AUDIT_ACTIONS: readonly AuditAction[] = [
   "request.approved",
   "run.cancelled",
   "token.minted",
+  "model_token.minted",
+  "model_tokens.revoked",
+  "model_token.refused",
   "branch.pushed",
   "pull_request.opened",
   "pull_request.updated",

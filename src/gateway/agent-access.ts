@@ -42,9 +42,7 @@ export function tokenSlots(credentials: readonly string[], upstreams: readonly U
   const slots: TokenSlot[] = [];
   for (const upstream of upstreams) {
     const candidates = credentials.filter((name) => CREDENTIAL_UPSTREAM[name] === upstream);
-    const variable = [...candidates].sort(
-      (a, b) => rank(a) - rank(b),
-    )[0];
+    const variable = [...candidates].sort((a, b) => rank(a) - rank(b))[0];
     if (variable !== undefined) slots.push({ variable, upstream });
   }
   return slots;
@@ -63,7 +61,9 @@ export function isGatewayCredential(name: string): boolean {
 /** The base-URL settings that lead each slot's CLI to the gateway at `gatewayUrl`. */
 export function gatewaySettings(slots: readonly TokenSlot[], gatewayUrl: string): Record<string, string> {
   const base = gatewayUrl.replace(/\/+$/, "");
-  return Object.fromEntries(slots.map((slot) => [BASE_URL_SETTING[slot.upstream], `${base}${UPSTREAM_PATH[slot.upstream]}`]));
+  return Object.fromEntries(
+    slots.map((slot) => [BASE_URL_SETTING[slot.upstream], `${base}${UPSTREAM_PATH[slot.upstream]}`]),
+  );
 }
 
 export interface AgentGrantTemplate {
@@ -79,11 +79,18 @@ export interface AgentGrantTemplate {
  * One run's access to the gateway: a fresh set of run tokens for each agent step, all revoked
  * when the run ends.
  */
+/** What a run's access tells the audit trail: never a token, only that one was made or ended. */
+export interface AccessEvents {
+  minted?(grant: Grant): void;
+  revoked?(runId: string, live: number): void;
+}
+
 export class RunGatewayAccess {
   constructor(
     private readonly grants: GrantStore,
     private readonly template: AgentGrantTemplate,
     readonly slots: readonly TokenSlot[],
+    private readonly events: AccessEvents = {},
   ) {}
 
   /** Fresh run tokens, by credential variable, valid until the run ends. */
@@ -93,13 +100,16 @@ export class RunGatewayAccess {
       const token = mintRunToken();
       const grant: Grant = { ...this.template, upstream: slot.upstream };
       await this.grants.put(runTokenHash(token), grant);
+      this.events.minted?.(grant);
       credentials[slot.variable] = token;
     }
     return credentials;
   }
 
   /** Every token of the run stops working; returns how many were live. */
-  revoke(): Promise<number> {
-    return this.grants.revokeRun(this.template.runId);
+  async revoke(): Promise<number> {
+    const live = await this.grants.revokeRun(this.template.runId);
+    this.events.revoked?.(this.template.runId, live);
+    return live;
   }
 }

@@ -92,8 +92,6 @@ export interface ModelGatewayOptions {
   prices: PriceTable;
   events?: GatewayEvents;
   now?: () => number;
-  /** Where the routes start when mounted inside another server (`/gateway`); none on its own listener. */
-  prefix?: string;
 }
 
 interface Route {
@@ -116,23 +114,15 @@ export class ModelGateway {
   private readonly httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 256 });
   private readonly httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 256 });
   private readonly now: () => number;
-  private readonly prefix: string;
 
   constructor(private readonly options: ModelGatewayOptions) {
     this.upstreams = new Map(options.upstreams.map((upstream) => [upstream.name, upstream]));
     this.now = options.now ?? Date.now;
-    this.prefix = (options.prefix ?? "").replace(/\/+$/, "");
   }
 
   /** The upstreams it can forward to. */
   get upstreamNames(): UpstreamName[] {
     return [...this.upstreams.keys()];
-  }
-
-  /** True when the request's path is the gateway's to answer. */
-  owns(url: string | undefined): boolean {
-    const path = (url ?? "").split("?")[0] ?? "";
-    return this.prefix === "" || path === this.prefix || path.startsWith(`${this.prefix}/`);
   }
 
   /** Answers one HTTP request. Never throws: every failure is an answer in the provider's shape. */
@@ -200,13 +190,14 @@ export class ModelGateway {
   }
 
   private route(method: string, pathname: string): Route | undefined {
-    if (this.prefix !== "" && !pathname.startsWith(`${this.prefix}/`)) return undefined;
-    const path = pathname.slice(this.prefix.length);
+    const path = pathname;
     const anthropic = /^\/anthropic(\/v1\/.*)$/.exec(path);
     if (anthropic?.[1]) {
       const rest = anthropic[1];
-      if (method === "POST" && rest === "/v1/messages") return { upstream: "anthropic", upstreamPath: rest, api: "messages" };
-      if (method === "POST" && rest === "/v1/messages/count_tokens") return { upstream: "anthropic", upstreamPath: rest };
+      if (method === "POST" && rest === "/v1/messages")
+        return { upstream: "anthropic", upstreamPath: rest, api: "messages" };
+      if (method === "POST" && rest === "/v1/messages/count_tokens")
+        return { upstream: "anthropic", upstreamPath: rest };
       if (method === "GET" && /^\/v1\/models(\/[A-Za-z0-9._:@-]{1,200})?$/.test(rest))
         return { upstream: "anthropic", upstreamPath: rest };
       return undefined;
@@ -214,8 +205,10 @@ export class ModelGateway {
     const openai = /^\/openai\/v1(\/.*)$/.exec(path);
     if (openai?.[1]) {
       const rest = openai[1];
-      if (method === "POST" && rest === "/responses") return { upstream: "openai", upstreamPath: rest, api: "responses" };
-      if (method === "POST" && rest === "/chat/completions") return { upstream: "openai", upstreamPath: rest, api: "chat" };
+      if (method === "POST" && rest === "/responses")
+        return { upstream: "openai", upstreamPath: rest, api: "responses" };
+      if (method === "POST" && rest === "/chat/completions")
+        return { upstream: "openai", upstreamPath: rest, api: "chat" };
       if (method === "GET" && /^\/models(\/[A-Za-z0-9._:@-]{1,200})?$/.test(rest))
         return { upstream: "openai", upstreamPath: rest };
     }
@@ -224,15 +217,18 @@ export class ModelGateway {
 
   private async grantFor(request: IncomingMessage, route: Route, path: string): Promise<Grant | undefined> {
     const token = presentedToken(request);
-    const refuse = (reason: string): undefined => {
-      this.options.events?.refusedToken?.({ reason, upstream: route.upstream, path });
-      return undefined;
-    };
-    if (token === undefined) return refuse("no run token");
-    const grant = await this.options.grants.get(runTokenHash(token), this.now());
-    if (!grant) return refuse("unknown, expired or revoked run token");
-    if (grant.upstream !== route.upstream) return refuse(`a run token for ${grant.upstream} used for ${route.upstream}`);
-    return grant;
+    const grant = token === undefined ? undefined : await this.options.grants.get(runTokenHash(token), this.now());
+    const reason =
+      token === undefined
+        ? "no run token"
+        : !grant
+          ? "unknown, expired or revoked run token"
+          : grant.upstream !== route.upstream
+            ? `a run token for ${grant.upstream} used for ${route.upstream}`
+            : undefined;
+    if (reason === undefined) return grant;
+    this.options.events?.refusedToken?.({ reason, upstream: route.upstream, path });
+    return undefined;
   }
 
   /** The body to forward, with what the call may cost at most. */
@@ -272,8 +268,8 @@ export class ModelGateway {
           error: {
             kind: "bad_request",
             message:
-              `Harness has no price for model ${model === "" ? "(none named)" : JSON.stringify(model.slice(0, 100))}, ` +
-              "so it cannot hold this run to its budget: the operator can price it in HARNESS_PRICES",
+              `Harness has no price for model ${modelShown(model)}, so it cannot hold this run to its ` +
+              "budget: the operator can price it in HARNESS_PRICES",
           },
         };
       return { body, streaming, model };
@@ -288,7 +284,11 @@ export class ModelGateway {
    * Reserves the call's worst case; when that is more than a budget has left, what is left, so
    * the call still runs and is cut where the budget ends rather than refused while money remains.
    */
-  private async reserve(grant: Grant, worstUsd: number, metered: boolean): Promise<Reservation | { refused: BudgetStop } | undefined> {
+  private async reserve(
+    grant: Grant,
+    worstUsd: number,
+    metered: boolean,
+  ): Promise<Reservation | { refused: BudgetStop } | undefined> {
     if (!metered) return undefined;
     // A run outside any installation (the CLI) still has its own budget to hold.
     const scope = grant.scope ?? NO_SCOPE;
@@ -317,8 +317,13 @@ export class ModelGateway {
       at: new Date(this.now()),
       ttlMs: RESERVATION_TTL_MS,
     });
-    if (!second.granted) return { refused: { limit: second.limit, limitUsd: second.limitUsd, spentUsd: second.committedUsd } };
-    return { id: partialId, amountUsd: left, upTo: { limit: first.limit, limitUsd: first.limitUsd, spentUsd: first.limitUsd } };
+    if (!second.granted)
+      return { refused: { limit: second.limit, limitUsd: second.limitUsd, spentUsd: second.committedUsd } };
+    return {
+      id: partialId,
+      amountUsd: left,
+      upTo: { limit: first.limit, limitUsd: first.limitUsd, spentUsd: first.limitUsd },
+    };
   }
 
   private async forward(call: {
@@ -351,38 +356,43 @@ export class ModelGateway {
         settled = true;
         resolve();
       };
-      const upstreamRequest = requestUpstream(target, { method: request.method ?? "POST", headers, agent }, (answer) => {
-        status = answer.statusCode ?? 502;
-        response.writeHead(status, answerHeaders(answer));
-        response.flushHeaders();
-        firstByte = this.now();
-        answer.on("data", (chunk: Buffer) => {
-          meter?.feed(chunk);
-          if (cut) return;
-          response.write(chunk);
-          const over = reservation && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
-          if (over && call.call.streaming) {
-            cut = reservation?.upTo ?? { limit: "run", limitUsd: grant.limits.runUsd ?? 0, spentUsd: 0 };
-            response.end(providerStreamError(route.upstream, "budget", budgetMessage(cut)));
-            answer.destroy();
-            upstreamRequest.destroy();
+      const upstreamRequest = requestUpstream(
+        target,
+        { method: request.method ?? "POST", headers, agent },
+        (answer) => {
+          status = answer.statusCode ?? 502;
+          response.writeHead(status, answerHeaders(answer));
+          response.flushHeaders();
+          firstByte = this.now();
+          answer.on("data", (chunk: Buffer) => {
+            meter?.feed(chunk);
+            if (cut) return;
+            response.write(chunk);
+            const over =
+              reservation && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
+            if (over && call.call.streaming) {
+              cut = reservation?.upTo ?? { limit: "run", limitUsd: grant.limits.runUsd ?? 0, spentUsd: 0 };
+              response.end(providerStreamError(route.upstream, "budget", budgetMessage(cut)));
+              answer.destroy();
+              upstreamRequest.destroy();
+              finish();
+            }
+          });
+          answer.on("end", () => {
+            meter?.end();
+            response.end();
             finish();
-          }
-        });
-        answer.on("end", () => {
-          meter?.end();
-          response.end();
-          finish();
-        });
-        answer.on("error", () => {
-          response.destroy();
-          finish();
-        });
-        answer.on("aborted", () => {
-          response.destroy();
-          finish();
-        });
-      });
+          });
+          answer.on("error", () => {
+            response.destroy();
+            finish();
+          });
+          answer.on("aborted", () => {
+            response.destroy();
+            finish();
+          });
+        },
+      );
       upstreamRequest.on("error", (error) => {
         if (!response.headersSent) {
           status = 502;
@@ -478,13 +488,25 @@ export function budgetMessage(stop: BudgetStop): string {
   );
 }
 
+/** A model name from the agent's request, bounded and quoted for an error message. */
+function modelShown(model: string): string {
+  return model === "" ? "(none named)" : JSON.stringify(model.slice(0, 100));
+}
+
 function hasLimits(limits: GrantLimits): boolean {
-  return limits.runUsd !== undefined || limits.repositoryDailyUsd !== undefined || limits.installationDailyUsd !== undefined;
+  return (
+    limits.runUsd !== undefined || limits.repositoryDailyUsd !== undefined || limits.installationDailyUsd !== undefined
+  );
 }
 
 /** The most output a call may produce: what it asks for, else a generous default. */
 function outputCap(json: Record<string, unknown>, api: ApiKind): number {
-  const keys = api === "messages" ? ["max_tokens"] : api === "responses" ? ["max_output_tokens"] : ["max_completion_tokens", "max_tokens"];
+  const keys =
+    api === "messages"
+      ? ["max_tokens"]
+      : api === "responses"
+        ? ["max_output_tokens"]
+        : ["max_completion_tokens", "max_tokens"];
   for (const key of keys) {
     const value = json[key];
     if (typeof value === "number" && Number.isFinite(value) && value > 0) return Math.min(value, 1_000_000);
@@ -522,7 +544,11 @@ const DROPPED_REQUEST_HEADERS = new Set([
   "x-forwarded-proto",
 ]);
 
-function forwardedHeaders(request: IncomingMessage, upstream: Upstream, length: number): Record<string, string | string[]> {
+function forwardedHeaders(
+  request: IncomingMessage,
+  upstream: Upstream,
+  length: number,
+): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
   for (const [name, value] of Object.entries(request.headers)) {
     if (value === undefined || DROPPED_REQUEST_HEADERS.has(name)) continue;
@@ -540,7 +566,13 @@ function forwardedHeaders(request: IncomingMessage, upstream: Upstream, length: 
   return headers;
 }
 
-const DROPPED_ANSWER_HEADERS = new Set(["connection", "keep-alive", "transfer-encoding", "set-cookie", "content-length"]);
+const DROPPED_ANSWER_HEADERS = new Set([
+  "connection",
+  "keep-alive",
+  "transfer-encoding",
+  "set-cookie",
+  "content-length",
+]);
 
 function answerHeaders(answer: IncomingMessage): Record<string, string | string[]> {
   const headers: Record<string, string | string[]> = {};
@@ -556,13 +588,23 @@ function send(response: ServerResponse, error: { status: number; body: string })
     response.destroy();
     return;
   }
-  response.writeHead(error.status, { "content-type": "application/json", "content-length": Buffer.byteLength(error.body) });
+  response.writeHead(error.status, {
+    "content-type": "application/json",
+    "content-length": Buffer.byteLength(error.body),
+  });
   response.end(error.body);
 }
 
 function send502(response: ServerResponse, upstream: UpstreamName, error: Error): void {
   const code = (error as NodeJS.ErrnoException).code;
-  send(response, providerError(upstream, "unavailable", `Harness's model gateway could not reach the ${upstream} upstream (${code ?? "connection failed"})`));
+  send(
+    response,
+    providerError(
+      upstream,
+      "unavailable",
+      `Harness's model gateway could not reach the ${upstream} upstream (${code ?? "connection failed"})`,
+    ),
+  );
 }
 
 /** The whole body, or why not: over `limit` (the rest is not read) or the client went away. */

@@ -40,10 +40,19 @@ export interface ProviderError {
   body: string;
 }
 
-export function providerError(upstream: UpstreamName | undefined, kind: GatewayErrorKind, message: string): ProviderError {
+export function providerError(
+  upstream: UpstreamName | undefined,
+  kind: GatewayErrorKind,
+  message: string,
+): ProviderError {
   const status = STATUS[kind];
   if (upstream === "openai") {
-    const type = kind === "unauthorized" ? "invalid_request_error" : kind === "unavailable" ? "server_error" : "invalid_request_error";
+    const type =
+      kind === "unauthorized"
+        ? "invalid_request_error"
+        : kind === "unavailable"
+          ? "server_error"
+          : "invalid_request_error";
     return { status, body: JSON.stringify({ error: { message, type, code: OPENAI_CODE[kind], param: null } }) };
   }
   return { status, body: JSON.stringify({ type: "error", error: { type: ANTHROPIC_TYPE[kind], message } }) };

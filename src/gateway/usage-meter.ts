@@ -179,7 +179,12 @@ function responsesUsage(value: unknown): TokenUsage | undefined {
   if (!usage) return undefined;
   const cached = numberOr(object(usage["input_tokens_details"])?.["cached_tokens"], 0);
   const input = numberOr(usage["input_tokens"], 0);
-  return { input: Math.max(0, input - cached), output: numberOr(usage["output_tokens"], 0), cacheRead: cached, cacheWrite: 0 };
+  return {
+    input: Math.max(0, input - cached),
+    output: numberOr(usage["output_tokens"], 0),
+    cacheRead: cached,
+    cacheWrite: 0,
+  };
 }
 
 function chatUsage(value: unknown): TokenUsage | undefined {

@@ -14,6 +14,7 @@ import type { PriceTable } from "../agents/prices.js";
 import {
   gatewaySettings,
   RunGatewayAccess,
+  type AccessEvents,
   tokenSlots,
   type TokenSlot,
 } from "../gateway/agent-access.js";
@@ -37,6 +38,9 @@ import { pushAndOpenPullRequest } from "./push.js";
 import { redactingReporter } from "./reporters/redacting.js";
 import { describeGitHubError } from "../github/errors.js";
 import { type CommitIdentity } from "../contracts/types.js";
+
+/** The operator's model API addresses: with the gateway, its upstreams' and never an agent's. */
+const UPSTREAM_BASE_URLS = ["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"];
 
 /** Longest intent accepted, in bytes: long context belongs in the issue body. */
 export const MAX_INTENT_BYTES = 64 * 1024;
@@ -136,13 +140,17 @@ export interface HarnessGateway {
   grants: GrantStore;
   /** The upstreams the gateway forwards to (those whose credential the operator set). */
   upstreams: readonly UpstreamName[];
-  /** Where sandboxes reach it (see `SandboxOptions.modelGateway`). */
-  address: { url: string; socketPath?: string };
+  /** Where sandboxes reach it (see `SandboxOptions.modelGateway`); undefined when this sandbox cannot. */
+  address?: { url: string; socketPath?: string };
+  /** Why the sandbox cannot reach it, when `address` is undefined, with the fix. */
+  unreachable?: string;
   /** Whose daily totals the run counts in, and the daily limits its calls are reserved against. */
   scope?: GrantScope;
   dailyLimits?: Pick<GrantLimits, "repositoryDailyUsd" | "installationDailyUsd">;
   /** Calls `listener` when the gateway refuses or cuts one of the run's calls for a budget; returns the unsubscribe. */
   onBudgetReached?: (runId: string, listener: (stop: BudgetStop) => void) => () => void;
+  /** Tokens minted and revoked, for the audit trail. */
+  events?: AccessEvents;
 }
 
 export interface HarnessOptions {
@@ -181,9 +189,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   const startedAt = now();
   const agentCredentials = pickCredentials(agent);
   const slots = options.gateway && agent ? gatewaySlots(agent, options.gateway) : undefined;
-  const agentSettings = agent ? declaredSettings(agent.driver, agent.credentials ?? {}) : {};
   // The operator's base URLs are the gateway's upstreams now, not the agent's.
-  if (slots) for (const name of ["ANTHROPIC_BASE_URL", "OPENAI_BASE_URL"]) delete agentSettings[name];
+  const agentSettings = Object.fromEntries(
+    Object.entries(agent ? declaredSettings(agent.driver, agent.credentials ?? {}) : {}).filter(
+      ([name]) => !slots || !UPSTREAM_BASE_URLS.includes(name),
+    ),
+  );
   const agentExtras = pickExtras(agent?.passEnv ?? [], agent?.credentials ?? {});
   // Drivers declare their secret settings as credentials; of the operator's extras, some are secrets.
   const agentSecrets = {
@@ -233,6 +244,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
             },
           },
           slots,
+          options.gateway.events,
         )
       : undefined;
   const gatewayStop = new AbortController();
@@ -272,7 +284,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       branch: request.branch,
       runId: request.runId,
       ...(github.token ? { githubToken: github.token } : {}),
-      ...(access && options.gateway ? { modelGateway: options.gateway.address } : {}),
+      ...(access && options.gateway?.address ? { modelGateway: options.gateway.address } : {}),
     });
     if (controller.signal.aborted) throw new Error("stopped before the first step");
     reporter.emit({ type: "sandbox.ready", runId: request.runId, workDir: sandbox.workDir, at: at() });
@@ -280,7 +292,10 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     const baseSha = await headSha(sandbox, controller.signal);
     const target = github.push ? await resolvePushTarget(options, sandbox) : undefined;
     if (access && sandbox.modelGatewayUrl === undefined)
-      throw new Error("The sandbox has no way to reach Harness's model gateway, so the agent could not call its model");
+      throw new Error(
+        options.gateway?.unreachable ??
+          "The sandbox has no way to reach Harness's model gateway, so the agent could not call its model",
+      );
     const settings =
       access && sandbox.modelGatewayUrl !== undefined
         ? { ...agentSettings, ...gatewaySettings(access.slots, sandbox.modelGatewayUrl) }

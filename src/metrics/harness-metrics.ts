@@ -42,6 +42,8 @@ export const MERGE_DURATION_BUCKETS = [
   60, 300, 900, 1800, 3600, 7200, 14_400, 28_800, 86_400, 172_800, 345_600, 604_800, 1_209_600, 2_592_000,
 ];
 /** Follow-up rounds (review fixes, CI fixes) a pull request had when it was closed. */
+/** Model calls: a refusal in a millisecond, a first token in a second, a long answer in minutes. */
+export const GATEWAY_BUCKETS = [0.001, 0.005, 0.025, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600];
 export const PULL_ROUND_BUCKETS = [0, 1, 2, 3, 5, 8, 13];
 
 const PULL_OUTCOMES: readonly PullOutcome[] = ["merged", "closed"];
@@ -69,6 +71,8 @@ export class HarnessMetrics {
   readonly webhookDuration: Histogram<"event" | "status">;
   readonly agentTokens: Counter<"agent" | "model" | "kind">;
   readonly agentCost: Counter<"agent" | "model">;
+  readonly gatewayRequests: Counter<"agent" | "model" | "status">;
+  readonly gatewayDuration: Histogram<"upstream" | "phase">;
   readonly pullRequests: Counter<"outcome">;
   readonly pullRequestMergeDuration: Histogram;
   readonly pullRequestRounds: Histogram<"outcome">;
@@ -125,6 +129,23 @@ export class HarnessMetrics {
         "What agent steps cost in US dollars, by agent and model (`default` when the run named none): " +
         "the CLI's own figure, or its tokens at Harness's prices when it reports none.",
       labelNames: ["agent", "model"],
+      registers,
+    });
+    this.gatewayRequests = new Counter({
+      name: "harness_gateway_requests_total",
+      help:
+        "Model calls the gateway answered, by agent, model (only models in the price table are named; " +
+        "others count as `other`) and HTTP status (401: a refused run token; 400: a budget or a bad request).",
+      labelNames: ["agent", "model", "status"],
+      registers,
+    });
+    this.gatewayDuration = new Histogram({
+      name: "harness_gateway_seconds",
+      help:
+        "Model calls through the gateway: time to the first byte of the answer (`first_byte`) " +
+        "and to its end (`total`), by upstream.",
+      labelNames: ["upstream", "phase"],
+      buckets: GATEWAY_BUCKETS,
       registers,
     });
     this.liveSandboxes = new Gauge({
@@ -257,6 +278,23 @@ export class HarnessMetrics {
     this.runs.inc({ state });
     if (durationSeconds !== undefined && Number.isFinite(durationSeconds) && durationSeconds >= 0)
       this.runDuration.observe({ state }, durationSeconds);
+  }
+
+  /** One model call the gateway answered; `model` must already be bounded (a priced model or `other`). */
+  recordGatewayCall(call: {
+    agent: string;
+    model: string;
+    upstream: string;
+    status: number;
+    firstByteMs: number;
+    durationMs: number;
+  }): void {
+    this.gatewayRequests.inc({ agent: call.agent, model: call.model, status: String(call.status) });
+    this.gatewayDuration.observe(
+      { upstream: call.upstream, phase: "first_byte" },
+      Math.max(0, call.firstByteMs) / 1000,
+    );
+    this.gatewayDuration.observe({ upstream: call.upstream, phase: "total" }, Math.max(0, call.durationMs) / 1000);
   }
 
   /** A followed pull request was merged or closed (once per outcome the ledger recorded). */

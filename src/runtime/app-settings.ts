@@ -39,6 +39,11 @@ export type AppSettings =
       privateKey: string;
       webhookSecret: string;
       webhookPath: string;
+      /**
+       * HARNESS_PUBLIC_URL's origin: where Daytona sandboxes reach the model gateway
+       * (`<origin>/gateway`), and the run pages' address when they are on.
+       */
+      publicUrl?: string;
       webhookProxyUrl?: string;
       /** `https://api.github.com` or `<GHE_PROTOCOL>://<GHE_HOST>/api/v3`. */
       apiBaseUrl: string;
@@ -191,6 +196,7 @@ export function settingsFromEnv(
     privateKey,
     webhookSecret,
     webhookPath: env["WEBHOOK_PATH"] || "/api/github/webhooks",
+    ...publicOrigin(env["HARNESS_PUBLIC_URL"]),
     ...(env["WEBHOOK_PROXY_URL"] ? { webhookProxyUrl: env["WEBHOOK_PROXY_URL"] } : {}),
     apiBaseUrl: gheHost ? `${gheProtocol}://${gheHost}/api/v3` : "https://api.github.com",
     ...(gheHost ? { gheHost, gheProtocol } : {}),
@@ -523,4 +529,15 @@ function webFrom(env: NodeJS.ProcessEnv, apiBaseUrl: string, warnings: string[])
       `The run pages are off: ${setup.reason}. Set HARNESS_PUBLIC_URL and HARNESS_SESSION_SECRET to serve them`,
     );
   return {};
+}
+
+/** HARNESS_PUBLIC_URL's origin, when it is an http(s) URL (the run pages' settings explain a bad one). */
+function publicOrigin(text: string | undefined): { publicUrl?: string } {
+  if (!text) return {};
+  try {
+    const url = new URL(text);
+    return url.protocol === "https:" || url.protocol === "http:" ? { publicUrl: url.origin } : {};
+  } catch {
+    return {};
+  }
 }

@@ -10,6 +10,8 @@ import type { RunJournal } from "../runs/journal/port.js";
 import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
 import { createSpendStore } from "../runs/spend/create.js";
+import { DEFAULT_PRICES } from "../agents/prices.js";
+import { startAppGateway, type AppGateway } from "./model-gateway.js";
 import { createPullRequestLedger } from "../pulls/ledger/create.js";
 import { CiWatcher } from "../pulls/watch/ci-watcher.js";
 import type { PullRequestLedger } from "../pulls/ledger/port.js";
@@ -81,6 +83,8 @@ export interface Runtime {
   redactor: Redactor;
   /** Deletes sandboxes no live run owns; absent in web-only processes and without a shared store. */
   reaper: OrphanReaper | undefined;
+  /** The model gateway, whose `/gateway` route the HTTP server mounts; absent without a model credential. */
+  gateway: AppGateway | undefined;
   /** Resolves when no acknowledgement is in progress and the queue has nothing to run. */
   settle(): Promise<void>;
   /**
@@ -120,6 +124,17 @@ export async function buildRuntime(
   const pulls = createPullRequestLedger(settings.queue);
   // What each repository and installation spent today, beside the runs: every worker holds the same daily budgets.
   const spend = createSpendStore(settings.queue);
+  // The only holder of the model keys: agents get run tokens and its address instead.
+  const gateway = await startAppGateway({
+    environment,
+    store: settings.queue,
+    spend,
+    prices: settings.prices ?? DEFAULT_PRICES,
+    metrics,
+    audit,
+    log,
+    ...(settings.publicUrl ? { publicUrl: settings.publicUrl } : {}),
+  });
   const runMetrics = new RunMetricsReporter(metrics);
   const repoCache =
     settings.repoCache && settings.role !== "web"
@@ -155,6 +170,7 @@ export async function buildRuntime(
     ...(settings.prices ? { prices: settings.prices } : {}),
     ...(settings.maxCostUsd !== undefined ? { maxCostUsd: settings.maxCostUsd } : {}),
     spend,
+    ...(gateway ? { modelGateway: gateway.worker } : {}),
     ...(settings.dailyCostUsdPerInstallation !== undefined
       ? { dailyCostUsdPerInstallation: settings.dailyCostUsdPerInstallation }
       : {}),
@@ -239,6 +255,7 @@ export async function buildRuntime(
     pulls,
     redactor,
     reaper,
+    gateway,
     async settle() {
       // Until nothing moves: a look at a pull request's checks may queue a fix round, whose push
       // starts the next wait. Bounded, so a loop that keeps itself due cannot hold a caller.
@@ -254,6 +271,7 @@ export async function buildRuntime(
       await acknowledgements.idle();
       await queue.close(graceMs);
       await repoCache?.settle();
+      await gateway?.close();
       await Promise.allSettled([journal.close(), pending.close(), audit.close(), pulls.close(), spend.close()]);
     },
   };

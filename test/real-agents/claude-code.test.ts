@@ -58,7 +58,7 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
   });
 
-  test("on the fake Daytona: the gateway's address and a run token reach Claude through Daytona's env API, the key never; the file is committed", async () => {
+  test("on the fake Daytona: the gateway's address and a run token reach Claude, the key never", async () => {
     const { report, node, server, committedGreeting, credentials, daytona, gateway } = await run("claude-code", {
       sandbox: "daytona",
       script: [writeFile("greeting.txt", "hello from Daytona\n"), say("Added greeting.txt.")],

@@ -21,8 +21,8 @@ const GREETING = [
 describeRealAgent("codex", "the real Codex CLI through the codex driver", () => {
   const run = useRealAgentRuns();
 
-  test("the cost budget: the gateway prices Codex's first call from the API's own usage and stops the run there", async () => {
-    const { report, node, server } = await run("codex", {
+  test("the cost budget: the gateway prices Codex's first call from the API's usage and stops there", async () => {
+    const { report, server } = await run("codex", {
       model: "gpt-5.1-codex",
       // 50,000 + 2,000 input tokens at gpt-5.1-codex's $1.25 a million, and 100 output at $10 (a
       // context much larger sets off Codex's own compaction).

@@ -26,7 +26,7 @@ for (const agent of AGENTS) {
     const run = useRealAgentRuns();
 
     describe.each(SANDBOXES)("on the %s sandbox", (sandbox) => {
-      test("what its shell prints of env, config, credentials and /proc holds no key; every upstream call carries the real one", async () => {
+      test("its shell's env, config and /proc hold no key; every upstream call has the real one", async () => {
         const { report, server, credentials, gatewayCalls } = await run(agent, {
           sandbox,
           script: [runCommand(LOOK_FOR_KEYS), say("Looked.")],
@@ -37,7 +37,10 @@ for (const agent of AGENTS) {
         // The command ran and its output went back to the model as the tool's result.
         const bodies = server.requests.map((request) => JSON.stringify(request.body));
         const toolResult = bodies.find((body) => body.includes("looked-for-keys"));
-        expect(toolResult, `no request carried the command's output (status ${report.status}: ${report.error ?? ""})`).toBeDefined();
+        expect(
+          toolResult,
+          `no request carried the command's output (status ${report.status}: ${report.error ?? ""})`,
+        ).toBeDefined();
         expect(toolResult).toMatch(/PATH=/);
         // What the agent holds instead: a run token, which the gateway replaced on the way out.
         expect(toolResult).toMatch(/hgw_[A-Za-z0-9_-]{43}/);

@@ -213,7 +213,11 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     // and the agent gets a run token and the gateway's address instead.
     const gatewayCalls: GatewayCall[] = [];
     const gateway = await startGateway({
-      upstreams: upstreamsFromEnvironment({ ...credentials, ...providerSettingsFor(agent, server), ...options.settings }),
+      upstreams: upstreamsFromEnvironment({
+        ...credentials,
+        ...providerSettingsFor(agent, server),
+        ...options.settings,
+      }),
       prices: DEFAULT_PRICES,
       spend: new MemorySpendStore(),
       socketDir: join(dir.path, "gateway"),

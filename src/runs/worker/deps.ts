@@ -19,6 +19,22 @@ import type { DraftRefusals } from "./draft-refusals.js";
 import type { InstallationAccessCache } from "./installation-access-cache.js";
 import type { PullRequestLedger } from "../../pulls/ledger/port.js";
 import type { SpendStore } from "../spend/port.js";
+import type { GrantStore } from "../../gateway/grants.js";
+import type { BudgetStop } from "../../gateway/model-gateway.js";
+import type { UpstreamName } from "../../gateway/upstreams.js";
+
+/** Harness's model gateway, as the worker hands it to each run. */
+export interface WorkerGateway {
+  grants: GrantStore;
+  upstreams: readonly UpstreamName[];
+  /** Where a sandbox of this kind reaches the gateway; undefined when it cannot (Daytona without a public address). */
+  addressFor(kind: SandboxKind): { url: string; socketPath?: string } | undefined;
+  /** The fix to name when a sandbox cannot reach it. */
+  unreachableHint: string;
+  onBudgetReached(runId: string, listener: (stop: BudgetStop) => void): () => void;
+  /** Records an audit entry (tokens minted and revoked). */
+  audit(entry: Parameters<AuditLog["record"]>[0]): void;
+}
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {
@@ -53,6 +69,11 @@ export interface WorkerDeps {
   prices?: PriceTable;
   /** The operator's ceiling on a run's agent spend, in US dollars (HARNESS_MAX_COST_USD). */
   maxCostUsd?: number;
+  /**
+   * Harness's model gateway: agents get run tokens and its address in place of the model keys,
+   * and budgets are held where the money is spent. Absent when no model credential is set.
+   */
+  modelGateway?: WorkerGateway;
   /** What each repository and installation spent today: finished runs add to it, daily budgets read it. */
   spend?: SpendStore;
   /** The operator's cap on an installation's agent spend per UTC day (HARNESS_DAILY_COST_USD_PER_INSTALLATION). */

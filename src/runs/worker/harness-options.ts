@@ -30,8 +30,14 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
   const { plan, branch, clone } = inputs;
   const { config, blueprint, setupSecrets, sandboxKind, localIsolation, agent, network } = plan;
   // The operator's ceiling holds whatever the repository asks: it can only be lowered, and so
-  // does what is left of the day's budgets.
-  const maxCostUsd = lowestBudget(config.budget?.max_cost_usd, deps.maxCostUsd, inputs.leftTodayUsd);
+  // does what is left of the day's budgets, unless the gateway holds each call to them itself.
+  const gateway = deps.modelGateway;
+  const maxCostUsd = lowestBudget(
+    config.budget?.max_cost_usd,
+    deps.maxCostUsd,
+    gateway ? undefined : inputs.leftTodayUsd,
+  );
+  const gatewayAddress = gateway?.addressFor(sandboxKind);
   return {
     request: {
       runId: request.runId,
@@ -133,6 +139,45 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
       ...(deps.outputLogMs !== undefined ? { logMs: deps.outputLogMs } : {}),
       ...(run.runUrl ? { runUrl: run.runUrl } : {}),
     },
+    ...(gateway
+      ? {
+          gateway: {
+            grants: gateway.grants,
+            upstreams: gateway.upstreams,
+            ...(gatewayAddress ? { address: gatewayAddress } : { unreachable: gateway.unreachableHint }),
+            scope: { repoId: request.repo.id, installationId: request.installationId },
+            dailyLimits: {
+              ...(config.budget?.daily_usd !== undefined ? { repositoryDailyUsd: config.budget.daily_usd } : {}),
+              ...(deps.dailyCostUsdPerInstallation !== undefined
+                ? { installationDailyUsd: deps.dailyCostUsdPerInstallation }
+                : {}),
+            },
+            onBudgetReached: (runId, listener) => gateway.onBudgetReached(runId, listener),
+            events: {
+              minted: (grant) => {
+                gateway.audit({
+                  action: "model_token.minted",
+                  repo: `${request.repo.owner}/${request.repo.name}`,
+                  installationId: request.installationId,
+                  issue: request.issue.number,
+                  runId: request.runId,
+                  details: { agent: grant.agent, upstream: grant.upstream },
+                });
+              },
+              revoked: (runId, live) => {
+                gateway.audit({
+                  action: "model_tokens.revoked",
+                  repo: `${request.repo.owner}/${request.repo.name}`,
+                  installationId: request.installationId,
+                  issue: request.issue.number,
+                  runId,
+                  details: { live },
+                });
+              },
+            },
+          },
+        }
+      : {}),
     signal: run.signal,
     budgetMs: config.timeout_minutes * 60_000,
     ...(maxCostUsd !== undefined ? { maxCostUsd } : {}),

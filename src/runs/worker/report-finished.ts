@@ -19,6 +19,10 @@ async function recordSpend(run: RunContext, report: RunReport): Promise<void> {
   const usd = report.nodes.reduce((sum, node) => sum + (node.kind === "agent" ? (node.costUsd ?? 0) : 0), 0);
   if (!run.deps.spend || usd <= 0) return;
   const { request } = run;
+  // Calls through the model gateway were counted as they were settled: counting the run's
+  // total again would charge the day twice.
+  const metered = await run.deps.spend.runSpend(request.runId, new Date()).catch(() => undefined);
+  if (metered && metered.spentUsd + metered.reservedUsd > 0) return;
   // A store that cannot be written must not turn a finished run into a failed one: the log says so.
   await run.deps.spend
     .add(request.runId, { repoId: request.repo.id, installationId: request.installationId }, usd, new Date())

@@ -88,8 +88,7 @@ export function forwarderCommand(options: {
  * modules are not visible. Exit codes follow runProcess and the shell: the command's own, 128+n
  * when a signal killed it, 127/126 when it cannot be started, 125 when the forwarder cannot.
  */
-export const FORWARDER_SOURCE =
-  `// Harness egress forwarder: relays 127.0.0.1:<port> to the egress proxy's Unix socket.
+export const FORWARDER_SOURCE = `// Harness egress forwarder: relays 127.0.0.1:<port> to the egress proxy's Unix socket.
 import { spawn } from "node:child_process";
 import { connect, createServer } from "node:net";
 import { constants } from "node:os";
@@ -114,7 +113,10 @@ while (args[at] === "--relay") {
 const separator = args[at];
 const command = args.slice(at + 1);
 if (!socketPath || !portText || separator !== "--" || command.length === 0) {
-  fail("usage: node forwarder.mjs <unix-socket-path|-> <listen-port|-> [--relay <port>=<socket>]... -- <command> [args...]");
+  fail(
+    "usage: node forwarder.mjs <unix-socket-path|-> <listen-port|-> [--relay <port>=<socket>]... " +
+      "-- <command> [args...]",
+  );
 }
 const proxied = socketPath !== "-";
 const port = proxied ? Number(portText) : 0;
@@ -156,7 +158,8 @@ function relayTo(target) {
 function listen(server, listenPort) {
   return new Promise((resolve) => {
     server.on("error", (error) => {
-      if (error.code === "EADDRINUSE") fail("127.0.0.1:" + listenPort + " is already in use inside the sandbox; choose another port");
+      if (error.code === "EADDRINUSE")
+        fail("127.0.0.1:" + listenPort + " is already in use inside the sandbox; choose another port");
       fail("cannot listen on 127.0.0.1:" + listenPort + ": " + error.message);
     });
     server.listen({ host: "127.0.0.1", port: listenPort, exclusive: true }, resolve);
