@@ -75,7 +75,7 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(node.costUsd).toBeUndefined();
   });
 
-  test("on the fake Daytona: -c openai_base_url leads Codex to the gateway, the key never reaches it, and the run commits the file", async () => {
+  test("on the fake Daytona: -c openai_base_url leads Codex to the gateway, the key never reaches it", async () => {
     const { report, node, server, committedGreeting, credentials, daytona, gateway } = await run("codex", {
       sandbox: "daytona",
       script: GREETING,
