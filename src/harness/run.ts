@@ -507,7 +507,9 @@ function gatewaySlots(agent: HarnessAgent, gateway: HarnessGateway): TokenSlot[]
     return value !== undefined && !["", "0", "false", "no", "off"].includes(value);
   });
   if (cloud) return undefined;
-  return tokenSlots(agent.driver.credentials, gateway.upstreams);
+  const slots = tokenSlots(agent.driver.credentials, gateway.upstreams);
+  // An agent that calls none of the gateway's upstreams (a `command` agent, say) needs no way to it.
+  return slots.length > 0 ? slots : undefined;
 }
 
 /** Only the credentials the agent declares, and never anything that looks like a GitHub credential. */
