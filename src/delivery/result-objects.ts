@@ -52,7 +52,7 @@ export async function checkObjectSizes(
   let totalBytes = 0;
   for (const line of sized.stdout.split("\n")) {
     if (line === "") continue;
-    const match = /^(blob|tree|commit|tag) (\d+)(?: (.*))?$/.exec(line);
+    const match = /^(blob|tree|commit|tag) (\d+)(?: (.*))?$/s.exec(line);
     if (!match) return { ok: false, tooLarge: false, problem: "it names an object that is not there" };
     const [, type, size, path] = match;
     const bytes = Number(size);
