@@ -287,7 +287,10 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
     async downloadToFile(path, destination, maxBytes) {
       const target = await confine(path);
-      const source = await open(target, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW).catch((error: unknown) => {
+      // O_NOFOLLOW: a symlink swapped in is refused, not followed; O_NONBLOCK: a named pipe put
+      // in the file's place cannot hold the open until someone writes to it.
+      const flags = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK;
+      const source = await open(target, flags).catch((error: unknown) => {
         throw new SandboxError(`Could not read ${path} from the sandbox: ${describeError(error)}`);
       });
       let created = false;
