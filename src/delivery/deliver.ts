@@ -5,7 +5,8 @@ import type { PushErrorKind } from "../contracts/types.js";
 import { classifyPushError } from "../github/push-errors.js";
 import type { Sandbox } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
-import { BundleFormatError, readBundleHeader } from "./bundle-header.js";
+import { BundleFormatError, readBundleHeader, type BundleHeader } from "./bundle-header.js";
+import { scanPack } from "./pack-scan.js";
 import { checkObjectSizes, formatSize } from "./result-objects.js";
 import { fsckImportedPacks, packsIn } from "./result-fsck.js";
 import { checkChangedPaths } from "./result-paths.js";
@@ -36,6 +37,10 @@ export const MAX_RESULT_OBJECT_BYTES = 16 * 1024 * 1024;
  * whole (git's own threshold is 512 MiB). Only for the import: for a diff it would mean "binary".
  */
 const IMPORT_STREAMING_THRESHOLD = "1m";
+/** Most bytes a result's objects may inflate to (bounds the work of reading a compressed flood). */
+const MAX_RESULT_INFLATED_BYTES = 2 * 1024 * 1024 * 1024;
+/** Most objects a result's pack may hold. */
+const MAX_RESULT_OBJECTS = 1_000_000;
 /** Largest patch kept in a report when a push does not happen: 256 KiB. */
 export const MAX_PATCH_BYTES = 256 * 1024;
 
@@ -126,9 +131,20 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
       REMEDY_UNVERIFIED,
     );
   }
-  const headerProblem = await checkHeader(bundlePath, request);
-  if (headerProblem)
-    return refused("unverified", `the run's result failed verification: ${headerProblem}`, REMEDY_UNVERIFIED);
+  const header = await checkHeader(bundlePath, request);
+  if (typeof header === "string")
+    return refused("unverified", `the run's result failed verification: ${header}`, REMEDY_UNVERIFIED);
+  // What git would have to build, from the pack's own headers, before git reads any of it.
+  const pack = await scanPack(bundlePath, header.packOffset, {
+    maxObjectBytes: request.maxObjectBytes ?? MAX_RESULT_OBJECT_BYTES,
+    maxInflatedBytes: MAX_RESULT_INFLATED_BYTES,
+    maxObjects: MAX_RESULT_OBJECTS,
+  });
+  if (pack) {
+    return pack.tooLarge
+      ? refused("file_too_large", `the run's result is too large to check: ${pack.problem}`, REMEDY_TOO_LARGE)
+      : refused("unverified", `the run's result failed verification: ${pack.problem}`, REMEDY_UNVERIFIED);
+  }
 
   await hostGitOrThrow(dir, "Creating the delivery repository", ["init", "--quiet", "--bare", gitDir], {
     timeout: 30_000,
@@ -285,7 +301,8 @@ async function exportBundle(request: DeliveryRequest, destination: string): Prom
   await request.sandbox.downloadToFile(path, destination, request.maxResultBytes ?? MAX_RESULT_BYTES);
 }
 
-async function checkHeader(bundlePath: string, request: DeliveryRequest): Promise<string | undefined> {
+/** The bundle's header when it holds the run's one result on its base, else what is wrong. */
+async function checkHeader(bundlePath: string, request: DeliveryRequest): Promise<BundleHeader | string> {
   let header;
   try {
     header = await readBundleHeader(bundlePath);
@@ -304,7 +321,7 @@ async function checkHeader(bundlePath: string, request: DeliveryRequest): Promis
   const foreign = header.prerequisites.filter((sha) => sha !== request.baseSha);
   if (foreign.length > 0)
     return `it builds on ${String(foreign.length)} commit(s) other than the run's base ${request.baseSha.slice(0, 12)}`;
-  return undefined;
+  return header;
 }
 
 async function checkAncestry(gitDir: string, request: DeliveryRequest): Promise<string | undefined> {

@@ -1,7 +1,9 @@
 import { execFileSync } from "node:child_process";
+import { createHash } from "node:crypto";
 import { existsSync } from "node:fs";
 import { chmod, mkdir, readFile, truncate, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { deflateSync } from "node:zlib";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { ExecResult } from "../../src/contracts/types.js";
 import { deliverRun, type DeliveryOutcome, type DeliveryRequest } from "../../src/delivery/deliver.js";
@@ -67,11 +69,19 @@ function handing(bundlePath: string): Sandbox {
 async function deliver(overrides: Partial<DeliveryRequest> = {}): Promise<DeliveryOutcome> {
   const bundlePath = join(root.path, `r-${String(Math.random()).slice(2)}.bundle`);
   git(work, "bundle", "create", "--quiet", bundlePath, "HEAD", `^${base}`);
+  return deliverBundle(bundlePath, git(work, "rev-parse", "HEAD"), overrides);
+}
+
+function deliverBundle(
+  bundlePath: string,
+  commitSha: string,
+  overrides: Partial<DeliveryRequest> = {},
+): Promise<DeliveryOutcome> {
   return deliverRun({
     sandbox: handing(bundlePath),
     runId: "run1",
     baseSha: base,
-    commitSha: git(work, "rev-parse", "HEAD"),
+    commitSha,
     branch: "harness/run1",
     pushUrl: server.repoUrl("acme/widgets"),
     token,
@@ -194,6 +204,91 @@ describe("objects that inflate past what the bundle's size suggests", () => {
     expect(outcome).toMatchObject({ delivered: false, kind: "file_too_large" });
     expect(!outcome.delivered && outcome.error).toMatch(/come to more than the 32 MiB that can be checked for secrets/);
     expect(outcome).not.toHaveProperty("diffstat");
+    expectNothingPushed(before);
+  });
+});
+
+/** A pack entry's header: type and size, little-endian groups of 4 then 7 bits. */
+function entryHead(type: number, size: number): Buffer {
+  const bytes = [(type << 4) | (size & 15)];
+  for (let rest = Math.floor(size / 16); rest > 0; rest = Math.floor(rest / 128)) {
+    bytes[bytes.length - 1] = (bytes[bytes.length - 1] ?? 0) | 0x80;
+    bytes.push(rest & 0x7f);
+  }
+  return Buffer.from(bytes);
+}
+
+function varint(value: number): Buffer {
+  const bytes: number[] = [];
+  for (let rest = value; ; rest = Math.floor(rest / 128)) {
+    if (rest < 128) return Buffer.from([...bytes, rest]);
+    bytes.push((rest & 0x7f) | 0x80);
+  }
+}
+
+const sha1 = (...parts: Buffer[]): Buffer => {
+  const hash = createHash("sha1");
+  for (const part of parts) hash.update(part);
+  return hash.digest();
+};
+
+/**
+ * A bundle git would accept, of a few hundred bytes, whose one new file is a delta that copies
+ * a 64 KiB blob of zeros over and over into `resultBytes` bytes: indexing it builds them whole.
+ */
+function deltaBomb(resultBytes: number): { bundle: Buffer; commitSha: string } {
+  const baseBlob = Buffer.alloc(64 * 1024);
+  // Copy instruction 0x80 with no offset or size bytes: 64 KiB from offset 0 of the base.
+  const delta = Buffer.concat([
+    varint(baseBlob.length),
+    varint(resultBytes),
+    Buffer.alloc(resultBytes / baseBlob.length, 0x80),
+  ]);
+  const hash = createHash("sha1").update(`blob ${String(resultBytes)}\0`);
+  for (let done = 0; done < resultBytes; done += baseBlob.length) hash.update(baseBlob);
+  const tree = Buffer.concat([Buffer.from("100644 bomb.bin\0"), hash.digest()]);
+  const treeSha = sha1(Buffer.from(`tree ${String(tree.length)}\0`), tree).toString("hex");
+  const commit = Buffer.from(
+    `tree ${treeSha}\nparent ${base}\nauthor A <a@example.com> 0 +0000\n` +
+      `committer A <a@example.com> 0 +0000\n\nnothing to see\n`,
+  );
+  const commitSha = sha1(Buffer.from(`commit ${String(commit.length)}\0`), commit).toString("hex");
+  const header = Buffer.from("PACK\0\0\0\x02\0\0\0\x04", "latin1");
+  const baseEntry = Buffer.concat([entryHead(3, baseBlob.length), deflateSync(baseBlob)]);
+  const pack = Buffer.concat([
+    header,
+    baseEntry,
+    // OFS_DELTA (6) whose base is the entry just before it: a one-byte offset back.
+    entryHead(6, delta.length),
+    Buffer.from([baseEntry.length]),
+    deflateSync(delta, { level: 9 }),
+    entryHead(2, tree.length),
+    deflateSync(tree),
+    entryHead(1, commit.length),
+    deflateSync(commit),
+  ]);
+  const bundle = Buffer.concat([
+    Buffer.from(`# v2 git bundle\n-${base} base\n${commitSha} HEAD\n\n`),
+    pack,
+    sha1(pack),
+  ]);
+  return { bundle, commitSha };
+}
+
+describe("a delta that builds far more than it weighs", () => {
+  test("is refused from the pack's own headers, before git indexes (and builds) it", async () => {
+    const { bundle, commitSha } = deltaBomb(256 * MiB);
+    expect(bundle.length).toBeLessThan(2048);
+    const bundlePath = join(root.path, "bomb.bundle");
+    await writeFile(bundlePath, bundle);
+    const before = refsOf(bare);
+    const rssBefore = process.memoryUsage().rss;
+    const outcome = await deliverBundle(bundlePath, commitSha);
+    expect(process.memoryUsage().rss - rssBefore).toBeLessThan(100 * MiB);
+    expect(outcome).toMatchObject({ delivered: false, kind: "file_too_large" });
+    expect(!outcome.delivered && outcome.error).toMatch(
+      /a delta that builds an object of 256 MiB, over the 16 MiB limit for one object/,
+    );
     expectNothingPushed(before);
   });
 });
