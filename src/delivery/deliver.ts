@@ -140,11 +140,7 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     maxInflatedBytes: MAX_RESULT_INFLATED_BYTES,
     maxObjects: MAX_RESULT_OBJECTS,
   });
-  if (pack) {
-    return pack.tooLarge
-      ? refused("file_too_large", `the run's result is too large to check: ${pack.problem}`, REMEDY_TOO_LARGE)
-      : refused("unverified", `the run's result failed verification: ${pack.problem}`, REMEDY_UNVERIFIED);
-  }
+  if (pack) return refusedAsLarge(pack, request);
 
   await hostGitOrThrow(dir, "Creating the delivery repository", ["init", "--quiet", "--bare", gitDir], {
     timeout: 30_000,
@@ -199,11 +195,7 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     maxObjectBytes: request.maxObjectBytes ?? MAX_RESULT_OBJECT_BYTES,
     maxTotalBytes: MAX_SCANNED_DIFF_BYTES,
   });
-  if (!sizes.ok) {
-    return sizes.tooLarge
-      ? refused("file_too_large", `the run's result is too large to check: ${sizes.problem}`, REMEDY_TOO_LARGE)
-      : refused("unverified", `the run's result failed verification: ${sizes.problem}`, REMEDY_UNVERIFIED);
-  }
+  if (!sizes.ok) return refusedAsLarge(sizes, request);
   const objectProblem =
     (await fsckImportedPacks(dir, gitDir, packsBefore)) ??
     (await checkChangedPaths(gitDir, request.baseSha, "refs/harness/result"));
@@ -399,6 +391,14 @@ function describeFindings(findings: readonly SecretFinding[]): string {
   });
   const more = findings.length > shown.length ? ` and ${String(findings.length - shown.length)} more` : "";
   return `${shown.join(", ")}${more}`;
+}
+
+/** A result too large to check, or one whose objects could not be read; `problem` may name the agent's files. */
+function refusedAsLarge(check: { tooLarge: boolean; problem: string }, request: DeliveryRequest): DeliveryOutcome {
+  const problem = request.redact(check.problem);
+  return check.tooLarge
+    ? refused("file_too_large", `the run's result is too large to check: ${problem}`, REMEDY_TOO_LARGE)
+    : refused("unverified", `the run's result failed verification: ${problem}`, REMEDY_UNVERIFIED);
 }
 
 function refused(
