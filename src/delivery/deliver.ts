@@ -68,8 +68,6 @@ export interface DeliveryRequest {
   signal?: AbortSignal;
   /** Largest bundle accepted (default `MAX_RESULT_BYTES`). */
   maxResultBytes?: number;
-  /** Largest new object accepted (default `MAX_RESULT_OBJECT_BYTES`). */
-  maxObjectBytes?: number;
 }
 
 export type DeliveryOutcome =
@@ -136,7 +134,7 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     return refused("unverified", `the run's result failed verification: ${header}`, REMEDY_UNVERIFIED);
   // What git would have to build, from the pack's own headers, before git reads any of it.
   const pack = await scanPack(bundlePath, header.packOffset, {
-    maxObjectBytes: request.maxObjectBytes ?? MAX_RESULT_OBJECT_BYTES,
+    maxObjectBytes: MAX_RESULT_OBJECT_BYTES,
     maxInflatedBytes: MAX_RESULT_INFLATED_BYTES,
     maxObjects: MAX_RESULT_OBJECTS,
   });
@@ -192,7 +190,7 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   }
   // Sizes first, from object headers: nothing below reads a blob before they are known.
   const sizes = await checkObjectSizes(gitDir, request.baseSha, "refs/harness/result", {
-    maxObjectBytes: request.maxObjectBytes ?? MAX_RESULT_OBJECT_BYTES,
+    maxObjectBytes: MAX_RESULT_OBJECT_BYTES,
     maxTotalBytes: MAX_SCANNED_DIFF_BYTES,
   });
   if (!sizes.ok) return refusedAsLarge(sizes, request);
