@@ -37,8 +37,8 @@ export async function packsIn(gitDir: string): Promise<Set<string>> {
 export async function fsckImportedPacks(dir: string, gitDir: string, before: Set<string>): Promise<string | undefined> {
   const packDir = join(gitDir, "objects", "pack");
   const names = await readdir(packDir);
-  const imported = [...(await packsIn(gitDir))].filter(
-    (name) => !before.has(name) && !names.includes(name.replace(/\.pack$/, ".promisor")),
+  const imported = names.filter(
+    (name) => name.endsWith(".pack") && !before.has(name) && !names.includes(name.replace(/\.pack$/, ".promisor")),
   );
   if (imported.length === 0) return "its objects were not found after the import";
 
