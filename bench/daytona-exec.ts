@@ -164,6 +164,7 @@ try {
     uploadFiles: (files) => box.uploadFiles(files),
     downloadFile: (path) => box.downloadFile(path),
     downloadBytes: (path, maxBytes) => box.downloadBytes(path, maxBytes),
+    downloadToFile: (path, destination, maxBytes) => box.downloadToFile(path, destination, maxBytes),
     writeScratchFile: (name, content) => box.writeScratchFile(name, content),
     removeScratchFile: (name) => box.removeScratchFile(name),
     teardown: () => box.teardown(),

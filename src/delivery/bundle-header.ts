@@ -1,3 +1,5 @@
+import { open } from "node:fs/promises";
+
 /**
  * The header of a git bundle (gitformat-bundle): a signature line, optional capabilities (v3),
  * prerequisite commits (`-<oid> <comment>`), the refs it carries (`<oid> <refname>`), then an
@@ -50,4 +52,21 @@ export function parseBundleHeader(bytes: Uint8Array): BundleHeader {
     header.refs.push({ sha, name });
   }
   return header;
+}
+
+/** The header of the bundle at `path`, from its first `MAX_BUNDLE_HEADER_BYTES` only. */
+export async function readBundleHeader(path: string): Promise<BundleHeader> {
+  const file = await open(path, "r");
+  try {
+    const head = Buffer.alloc(MAX_BUNDLE_HEADER_BYTES);
+    let length = 0;
+    for (;;) {
+      const { bytesRead } = await file.read(head, length, head.length - length, length);
+      length += bytesRead;
+      if (bytesRead === 0 || length === head.length) break;
+    }
+    return parseBundleHeader(head.subarray(0, length));
+  } finally {
+    await file.close();
+  }
 }

@@ -1,11 +1,15 @@
-import { mkdtemp, rm, writeFile } from "node:fs/promises";
+import { mkdtemp, rm } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { PushErrorKind } from "../contracts/types.js";
 import { classifyPushError } from "../github/push-errors.js";
 import type { Sandbox } from "../sandbox/types.js";
 import { describeError } from "../util/errors.js";
-import { BundleFormatError, parseBundleHeader } from "./bundle-header.js";
+import { BundleFormatError, readBundleHeader, type BundleHeader } from "./bundle-header.js";
+import { scanPack } from "./pack-scan.js";
+import { checkObjectSizes, formatSize } from "./result-objects.js";
+import { fsckImportedPacks, packsIn } from "./result-fsck.js";
+import { checkChangedPaths } from "./result-paths.js";
 import {
   hostGit,
   hostGitOrThrow,
@@ -23,6 +27,20 @@ export const MAX_RESULT_BYTES = 100 * 1024 * 1024;
 export const MAX_RESULT_COMMITS = 50;
 /** The change is read whole to look for secrets; a larger diff is refused rather than half-read. */
 export const MAX_SCANNED_DIFF_BYTES = 32 * 1024 * 1024;
+/**
+ * Largest object (a file's contents) a result may add, in bytes, and what all its new objects may
+ * come to together (the secret scan's budget): both read from object headers before any diff.
+ */
+export const MAX_RESULT_OBJECT_BYTES = 16 * 1024 * 1024;
+/**
+ * While the bundle is imported, objects above this are hashed as they stream in rather than held
+ * whole (git's own threshold is 512 MiB). Only for the import: for a diff it would mean "binary".
+ */
+const IMPORT_STREAMING_THRESHOLD = "1m";
+/** Most bytes a result's objects may inflate to (bounds the work of reading a compressed flood). */
+const MAX_RESULT_INFLATED_BYTES = 2 * 1024 * 1024 * 1024;
+/** Most objects a result's pack may hold. */
+const MAX_RESULT_OBJECTS = 1_000_000;
 /** Largest patch kept in a report when a push does not happen: 256 KiB. */
 export const MAX_PATCH_BYTES = 256 * 1024;
 
@@ -99,9 +117,11 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     ...(request.signal ? { signal: request.signal } : {}),
   });
 
-  let bundle: Buffer;
+  // The bundle is copied to a host file here (in a folder only the harness can write), counted
+  // as it arrives; from then on everything is read from that copy, never from the sandbox again.
+  const bundlePath = join(dir, "result.bundle");
   try {
-    bundle = await exportBundle(request);
+    await exportBundle(request, bundlePath);
   } catch (error) {
     return refused(
       "unverified",
@@ -109,15 +129,20 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
       REMEDY_UNVERIFIED,
     );
   }
-  const headerProblem = checkHeader(bundle, request);
-  if (headerProblem)
-    return refused("unverified", `the run's result failed verification: ${headerProblem}`, REMEDY_UNVERIFIED);
+  const header = await checkHeader(bundlePath, request);
+  if (typeof header === "string")
+    return refused("unverified", `the run's result failed verification: ${header}`, REMEDY_UNVERIFIED);
+  // What git would have to build, from the pack's own headers, before git reads any of it.
+  const pack = await scanPack(bundlePath, header.packOffset, {
+    maxObjectBytes: MAX_RESULT_OBJECT_BYTES,
+    maxInflatedBytes: MAX_RESULT_INFLATED_BYTES,
+    maxObjects: MAX_RESULT_OBJECTS,
+  });
+  if (pack) return refusedAsLarge(pack, request);
 
   await hostGitOrThrow(dir, "Creating the delivery repository", ["init", "--quiet", "--bare", gitDir], {
     timeout: 30_000,
   });
-  const bundlePath = join(dir, "result.bundle");
-  await writeFile(bundlePath, bundle);
 
   // The base commit and its trees, so the push can negotiate; blobs come on demand (a partial
   // clone), only those the bundle's deltas or the diff need, so a large repository's whole
@@ -149,8 +174,10 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   }
 
   // Missing delta bases are fetched from the promisor remote while the pack is indexed.
+  const packsBefore = await packsIn(gitDir);
   const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], {
     ...withToken([transport, "file"]),
+    config: [...tokenHeaderConfig(request.token), ["core.bigFileThreshold", IMPORT_STREAMING_THRESHOLD]],
     timeout: 300_000,
   });
   if (imported.exitCode !== 0) {
@@ -161,6 +188,22 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
       REMEDY_UNVERIFIED,
     );
   }
+  // Sizes first, from object headers: nothing below reads a blob before they are known.
+  const sizes = await checkObjectSizes(gitDir, request.baseSha, "refs/harness/result", {
+    maxObjectBytes: MAX_RESULT_OBJECT_BYTES,
+    maxTotalBytes: MAX_SCANNED_DIFF_BYTES,
+  });
+  if (!sizes.ok) return refusedAsLarge(sizes, request);
+  const objectProblem =
+    (await fsckImportedPacks(dir, gitDir, packsBefore)) ??
+    (await checkChangedPaths(gitDir, request.baseSha, "refs/harness/result"));
+  if (objectProblem)
+    return refused(
+      "unverified",
+      `the run's result failed verification: ${request.redact(objectProblem)}`,
+      REMEDY_UNVERIFIED,
+    );
+
   const ancestry = await checkAncestry(gitDir, request);
   if (ancestry) return refused("unverified", `the run's result failed verification: ${ancestry}`, REMEDY_UNVERIFIED);
 
@@ -177,7 +220,7 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   if (diff.exitCode !== 0 || diff.truncated) {
     return refused(
       "unverified",
-      `the change is too large to check for secrets (over ${formatBytes(MAX_SCANNED_DIFF_BYTES)} of diff)`,
+      `the change is too large to check for secrets (over ${formatSize(MAX_SCANNED_DIFF_BYTES)} of diff)`,
       "Make the change smaller (large binaries belong in Git LFS), then ask again",
       { diffstat },
     );
@@ -217,6 +260,9 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   return { delivered: true, commitSha, diffstat };
 }
 
+const REMEDY_TOO_LARGE =
+  "Nothing was pushed. Remove the large file from the change (large binaries belong in Git LFS), then ask again";
+
 const REMEDY_UNVERIFIED =
   "Nothing was pushed. The run's output is kept in the run log; " +
   "ask again, and if it repeats, tell the operator " +
@@ -232,7 +278,7 @@ export function resultBundlePath(runId: string): string {
  * own settings come first on the command line, so the checkout's hooks and fsmonitor stay off
  * even here; the bundle is a claim that the host checks, not a trusted artefact.
  */
-async function exportBundle(request: DeliveryRequest): Promise<Buffer> {
+async function exportBundle(request: DeliveryRequest, destination: string): Promise<void> {
   const path = resultBundlePath(request.runId);
   const result = await request.sandbox.exec({
     argv: ["git", ...SANDBOX_GIT_SAFETY, "bundle", "create", "--quiet", path, "HEAD", `^${request.baseSha}`],
@@ -242,13 +288,14 @@ async function exportBundle(request: DeliveryRequest): Promise<Buffer> {
   });
   if (result.exitCode !== 0)
     throw new Error(`git bundle exited with ${String(result.exitCode)}: ${lastLine(result.stderr || result.stdout)}`);
-  return request.sandbox.downloadBytes(path, request.maxResultBytes ?? MAX_RESULT_BYTES);
+  await request.sandbox.downloadToFile(path, destination, request.maxResultBytes ?? MAX_RESULT_BYTES);
 }
 
-function checkHeader(bundle: Buffer, request: DeliveryRequest): string | undefined {
+/** The bundle's header when it holds the run's one result on its base, else what is wrong. */
+async function checkHeader(bundlePath: string, request: DeliveryRequest): Promise<BundleHeader | string> {
   let header;
   try {
-    header = parseBundleHeader(bundle);
+    header = await readBundleHeader(bundlePath);
   } catch (error) {
     return error instanceof BundleFormatError
       ? `it is not a readable git bundle (${error.message})`
@@ -264,7 +311,7 @@ function checkHeader(bundle: Buffer, request: DeliveryRequest): string | undefin
   const foreign = header.prerequisites.filter((sha) => sha !== request.baseSha);
   if (foreign.length > 0)
     return `it builds on ${String(foreign.length)} commit(s) other than the run's base ${request.baseSha.slice(0, 12)}`;
-  return undefined;
+  return header;
 }
 
 async function checkAncestry(gitDir: string, request: DeliveryRequest): Promise<string | undefined> {
@@ -318,7 +365,7 @@ async function formatPatch(
     { ...options, maxOutput: MAX_SCANNED_DIFF_BYTES },
   );
   if (result.exitCode !== 0) return "";
-  if (result.truncated) return `[patch not kept: larger than ${formatBytes(MAX_SCANNED_DIFF_BYTES)}]\n`;
+  if (result.truncated) return `[patch not kept: larger than ${formatSize(MAX_SCANNED_DIFF_BYTES)}]\n`;
   return headOfPatch(result.stdout, MAX_PATCH_BYTES);
 }
 
@@ -344,6 +391,14 @@ function describeFindings(findings: readonly SecretFinding[]): string {
   return `${shown.join(", ")}${more}`;
 }
 
+/** A result too large to check, or one whose objects could not be read; `problem` may name the agent's files. */
+function refusedAsLarge(check: { tooLarge: boolean; problem: string }, request: DeliveryRequest): DeliveryOutcome {
+  const problem = request.redact(check.problem);
+  return check.tooLarge
+    ? refused("file_too_large", `the run's result is too large to check: ${problem}`, REMEDY_TOO_LARGE)
+    : refused("unverified", `the run's result failed verification: ${problem}`, REMEDY_UNVERIFIED);
+}
+
 function refused(
   kind: PushErrorKind,
   error: string,
@@ -355,8 +410,4 @@ function refused(
 
 function lastLine(text: string): string {
   return text.trim().split("\n").slice(-1)[0]?.slice(0, 300) ?? "";
-}
-
-function formatBytes(bytes: number): string {
-  return `${String(Math.round(bytes / (1024 * 1024)))} MiB`;
 }

@@ -24,6 +24,10 @@ const SAFE_CONFIG: ReadonlyArray<readonly [string, string]> = [
   ["gc.auto", "0"],
   ["maintenance.auto", "false"],
   ["advice.detachedHead", "false"],
+  // Paths git would refuse to write on macOS or Windows (`.git` spelled as those file systems
+  // read it) are refused here too, whatever the host's own file system.
+  ["core.protectHFS", "true"],
+  ["core.protectNTFS", "true"],
 ];
 
 /**

@@ -31,6 +31,15 @@ export interface Sandbox {
   downloadBytes(path: string, maxBytes: number): Promise<Buffer>;
 
   /**
+   * Copy a file the run produced to `destination` on the host, a new file this call creates
+   * (mode 0600), counting bytes as they arrive and stopping with an error past `maxBytes`: one
+   * read, never a size check followed by a second read, and never the whole file in memory.
+   * The path is relative to `workDir` and confined to it; the content is untrusted. On error no
+   * partial copy is left. Resolves to the number of bytes copied.
+   */
+  downloadToFile(path: string, destination: string, maxBytes: number): Promise<number>;
+
+  /**
    * Write a private file (mode 0600, in a 0700 folder) outside `workDir`, for what commands in
    * the sandbox must read but the checkout must never hold (an agent's prompt): nothing the
    * repository runs finds it by searching the checkout, and it cannot end up in a commit.

@@ -1,4 +1,4 @@
-import { readFile } from "node:fs/promises";
+import { readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { ExecResult } from "../../src/contracts/types.js";
@@ -53,6 +53,13 @@ function handing(bytes: Buffer, sizeLimitSeen: number[] = []): Sandbox {
       if (bytes.length > maxBytes)
         return Promise.reject(new Error(`${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`));
       return Promise.resolve(bytes);
+    },
+    downloadToFile: async (_path, destination, maxBytes) => {
+      sizeLimitSeen.push(maxBytes);
+      if (bytes.length > maxBytes)
+        throw new Error(`${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`);
+      await writeFile(destination, bytes, { flag: "wx", mode: 0o600 });
+      return bytes.length;
     },
     teardown: () => Promise.resolve(),
   };

@@ -1,7 +1,9 @@
 // Written against @daytonaio/sdk 0.218.0 (pinned exactly in package.json); the fake Daytona in
 // test/fakes/daytona records the measured behaviour this file relies on.
 import { randomBytes } from "node:crypto";
+import { open, rm } from "node:fs/promises";
 import { dirname, posix } from "node:path";
+import { pipeline } from "node:stream/promises";
 import { performance } from "node:perf_hooks";
 import {
   Daytona,
@@ -232,22 +234,66 @@ class DaytonaSandbox implements Sandbox {
   }
 
   async downloadBytes(path: string, maxBytes: number): Promise<Buffer> {
-    const target = assertPathConfined(path, this.workDir);
+    const chunks: Buffer[] = [];
+    await this.streamFile(path, maxBytes, async (source) => {
+      for await (const chunk of source) chunks.push(chunk);
+    });
+    return Buffer.concat(chunks);
+  }
+
+  async downloadToFile(path: string, destination: string, maxBytes: number): Promise<number> {
+    const sink = await open(destination, "wx", 0o600);
     try {
-      // The size is asked first so a flood is refused before it is transferred; the length is
-      // checked again after, since the sandbox may still be writing.
+      const copied = await this.streamFile(path, maxBytes, (source) => pipeline(source, sink.createWriteStream()));
+      return copied;
+    } catch (error) {
+      await rm(destination, { force: true });
+      throw error;
+    } finally {
+      await sink.close().catch(() => undefined);
+    }
+  }
+
+  /**
+   * One streamed read of a sandbox file, counted as it arrives. The size is asked first so a
+   * flood is refused before any of it is transferred; but that answer is the sandbox's, and a
+   * process it left behind may still be writing, so the count — not the size it claimed —
+   * decides, and the transfer is cut (the request aborted) one byte past the limit.
+   */
+  private async streamFile(
+    path: string,
+    maxBytes: number,
+    consume: (source: AsyncIterable<Buffer>) => Promise<void>,
+  ): Promise<number> {
+    const target = assertPathConfined(path, this.workDir);
+    const transfer = new AbortController();
+    let received = 0;
+    try {
       const details = await this.remote.fs.getFileDetails(target);
       if (details.isDir) throw new SandboxError(`${path} in the sandbox is not a regular file`);
       if (details.size > maxBytes)
         throw new SandboxError(
           `${path} in the sandbox is ${String(details.size)} bytes, over the ${String(maxBytes)}-byte limit`,
         );
-      const content = await this.remote.fs.downloadFile(target);
-      if (content.length > maxBytes)
-        throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
-      return content;
+      const stream = await this.remote.fs.downloadFileStream(target, { signal: transfer.signal });
+      await consume(
+        (async function* counted(): AsyncGenerator<Buffer> {
+          for await (const chunk of stream as AsyncIterable<Buffer>) {
+            received += chunk.length;
+            if (received > maxBytes)
+              throw new SandboxError(
+                `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+              );
+            yield chunk;
+          }
+        })(),
+      );
+      return received;
     } catch (error) {
       throw translateError(error, { redact: this.redact, during: `reading ${path}` });
+    } finally {
+      // Ends the HTTP transfer when the read stopped early; a no-op once it completed.
+      transfer.abort();
     }
   }
 

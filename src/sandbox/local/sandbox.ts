@@ -313,6 +313,49 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       }
     },
 
+    async downloadToFile(path, destination, maxBytes) {
+      const target = await confine(path);
+      // O_NOFOLLOW: a symlink swapped in is refused, not followed; O_NONBLOCK: a named pipe put
+      // in the file's place cannot hold the open until someone writes to it.
+      const flags = fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK;
+      const source = await open(target, flags).catch((error: unknown) => {
+        throw new SandboxError(`Could not read ${path} from the sandbox: ${describeError(error)}`);
+      });
+      let created = false;
+      try {
+        const info = await source.stat();
+        if (!info.isFile()) throw new SandboxError(`${path} in the sandbox is not a regular file`);
+        if (info.size > maxBytes)
+          throw new SandboxError(
+            `${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`,
+          );
+        const sink = await open(destination, "wx", 0o600);
+        created = true;
+        try {
+          // Copied as it is read, counted as it goes: a file that grows past the limit is refused.
+          const chunk = Buffer.alloc(Math.min(1024 * 1024, maxBytes + 1));
+          let copied = 0;
+          for (;;) {
+            const { bytesRead } = await source.read(chunk, 0, chunk.length, copied);
+            if (bytesRead === 0) return copied;
+            copied += bytesRead;
+            if (copied > maxBytes)
+              throw new SandboxError(
+                `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+              );
+            await sink.write(chunk, 0, bytesRead);
+          }
+        } finally {
+          await sink.close();
+        }
+      } catch (error) {
+        if (created) await rm(destination, { force: true });
+        throw error;
+      } finally {
+        await source.close();
+      }
+    },
+
     async writeScratchFile(name, content) {
       if (tornDown) throw new SandboxError("This sandbox has been torn down");
       assertScratchFileName(name);
