@@ -3,6 +3,9 @@ import { Command, CommanderError, InvalidArgumentError, Option } from "commander
 import { AGENTS, createAgent } from "../agents/registry.js";
 import type { RunReport } from "../contracts/types.js";
 import { agentEnvFrom, daytonaOptionsFromEnv, maxCostFrom, pricesFrom } from "../runtime/app-settings.js";
+import { DEFAULT_PRICES, type PriceTable } from "../agents/prices.js";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { createOctokitClient, createTokenOctokit } from "../github/octokit-client.js";
 import type { Blueprint } from "../harness/blueprint.js";
 import { BlueprintError, loadBlueprintFile } from "../harness/blueprint-file.js";
@@ -12,6 +15,10 @@ import { ConsoleReporter } from "../harness/reporters/console.js";
 import { JsonLinesReporter } from "../harness/reporters/jsonl.js";
 import { lowestBudget } from "../harness/cost-budget.js";
 import { newRunId, runHarness } from "../harness/run.js";
+import { startGateway, type RunningGateway } from "../gateway/local-gateway.js";
+import type { BudgetStop } from "../gateway/model-gateway.js";
+import { upstreamsFromEnvironment } from "../gateway/upstreams.js";
+import { MemorySpendStore } from "../runs/spend/memory.js";
 import { activeRunIds } from "../runs/queue/sqlite.js";
 import { reapOrphans } from "../runs/reaper.js";
 import { daytonaInventory } from "../sandbox/daytona/inventory.js";
@@ -277,6 +284,9 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   if (flags.report) reporters.push(new JsonLinesReporter(flags.report));
   const reporter = fanOut(...reporters);
 
+  // Local runs call their model through a gateway in this process: the agent holds a run token,
+  // never the key. A Daytona sandbox cannot reach this process, so there the key goes as before.
+  const gateway = sandboxKind !== "daytona" ? await startCliGateway(env, prices) : undefined;
   const report = await runHarness({
     request: { runId, repo: flags.repo, branch, intent: flags.intent },
     blueprint,
@@ -309,12 +319,38 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
     budgetMs: flags.timeout * 60_000,
     ...(maxCostUsd !== undefined ? { maxCostUsd } : {}),
     ...(prices ? { prices } : {}),
-  });
+    ...(gateway
+      ? {
+          gateway: {
+            grants: gateway.grants,
+            upstreams: gateway.upstreams,
+            address: { url: gateway.listeners.url, socketPath: gateway.listeners.socketPath },
+            onBudgetReached: (id: string, listener: (stop: BudgetStop) => void) =>
+              gateway.signals.subscribe(id, listener),
+          },
+        }
+      : {}),
+  }).finally(() => gateway?.close());
   await reporter.close?.();
 
   if (flags.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else if (report.pushResult?.prUrl) io.stdout.write(`${report.pushResult.prUrl}\n`);
   return exitCodeFor(report, flags.push === true, io);
+}
+
+/** The model gateway for one CLI run, when a model key is set; its socket in a folder of its own. */
+async function startCliGateway(
+  env: NodeJS.ProcessEnv,
+  prices: PriceTable | undefined,
+): Promise<RunningGateway | undefined> {
+  const upstreams = upstreamsFromEnvironment(env);
+  if (upstreams.length === 0) return undefined;
+  return startGateway({
+    upstreams,
+    prices: prices ?? DEFAULT_PRICES,
+    spend: new MemorySpendStore(),
+    socketDir: join(tmpdir(), `harness-gateway-${String(process.pid)}`),
+  });
 }
 
 function exitCodeFor(report: RunReport, pushRequested: boolean, io: CliIo): number {
