@@ -24,10 +24,17 @@ export function commandAgent(options: CommandAgentOptions): AgentDriver {
     program,
     installHint: `make sure ${program} exists in the sandbox`,
     credentials: options.credentials ?? [],
-    buildInvocation(request: AgentRequest, credentials): AgentInvocation {
+    buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
       return {
         argv: [...options.argv],
-        env: { ...credentials, HARNESS_PROMPT: request.prompt, HARNESS_PROMPT_FILE: request.promptFile },
+        // With Harness as the model gateway, its address (ANTHROPIC_BASE_URL, OPENAI_BASE_URL)
+        // comes as a setting beside the run token.
+        env: {
+          ...context?.settings,
+          ...credentials,
+          HARNESS_PROMPT: request.prompt,
+          HARNESS_PROMPT_FILE: request.promptFile,
+        },
       };
     },
     parseResult(result: ExecResult): AgentOutcome {

@@ -127,7 +127,8 @@ export class ModelGateway {
 
   /** Answers one HTTP request. Never throws: every failure is an answer in the provider's shape. */
   handle(request: IncomingMessage, response: ServerResponse): void {
-    this.serve(request, response).catch(() => {
+    this.serve(request, response).catch((error: unknown) => {
+      if (process.env["GW_DEBUG"]) console.error("gateway failed", error);
       if (!response.headersSent) send(response, providerError(undefined, "unavailable", "the model gateway failed"));
       else response.destroy();
     });
@@ -383,17 +384,18 @@ export class ModelGateway {
             response.end();
             finish();
           });
-          answer.on("error", () => {
-            response.destroy();
+          // Once the gateway cut the answer itself, its end is already written: the upstream's
+          // connection going away after that is no failure of the agent's call.
+          const broken = (): void => {
+            if (!cut) response.destroy();
             finish();
-          });
-          answer.on("aborted", () => {
-            response.destroy();
-            finish();
-          });
+          };
+          answer.on("error", broken);
+          answer.on("aborted", broken);
         },
       );
       upstreamRequest.on("error", (error) => {
+        if (cut) return;
         if (!response.headersSent) {
           status = 502;
           send502(response, route.upstream, error);
