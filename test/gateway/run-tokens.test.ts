@@ -49,7 +49,8 @@ test("the agent's run token works while its run does, and is refused once the ru
   // The "agent" keeps what it was given, and asks the gateway for the model list with it.
   const script = [
     `printf '%s\\n%s\\n' "$ANTHROPIC_API_KEY" "$ANTHROPIC_BASE_URL" > ${seen}`,
-    `node -e 'fetch(process.env.ANTHROPIC_BASE_URL + "/v1/models", { headers: { "x-api-key": process.env.ANTHROPIC_API_KEY } })` +
+    `node -e 'const env = process.env; ` +
+      `fetch(env.ANTHROPIC_BASE_URL + "/v1/models", { headers: { "x-api-key": env.ANTHROPIC_API_KEY } })` +
       `.then((r) => require("fs").appendFileSync(process.argv[1], r.status + "\\n"))' ${seen}`,
     "echo changed > changed.txt",
   ].join(" && ");
