@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { TokenUsage } from "../contracts/types.js";
-import { costOf, priceOf, type PriceTable } from "../agents/prices.js";
+import { costOf, priceOf, type ModelPrice, type PriceTable } from "../agents/prices.js";
 import type { Grant, GrantLimits, GrantScope, GrantStore } from "./grants.js";
 import { providerError, providerStreamError, type GatewayErrorKind } from "./provider-errors.js";
 import { runTokenHash } from "./run-token.js";
@@ -114,6 +114,7 @@ export class ModelGateway {
   private readonly httpAgent = new HttpAgent({ keepAlive: true, maxSockets: 256 });
   private readonly httpsAgent = new HttpsAgent({ keepAlive: true, maxSockets: 256 });
   private readonly now: () => number;
+  private readonly priceCache = new Map<string, ModelPrice | undefined>();
 
   constructor(private readonly options: ModelGatewayOptions) {
     this.upstreams = new Map(options.upstreams.map((upstream) => [upstream.name, upstream]));
@@ -262,7 +263,7 @@ export class ModelGateway {
       body = Buffer.from(JSON.stringify(json), "utf8");
     }
     const budgeted = hasLimits(grant.limits);
-    const price = model !== "" ? priceOf(model, this.options.prices) : undefined;
+    const price = model !== "" ? this.priceFor(model) : undefined;
     if (!price) {
       if (budgeted)
         return {
@@ -441,9 +442,18 @@ export class ModelGateway {
     return measured !== undefined && measured > reservedUsd;
   }
 
+  /** A model's price, looked up once per name: the answer's chunks ask for it again and again. */
+  private priceFor(model: string): ModelPrice | undefined {
+    if (this.priceCache.has(model)) return this.priceCache.get(model);
+    const price = priceOf(model, this.options.prices);
+    // Names come from agents' requests: the cache stays small whatever they send.
+    if (this.priceCache.size < 256) this.priceCache.set(model, price);
+    return price;
+  }
+
   /** What the answer has cost so far: the input the provider counted, and the output as generated. */
   private measuredUsd(meter: UsageMeter | undefined, model: string): number | undefined {
-    const price = meter ? priceOf(meter.model ?? model, this.options.prices) : undefined;
+    const price = meter ? this.priceFor(meter.model ?? model) : undefined;
     if (!meter || !price) return undefined;
     const usage = meter.reported;
     const inputUsd = usage
