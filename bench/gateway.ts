@@ -119,25 +119,23 @@ async function main(): Promise<void> {
   const stalled = percentile(totals, 100) > 10 * percentile(totals, 50);
   const loadAfter = loadavg();
   const fmt = (ms: number): string => `${ms.toFixed(3)} ms`;
-  console.log(
-    `node ${process.version}, ${String(cpus().length)} cores; load ${loadBefore.map((v) => v.toFixed(2)).join(" ")} → ${loadAfter.map((v) => v.toFixed(2)).join(" ")}`,
-  );
-  console.log(`${String(ROUNDS)} rounds × ${String(CALLS)} streamed calls each way, alternating`);
-  console.log(
-    `time to first byte, direct:       p50 ${fmt(percentile(directFirst, 50))}  p99 ${fmt(percentile(directFirst, 99))}`,
-  );
-  console.log(
-    `time to first byte, via gateway:  p50 ${fmt(percentile(gatewayFirst, 50))}  p99 ${fmt(percentile(gatewayFirst, 99))}`,
-  );
-  console.log(
-    `added by the gateway:             p50 ${fmt(added.p50)} (target ≤ 1 ms: ${added.p50 <= 1 ? "MET" : "MISSED"})  p99 ${fmt(added.p99)} (target ≤ 3 ms: ${added.p99 <= 3 ? "MET" : "MISSED"})`,
-  );
-  console.log(`gateway CPU per proxied call:     ${fmt(cpuPerCall)}`);
-  console.log(
+  const met = (ok: boolean): string => (ok ? "MET" : "MISSED");
+  const load = (values: number[]): string => values.map((value) => value.toFixed(2)).join(" ");
+  const lines = [
+    `node ${process.version}, ${String(cpus().length)} cores; load ${load(loadBefore)} → ${load(loadAfter)}`,
+    `${String(ROUNDS)} rounds × ${String(CALLS)} streamed calls each way, alternating`,
+    `time to first byte, direct:       p50 ${fmt(percentile(directFirst, 50))}  ` +
+      `p99 ${fmt(percentile(directFirst, 99))}`,
+    `time to first byte, via gateway:  p50 ${fmt(percentile(gatewayFirst, 50))}  ` +
+      `p99 ${fmt(percentile(gatewayFirst, 99))}`,
+    `added by the gateway:             p50 ${fmt(added.p50)} (target ≤ 1 ms: ${met(added.p50 <= 1)})  ` +
+      `p99 ${fmt(added.p99)} (target ≤ 3 ms: ${met(added.p99 <= 3)})`,
+    `gateway CPU per proxied call:     ${fmt(cpuPerCall)}`,
     `${String(CONCURRENT)} concurrent streams: all ${String(concurrent.length)} complete in ${fmt(concurrentWall)}; ` +
       `per stream median ${fmt(percentile(totals, 50))}, slowest ${fmt(percentile(totals, 100))} ` +
-      `(no stall: ${stalled ? "MISSED" : "MET"})`,
-  );
+      `(no stall: ${met(!stalled)})`,
+  ];
+  console.log(lines.join("\n"));
   child.send("stop");
   await new Promise((resolve) => child.once("exit", resolve));
   keepAlive.destroy();
