@@ -46,6 +46,8 @@ export const MAX_INFLATED_BYTES = 8 * 1024 * 1024;
 
 export interface Decoded {
   bytes: Buffer;
+  /** Where in the run the encoded data starts. */
+  at: number;
   /** How it was encoded, innermost first, e.g. ["gzip-compressed", "base64-encoded"]. */
   labels: string[];
 }
@@ -70,35 +72,36 @@ export function decodeRun(run: string, budget: DecodeBudget): Decoded[] {
   const out: Decoded[] = [];
   const base64 = run.replace(/=+$/, "");
   if (base64.length >= MIN_ENCODED_LENGTH && budget.take((base64.length * 3) >> 2)) {
-    out.push(...withInflated(Buffer.from(base64, "base64"), ["base64-encoded"], budget));
+    out.push(...withInflated(Buffer.from(base64, "base64"), 0, ["base64-encoded"], budget));
   }
   for (const at of matchStarts(COMPRESSED_IN_BASE64, base64)) {
     if (at === 0) continue; // decoded above
     const tail = base64.slice(at);
     if (!budget.take((tail.length * 3) >> 2)) break;
     const inflated = inflate(Buffer.from(tail, "base64"), budget);
-    if (inflated) out.push({ bytes: inflated.bytes, labels: [inflated.label, "base64-encoded"] });
+    if (inflated) out.push({ bytes: inflated.bytes, at, labels: [inflated.label, "base64-encoded"] });
   }
   HEX_RUN.lastIndex = 0;
   for (let match = HEX_RUN.exec(run); match; match = HEX_RUN.exec(run)) {
     const hex = match[0];
     if (!budget.take(hex.length >> 1)) break;
-    out.push(...withInflated(Buffer.from(hex.slice(0, hex.length & ~1), "hex"), ["hex-encoded"], budget));
+    const start = match.index;
+    out.push(...withInflated(Buffer.from(hex.slice(0, hex.length & ~1), "hex"), start, ["hex-encoded"], budget));
     for (const at of matchStarts(COMPRESSED_IN_HEX, hex)) {
       if (at === 0) continue;
       const tail = hex.slice(at, at + ((hex.length - at) & ~1));
       if (!budget.take(tail.length >> 1)) break;
       const inflated = inflate(Buffer.from(tail, "hex"), budget);
-      if (inflated) out.push({ bytes: inflated.bytes, labels: [inflated.label, "hex-encoded"] });
+      if (inflated) out.push({ bytes: inflated.bytes, at: start + at, labels: [inflated.label, "hex-encoded"] });
     }
   }
   return out;
 }
 
-function withInflated(bytes: Buffer, labels: string[], budget: DecodeBudget): Decoded[] {
+function withInflated(bytes: Buffer, at: number, labels: string[], budget: DecodeBudget): Decoded[] {
   const inflated = inflate(bytes, budget);
-  const decoded: Decoded[] = [{ bytes, labels }];
-  if (inflated) decoded.push({ bytes: inflated.bytes, labels: [inflated.label, ...labels] });
+  const decoded: Decoded[] = [{ bytes, at, labels }];
+  if (inflated) decoded.push({ bytes: inflated.bytes, at, labels: [inflated.label, ...labels] });
   return decoded;
 }
 

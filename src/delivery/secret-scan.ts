@@ -144,7 +144,7 @@ function needlesFor(secrets: readonly KnownSecret[]): Needle[] {
   return [...needles.values()];
 }
 
-/** A value's random part shorter than this is not searched for in parts: its halves are too short to tell from chance. */
+/** A value's random part shorter than this is not searched for in parts: its halves are too short to be telling. */
 const MIN_PARTED_LENGTH = 20;
 /** `sk-ant-api03-`, `ghs_`, `github_pat_`: a public prefix, not searched for in parts. */
 const PUBLIC_PREFIX = /^(?:[A-Za-z0-9]{1,8}[-_]){1,3}/;
@@ -925,8 +925,9 @@ function runsOf(corpus: Corpus): Run[] {
   };
   let unit = -1;
   for (let p = 0; p < corpus.pieces; p++) {
-    if (num(corpus.pieceUnit, p) !== unit) {
-      close();
+    const blank = num(corpus.pieceJoinedEnd, p) === num(corpus.pieceJoined, p);
+    if (num(corpus.pieceUnit, p) !== unit || blank) {
+      close(); // a new file or message, or a blank line: a paragraph, not a wrapped blob
       unit = num(corpus.pieceUnit, p);
     } else {
       joins = true;
@@ -990,7 +991,8 @@ function findDecoded(root: Corpus, detector: Detector, sink: Sink, budget: Decod
       const wasExhausted = budget.exhausted;
       for (const decoded of decodeRun(run.text, budget)) {
         texts.push(bytesToText(decoded.bytes));
-        origins.push({ ...where, labels: [...decoded.labels, ...where.labels] });
+        const start = from || decoded.at === 0 ? where : placeInRun(corpus, run, decoded.at);
+        origins.push({ ...where, ...start, labels: [...decoded.labels, ...where.labels] });
       }
       if (!wasExhausted && budget.exhausted && !sink.masking) {
         sink.hit({ piece: where.piece, offset: where.offset, name: TOO_MUCH_ENCODED, labels: [] });
@@ -1007,6 +1009,19 @@ function findDecoded(root: Corpus, detector: Detector, sink: Sink, budget: Decod
     findShapes(decoded, detector, decodedSink);
     corpus = decoded;
   }
+}
+
+/** The piece and offset of the character `at` of a run of the change. */
+function placeInRun(corpus: Corpus, run: Run, at: number): { piece: number; offset: number } {
+  let before = 0;
+  for (const [source, start, end] of run.spans) {
+    if (at < before + end - start) {
+      const offset = start + at - before;
+      return { piece: Math.max(corpus.pieceAtOffset(source, offset), run.piece), offset };
+    }
+    before += end - start;
+  }
+  return { piece: run.piece, offset: run.offset };
 }
 
 const TOO_MUCH_ENCODED = "more encoded or compressed data than Harness can check";

@@ -6,29 +6,30 @@
  * the push scan and the redactor look at text with them taken out.
  */
 
-/** Code units (BMP) that are invisible or blank. Indexed by char code; 1 = hidden. */
+/** Ranges of BMP code units that are invisible or blank. */
+const HIDDEN_RANGES: ReadonlyArray<readonly [number, number]> = [
+  [0x00ad, 0x00ad], // soft hyphen
+  [0x034f, 0x034f], // combining grapheme joiner
+  [0x061c, 0x061c], // Arabic letter mark
+  [0x115f, 0x1160], // Hangul fillers
+  [0x17b4, 0x17b5], // Khmer inherent vowels
+  [0x180b, 0x180f], // Mongolian variation selectors and vowel separator
+  [0x200b, 0x200f], // zero-width space, non-joiner, joiner; LRM, RLM
+  [0x202a, 0x202e], // bidi embeddings and overrides
+  [0x2060, 0x2064], // word joiner, invisible operators
+  [0x2066, 0x206f], // bidi isolates, deprecated format characters
+  [0x2800, 0x2800], // braille blank
+  [0x3164, 0x3164], // Hangul filler
+  [0xfe00, 0xfe0f], // variation selectors
+  [0xfeff, 0xfeff], // byte order mark, zero-width no-break space
+  [0xffa0, 0xffa0], // halfwidth Hangul filler
+  [0xfff9, 0xfffb], // interlinear annotation
+  [0xfffd, 0xfffd], // an undecodable byte read as UTF-8 (a UTF-16 byte order mark is two of them)
+];
+
+/** Indexed by char code; 1 = hidden. */
 const HIDDEN = new Uint8Array(0x10000);
-const hide = (from: number, to = from): void => {
-  for (let code = from; code <= to; code++) HIDDEN[code] = 1;
-};
-hide(0x00ad); // soft hyphen
-hide(0x034f); // combining grapheme joiner
-hide(0x061c); // Arabic letter mark
-hide(0x115f, 0x1160); // Hangul fillers
-hide(0x17b4, 0x17b5); // Khmer inherent vowels
-hide(0x180b, 0x180f); // Mongolian variation selectors and vowel separator
-hide(0x200b, 0x200f); // zero-width space, non-joiner, joiner; LRM, RLM
-hide(0x202a, 0x202e); // bidi embeddings and overrides
-hide(0x2060, 0x2064); // word joiner, invisible operators
-hide(0x2066, 0x206f); // bidi isolates, deprecated format characters
-hide(0x2800); // braille blank
-hide(0x3164); // Hangul filler
-hide(0xfe00, 0xfe0f); // variation selectors
-hide(0xfeff); // byte order mark, zero-width no-break space
-hide(0xffa0); // halfwidth Hangul filler
-hide(0xfff9, 0xfffb); // interlinear annotation
-// An undecodable byte read as UTF-8 (a UTF-16 byte order mark is two of them).
-hide(0xfffd);
+for (const [from, to] of HIDDEN_RANGES) HIDDEN.fill(1, from, to + 1);
 
 /** High surrogate of U+E0000..U+E03FF: the tag characters and the variation selectors supplement. */
 const PLANE_14_HIGH = 0xdb40;
@@ -43,9 +44,13 @@ export function isHiddenAt(text: string, index: number): boolean {
   return code >= 0xdc00 && code <= 0xdfff && text.charCodeAt(index - 1) === PLANE_14_HIGH;
 }
 
-const HIDDEN_PATTERN =
-  /[\u00ad\u034f\u061c\u115f\u1160\u17b4\u17b5\u180b-\u180f\u200b-\u200f\u202a-\u202e\u2060-\u2064\u2066-\u206f\u2800\u3164\ufe00-\ufe0f\ufeff\uffa0\ufff9-\ufffb\ufffd]|\udb40[\udc00-\udfff]/;
-const HIDDEN_PATTERN_ALL = new RegExp(HIDDEN_PATTERN.source, "g");
+const escape = (code: number): string => `\\u${code.toString(16).padStart(4, "0")}`;
+/** The same set as one pattern (built from the ranges, with the plane-14 pairs). */
+const HIDDEN_SOURCE =
+  `[${HIDDEN_RANGES.map(([from, to]) => (from === to ? escape(from) : `${escape(from)}-${escape(to)}`)).join("")}]` +
+  `|${escape(PLANE_14_HIGH)}[${escape(0xdc00)}-${escape(0xdfff)}]`;
+const HIDDEN_PATTERN = new RegExp(HIDDEN_SOURCE);
+const HIDDEN_PATTERN_ALL = new RegExp(HIDDEN_SOURCE, "g");
 
 /** Whether `text` holds any hidden character (one linear test; most text has none). */
 export function hasHidden(text: string): boolean {

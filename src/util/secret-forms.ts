@@ -107,7 +107,7 @@ function urlEncodings(value: string): string[] {
 }
 
 function reversed(value: string): string {
-  return [...value].reverse().join("");
+  return Array.from(value).reverse().join("");
 }
 
 function rot13(value: string): string {
@@ -124,13 +124,9 @@ function rot13(value: string): string {
  * (spaces, commas, backslashes) already gone.
  */
 function characterCodeForms(value: string): string[] {
-  const codes = [...value].map((char) => char.codePointAt(0) ?? 0);
+  const codes = Array.from(value).map((char) => char.codePointAt(0) ?? 0);
   const each = (write: (code: number) => string): string => codes.map(write).join("");
-  const forms = [
-    each((code) => String(code)),
-    each((code) => `&#${String(code)};`),
-    each((code) => code.toString(8)),
-  ];
+  const forms = [each((code) => String(code)), each((code) => `&#${String(code)};`), each((code) => code.toString(8))];
   for (const upper of [false, true]) {
     const hex = (code: number): string => (upper ? code.toString(16).toUpperCase() : code.toString(16));
     forms.push(
