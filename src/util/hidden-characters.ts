@@ -52,9 +52,12 @@ const HIDDEN_SOURCE =
 const HIDDEN_PATTERN = new RegExp(HIDDEN_SOURCE);
 const HIDDEN_PATTERN_ALL = new RegExp(HIDDEN_SOURCE, "g");
 
+/** Every hidden character is at or past U+00AD; a single range is a much faster scan than the set. */
+const MAYBE_HIDDEN = /[\u00ad-\uffff]/;
+
 /** Whether `text` holds any hidden character (one linear test; most text has none). */
 export function hasHidden(text: string): boolean {
-  return HIDDEN_PATTERN.test(text);
+  return MAYBE_HIDDEN.test(text) && HIDDEN_PATTERN.test(text);
 }
 
 /** `text` without its hidden characters. */
