@@ -71,6 +71,7 @@ const HEX_RUN = /[0-9A-Fa-f]{16,}/g;
 export function decodeRun(run: string, budget: DecodeBudget): Decoded[] {
   const out: Decoded[] = [];
   const base64 = run.replace(/=+$/, "");
+  if (!mixesCases(base64)) return decodeHexRuns(run, budget, out);
   if (base64.length >= MIN_ENCODED_LENGTH && budget.take((base64.length * 3) >> 2)) {
     out.push(...withInflated(Buffer.from(base64, "base64"), 0, ["base64-encoded"], budget));
   }
@@ -81,6 +82,29 @@ export function decodeRun(run: string, budget: DecodeBudget): Decoded[] {
     const inflated = inflate(Buffer.from(tail, "base64"), budget);
     if (inflated) out.push({ bytes: inflated.bytes, at, labels: [inflated.label, "base64-encoded"] });
   }
+  return decodeHexRuns(run, budget, out);
+}
+
+/*
+ * Base64 of 16 bytes or more that lacks a digit, a capital or a small letter is rare (under one
+ * in a thousand); identifiers and words joined by the run-finder lack one far more often, and
+ * are not worth decoding.
+ */
+function mixesCases(text: string): boolean {
+  let digit = false;
+  let upper = false;
+  let lower = false;
+  for (let i = 0; i < text.length; i++) {
+    const code = text.charCodeAt(i);
+    if (code >= 48 && code <= 57) digit = true;
+    else if (code >= 65 && code <= 90) upper = true;
+    else if (code >= 97 && code <= 122) lower = true;
+    if (digit && upper && lower) return true;
+  }
+  return false;
+}
+
+function decodeHexRuns(run: string, budget: DecodeBudget, out: Decoded[]): Decoded[] {
   HEX_RUN.lastIndex = 0;
   for (let match = HEX_RUN.exec(run); match; match = HEX_RUN.exec(run)) {
     const hex = match[0];

@@ -880,26 +880,24 @@ function decodeBudgetFor(textLength: number): DecodeBudget {
 const EQUALS = 0x3d;
 const BACKSLASH_CODE = 0x5c;
 
-/** `[A-Za-z0-9+/_-]`: both base64 alphabets. */
-function isBase64Code(code: number): boolean {
-  return (
-    (code >= 97 && code <= 122) ||
-    (code >= 65 && code <= 90) ||
-    (code >= 48 && code <= 57) ||
-    code === 43 ||
-    code === 47 ||
-    code === 95 ||
-    code === 45
-  );
+/*
+ * What each ASCII character is to the run-finder: a base64 character (`[A-Za-z0-9+/_-]`, both
+ * alphabets), glue that may lie between two pieces of one run (spaces, commas, dots, backslashes),
+ * a quote (glue that joins), or anything else (0), which ends a run.
+ */
+const BASE64_CHAR = 1;
+const GLUE = 2;
+const QUOTE = 3;
+const RUN_CLASS = new Uint8Array(128);
+for (let code = 0; code < 128; code++) {
+  const char = String.fromCharCode(code);
+  if (/[A-Za-z0-9+/_-]/.test(char)) RUN_CLASS[code] = BASE64_CHAR;
+  else if (" \t\r,.\\".includes(char)) RUN_CLASS[code] = GLUE;
+  else if ("\"'`".includes(char)) RUN_CLASS[code] = QUOTE;
 }
 
-/** What may lie between two pieces of one encoded run: spaces, quotes, commas, dots, backslashes. */
-function isGlue(code: number): boolean {
-  return code === 32 || code === 9 || code === 13 || code === 44 || code === 46 || code === 92 || isQuote(code);
-}
-
-function isQuote(code: number): boolean {
-  return code === 34 || code === 39 || code === 96;
+function runClass(code: number): number {
+  return code < 128 ? (RUN_CLASS[code] ?? 0) : 0;
 }
 
 /*
@@ -911,16 +909,26 @@ function isQuote(code: number): boolean {
  */
 function runsOf(corpus: Corpus): Run[] {
   const runs: Run[] = [];
-  let tokens: string[] = [];
-  let spans: Array<readonly [number, number, number]> = [];
+  // The current run's tokens as [source, start, end] triples, flat and reused: most runs are a
+  // word or two, dropped, and must cost no allocation.
+  const flat: number[] = [];
+  let used = 0;
   let length = 0;
-  let start = { source: 0, piece: 0, offset: 0 };
+  let startPiece = 0;
   let glue = true;
   let joins = false;
   const close = (): void => {
-    if (length >= MIN_ENCODED_LENGTH) runs.push({ text: tokens.join(""), ...start, spans });
-    tokens = [];
-    spans = [];
+    if (length >= MIN_ENCODED_LENGTH && mayBeEncoded(corpus, flat, used)) {
+      const spans: Array<readonly [number, number, number]> = [];
+      const parts: string[] = [];
+      for (let t = 0; t < used; t += 3) {
+        const span = [num(flat, t), num(flat, t + 1), num(flat, t + 2)] as const;
+        spans.push(span);
+        parts.push((corpus.sources[span[0]] ?? "").slice(span[1], span[2]));
+      }
+      runs.push({ text: parts.join(""), source: num(flat, 0), piece: startPiece, offset: num(flat, 1), spans });
+    }
+    used = 0;
     length = 0;
   };
   let unit = -1;
@@ -938,19 +946,21 @@ function runsOf(corpus: Corpus): Run[] {
     let i = num(corpus.pieceStart, p);
     while (i < end) {
       const code = text.charCodeAt(i);
-      if (isBase64Code(code)) {
+      const kind = runClass(code);
+      if (kind === BASE64_CHAR) {
         let j = i + 1;
-        while (j < end && isBase64Code(text.charCodeAt(j))) j++;
+        while (j < end && runClass(text.charCodeAt(j)) === BASE64_CHAR) j++;
         let k = j;
         while (k < end && k - j < 2 && text.charCodeAt(k) === EQUALS) k++;
-        if (k === j && /^\++$/.test(text.slice(i, j))) {
+        if (k === j && onlyPlusSigns(text, i, j)) {
           i = j;
           continue;
         }
         if (length > 0 && !(glue && joins)) close();
-        if (length === 0) start = { source, piece: p, offset: i };
-        tokens.push(text.slice(i, k));
-        spans.push([source, i, k]);
+        if (length === 0) startPiece = p;
+        flat[used++] = source;
+        flat[used++] = i;
+        flat[used++] = k;
         length += k - i;
         glue = true;
         joins = false;
@@ -967,13 +977,48 @@ function runsOf(corpus: Corpus): Run[] {
         i++; // hidden: as if it were not there
         continue;
       }
-      if (isQuote(code)) joins = true;
-      else if (!isGlue(code)) glue = false;
+      if (kind === QUOTE) joins = true;
+      else if (kind !== GLUE) glue = false;
       i++;
     }
   }
   close();
   return runs;
+}
+
+/**
+ * Whether a run's characters could be base64 or hex worth decoding: base64 of 12 bytes or more
+ * mixes digits, capitals and small letters (all but one in a thousand do), hex is 16 hex digits
+ * in a row. Identifiers and words the run-finder joins seldom are either, and are not decoded.
+ */
+function mayBeEncoded(corpus: Corpus, flat: readonly number[], used: number): boolean {
+  let digit = false;
+  let upper = false;
+  let lower = false;
+  let hexStretch = 0;
+  for (let t = 0; t < used; t += 3) {
+    const text = corpus.sources[num(flat, t)] ?? "";
+    const end = num(flat, t + 2);
+    for (let i = num(flat, t + 1); i < end; i++) {
+      const code = text.charCodeAt(i);
+      const isDigit = code >= 48 && code <= 57;
+      const isUpper = code >= 65 && code <= 90;
+      const isLower = code >= 97 && code <= 122;
+      digit ||= isDigit;
+      upper ||= isUpper;
+      lower ||= isLower;
+      if (digit && upper && lower) return true;
+      const hex = isDigit || (code >= 65 && code <= 70) || (code >= 97 && code <= 102);
+      hexStretch = hex ? hexStretch + 1 : 0;
+      if (hexStretch >= MIN_ENCODED_LENGTH) return true;
+    }
+  }
+  return false;
+}
+
+function onlyPlusSigns(text: string, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (text.charCodeAt(i) !== 43) return false;
+  return true;
 }
 
 /**
