@@ -85,21 +85,15 @@ export function decodeRun(run: string, budget: DecodeBudget): Decoded[] {
   return decodeHexRuns(run, budget, out);
 }
 
-/*
- * Base64 of 16 bytes or more that lacks a digit, a capital or a small letter is rare (under one
- * in a thousand); identifiers and words joined by the run-finder lack one far more often, and
- * are not worth decoding.
- */
+/** Base64 of 12 bytes or more holds a capital and a small letter; a run of hex digits seldom does both. */
 function mixesCases(text: string): boolean {
-  let digit = false;
   let upper = false;
   let lower = false;
   for (let i = 0; i < text.length; i++) {
     const code = text.charCodeAt(i);
-    if (code >= 48 && code <= 57) digit = true;
-    else if (code >= 65 && code <= 90) upper = true;
+    if (code >= 65 && code <= 90) upper = true;
     else if (code >= 97 && code <= 122) lower = true;
-    if (digit && upper && lower) return true;
+    if (upper && lower) return true;
   }
   return false;
 }

@@ -19,10 +19,11 @@ import { bytesToText, DecodeBudget, decodeRun, MIN_ENCODED_LENGTH } from "./secr
  * the number of secrets, and no regex ever sees a known value.
  *
  * A value split into pieces placed apart (in two files, or far apart in one) is found by its
- * parts: every run of 16 characters of a value's random part (10 to 16 for shorter values) is a
- * needle too. That finds the pieces wherever they are and in any order, with no pairing of files
- * (the diff lists files in path order, which an attacker chooses): of any two pieces, one holds at
- * least half of the value. A part is reported only where the whole value is not.
+ * parts: runs of 16 characters of a value's random part (`partsOf`) are needles too. That finds
+ * the pieces wherever they are and in any order, with no pairing of files (the diff lists files in
+ * path order, which an attacker chooses, so joining the files' text would have to try every
+ * order): of any two pieces, one holds at least half of the value. A part is reported only where
+ * the whole value is not.
  *
  * What only decoding shows (gzip or zlib data in base64 or hex, base64 of base64, of UTF-16…) is
  * found by decoding: runs of base64 characters, joined across lines and string concatenations,
@@ -987,12 +988,11 @@ function runsOf(corpus: Corpus): Run[] {
 }
 
 /**
- * Whether a run's characters could be base64 or hex worth decoding: base64 of 12 bytes or more
- * mixes digits, capitals and small letters (all but one in a thousand do), hex is 16 hex digits
- * in a row. Identifiers and words the run-finder joins seldom are either, and are not decoded.
+ * Whether a run's characters could be base64 or hex worth decoding: 16 base64 characters or more
+ * hold both a capital and a small letter (all but about one in two thousand do), hex is 16 hex
+ * digits in a row. Words and runs of digits the run-finder joins are neither, and are not decoded.
  */
 function mayBeEncoded(corpus: Corpus, flat: readonly number[], used: number): boolean {
-  let digit = false;
   let upper = false;
   let lower = false;
   let hexStretch = 0;
@@ -1001,14 +1001,12 @@ function mayBeEncoded(corpus: Corpus, flat: readonly number[], used: number): bo
     const end = num(flat, t + 2);
     for (let i = num(flat, t + 1); i < end; i++) {
       const code = text.charCodeAt(i);
-      const isDigit = code >= 48 && code <= 57;
       const isUpper = code >= 65 && code <= 90;
       const isLower = code >= 97 && code <= 122;
-      digit ||= isDigit;
       upper ||= isUpper;
       lower ||= isLower;
-      if (digit && upper && lower) return true;
-      const hex = isDigit || (code >= 65 && code <= 70) || (code >= 97 && code <= 102);
+      if (upper && lower) return true;
+      const hex = (code >= 48 && code <= 57) || (code >= 65 && code <= 70) || (code >= 97 && code <= 102);
       hexStretch = hex ? hexStretch + 1 : 0;
       if (hexStretch >= MIN_ENCODED_LENGTH) return true;
     }
