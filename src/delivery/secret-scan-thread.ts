@@ -80,7 +80,8 @@ export function scanForSecretsInWorker(
       return;
     }
     const timer = setTimeout(() => {
-      settle(notChecked(`it took longer than ${String(Math.round(timeoutMs / 1000))} s`));
+      const limit = timeoutMs < 1000 ? `${String(timeoutMs)} ms` : `${String(Math.round(timeoutMs / 1000))} s`;
+      settle(notChecked(`it took longer than ${limit}`));
       void worker.terminate();
     }, timeoutMs);
     worker.once("message", (findings: SecretFinding[]) => {

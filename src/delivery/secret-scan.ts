@@ -118,6 +118,9 @@ interface Needle {
   label: string;
   /** A run of the value's characters, not all of it. */
   part: boolean;
+  /** For a part: the value (as the search reads it) and where in it the part starts. */
+  whole?: string;
+  at?: number;
 }
 
 function kindOf(name: string, labels: readonly string[]): string {
@@ -126,8 +129,9 @@ function kindOf(name: string, labels: readonly string[]): string {
 
 function needlesFor(secrets: readonly KnownSecret[]): Needle[] {
   const needles = new Map<string, Needle>();
-  const add = (text: string, name: string, label: string, part: boolean): void => {
-    if (text.length >= WINDOW && !needles.has(text)) needles.set(text, { text, name, label, part });
+  const add = (text: string, name: string, label: string, part?: { whole: string; at: number }): void => {
+    if (text.length < WINDOW || needles.has(text)) return;
+    needles.set(text, { text, name, label, part: part !== undefined, ...part });
   };
   for (const { name, value } of secrets) {
     const trimmed = value.trim();
@@ -135,12 +139,13 @@ function needlesFor(secrets: readonly KnownSecret[]): Needle[] {
     // `.env` files and `echo` add or drop surrounding whitespace, which changes every encoding.
     const variants = trimmed === value ? [value] : [value, trimmed];
     for (const variant of variants) {
-      for (const [label, form] of encodedForms(variant)) add(stripJoiners(form), name, label, false);
+      for (const [label, form] of encodedForms(variant)) add(stripJoiners(form), name, label);
     }
   }
   // After every whole form, so a part equal to one of them keeps the whole's label.
   for (const { name, value } of secrets) {
-    for (const part of partsOf(stripJoiners(value.trim()))) add(part, name, "", true);
+    const whole = stripJoiners(value.trim());
+    for (const [part, at] of partsOf(whole)) add(part, name, "", { whole, at });
   }
   return [...needles.values()];
 }
@@ -167,17 +172,19 @@ function pemBody(stripped: string): string {
  * 19 characters holds one of them, and two or three pieces of a 64-character value cannot all be
  * shorter), keeping the needles and the matches in a repeated value few.
  */
-function partsOf(stripped: string): string[] {
-  const random = stripped.includes("-----BEGIN")
-    ? pemBody(stripped).slice(PEM_BODY_PREAMBLE)
-    : stripped.slice(Math.min(PUBLIC_PREFIX.exec(stripped)?.[0].length ?? 0, stripped.length >> 1));
+function partsOf(stripped: string): Array<[part: string, at: number]> {
+  const body = stripped.includes("-----BEGIN") ? pemBody(stripped) : undefined;
+  const from = body
+    ? stripped.indexOf(body) + PEM_BODY_PREAMBLE
+    : Math.min(PUBLIC_PREFIX.exec(stripped)?.[0].length ?? 0, stripped.length >> 1);
+  const random = body ? body.slice(PEM_BODY_PREAMBLE) : stripped.slice(from);
   if (random.length < MIN_PARTED_LENGTH) return [];
   const length = Math.min(16, Math.max(10, Math.ceil(random.length / 2)));
   const stride = random.length >= 64 ? 4 : 1;
-  const parts: string[] = [];
+  const parts: Array<[string, number]> = [];
   for (let at = 0; at + length <= random.length; at += stride) {
     const part = random.slice(at, at + length);
-    if (looksRandom(part, 2)) parts.push(part);
+    if (looksRandom(part, 2)) parts.push([part, from + at]);
   }
   return parts;
 }
@@ -692,10 +699,11 @@ function findKnownValues(corpus: Corpus, needles: readonly Needle[], sink: Sink)
       if (!needle || start < 0 || !text.startsWith(needle.text, start)) continue;
       const last = start + needle.text.length - 1;
       if (sink.masking) {
+        const [from, to] = needle.part ? extendPart(text, start, last, needle) : [start, last];
         // Matches come in order of their anchors: one inside or extending the last is merged into it.
         const previous = found[found.length - 1];
-        if (previous && start >= previous[0] && start <= previous[1] + 1) previous[1] = Math.max(previous[1], last);
-        else found.push([start, last]);
+        if (previous && from >= previous[0] && from <= previous[1] + 1) previous[1] = Math.max(previous[1], to);
+        else found.push([from, to]);
         continue;
       }
       const piece = corpus.pieceAtJoined(start);
@@ -720,6 +728,18 @@ function findKnownValues(corpus: Corpus, needles: readonly Needle[], sink: Sink)
     if (last >= maskedUntil) maskJoined(corpus, Math.max(start, maskedUntil), last, sink);
     maskedUntil = Math.max(maskedUntil, last + 1);
   }
+}
+
+/** A part's match, widened as far as the text goes on matching its value: the whole piece is masked. */
+function extendPart(text: string, start: number, last: number, needle: Needle): [number, number] {
+  const whole = needle.whole ?? "";
+  const at = needle.at ?? 0;
+  let from = start;
+  while (from > 0 && at - (start - from) > 0 && text[from - 1] === whole[at - (start - from) - 1]) from--;
+  let to = last;
+  const end = at + needle.text.length;
+  while (to + 1 < text.length && end + (to - last) < whole.length && text[to + 1] === whole[end + (to - last)]) to++;
+  return [from, to];
 }
 
 /** Masks joined[first..last] piece by piece, so no line break is ever swallowed. */
@@ -1054,17 +1074,18 @@ function findDecoded(root: Corpus, detector: Detector, sink: Sink, budget: Decod
   }
 }
 
-/** The piece and offset of the character `at` of a run of the change. */
-function placeInRun(corpus: Corpus, run: Run, at: number): { piece: number; offset: number } {
+/** Where the run's data starts when it starts at its character `at`: piece, offset, and the spans from there. */
+function placeInRun(corpus: Corpus, run: Run, at: number): Pick<Origin, "piece" | "offset" | "spans"> {
   let before = 0;
-  for (const [source, start, end] of run.spans) {
+  for (const [index, [source, start, end]] of run.spans.entries()) {
     if (at < before + end - start) {
       const offset = start + at - before;
-      return { piece: Math.max(corpus.pieceAtOffset(source, offset), run.piece), offset };
+      const spans = [[source, offset, end] as const, ...run.spans.slice(index + 1)];
+      return { piece: Math.max(corpus.pieceAtOffset(source, offset), run.piece), offset, spans };
     }
     before += end - start;
   }
-  return { piece: run.piece, offset: run.offset };
+  return { piece: run.piece, offset: run.offset, spans: run.spans };
 }
 
 const TOO_MUCH_ENCODED = "more encoded or compressed data than Harness can check";

@@ -214,6 +214,26 @@ describe("scanForSecrets: a registered key written so the text no longer holds i
   });
 });
 
+describe("maskSecrets: what decoding finds is masked where it is written", () => {
+  test("a wrapped gzip blob is masked line by line; the lines around it and the line count stay", () => {
+    const lines = wrap(b64(gzipSync(`{"key":"${key}"}`)), 20);
+    const patch = newFile("blob.txt", ["before", ...lines, "", "after: plain text"]);
+    const masked = maskSecrets(patch, SECRETS);
+    expect(masked.split("\n")).toHaveLength(patch.split("\n").length);
+    expect(masked).toContain("+before\n");
+    expect(masked).toContain("+after: plain text\n");
+    for (const line of lines) expect(masked).not.toContain(line);
+  });
+
+  test("each half of a value split over two files is masked", () => {
+    const patch = newFile("a.txt", [`first=${key.slice(0, half)}`]) + newFile("b.txt", [`second=${key.slice(half)}`]);
+    const masked = maskSecrets(patch, SECRETS);
+    expect(masked).toContain("+second=[REDACTED]");
+    expect(masked).not.toContain(key.slice(half));
+    expect(masked).not.toContain(key.slice(20, half));
+  });
+});
+
 describe("scanForSecrets: UTF-16 through real git", () => {
   const dir = mkdtempSync(join(tmpdir(), "harness-scan-utf16-"));
   afterAll(() => {

@@ -70,7 +70,7 @@ describe("scanForSecretsInWorker", () => {
     );
     expect(verdict).toEqual({
       ok: false,
-      error: "the change could not be checked for secrets (it took longer than 0 s), so Harness did not push it",
+      error: "the change could not be checked for secrets (it took longer than 1 ms), so Harness did not push it",
       remedy: expect.stringContaining("Nothing was pushed") as unknown,
     });
   });
