@@ -19,7 +19,8 @@ import {
   type GitTransport,
   type HostGitOptions,
 } from "./safe-git.js";
-import { maskSecrets, scanForSecrets, type KnownSecret, type SecretFinding } from "./secret-scan.js";
+import { maskSecrets, type KnownSecret, type SecretFinding } from "./secret-scan.js";
+import { scanForSecretsInWorker } from "./secret-scan-thread.js";
 
 /** Largest result a run may hand out of its sandbox, in bytes (a bundle of its new commits). */
 export const MAX_RESULT_BYTES = 100 * 1024 * 1024;
@@ -225,7 +226,13 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
       { diffstat },
     );
   }
-  const findings = scanForSecrets({ patch: diff.stdout, messages: [request.commit.message], secrets: request.secrets });
+  const scan = await scanForSecretsInWorker({
+    patch: diff.stdout,
+    messages: [request.commit.message],
+    secrets: request.secrets,
+  });
+  if (!scan.ok) return refused("unverified", scan.error, scan.remedy, { diffstat });
+  const findings = scan.findings;
   if (findings.length > 0) {
     const patch = maskSecrets(
       await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])),

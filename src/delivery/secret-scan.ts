@@ -1,15 +1,34 @@
+import { plainCodeAt } from "../util/hidden-characters.js";
 import { REDACTED } from "../util/redact.js";
+import { encodedForms } from "../util/secret-forms.js";
+import { bytesToText, DecodeBudget, decodeRun, MIN_ENCODED_LENGTH } from "./secret-decode.js";
 
 /*
  * The last look at a change before Harness pushes it: would the push leak a secret? Pure and
  * synchronous, so the delivery code can call it on the diff it already holds.
  *
- * Known values are searched for in every form an agent is likely to write them in (plain, base64
- * at any byte offset of a larger blob, URL-encoded, hex, cut across lines). Every form is turned
- * into a "needle" with the same joiner characters stripped that are stripped from the text, so a
- * value split across `"…" +` lines or a base64 blob wrapped at 76 columns is one search. All
- * needles are then found in a single Rabin–Karp pass over an 8-character window: the cost is one
- * walk of the text whatever the number of secrets, and no regex ever sees a known value.
+ * Known values are searched for in every form an agent is likely to write them in: plain, base64
+ * (of UTF-8 or UTF-16) at any byte offset of a larger blob, base32, URL-encoded, hex, reversed,
+ * rot13, lists of character codes (src/util/secret-forms.ts), cut across lines. Every form is
+ * turned into a "needle" with the same characters dropped that are dropped from the text: joiners
+ * (so a value split across `"…" +` lines or a base64 blob wrapped at 76 columns is one search),
+ * NUL bytes (so UTF-16 text, which `git diff --text` shows with a NUL beside each ASCII character,
+ * reads as the text it is), and hidden characters (zero-width spaces, bidi controls…), with
+ * lookalike letters read as ASCII (src/util/hidden-characters.ts). All needles are then found in
+ * a single Rabin–Karp pass over an 8-character window: the cost is one walk of the text whatever
+ * the number of secrets, and no regex ever sees a known value.
+ *
+ * A value split into pieces placed apart (in two files, or far apart in one) is found by its
+ * parts: runs of 16 characters of a value's random part (`partsOf`) are needles too. That finds
+ * the pieces wherever they are and in any order, with no pairing of files (the diff lists files in
+ * path order, which an attacker chooses, so joining the files' text would have to try every
+ * order): of any two pieces, one holds at least half of the value. A part is reported only where
+ * the whole value is not.
+ *
+ * What only decoding shows (gzip or zlib data in base64 or hex, base64 of base64, of UTF-16…) is
+ * found by decoding: runs of base64 characters, joined across lines and string concatenations,
+ * are decoded and inflated (src/delivery/secret-decode.ts, one bounded budget per scan) and the
+ * results searched the same way, three layers deep. A run found to hold a secret is masked whole.
  *
  * Well-known token shapes (GitHub, Anthropic, OpenAI, AWS, Slack, Daytona, PEM private keys) are
  * caught even when the value was never registered. Each shape regex starts with a literal and
@@ -54,16 +73,37 @@ const WINDOW = 8;
  * still match. ASCII only, indexed by char code.
  */
 const JOINERS = new Uint8Array(128);
-for (const ch of " \t\n\v\f\r'\"`+,\\.") JOINERS[ch.charCodeAt(0)] = 1;
+for (const ch of " \t\n\v\f\r'\"`+,\\.\0") JOINERS[ch.charCodeAt(0)] = 1;
 
-function isJoiner(code: number): boolean {
-  return code < 128 && JOINERS[code] === 1;
+/** Spaces outside ASCII, joiners too. */
+function isWideSpace(code: number): boolean {
+  return (
+    code === 0xa0 ||
+    code === 0x85 ||
+    code === 0x1680 ||
+    (code >= 0x2000 && code <= 0x200a) ||
+    code === 0x2028 ||
+    code === 0x2029 ||
+    code === 0x202f ||
+    code === 0x205f ||
+    code === 0x3000
+  );
+}
+
+/** `text[index]` as the search reads it, or -1 when the search drops it (a joiner or a hidden character). */
+function scanCodeAt(text: string, index: number): number {
+  const code = text.charCodeAt(index);
+  if (code < 128) return JOINERS[code] === 1 ? -1 : code;
+  if (isWideSpace(code)) return -1;
+  const plain = plainCodeAt(text, index);
+  return plain >= 0 && plain < 128 && JOINERS[plain] === 1 ? -1 : plain;
 }
 
 function stripJoiners(text: string): string {
   let out = "";
   for (let i = 0; i < text.length; i++) {
-    if (!isJoiner(text.charCodeAt(i))) out += text.charAt(i);
+    const code = scanCodeAt(text, i);
+    if (code >= 0) out += String.fromCharCode(code);
   }
   return out;
 }
@@ -76,64 +116,77 @@ interface Needle {
   name: string;
   /** The encoding, e.g. "base64-encoded"; "" for the value as it is. */
   label: string;
+  /** A run of the value's characters, not all of it. */
+  part: boolean;
+  /** For a part: the value (as the search reads it) and where in it the part starts. */
+  whole?: string;
+  at?: number;
 }
 
-function kindOf(needle: Needle, split: boolean): string {
-  const labels = [needle.label, split ? "split across lines" : ""].filter((label) => label !== "");
-  return labels.length === 0 ? needle.name : `${needle.name} (${labels.join(", ")})`;
+function kindOf(name: string, labels: readonly string[]): string {
+  return labels.length === 0 ? name : `${name} (${labels.join(", ")})`;
 }
 
 function needlesFor(secrets: readonly KnownSecret[]): Needle[] {
   const needles = new Map<string, Needle>();
+  const add = (text: string, name: string, label: string, part?: { whole: string; at: number }): void => {
+    if (text.length < WINDOW || needles.has(text)) return;
+    needles.set(text, { text, name, label, part: part !== undefined, ...part });
+  };
   for (const { name, value } of secrets) {
     const trimmed = value.trim();
     if (trimmed.length < MIN_SECRET_LENGTH) continue;
     // `.env` files and `echo` add or drop surrounding whitespace, which changes every encoding.
     const variants = trimmed === value ? [value] : [value, trimmed];
     for (const variant of variants) {
-      for (const [label, form] of encodingsOf(variant)) {
-        const text = stripJoiners(form);
-        if (text.length < WINDOW || needles.has(text)) continue;
-        needles.set(text, { text, name, label });
-      }
+      for (const [label, form] of encodedForms(variant)) add(stripJoiners(form), name, label);
     }
+  }
+  // After every whole form, so a part equal to one of them keeps the whole's label.
+  for (const { name, value } of secrets) {
+    const whole = stripJoiners(value.trim());
+    for (const [part, at] of partsOf(whole)) add(part, name, "", { whole, at });
   }
   return [...needles.values()];
 }
 
-/** `[label, form]` pairs, the plain value first so a form equal to it keeps the plain label. */
-function encodingsOf(value: string): Array<[string, string]> {
-  // As a JSON or shell string a multi-line value (a PEM key) has `\n` for its line breaks.
-  const forms: Array<[string, string]> = [
-    ["", value],
-    ["", JSON.stringify(value).slice(1, -1)],
-  ];
-  for (const form of urlEncodings(value)) forms.push(["URL-encoded", form]);
-  const bytes = Buffer.from(value, "utf8");
-  const hex = bytes.toString("hex");
-  forms.push(["hex-encoded", hex], ["hex-encoded", hex.toUpperCase()]);
-  // Inside a larger base64 blob the value starts at byte offset 0, 1 or 2 of a 3-byte group.
-  // Only the characters whose 6 bits all come from the value are the same whatever surrounds it.
-  for (let lead = 0; lead < 3; lead++) {
-    const encoded = Buffer.concat([Buffer.alloc(lead), bytes]).toString("base64");
-    const core = encoded.slice(Math.ceil((lead * 8) / 6), Math.floor(((lead + bytes.length) * 8) / 6));
-    forms.push(["base64-encoded", core], ["base64-encoded", core.replaceAll("+", "-").replaceAll("/", "_")]);
-  }
-  return forms;
+/** A value's random part shorter than this is not searched for in parts: its halves are too short to be telling. */
+const MIN_PARTED_LENGTH = 20;
+/** `sk-ant-api03-`, `ghs_`, `github_pat_`: a public prefix, not searched for in parts. */
+const PUBLIC_PREFIX = /^(?:[A-Za-z0-9]{1,8}[-_]){1,3}/;
+/** Every key of one type and size starts its body with the same ASN.1 header, about this long. */
+const PEM_BODY_PREAMBLE = 16;
+
+/** The base64 right before a PEM value's `-----END` (as the search reads it: one line, no `+`). */
+function pemBody(stripped: string): string {
+  const end = stripped.indexOf("-----END");
+  let start = end;
+  while (start > 0 && /[A-Za-z0-9/=]/.test(stripped.charAt(start - 1))) start--;
+  return end < 0 ? "" : stripped.slice(start, end);
 }
 
-function urlEncodings(value: string): string[] {
-  let component: string;
-  try {
-    component = encodeURIComponent(value);
-  } catch {
-    return []; // a lone surrogate: no URL form exists
+/**
+ * Runs of `length` characters of the value's random part (its public prefix, or a PEM key's
+ * armour and ASN.1 header, left out) that themselves look random: 16 characters, or half the
+ * random part when that is shorter (never under 10). Every fourth one for a long value (a piece of
+ * 19 characters holds one of them, and two or three pieces of a 64-character value cannot all be
+ * shorter), keeping the needles and the matches in a repeated value few.
+ */
+function partsOf(stripped: string): Array<[part: string, at: number]> {
+  const body = stripped.includes("-----BEGIN") ? pemBody(stripped) : undefined;
+  const from = body
+    ? stripped.indexOf(body) + PEM_BODY_PREAMBLE
+    : Math.min(PUBLIC_PREFIX.exec(stripped)?.[0].length ?? 0, stripped.length >> 1);
+  const random = body ? body.slice(PEM_BODY_PREAMBLE) : stripped.slice(from);
+  if (random.length < MIN_PARTED_LENGTH) return [];
+  const length = Math.min(16, Math.max(10, Math.ceil(random.length / 2)));
+  const stride = random.length >= 64 ? 4 : 1;
+  const parts: Array<[string, number]> = [];
+  for (let at = 0; at + length <= random.length; at += stride) {
+    const part = random.slice(at, at + length);
+    if (looksRandom(part, 2)) parts.push([part, from + at]);
   }
-  // Form encoding (URLSearchParams) also escapes !'()~ and writes spaces as `+`.
-  const form = new URLSearchParams([["", value]]).toString().slice(1);
-  const upper = [component, component.replaceAll("%20", "+"), form];
-  const lower = upper.map((text) => text.replace(/%[0-9A-F]{2}/g, (escape) => escape.toLowerCase()));
-  return [...upper, ...lower];
+  return parts;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -220,6 +273,17 @@ interface Unit {
   key: string;
 }
 
+/** Where text decoded from the change came from: an encoded run, as pieces of the change. */
+interface Origin {
+  /** The piece of the change where the run starts, and the run's offset in that piece's source. */
+  piece: number;
+  offset: number;
+  /** The run's characters in the change's sources: `[source, start, end]`. */
+  spans: ReadonlyArray<readonly [number, number, number]>;
+  /** How the text was encoded, innermost first. */
+  labels: readonly string[];
+}
+
 /*
  * One entry per piece, kept as parallel number arrays rather than objects: a 32 MB diff has close
  * to a million lines.
@@ -240,7 +304,14 @@ class Corpus {
   /** Every unit's pieces, joiners dropped, units separated by "\n" (which no needle contains). */
   joined = "";
 
-  constructor(readonly sources: readonly string[]) {}
+  /**
+   * @param origins for text decoded from a run of the change (one source per decoding): where
+   * that run is in the change, which every hit in the source is reported at and masks.
+   */
+  constructor(
+    readonly sources: readonly string[],
+    readonly origins?: readonly Origin[],
+  ) {}
 
   unit(unit: Unit): void {
     this.units.push(unit);
@@ -276,8 +347,8 @@ class Corpus {
       const text = this.sources[num(this.pieceSource, p)] ?? "";
       const end = num(this.pieceEnd, p);
       for (let i = num(this.pieceStart, p); i < end; i++) {
-        const code = text.charCodeAt(i);
-        if (isJoiner(code)) continue;
+        const code = scanCodeAt(text, i);
+        if (code < 0) continue;
         if (code > 255 && codes instanceof Uint8Array) {
           const wide = new Uint16Array(total);
           wide.set(codes.subarray(0, k));
@@ -327,7 +398,7 @@ class Corpus {
     let offset = num(this.pieceStart, p);
     if (this.cursor.piece === p && this.cursor.joined <= index) ({ joined, offset } = this.cursor);
     for (;;) {
-      while (isJoiner(text.charCodeAt(offset))) offset++;
+      while (offset < text.length && scanCodeAt(text, offset) < 0) offset++;
       if (joined === index) break;
       offset++;
       joined++;
@@ -556,7 +627,14 @@ function detectorFor(secrets: readonly KnownSecret[]): Detector {
 interface Hit {
   piece: number;
   offset: number;
-  kind: string;
+  /** The secret's name, or the token shape's. */
+  name: string;
+  /** How it was written, innermost first, e.g. ["base64-encoded", "split across lines"]. */
+  labels: readonly string[];
+  /** A part of a known value: reported only where nothing else names that value. */
+  part?: boolean;
+  /** Found in decoded text: reported only where the value was not found as written. */
+  decoded?: boolean;
 }
 
 /** Where what is found goes: hits when scanning, spans ([start, end) in a source) when masking. */
@@ -564,7 +642,7 @@ type Sink =
   | {
       masking: false;
       /** False when a hit in `piece` would lose to one already kept, to skip the work of placing it. */
-      wants(piece: number, kind: string): boolean;
+      wants(piece: number, name: string, labels: readonly string[]): boolean;
       /** Keeps the earliest hit per file (or message) and kind. */
       hit(hit: Hit): void;
       /** Pieces where a known value's match starts, deduplicated or not. */
@@ -605,6 +683,9 @@ function findKnownValues(corpus: Corpus, needles: readonly Needle[], sink: Sink)
 
   const text = corpus.joined;
   const found: Array<[number, number]> = [];
+  // The unit each needle was last found in, whole on a line and split across lines: only its
+  // first match of each kind in a unit can be the one kept.
+  const lastUnit = [new Int32Array(needles.length).fill(-1), new Int32Array(needles.length).fill(-1)] as const;
   let hash = 0;
   for (let i = 0; i < text.length; i++) {
     if (i >= WINDOW) hash = (hash - Math.imul(text.charCodeAt(i - WINDOW), RK_DROP)) | 0;
@@ -618,13 +699,25 @@ function findKnownValues(corpus: Corpus, needles: readonly Needle[], sink: Sink)
       if (!needle || start < 0 || !text.startsWith(needle.text, start)) continue;
       const last = start + needle.text.length - 1;
       if (sink.masking) {
-        found.push([start, last]);
+        const [from, to] = needle.part ? extendPart(text, start, last, needle) : [start, last];
+        // Matches come in order of their anchors: one inside or extending the last is merged into it.
+        const previous = found[found.length - 1];
+        if (previous && from >= previous[0] && from <= previous[1] + 1) previous[1] = Math.max(previous[1], to);
+        else found.push([from, to]);
         continue;
       }
       const piece = corpus.pieceAtJoined(start);
-      sink.knownAt.add(piece);
-      const kind = kindOf(needle, corpus.pieceAtJoined(last) !== piece);
-      if (sink.wants(piece, kind)) sink.hit({ piece, offset: corpus.originOf(start), kind });
+      if (!needle.part) sink.knownAt.add(piece);
+      const unit = num(corpus.pieceUnit, piece);
+      const split = corpus.pieceAtJoined(last) !== piece;
+      const seen = lastUnit[split ? 1 : 0];
+      if (seen[index] === unit) continue;
+      seen[index] = unit;
+      const labels = [needle.label, split ? "split across lines" : ""].filter((label) => label !== "");
+      if (needle.part) labels.push("a part of it");
+      if (sink.wants(piece, needle.name, labels)) {
+        sink.hit({ piece, offset: corpus.originOf(start), name: needle.name, labels, part: needle.part });
+      }
     }
   }
   if (!sink.masking) return;
@@ -637,14 +730,36 @@ function findKnownValues(corpus: Corpus, needles: readonly Needle[], sink: Sink)
   }
 }
 
+/** A part's match, widened as far as the text goes on matching its value: the whole piece is masked. */
+function extendPart(text: string, start: number, last: number, needle: Needle): [number, number] {
+  const whole = needle.whole ?? "";
+  const at = needle.at ?? 0;
+  let from = start;
+  while (from > 0 && at - (start - from) > 0 && text[from - 1] === whole[at - (start - from) - 1]) from--;
+  let to = last;
+  const end = at + needle.text.length;
+  while (to + 1 < text.length && end + (to - last) < whole.length && text[to + 1] === whole[end + (to - last)]) to++;
+  return [from, to];
+}
+
 /** Masks joined[first..last] piece by piece, so no line break is ever swallowed. */
 function maskJoined(corpus: Corpus, first: number, last: number, sink: Extract<Sink, { masking: true }>): void {
   for (let p = corpus.pieceAtJoined(first); p < corpus.pieces && num(corpus.pieceJoined, p) <= last; p++) {
     const from = Math.max(first, num(corpus.pieceJoined, p));
     const to = Math.min(last, num(corpus.pieceJoinedEnd, p) - 1);
     if (from > to) continue;
-    sink.span(num(corpus.pieceSource, p), corpus.originOf(from), corpus.originOf(to) + 1);
+    const source = num(corpus.pieceSource, p);
+    const start = corpus.originOf(from);
+    // A character read from a surrogate pair (a tag or mathematical letter) is masked whole.
+    const paired = isLowSurrogate(corpus.sources[source] ?? "", start) ? 1 : 0;
+    sink.span(source, start - paired, corpus.originOf(to) + 1);
   }
+}
+
+function isLowSurrogate(text: string, index: number): boolean {
+  const code = text.charCodeAt(index);
+  const before = text.charCodeAt(index - 1);
+  return code >= 0xdc00 && code <= 0xdfff && before >= 0xd800 && before <= 0xdbff;
 }
 
 function findShapes(corpus: Corpus, detector: Detector, sink: Sink): void {
@@ -667,8 +782,8 @@ function findShapes(corpus: Corpus, detector: Detector, sink: Sink): void {
           sink.span(source, valueStart, valueStart + value.length);
           continue;
         }
-        if (!sink.wants(piece, shape.kind) || isKnownHere(sink, detector, piece, value)) continue;
-        sink.hit({ piece, offset: valueStart, kind: shape.kind });
+        if (!sink.wants(piece, shape.kind, []) || isKnownHere(sink, detector, piece, value)) continue;
+        sink.hit({ piece, offset: valueStart, name: shape.kind, labels: [] });
       }
     }
   });
@@ -718,7 +833,7 @@ function findPem(corpus: Corpus, detector: Detector, source: number, shape: Shap
     const piece = corpus.pieceAtOffset(source, match.index);
     if (piece < 0) continue;
     const unit = num(corpus.pieceUnit, piece);
-    if (!sink.masking && !sink.wants(piece, shape.kind)) continue;
+    if (!sink.masking && !sink.wants(piece, shape.kind, [])) continue;
     const headerEnd = match.index + match[0].length;
 
     let body = bodyIn(piece, headerEnd, true);
@@ -734,7 +849,9 @@ function findPem(corpus: Corpus, detector: Detector, source: number, shape: Shap
     if (typeof body !== "string") continue;
 
     if (!sink.masking) {
-      if (!isKnownHere(sink, detector, piece, body)) sink.hit({ piece, offset: match.index, kind: shape.kind });
+      if (!isKnownHere(sink, detector, piece, body)) {
+        sink.hit({ piece, offset: match.index, name: shape.kind, labels: [] });
+      }
       continue;
     }
     // Mask from the header through the END line, line by line, or PEM_MAX_LINES if none comes.
@@ -762,12 +879,253 @@ function pastLinePrefix(text: string, start: number, end: number): number {
 }
 
 // ---------------------------------------------------------------------------------------------
+// Encoded runs: what decoding them shows.
+
+/** A run of base64 characters, joined from its pieces, as it is in a corpus. */
+interface Run {
+  text: string;
+  source: number;
+  piece: number;
+  offset: number;
+  spans: Array<readonly [number, number, number]>;
+}
+
+/** How many times decoded text is decoded again: base64 of gzip of base64 is three. */
+const MAX_DECODE_DEPTH = 3;
+
+/** What decoding may cost: twice the text scanned, and at least 4 MiB. */
+function decodeBudgetFor(textLength: number): DecodeBudget {
+  return new DecodeBudget(Math.max(4 * 1024 * 1024, 2 * textLength));
+}
+
+const EQUALS = 0x3d;
+const BACKSLASH_CODE = 0x5c;
+
+/*
+ * What each ASCII character is to the run-finder: a base64 character (`[A-Za-z0-9+/_-]`, both
+ * alphabets), glue that may lie between two pieces of one run (spaces, commas, dots, backslashes),
+ * a quote (glue that joins), or anything else (0), which ends a run.
+ */
+const BASE64_CHAR = 1;
+const GLUE = 2;
+const QUOTE = 3;
+const RUN_CLASS = new Uint8Array(128);
+for (let code = 0; code < 128; code++) {
+  const char = String.fromCharCode(code);
+  if (/[A-Za-z0-9+/_-]/.test(char)) RUN_CLASS[code] = BASE64_CHAR;
+  else if (" \t\r,.\\".includes(char)) RUN_CLASS[code] = GLUE;
+  else if ("\"'`".includes(char)) RUN_CLASS[code] = QUOTE;
+}
+
+function runClass(code: number): number {
+  return code < 128 ? (RUN_CLASS[code] ?? 0) : 0;
+}
+
+/*
+ * The runs of base64 characters in a corpus, each joined across what code and text put between
+ * the pieces of one long string: a line break (a blob wrapped at 76 columns) or quotes (`"…" +
+ * "…"`, `["…", "…"]`, a `\n` escape). Glue without a quote or a line break, like the space between
+ * two words, ends a run, so a blob after a word is decoded from its own first character. Padding
+ * (`=`) ends a run too. A token of `+` signs alone is the concatenation operator, not data.
+ */
+function runsOf(corpus: Corpus): Run[] {
+  const runs: Run[] = [];
+  // The current run's tokens as [source, start, end] triples, flat and reused: most runs are a
+  // word or two, dropped, and must cost no allocation.
+  const flat: number[] = [];
+  let used = 0;
+  let length = 0;
+  let startPiece = 0;
+  let glue = true;
+  let joins = false;
+  const close = (): void => {
+    if (length >= MIN_ENCODED_LENGTH && mayBeEncoded(corpus, flat, used)) {
+      const spans: Array<readonly [number, number, number]> = [];
+      const parts: string[] = [];
+      for (let t = 0; t < used; t += 3) {
+        const span = [num(flat, t), num(flat, t + 1), num(flat, t + 2)] as const;
+        spans.push(span);
+        parts.push((corpus.sources[span[0]] ?? "").slice(span[1], span[2]));
+      }
+      runs.push({ text: parts.join(""), source: num(flat, 0), piece: startPiece, offset: num(flat, 1), spans });
+    }
+    used = 0;
+    length = 0;
+  };
+  let unit = -1;
+  for (let p = 0; p < corpus.pieces; p++) {
+    const blank = num(corpus.pieceJoinedEnd, p) === num(corpus.pieceJoined, p);
+    if (num(corpus.pieceUnit, p) !== unit || blank) {
+      close(); // a new file or message, or a blank line: a paragraph, not a wrapped blob
+      unit = num(corpus.pieceUnit, p);
+    } else {
+      joins = true;
+    }
+    const source = num(corpus.pieceSource, p);
+    const text = corpus.sources[source] ?? "";
+    const end = num(corpus.pieceEnd, p);
+    let i = num(corpus.pieceStart, p);
+    while (i < end) {
+      const code = text.charCodeAt(i);
+      const kind = runClass(code);
+      if (kind === BASE64_CHAR) {
+        let j = i + 1;
+        while (j < end && runClass(text.charCodeAt(j)) === BASE64_CHAR) j++;
+        let k = j;
+        while (k < end && k - j < 2 && text.charCodeAt(k) === EQUALS) k++;
+        if (k === j && onlyPlusSigns(text, i, j)) {
+          i = j;
+          continue;
+        }
+        if (length > 0 && !(glue && joins)) close();
+        if (length === 0) startPiece = p;
+        flat[used++] = source;
+        flat[used++] = i;
+        flat[used++] = k;
+        length += k - i;
+        glue = true;
+        joins = false;
+        if (k > j) close();
+        i = k;
+        continue;
+      }
+      if (code === BACKSLASH_CODE && "nrt".includes(text.charAt(i + 1))) {
+        joins = true;
+        i += 2;
+        continue;
+      }
+      if (code >= 0x80 && scanCodeAt(text, i) < 0) {
+        i++; // hidden: as if it were not there
+        continue;
+      }
+      if (kind === QUOTE) joins = true;
+      else if (kind !== GLUE) glue = false;
+      i++;
+    }
+  }
+  close();
+  return runs;
+}
+
+/**
+ * Whether a run's characters could be base64 or hex worth decoding: 16 base64 characters or more
+ * hold both a capital and a small letter (all but about one in two thousand do), hex is 16 hex
+ * digits in a row. Words and runs of digits the run-finder joins are neither, and are not decoded.
+ */
+function mayBeEncoded(corpus: Corpus, flat: readonly number[], used: number): boolean {
+  let upper = false;
+  let lower = false;
+  let hexStretch = 0;
+  for (let t = 0; t < used; t += 3) {
+    const text = corpus.sources[num(flat, t)] ?? "";
+    const end = num(flat, t + 2);
+    for (let i = num(flat, t + 1); i < end; i++) {
+      const code = text.charCodeAt(i);
+      const isUpper = code >= 65 && code <= 90;
+      const isLower = code >= 97 && code <= 122;
+      upper ||= isUpper;
+      lower ||= isLower;
+      if (upper && lower) return true;
+      const hex = (code >= 48 && code <= 57) || (code >= 65 && code <= 70) || (code >= 97 && code <= 102);
+      hexStretch = hex ? hexStretch + 1 : 0;
+      if (hexStretch >= MIN_ENCODED_LENGTH) return true;
+    }
+  }
+  return false;
+}
+
+function onlyPlusSigns(text: string, start: number, end: number): boolean {
+  for (let i = start; i < end; i++) if (text.charCodeAt(i) !== 43) return false;
+  return true;
+}
+
+/**
+ * Decodes every encoded run of `root` (and of what that shows, `MAX_DECODE_DEPTH` deep) and
+ * searches the results: hits are reported at, and mask, the run they came from.
+ */
+function findDecoded(root: Corpus, detector: Detector, sink: Sink, budget: DecodeBudget): void {
+  let corpus = root;
+  for (let depth = 0; depth < MAX_DECODE_DEPTH; depth++) {
+    const texts: string[] = [];
+    const origins: Origin[] = [];
+    for (const run of runsOf(corpus)) {
+      const from = corpus.origins?.[run.source];
+      const where = from ?? { piece: run.piece, offset: run.offset, spans: run.spans, labels: [] };
+      const wasExhausted = budget.exhausted;
+      for (const decoded of decodeRun(run.text, budget)) {
+        texts.push(bytesToText(decoded.bytes));
+        const start = from || decoded.at === 0 ? where : placeInRun(corpus, run, decoded.at);
+        origins.push({ ...where, ...start, labels: [...decoded.labels, ...where.labels] });
+      }
+      if (!wasExhausted && budget.exhausted && !sink.masking) {
+        sink.hit({ piece: where.piece, offset: where.offset, name: TOO_MUCH_ENCODED, labels: [] });
+      }
+    }
+    if (texts.length === 0) return;
+    const decoded = new Corpus(texts, origins);
+    texts.forEach((_, source) => {
+      addText(decoded, source, { where: "diff", file: undefined, message: undefined, key: "" }, false);
+    });
+    decoded.join();
+    const decodedSink = sinkForDecoded(decoded, origins, sink);
+    findKnownValues(decoded, detector.needles, decodedSink);
+    findShapes(decoded, detector, decodedSink);
+    corpus = decoded;
+  }
+}
+
+/** Where the run's data starts when it starts at its character `at`: piece, offset, and the spans from there. */
+function placeInRun(corpus: Corpus, run: Run, at: number): Pick<Origin, "piece" | "offset" | "spans"> {
+  let before = 0;
+  for (const [index, [source, start, end]] of run.spans.entries()) {
+    if (at < before + end - start) {
+      const offset = start + at - before;
+      const spans = [[source, offset, end] as const, ...run.spans.slice(index + 1)];
+      return { piece: Math.max(corpus.pieceAtOffset(source, offset), run.piece), offset, spans };
+    }
+    before += end - start;
+  }
+  return { piece: run.piece, offset: run.offset, spans: run.spans };
+}
+
+const TOO_MUCH_ENCODED = "more encoded or compressed data than Harness can check";
+
+/** A sink for decoded text that reports and masks in the change, at the run each text came from. */
+function sinkForDecoded(corpus: Corpus, origins: readonly Origin[], root: Sink): Sink {
+  const originOf = (piece: number): Origin | undefined => origins[num(corpus.pieceSource, piece)];
+  if (root.masking) {
+    return {
+      masking: true,
+      span: (source) => {
+        for (const [rootSource, start, end] of origins[source]?.spans ?? []) root.span(rootSource, start, end);
+      },
+    };
+  }
+  return {
+    masking: false,
+    knownAt: new Set(),
+    wants: (piece, name, labels) => {
+      const origin = originOf(piece);
+      return origin !== undefined && root.wants(origin.piece, name, [...labels, ...origin.labels]);
+    },
+    hit: (hit) => {
+      const origin = originOf(hit.piece);
+      if (!origin) return;
+      const labels = [...hit.labels, ...origin.labels];
+      root.hit({ ...hit, piece: origin.piece, offset: origin.offset, labels, decoded: true });
+    },
+  };
+}
+
+// ---------------------------------------------------------------------------------------------
 // The API.
 
 /**
  * What in a change would leak a secret if it were pushed: known values in any of their forms
- * and well-known token shapes, in added lines, new file names and commit messages. One finding
- * per file (or message) and kind, at its first line; findings name where and what, never the value.
+ * (and in parts), well-known token shapes, in added lines, new file names and commit messages,
+ * as written and decoded. One finding per file (or message) and kind, at its first line;
+ * findings name where and what, never the value. Synchronous and CPU-bound (a 32 MiB diff takes
+ * seconds): the write path runs it in a worker (`scanForSecretsInWorker`).
  */
 export function scanForSecrets(input: SecretScanInput): SecretFinding[] {
   const detector = detectorFor(input.secrets);
@@ -784,23 +1142,41 @@ export function scanForSecrets(input: SecretScanInput): SecretFinding[] {
   corpus.join();
 
   const kept = new Map<string, Hit>();
-  const keyOf = (piece: number, kind: string): string =>
-    `${corpus.units[num(corpus.pieceUnit, piece)]?.key ?? ""}\0${kind}`;
+  const unitOf = (piece: number): string => corpus.units[num(corpus.pieceUnit, piece)]?.key ?? "";
+  const keyOf = (piece: number, name: string, labels: readonly string[]): string =>
+    `${unitOf(piece)}\0${kindOf(name, labels)}`;
+  // Each file's (and message's) secrets found whole, as written or decoded: a part or a decoding
+  // of one of them there says nothing more.
+  const named = new Set<string>();
+  const parts = new Map<string, Hit>();
+  const keep = (into: Map<string, Hit>, hit: Hit): void => {
+    const key = keyOf(hit.piece, hit.name, hit.labels);
+    const best = into.get(key);
+    if (!best || hit.piece < best.piece || (hit.piece === best.piece && hit.offset < best.offset)) into.set(key, hit);
+  };
   const sink: Sink = {
     masking: false,
-    wants: (piece, kind) => {
-      const best = kept.get(keyOf(piece, kind));
+    wants: (piece, name, labels) => {
+      const key = keyOf(piece, name, labels);
+      const best = kept.get(key) ?? parts.get(key);
       return !best || piece < best.piece;
     },
     hit: (hit) => {
-      const key = keyOf(hit.piece, hit.kind);
-      const best = kept.get(key);
-      if (!best || hit.piece < best.piece || (hit.piece === best.piece && hit.offset < best.offset)) kept.set(key, hit);
+      if (hit.part) {
+        keep(parts, hit);
+        return;
+      }
+      const nameHere = `${unitOf(hit.piece)}\0${hit.name}`;
+      if (hit.decoded && named.has(nameHere)) return;
+      named.add(nameHere);
+      keep(kept, hit);
     },
     knownAt: new Set(),
   };
   findKnownValues(corpus, detector.needles, sink);
   findShapes(corpus, detector, sink);
+  findDecoded(corpus, detector, sink, decodeBudgetFor(corpus.joined.length));
+  for (const part of parts.values()) if (!named.has(`${unitOf(part.piece)}\0${part.name}`)) keep(kept, part);
 
   // Names and paths come from the caller and the change: a path may itself be the secret.
   const cleaned = new Map<string, string>();
@@ -821,7 +1197,7 @@ export function scanForSecrets(input: SecretScanInput): SecretFinding[] {
       ...(unit?.file !== undefined ? { file: clean(unit.file) } : {}),
       ...(unit?.message !== undefined ? { message: unit.message } : {}),
       ...(line > 0 ? { line } : {}),
-      kind: clean(hit.kind),
+      kind: clean(kindOf(hit.name, hit.labels)),
     };
   });
 }
@@ -847,6 +1223,7 @@ function maskWith(detector: Detector, text: string): string {
     const sink: Sink = { masking: true, span: (_source, start, end) => spans.push([start, end]) };
     findKnownValues(corpus, detector.needles, sink);
     findShapes(corpus, detector, sink);
+    findDecoded(corpus, detector, sink, decodeBudgetFor(corpus.joined.length));
     out = applySpans(out, spans);
   }
   return out;

@@ -1,3 +1,6 @@
+import { hasHidden, withoutHidden } from "./hidden-characters.js";
+import { everydayForms } from "./secret-forms.js";
+
 /** What a secret is replaced with in anything shown to a user. */
 export const REDACTED = "[REDACTED]";
 
@@ -6,6 +9,8 @@ const SECRET_NAME = /KEY|TOKEN|SECRET|PASSWORD|PASSWD|CREDENTIAL/i;
 
 /** Shorter known values are not redacted by value: replacing every "ab" would garble logs. */
 const MIN_SECRET_LENGTH = 4;
+/** Shorter known values are not redacted in their encoded forms, which would be shorter still. */
+const MIN_ENCODED_SECRET_LENGTH = 8;
 
 /**
  * Well-known credential shapes, redacted even when the exact value was never registered.
@@ -61,15 +66,34 @@ export type Redactor = (text: string) => string;
 
 /**
  * Builds a redactor once per set of secrets: the value pattern is compiled once and reused for
- * every log chunk, which keeps redaction cheap on hot output paths.
+ * every log chunk, which keeps redaction cheap on hot output paths. A known value is masked as
+ * written, in the forms tools print values in (base64 at any offset of a blob, hex, reversed),
+ * and with hidden characters (zero-width spaces, bidi controls…) inside it: text holding one is
+ * read without them, and shown without them when that reveals a known value.
  */
 export function createRedactor(secrets: Iterable<string | undefined> = []): Redactor {
   const values = [...new Set([...secrets].filter(isRedactableValue))].sort((a, b) => b.length - a.length);
   const valuePattern = values.length > 0 ? new RegExp(values.map(escapeRegExp).join("|"), "g") : undefined;
+  const forms = [
+    ...new Set(
+      values
+        .filter((value) => value.trim().length >= MIN_ENCODED_SECRET_LENGTH)
+        .flatMap((value) => everydayForms(value).map(([, form]) => form))
+        .filter((form) => form.length >= MIN_ENCODED_SECRET_LENGTH && !values.includes(form)),
+    ),
+  ].sort((a, b) => b.length - a.length);
+  const formPattern = forms.length > 0 ? new RegExp(forms.map(escapeRegExp).join("|"), "g") : undefined;
+  const holdsValue = values.length > 0 ? new RegExp([...values, ...forms].map(escapeRegExp).join("|")) : undefined;
 
   return (text: string): string => {
     if (text === "") return text;
-    let out = valuePattern ? text.replace(valuePattern, REDACTED) : text;
+    let out = text;
+    if (holdsValue && hasHidden(out)) {
+      const visible = withoutHidden(out);
+      if (holdsValue.test(visible)) out = visible;
+    }
+    if (valuePattern) out = out.replace(valuePattern, REDACTED);
+    if (formPattern) out = out.replace(formPattern, REDACTED);
     // Each pass below needs a character or prefix that most text lacks; looking for it first
     // is a fraction of the pass's cost.
     const colon = out.includes(":");

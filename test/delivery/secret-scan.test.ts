@@ -177,15 +177,18 @@ describe("scanForSecrets: known values", () => {
     ]);
   });
 
-  test("halves in different files or hunks are not one value", () => {
-    // A value with no well-known shape: half an `sk-ant-` key is still reported as a key's shape.
+  test("halves in different files or hunks are each reported as a part of the value", () => {
+    // A value with no well-known shape: half an `sk-ant-` key is also reported as a key's shape.
     const value = fakeToken("", 40);
     const patch =
       fileDiff("a.txt", [
         { at: 1, added: [value.slice(0, 20)] },
         { at: 9, added: [value.slice(20)] },
       ]) + fileDiff("b.txt", [{ at: 1, added: [value.slice(20)] }]);
-    expect(scan(patch, [{ name: "WEBHOOK_SECRET", value }])).toEqual([]);
+    expect(scan(patch, [{ name: "WEBHOOK_SECRET", value }])).toEqual([
+      { where: "diff", file: "a.txt", line: 1, kind: "WEBHOOK_SECRET (a part of it)" },
+      { where: "diff", file: "b.txt", line: 1, kind: "WEBHOOK_SECRET (a part of it)" },
+    ]);
   });
 
   test("removed lines are not pushed, so not reported", () => {
