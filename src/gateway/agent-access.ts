@@ -86,6 +86,8 @@ export interface AccessEvents {
 }
 
 export class RunGatewayAccess {
+  private revoked = false;
+
   constructor(
     private readonly grants: GrantStore,
     private readonly template: AgentGrantTemplate,
@@ -95,6 +97,7 @@ export class RunGatewayAccess {
 
   /** Fresh run tokens, by credential variable, valid until the run ends. */
   async credentials(): Promise<Record<string, string>> {
+    if (this.revoked) throw new Error("The run's model gateway tokens were revoked: it has ended");
     const credentials: Record<string, string> = {};
     for (const slot of this.slots) {
       const token = mintRunToken();
@@ -106,8 +109,10 @@ export class RunGatewayAccess {
     return credentials;
   }
 
-  /** Every token of the run stops working; returns how many were live. */
+  /** Every token of the run stops working; returns how many were live. Once per run: later calls do nothing. */
   async revoke(): Promise<number> {
+    if (this.revoked) return 0;
+    this.revoked = true;
     const live = await this.grants.revokeRun(this.template.runId);
     this.events.revoked?.(this.template.runId, live);
     return live;

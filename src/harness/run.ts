@@ -347,6 +347,8 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       ...(output.logMs !== undefined ? { outputLogMs: output.logMs } : {}),
     });
     nodes = outcome.nodes;
+    // No agent runs after the blueprint: its tokens go before anything is committed or pushed.
+    await access?.revoke().catch(() => undefined);
 
     if (outcome.status !== "succeeded") {
       status = outcome.status;

@@ -28,6 +28,8 @@ const TOKEN_SHAPES: readonly RegExp[] = [
   /\bsk-[A-Za-z0-9_-]{16,}/g,
   // Daytona API keys.
   /\bdtn_[A-Za-z0-9_-]{16,}/g,
+  // Harness's own run tokens for its model gateway: worthless once their run ends, never shown while it runs.
+  /\bhgw_[A-Za-z0-9_-]{20,}/g,
   // AWS access key ids.
   /\b(?:AKIA|ASIA)[0-9A-Z]{16}\b/g,
   // Slack tokens.
@@ -41,7 +43,7 @@ const TOKEN_SHAPES: readonly RegExp[] = [
  * spared the shapes' passes, one scan instead of nine on the short strings that are most of
  * what is redacted (names, ids, log fields).
  */
-const TOKEN_PREFIXES = /-----BEGIN |gh[pousr]_|github_pat_|sk-|dtn_|AKIA|ASIA|xox[abposr]-|eyJ/;
+const TOKEN_PREFIXES = /-----BEGIN |gh[pousr]_|github_pat_|sk-|dtn_|hgw_|AKIA|ASIA|xox[abposr]-|eyJ/;
 
 /** HTTP Authorization headers (Bearer, token, Basic or a bare value): the value, to end of line. */
 const AUTHORIZATION_HEADER = /\b((?:Proxy-)?Authorization\s*:)[ \t]*[^\r\n]+/gi;
