@@ -142,12 +142,15 @@ export class ModelGateway {
 
   private async serve(request: IncomingMessage, response: ServerResponse): Promise<void> {
     const started = this.now();
-    const url = new URL(request.url ?? "/", "http://gateway.invalid");
+    const raw = request.url ?? "/";
+    const query = raw.indexOf("?");
+    const url = { pathname: query === -1 ? raw : raw.slice(0, query), search: query === -1 ? "" : raw.slice(query) };
     const route = this.route(request.method ?? "GET", url.pathname);
     if (!route) {
       request.resume();
       const upstream = /\/openai(\/|$)/.test(url.pathname) ? "openai" : "anthropic";
-      send(response, providerError(upstream, "not_found", `Harness's model gateway does not serve ${url.pathname}`));
+      const shown = JSON.stringify(url.pathname.slice(0, 200));
+      send(response, providerError(upstream, "not_found", `Harness's model gateway does not serve ${shown}`));
       return;
     }
     const grant = await this.grantFor(request, route, url.pathname);
@@ -200,7 +203,7 @@ export class ModelGateway {
         return { upstream: "anthropic", upstreamPath: rest, api: "messages" };
       if (method === "POST" && rest === "/v1/messages/count_tokens")
         return { upstream: "anthropic", upstreamPath: rest };
-      if (method === "GET" && /^\/v1\/models(\/[A-Za-z0-9._:@-]{1,200})?$/.test(rest))
+      if (method === "GET" && /^\/v1\/models(\/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199})?$/.test(rest))
         return { upstream: "anthropic", upstreamPath: rest };
       return undefined;
     }
@@ -211,7 +214,7 @@ export class ModelGateway {
         return { upstream: "openai", upstreamPath: rest, api: "responses" };
       if (method === "POST" && rest === "/chat/completions")
         return { upstream: "openai", upstreamPath: rest, api: "chat" };
-      if (method === "GET" && /^\/models(\/[A-Za-z0-9._:@-]{1,200})?$/.test(rest))
+      if (method === "GET" && /^\/models(\/[A-Za-z0-9][A-Za-z0-9._:@-]{0,199})?$/.test(rest))
         return { upstream: "openai", upstreamPath: rest };
     }
     return undefined;
@@ -337,12 +340,11 @@ export class ModelGateway {
     call: { body: Buffer; streaming: boolean; model: string; worstUsd?: number };
     reservation: Reservation | undefined;
     started: number;
-    url: URL;
+    url: { pathname: string; search: string };
   }): Promise<void> {
     const { request, response, route, upstream, grant, reservation } = call;
-    const target = new URL(upstream.baseUrl.href);
-    target.pathname = `${upstream.baseUrl.pathname.replace(/\/+$/, "")}${route.upstreamPath}`;
-    target.search = call.url.search;
+    const target = upstream.baseUrl;
+    const path = `${target.pathname.replace(/\/+$/, "")}${route.upstreamPath}${call.url.search}`;
     const headers = forwardedHeaders(request, upstream, call.call.body.length);
     const meter = route.api ? new UsageMeter(route.api, call.call.streaming) : undefined;
     const requestUpstream = target.protocol === "https:" ? httpsRequest : httpRequest;
@@ -359,12 +361,18 @@ export class ModelGateway {
         resolve();
       };
       const upstreamRequest = requestUpstream(
-        target,
-        { method: request.method ?? "POST", headers, agent },
+        {
+          protocol: target.protocol,
+          hostname: target.hostname.replace(/^\[|\]$/g, ""),
+          port: target.port,
+          path,
+          method: request.method ?? "POST",
+          headers,
+          agent,
+        },
         (answer) => {
           status = answer.statusCode ?? 502;
           response.writeHead(status, answerHeaders(answer));
-          response.flushHeaders();
           firstByte = this.now();
           answer.on("data", (chunk: Buffer) => {
             meter?.feed(chunk);
