@@ -45,7 +45,7 @@ async function serve(environment: NodeJS.ProcessEnv): Promise<{ app: TestServer;
   return { app, github };
 }
 
-test("the App serves its gateway under /gateway: a stranger's token gets 401, audited, never reaching the model", async () => {
+test("/gateway on the App refuses a stranger's token with 401, audited, never reaching the model", async () => {
   const model: ModelServer = await startModelServer({ script: [] });
   cleanups.push(() => model.close());
   const key = fakeToken("sk-ant-api03-", 48);
