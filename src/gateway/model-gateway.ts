@@ -375,9 +375,10 @@ export class ModelGateway {
           response.writeHead(status, answerHeaders(answer));
           firstByte = this.now();
           answer.on("data", (chunk: Buffer) => {
+            // Passed on first, read after: the agent waits for no parsing.
+            if (!cut) response.write(chunk);
             meter?.feed(chunk);
             if (cut) return;
-            response.write(chunk);
             const over =
               reservation && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
             if (over && call.call.streaming) {
