@@ -95,6 +95,11 @@ export class RunGatewayAccess {
     private readonly events: AccessEvents = {},
   ) {}
 
+  /** The budgets the run's calls are reserved against. */
+  get limits(): GrantLimits {
+    return this.template.limits;
+  }
+
   /** Fresh run tokens, by credential variable, valid until the run ends. */
   async credentials(): Promise<Record<string, string>> {
     if (this.revoked) throw new Error("The run's model gateway tokens were revoked: it has ended");

@@ -53,6 +53,8 @@ export interface BlueprintRun {
     /** Aborted when the gateway refused or cut one of the run's calls for a budget. */
     signal: AbortSignal;
     reached: () => BudgetStop | undefined;
+    /** Whether a budget of the run is spent, asked of the spend store itself. */
+    check?: () => Promise<BudgetStop | undefined>;
   };
   /** Setup secrets by name, for exec steps that ask for them; never given to agent steps. */
   setupSecrets?: Readonly<Record<string, string>>;
@@ -446,8 +448,12 @@ async function runAgentNode(
       };
     // The gateway refused or cut a call for the budget: whether Harness's kill or the refusal
     // itself ended the CLI, the step stopped at the budget, not on an error of the agent's.
-    const gatewayStop = run.gateway?.reached();
-    if (gatewayStop && !run.signal.aborted && !(outcome.success && !result.cancelled))
+    // A gateway in another process (Daytona's calls reach any web process) cannot signal this
+    // one: a step that failed asks the spend store whether a budget was what ended it.
+    const failed = !(outcome.success && !result.cancelled);
+    const gatewayStop =
+      run.gateway?.reached() ?? (failed && !run.signal.aborted ? await run.gateway?.check?.() : undefined);
+    if (gatewayStop && !run.signal.aborted && failed)
       return {
         result,
         outcome: {

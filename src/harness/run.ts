@@ -151,6 +151,8 @@ export interface HarnessGateway {
   onBudgetReached?: (runId: string, listener: (stop: BudgetStop) => void) => () => void;
   /** Tokens minted and revoked, for the audit trail. */
   events?: AccessEvents;
+  /** Whether one of the run's budgets is spent, from the spend store (for a gateway in another process). */
+  budgetSpent?: (runId: string, limits: GrantLimits) => Promise<BudgetStop | undefined>;
 }
 
 export interface HarnessOptions {
@@ -335,6 +337,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
               credentials: () => access.credentials(),
               signal: gatewayStop.signal,
               reached: () => budgetReached,
+              ...(options.gateway?.budgetSpent
+                ? {
+                    check: () =>
+                      options.gateway?.budgetSpent?.(request.runId, access.limits) ?? Promise.resolve(undefined),
+                  }
+                : {}),
             },
           }
         : {}),

@@ -8,6 +8,8 @@ import type { HarnessOptions } from "../../harness/run.js";
 import { secretsFromEnv } from "../../util/redact.js";
 import type { CloneToken } from "./clone-token.js";
 import { logReporter } from "./log-events.js";
+import { spentBudget } from "./gateway-budget.js";
+import type { GrantLimits } from "../../gateway/grants.js";
 import type { RunContext } from "./run-context.js";
 import type { RunPlan } from "./run-plan.js";
 
@@ -38,6 +40,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
     gateway ? undefined : inputs.leftTodayUsd,
   );
   const gatewayAddress = gateway?.addressFor(sandboxKind);
+  const spend = deps.spend;
   return {
     request: {
       runId: request.runId,
@@ -153,6 +156,17 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
                 : {}),
             },
             onBudgetReached: (runId, listener) => gateway.onBudgetReached(runId, listener),
+            ...(spend
+              ? {
+                  budgetSpent: (runId: string, limits: GrantLimits) =>
+                    spentBudget(
+                      spend,
+                      runId,
+                      { repoId: request.repo.id, installationId: request.installationId },
+                      limits,
+                    ),
+                }
+              : {}),
             events: {
               minted: (grant) => {
                 gateway.audit({
