@@ -21,7 +21,7 @@ import {
   type EgressProxy,
   type EgressProxyOptions,
 } from "../../src/sandbox/egress/proxy.js";
-import { isolatedArgv, probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { isolatedCommand, probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { runProcess } from "../../src/sandbox/process.js";
 
 /*
@@ -585,7 +585,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     };
     const run: Sandboxed["run"] = (argv, { timeout = 20_000, proxied = true } = {}) =>
       runProcess({
-        argv: isolatedArgv(spec, proxied ? egressCommand(forwarderFile, socketPath, argv) : argv),
+        ...isolatedCommand(spec, proxied ? egressCommand(forwarderFile, socketPath, argv) : argv),
         cwd: workDir,
         env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: homeDir },
         timeout,

@@ -18,7 +18,9 @@ import { gitEnv, sandboxBaseEnv } from "../environment.js";
 import { parseAllowlist, type AllowEntry } from "../egress/allowlist.js";
 import { egressCommand, FORWARDER_SOURCE } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
-import { isolatedArgv } from "./isolation.js";
+import { isolatedCommand } from "./isolation.js";
+import { giveToSandbox, handOverTree, letSandboxRead, letSandboxTraverse } from "./sandbox-access.js";
+import { sandboxUserFor, type SandboxUser } from "./sandbox-user.js";
 import { prepareSpare, takeSpare, type SpareSource } from "./spare-checkout.js";
 import { runProcess } from "../process.js";
 import {
@@ -50,6 +52,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
   const redactToken = createRedactor([opts.githubToken]);
   const isolation = opts.localIsolation?.mode === "namespaces" ? opts.localIsolation : undefined;
+  // Who the commands run as on the host when the harness is root; none otherwise (or unisolated).
+  const user = isolation ? sandboxUserFor(isolation.sandboxUser) : undefined;
   const network = opts.network ?? { mode: "open" };
   if (!isolation && network.mode !== "open") {
     throw new SandboxError(
@@ -78,15 +82,21 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const base = await realpath(await mkdtemp(join(tmpdir(), `${LOCAL_SANDBOX_PREFIX}${safeId(opts.runId)}-`)));
   const workDir = join(base, "work");
   const homeDir = join(base, "home");
-  if (isolation) await mkdir(homeDir, { mode: 0o700 });
+  // The sandbox user passes through to its checkout, HOME and what is bound in; nobody else does.
+  await letSandboxTraverse(base, user);
+  if (isolation) {
+    await mkdir(homeDir, { mode: 0o700 });
+    await giveToSandbox(homeDir, user);
+  }
   // Beside the checkout, not in it: repository scripts searching the checkout, and the commit,
   // never see what the harness puts here.
   const scratchDir = join(base, "scratch");
   await mkdir(scratchDir, { mode: 0o700 });
+  await letSandboxTraverse(scratchDir, user);
   // An allowlist: commands get a network namespace with nothing in it but a forwarder to this
   // proxy, which lets through only the listed destinations (and never the host's own services).
   const egressDir = join(base, "egress");
-  const egress = allowlist ? await startEgress(egressDir, allowlist) : undefined;
+  const egress = allowlist ? await startEgress(egressDir, allowlist, user) : undefined;
   await writeFile(
     join(base, LOCAL_SANDBOX_MANIFEST),
     JSON.stringify(
@@ -143,7 +153,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         createdBranch = { ref: `refs/heads/${opts.branch}`, at };
       }
     } else {
-      ({ mirror, spareSource } = await cloneRemote(source, workDir, base, opts, git));
+      ({ mirror, spareSource } = await cloneRemote(source, workDir, base, opts, git, user));
       // The clone brought every branch GitHub has, so whether the run's branch exists is known
       // here, without another round trip (and ref advertisement) to GitHub.
       const existing = await git(["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`], workDir);
@@ -154,6 +164,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
           : ["checkout", "--quiet", "-b", opts.branch],
         workDir,
       );
+      // Last, after the harness's own git: everything it wrote in the checkout becomes the
+      // sandbox user's, so commands can change it and git inside sees a repository of its own.
+      await handOverTree(workDir, user);
     }
   } catch (error) {
     await egress?.proxy.close();
@@ -163,7 +176,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   }
 
   // Written while this run's agent works, for the next run of this repository to take over.
-  if (mirror && spareSource) prepareSpare(mirror.path, spareSource, mirror.refreshed());
+  if (mirror && spareSource) prepareSpare(mirror.path, spareSource, mirror.refreshed(), user);
   const realWorkDir = await realpath(workDir);
   let tornDown = false;
 
@@ -194,8 +207,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       const cwd = validateExecOptions(execOpts, workDir);
       await confine(cwd);
       return runProcess({
-        argv: isolation
-          ? isolatedArgv(
+        ...(isolation
+          ? isolatedCommand(
               {
                 workDir: realWorkDir,
                 homeDir,
@@ -209,9 +222,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
                 ],
               },
               egress ? egressCommand(egress.forwarderPath, egress.socketPath, execOpts.argv) : execOpts.argv,
-              isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {},
+              { ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}), ...(user ? { user } : {}) },
             )
-          : execOpts.argv,
+          : { argv: execOpts.argv }),
         cwd,
         // Inside, the host's TMPDIR does not exist and HOME is the run's own.
         env: isolation
@@ -244,8 +257,11 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
           throw new PathConfinementError(`"${target}" is a symlink; refusing to write through it`);
       }
       for (const { target, content } of targets) {
-        await mkdir(dirname(target), { recursive: true });
+        const created = await mkdir(dirname(target), { recursive: true });
         await writeFile(target, content);
+        // Files the harness puts in the checkout are the commands' to change, like the rest of it.
+        if (created !== undefined) await handOverTree(created, user);
+        await giveToSandbox(target, user);
       }
     },
 
@@ -295,6 +311,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       // is the one given here rather than the old file's.
       await rm(target, { force: true });
       await writeFile(target, content, { mode: 0o600, flag: "wx" });
+      // Readable by the sandbox user's group once it is whole; still only the harness's to change.
+      await letSandboxRead(target, user);
       return target;
     },
 
@@ -323,12 +341,19 @@ interface Egress {
   readOnlyPaths: string[];
 }
 
-async function startEgress(dir: string, allowlist: AllowEntry[]): Promise<Egress> {
+async function startEgress(dir: string, allowlist: AllowEntry[], user: SandboxUser | undefined): Promise<Egress> {
   await mkdir(dir, { mode: 0o700 });
+  await letSandboxTraverse(dir, user);
   const socketPath = join(dir, "proxy.sock");
   const forwarderPath = join(dir, "forwarder.mjs");
   await writeFile(forwarderPath, FORWARDER_SOURCE, { mode: 0o600 });
+  await letSandboxRead(forwarderPath, user);
   const proxy = await startEgressProxy({ socketPath, allowlist });
+  // Connecting to a Unix socket takes write permission on it: the sandbox user's group gets it.
+  await letSandboxRead(socketPath, user, 0o660).catch(async (error: unknown) => {
+    await proxy.close();
+    throw error;
+  });
   const nodeDir = dirname(process.execPath);
   return { proxy, socketPath, forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
 }
@@ -353,6 +378,7 @@ async function cloneRemote(
   base: string,
   opts: SandboxOptions,
   git: Git,
+  user: SandboxUser | undefined,
 ): Promise<{ mirror?: MirrorLease; spareSource?: SpareSource }> {
   const token = opts.githubToken;
   const redactToken = createRedactor([token]);
@@ -379,7 +405,7 @@ async function cloneRemote(
     ? await cache.mirrors.lease(cache.scope, { id: cache.repositoryId, url: source.url }, token)
     : undefined;
   if (mirror) {
-    const tree = await cloneOntoSpare(mirror.path, workDir, base, git, async (target) => {
+    const tree = await cloneOntoSpare(mirror.path, workDir, base, git, user, async (target) => {
       const cloned = await clone(mirror.path, target, ["--no-checkout"]);
       // At once: the token it fetches with is revoked as soon as the sandbox is ready.
       if (cloned.exitCode === 0) mirror.refresh(token);
@@ -428,11 +454,12 @@ async function cloneOntoSpare(
   workDir: string,
   base: string,
   git: Git,
+  user: SandboxUser | undefined,
   cloneWithoutCheckout: (target: string) => Promise<ExecResult>,
 ): Promise<string | undefined> {
   const claimed = join(base, "spare");
   const fresh = join(base, "clone");
-  const spare = await takeSpare(mirror, claimed);
+  const spare = await takeSpare(mirror, claimed, user);
   if (!spare) return undefined;
   let tree: string | undefined;
   try {
@@ -472,6 +499,9 @@ async function headRef(workDir: string): Promise<string | undefined> {
  */
 async function settleStatCheck(workDir: string, git: Git): Promise<void> {
   await git(["config", "core.checkStat", "minimal"], workDir);
+  // Handing the files to the sandbox user (a chown) changes their ctime after the index
+  // recorded it: with ctime trusted, git inside would hash the whole checkout again.
+  await git(["config", "core.trustCtime", "false"], workDir);
 }
 
 type Source = { kind: "local"; path: string; display: string } | { kind: "remote"; url: string; display: string };
