@@ -192,7 +192,8 @@ describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)",
       const argv = options.readOnlyProc
         ? command.argv
         : command.argv.filter((arg, index, all) => !isProcSysBind(all, index));
-      const { uid: _uid, gid: _gid, ...asRootCommand } = command;
+      // Started as the harness itself (root): no uid or gid to switch to.
+      const asRootCommand = { argv: command.argv, extraInput: command.extraInput };
       return runProcess({
         ...(options.asRoot ? asRootCommand : command),
         argv,
@@ -232,30 +233,35 @@ describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)",
     }
   });
 
-  test("ordinary work still works: git clone and commit, node and npm; the harness reads the result; teardown removes it all", async () => {
-    const sandbox = await isolatedSandbox();
-    const result = await sh(
-      sandbox,
-      "set -e; echo change > change.txt; git add change.txt; " +
-        "git -c user.name=a -c user.email=a@example.com commit -q -m change; git log --format=%s -1; " +
-        'node -e \'require("node:fs").writeFileSync("from-node.txt", "node\\n")\'; npm --version >/dev/null; echo npm ok; ' +
-        "git status --porcelain",
-    );
-    expect(result.stderr).toBe("");
-    expect(result.stdout.trim().split("\n")).toEqual(["change", "npm ok", "?? from-node.txt"]);
-    expect(await sandbox.downloadFile("from-node.txt")).toBe("node\n");
-    expect((await sandbox.downloadBytes("change.txt", 100)).toString()).toBe("change\n");
-    // The harness, as root, uploads into the checkout: those files are the agent's to change too.
-    await sandbox.uploadFiles([{ path: "config/new/file.txt", content: "up" }]);
-    expect((await sh(sandbox, "echo changed >> config/new/file.txt && echo ok > config/new/other")).exitCode).toBe(0);
-    // A prompt the harness hands over is readable inside, not writable.
-    const prompt = await sandbox.writeScratchFile("prompt.md", "the prompt");
-    const read = await sh(sandbox, `cat "${prompt}"; echo no >> "${prompt}" 2>/dev/null || echo refused`);
-    expect(read.stdout).toBe("the promptrefused\n");
-    const base = join(sandbox.workDir, "..");
-    await sandbox.teardown();
-    expect(existsSync(base)).toBe(false);
-  });
+  test(
+    "ordinary work still works: git clone and commit, node and npm; " +
+      "the harness reads the result; teardown removes it all",
+    async () => {
+      const sandbox = await isolatedSandbox();
+      const result = await sh(
+        sandbox,
+        "set -e; echo change > change.txt; git add change.txt; " +
+          "git -c user.name=a -c user.email=a@example.com commit -q -m change; git log --format=%s -1; " +
+          'node -e \'require("node:fs").writeFileSync("from-node.txt", "node\\n")\'; ' +
+          "npm --version >/dev/null; echo npm ok; " +
+          "git status --porcelain",
+      );
+      expect(result.stderr).toBe("");
+      expect(result.stdout.trim().split("\n")).toEqual(["change", "npm ok", "?? from-node.txt"]);
+      expect(await sandbox.downloadFile("from-node.txt")).toBe("node\n");
+      expect((await sandbox.downloadBytes("change.txt", 100)).toString()).toBe("change\n");
+      // The harness, as root, uploads into the checkout: those files are the agent's to change too.
+      await sandbox.uploadFiles([{ path: "config/new/file.txt", content: "up" }]);
+      expect((await sh(sandbox, "echo changed >> config/new/file.txt && echo ok > config/new/other")).exitCode).toBe(0);
+      // A prompt the harness hands over is readable inside, not writable.
+      const prompt = await sandbox.writeScratchFile("prompt.md", "the prompt");
+      const read = await sh(sandbox, `cat "${prompt}"; echo no >> "${prompt}" 2>/dev/null || echo refused`);
+      expect(read.stdout).toBe("the promptrefused\n");
+      const base = join(sandbox.workDir, "..");
+      await sandbox.teardown();
+      expect(existsSync(base)).toBe(false);
+    },
+  );
 
   test("the warm path hands the checkout over whole: a spare taken from the cache is the sandbox user's", async () => {
     const cacheRoot = join(root.path, "cache");

@@ -182,7 +182,9 @@ async function run(isolated: IsolatedCommand): Promise<{ exitCode: number; stdou
 }
 
 /** Prints "<number> <result> <errno>" for each number given, calling it with six zero arguments. */
-const CALL_EACH = `for n in "$@"; do ${perl} -e '$r = syscall($ARGV[0], 0, 0, 0, 0, 0, 0); printf "%s %d %d\\n", $ARGV[0], $r, $! + 0' "$n"; done`;
+const CALL_EACH =
+  `for n in "$@"; do ${perl} -e ` +
+  `'$r = syscall($ARGV[0], 0, 0, 0, 0, 0, 0); printf "%s %d %d\\n", $ARGV[0], $r, $! + 0' "$n"; done`;
 
 describe.skipIf(!runnable)("the filter in a real sandbox", () => {
   const numbers = SYSCALL_NUMBERS[arch ?? "x64"];
@@ -238,7 +240,8 @@ describe.skipIf(!runnable)("the filter in a real sandbox", () => {
     // Threads still start (glibc falls back to clone when clone3 is ENOSYS), and so do processes.
     const node = await run(
       command(
-        `"$1" -e 'new (require("node:worker_threads").Worker)("0", { eval: true }); require("node:child_process").execFileSync("true"); console.log("ok")'`,
+        `"$1" -e 'new (require("node:worker_threads").Worker)("0", { eval: true }); ` +
+          `require("node:child_process").execFileSync("true"); console.log("ok")'`,
         [process.execPath],
       ),
     );
@@ -247,7 +250,9 @@ describe.skipIf(!runnable)("the filter in a real sandbox", () => {
   });
 
   test("ptrace cannot attach to a process beside it", async () => {
-    const script = `sleep 5 & ${perl} -e 'printf "%d %d\\n", syscall($ARGV[0], 16, $ARGV[1], 0, 0), $! + 0' "$1" $!; kill $!`;
+    // PTRACE_ATTACH (16) to a sleep started beside it.
+    const attach = `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0], 16, $ARGV[1], 0, 0), $! + 0'`;
+    const script = `sleep 5 & ${attach} "$1" $!; kill $!`;
     const result = await run(command(script, [String(numbers.ptrace)]));
     expect(result.stdout.trim()).toBe(`-1 ${String(EPERM)}`);
   });

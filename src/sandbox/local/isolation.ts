@@ -366,7 +366,8 @@ function explainFailure(
       reason,
       fix:
         `let uid ${String(user.uid)} reach ${unreachable[1] ?? "that path"}: every folder above it must be ` +
-        `traversable by that user (o+x, or group ${String(user.gid)}), or move it outside private folders such as /root`,
+        `traversable by that user (o+x, or group ${String(user.gid)}), ` +
+        "or move it outside private folders such as /root",
     };
   }
   if (/seccomp/i.test(output)) {

@@ -37,7 +37,7 @@ export async function letSandboxRead(
   await chmod(path, mode);
 }
 
-/** One file or folder the harness made in a checkout becomes the sandbox user's (a symlink itself, never its target). */
+/** A file or folder the harness made in a checkout becomes the sandbox user's (a symlink itself, not its target). */
 export async function giveToSandbox(path: string, user: SandboxUser | undefined): Promise<void> {
   if (!user) return;
   await lchown(path, user.uid, user.gid);
