@@ -21,7 +21,8 @@ export async function localIsolationFor(settings: Extract<AppSettings, { mode: "
   const probe = await probeIsolation({
     ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}),
     ...(isolation.sandboxUser ? { sandboxUser: isolation.sandboxUser } : {}),
-    readOnlyPaths: [...(isolation.readOnlyPaths ?? []), ...(cacheRoot !== undefined ? [cacheRoot] : [])],
+    ...(isolation.readOnlyPaths ? { readOnlyPaths: isolation.readOnlyPaths } : {}),
+    ...(cacheRoot !== undefined ? { reachablePaths: [cacheRoot] } : {}),
   });
   if (!probe.available) {
     throw new SettingsError(

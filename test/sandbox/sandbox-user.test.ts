@@ -317,6 +317,15 @@ describe.skipIf(!realRoot)("the start-up probe, as root", () => {
     // Reachable once the folders above let the user through.
     await chmod(root.path, 0o711);
     await chmod(hidden, 0o711);
+    // Reachable but not readable (its own folder is its owner's alone): refused too, by name.
+    await chmod(root.path, 0o711);
+    await chmod(tools, 0o700);
+    const unreadable = await probeIsolation({ readOnlyPaths: [tools], reachablePaths: [root.path] });
+    expect(unreadable).toMatchObject({
+      available: false,
+      reason: `inside the sandbox, uid ${String(user?.uid)} cannot read ${tools}`,
+    });
+    await chmod(tools, 0o755);
     // (Another path beside it: answers are cached per set of paths.)
     expect(await probeIsolation({ readOnlyPaths: [tools, join(root.path, "acme")] })).toMatchObject({
       available: true,

@@ -108,6 +108,12 @@ const ETC_ENTRIES = [
 ];
 
 const PROBE_TIMEOUT_MS = 10_000;
+/**
+ * The probe's command: names each argument the command cannot read (a folder it cannot also
+ * enter), so a path bound in that only its owner can open is refused at start, not in a run.
+ */
+const UNREADABLE_PATHS =
+  'for p do if [ ! -r "$p" ] || { [ -d "$p" ] && [ ! -x "$p" ]; }; then echo "unreadable: $p"; fi; done';
 const INSTALL_FIX = "install it with `apt-get install bubblewrap`";
 
 /**
@@ -233,8 +239,13 @@ export interface ProbeOptions {
   bwrapPath?: string;
   /** HARNESS_SANDBOX_USER: the user commands run as when the harness is root. */
   sandboxUser?: string;
-  /** Host paths every command will see read-only: the sandbox user must be able to reach them. */
+  /** Host paths every command will see read-only: the sandbox user must be able to read them. */
   readOnlyPaths?: readonly string[];
+  /**
+   * Host folders some commands will have paths inside of bound (the repository cache's root): the
+   * sandbox user must be able to reach them, though it needs to read only what lies inside.
+   */
+  reachablePaths?: readonly string[];
 }
 
 /**
@@ -246,7 +257,12 @@ export interface ProbeOptions {
  */
 export async function probeIsolation(options?: ProbeOptions): Promise<IsolationProbe> {
   const bwrapPath = options?.bwrapPath ?? defaultBwrapPath();
-  const key = JSON.stringify([bwrapPath, options?.sandboxUser ?? "", options?.readOnlyPaths ?? []]);
+  const key = JSON.stringify([
+    bwrapPath,
+    options?.sandboxUser ?? "",
+    options?.readOnlyPaths ?? [],
+    options?.reachablePaths ?? [],
+  ]);
   let probe = probes.get(key);
   if (!probe) {
     probe = runProbe(bwrapPath, options);
@@ -321,10 +337,11 @@ async function probeOnce(bwrapPath: string, options: ProbeOptions | undefined): 
     await giveToSandbox(homeDir, user);
     const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: homeDir };
     const readOnlyPaths = options?.readOnlyPaths ?? [];
-    const command = isolatedCommand({ workDir, homeDir, network: "none", readOnlyPaths }, ["true"], {
-      bwrapPath,
-      ...(user ? { user } : {}),
-    });
+    const command = isolatedCommand(
+      { workDir, homeDir, network: "none", readOnlyPaths: [...readOnlyPaths, ...(options?.reachablePaths ?? [])] },
+      ["sh", "-c", UNREADABLE_PATHS, "sh", ...readOnlyPaths],
+      { bwrapPath, ...(user ? { user } : {}) },
+    );
     const result = await runProcess({ ...command, cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
     if (result.exitCode !== 0) {
       if (result.timedOut) {
@@ -335,6 +352,21 @@ async function probeOnce(bwrapPath: string, options: ProbeOptions | undefined): 
         };
       }
       return explainFailure(bwrapPath, result.exitCode, `${result.stderr}\n${result.stdout}`, user);
+    }
+    const unreadable = result.stdout
+      .split("\n")
+      .filter((line) => line.startsWith("unreadable: "))
+      .map((line) => line.slice("unreadable: ".length));
+    if (unreadable.length > 0) {
+      const who = user ? `uid ${String(user.uid)}` : "the harness's own user";
+      return {
+        available: false,
+        reason: `inside the sandbox, ${who} cannot read ${unreadable.join(", ")}`,
+        fix:
+          `make ${unreadable.length > 1 ? "them" : "it"} readable by ${who}` +
+          (user ? ` (o+rX, or group ${String(user.gid)})` : "") +
+          ", or leave it out of HARNESS_SANDBOX_READONLY_PATHS",
+      };
     }
     const version = await runProcess({ argv: [bwrapPath, "--version"], cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
     const match = /(\d+\.\d+(?:\.\d+)?)/.exec(version.stdout);
