@@ -17,9 +17,10 @@ import {
 import { SPARE_META, SPARE_PREFIX } from "../../src/sandbox/local/spare-checkout.js";
 import { runProcess } from "../../src/sandbox/process.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
-import { InvalidInputError } from "../../src/util/errors.js";
+import { settingsFromEnv } from "../../src/runtime/app-settings.js";
+import { InvalidInputError, SettingsError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
-import { fakeToken } from "../helpers/fake-secrets.js";
+import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
 import { makeBareRepo, scratchDir } from "../helpers/git.js";
 
 /*
@@ -82,6 +83,23 @@ describe("which host user isolated commands run as", () => {
     expect(sandboxUserSettingProblem("1:2:3")).toMatch(/a user name or uid\[:gid\]/);
     expect(sandboxUserSettingProblem("9999999999")).toMatch(/at most/);
     expect(sandboxUserSettingProblem("0")).toMatch(/never run as host root/);
+  });
+});
+
+describe("HARNESS_SANDBOX_USER in the App's settings", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: fakePem(), WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "local" };
+
+  test("reaches the local sandbox's isolation as given", () => {
+    expect(settingsFromEnv({ ...base, HARNESS_SANDBOX_USER: "builder" })).toMatchObject({
+      localSandbox: { mode: "namespaces", sandboxUser: "builder" },
+    });
+    expect(settingsFromEnv(base)).not.toHaveProperty("localSandbox.sandboxUser");
+  });
+
+  test("root, or a value of the wrong form, stops start-up with the reason", () => {
+    expect(() => settingsFromEnv({ ...base, HARNESS_SANDBOX_USER: "0:0" })).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ ...base, HARNESS_SANDBOX_USER: "root" })).toThrow(/never run as host root/);
+    expect(() => settingsFromEnv({ ...base, HARNESS_SANDBOX_USER: "a b" })).toThrow(/a user name or uid\[:gid\]/);
   });
 });
 
