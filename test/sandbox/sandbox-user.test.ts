@@ -186,6 +186,21 @@ describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)",
     expect((await sh(sandbox, "id -u")).stdout.trim()).toBe("1000");
   });
 
+  test("HARNESS_SANDBOX_USER chooses another user: checkout, HOME and what the agent writes are its", async () => {
+    const sandbox = await isolatedSandbox({ localIsolation: { mode: "namespaces", sandboxUser: "4242:4343" } });
+    const result = await sh(sandbox, 'echo made > made.txt && echo h > "$HOME/h" && echo "$HOME"');
+    expect(result.exitCode).toBe(0);
+    const home = result.stdout.trim();
+    for (const path of [
+      sandbox.workDir,
+      join(sandbox.workDir, ".git", "index"),
+      join(sandbox.workDir, "made.txt"),
+      home,
+    ]) {
+      expect(await stat(path)).toMatchObject({ uid: 4242, gid: 4343 });
+    }
+  });
+
   test("cannot write a host sysctl, not even with the value it already has", async () => {
     const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
     const sandbox = await isolatedSandbox();
