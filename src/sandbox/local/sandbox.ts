@@ -115,8 +115,22 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
   const git = async (args: string[], cwd: string, token?: string): Promise<ExecResult> =>
     runProcess({ argv: ["git", ...args], cwd, env: gitEnv(token), timeout: operationTimeout });
-  const gitOrThrow = async (what: string, args: string[], cwd: string, token?: string): Promise<string> => {
-    const result = await git(args, cwd, token);
+  /**
+   * The harness's git in the checkout once it is the sandbox user's (after the clone, before any
+   * command ran): as that user, so what it writes is that user's without another walk of the
+   * checkout, and since git as root refuses a repository another user owns. Never with a token.
+   */
+  const checkoutGit: Git = async (args, cwd) =>
+    runProcess({
+      argv: ["git", ...args],
+      cwd,
+      // Its HOME, not the harness's: git looks there for ignore and attribute files.
+      env: { ...gitEnv(), ...(user ? { HOME: homeDir } : {}) },
+      timeout: operationTimeout,
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
+  const gitOrThrow = async (what: string, args: string[], cwd: string, run: Git = git): Promise<string> => {
+    const result = await run(args, cwd);
     if (result.exitCode !== 0) {
       const detail = redactToken((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
       throw new SandboxError(`${what} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
@@ -153,20 +167,28 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         createdBranch = { ref: `refs/heads/${opts.branch}`, at };
       }
     } else {
-      ({ mirror, spareSource } = await cloneRemote(source, workDir, base, opts, git, user));
+      ({ mirror, spareSource } = await cloneRemote(
+        source,
+        workDir,
+        base,
+        opts,
+        { host: git, checkout: checkoutGit },
+        user,
+      ));
       // The clone brought every branch GitHub has, so whether the run's branch exists is known
       // here, without another round trip (and ref advertisement) to GitHub.
-      const existing = await git(["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`], workDir);
+      const existing = await checkoutGit(
+        ["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`],
+        workDir,
+      );
       await gitOrThrow(
         `Checking out ${opts.branch}`,
         existing.exitCode === 0
           ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`]
           : ["checkout", "--quiet", "-b", opts.branch],
         workDir,
+        checkoutGit,
       );
-      // Last, after the harness's own git: everything it wrote in the checkout becomes the
-      // sandbox user's, so commands can change it and git inside sees a repository of its own.
-      await handOverTree(workDir, user);
     }
   } catch (error) {
     await egress?.proxy.close();
@@ -359,6 +381,11 @@ async function startEgress(dir: string, allowlist: AllowEntry[], user: SandboxUs
 }
 
 type Git = (args: string[], cwd: string, token?: string) => Promise<ExecResult>;
+/** The harness's git on the host (the clone, with its token), and in a checkout handed to the sandbox user. */
+interface Gits {
+  host: Git;
+  checkout: Git;
+}
 
 /** Parallel checkout workers for a clone; more than the cores, since they mostly wait on the disk. */
 const CHECKOUT_WORKERS = 8;
@@ -377,9 +404,10 @@ async function cloneRemote(
   workDir: string,
   base: string,
   opts: SandboxOptions,
-  git: Git,
+  gits: Gits,
   user: SandboxUser | undefined,
 ): Promise<{ mirror?: MirrorLease; spareSource?: SpareSource }> {
+  const { host: git, checkout: checkoutGit } = gits;
   const token = opts.githubToken;
   const redactToken = createRedactor([token]);
   const clone = (reference: string | undefined, target = workDir, extra: string[] = []): Promise<ExecResult> =>
@@ -405,23 +433,25 @@ async function cloneRemote(
     ? await cache.mirrors.lease(cache.scope, { id: cache.repositoryId, url: source.url }, token)
     : undefined;
   if (mirror) {
-    const tree = await cloneOntoSpare(mirror.path, workDir, base, git, user, async (target) => {
+    const tree = await cloneOntoSpare(mirror.path, workDir, base, gits, user, async (target) => {
       const cloned = await clone(mirror.path, target, ["--no-checkout"]);
       // At once: the token it fetches with is revoked as soon as the sandbox is ready.
       if (cloned.exitCode === 0) mirror.refresh(token);
       return cloned;
     });
     if (tree) {
-      await settleStatCheck(workDir, git);
+      await settleStatCheck(workDir, checkoutGit);
       return { mirror, spareSource: { tree, branchRef: await headRef(workDir) } };
     }
   }
   let result = await clone(mirror?.path);
   if (result.exitCode === 0) {
     mirror?.refresh(token);
-    await settleStatCheck(workDir, git);
+    // Every file of a fresh checkout is the harness's: the whole tree goes to the sandbox user.
+    await handOverTree(workDir, user);
+    await settleStatCheck(workDir, checkoutGit);
     if (!mirror) return {};
-    const tree = await git(["rev-parse", "--verify", "--quiet", "HEAD^{tree}"], workDir);
+    const tree = await checkoutGit(["rev-parse", "--verify", "--quiet", "HEAD^{tree}"], workDir);
     return {
       mirror,
       ...(tree.exitCode === 0 ? { spareSource: { tree: tree.stdout.trim(), branchRef: await headRef(workDir) } } : {}),
@@ -434,7 +464,10 @@ async function cloneRemote(
     if (result.exitCode === 0 && !NETWORK_FAILURE.test(withMirror.stderr)) mirror.discard();
     mirror.release();
   }
-  if (result.exitCode === 0) await settleStatCheck(workDir, git);
+  if (result.exitCode === 0) {
+    await handOverTree(workDir, user);
+    await settleStatCheck(workDir, checkoutGit);
+  }
   if (result.exitCode !== 0) {
     const detail = redactToken((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
     throw new SandboxError(`Cloning ${source.display} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
@@ -453,10 +486,11 @@ async function cloneOntoSpare(
   mirror: string,
   workDir: string,
   base: string,
-  git: Git,
+  gits: Gits,
   user: SandboxUser | undefined,
   cloneWithoutCheckout: (target: string) => Promise<ExecResult>,
 ): Promise<string | undefined> {
+  const { host: git, checkout: checkoutGit } = gits;
   const claimed = join(base, "spare");
   const fresh = join(base, "clone");
   const spare = await takeSpare(mirror, claimed, user);
@@ -471,7 +505,11 @@ async function cloneOntoSpare(
     await rm(join(spare, ".git"), { recursive: true, force: true });
     await rename(join(fresh, ".git"), join(spare, ".git"));
     await rename(spare, workDir);
-    const reset = await git(
+    // The spare's files are the sandbox user's already (handed over as it was written): only
+    // its folder and the fresh .git are not, and the reset, run as that user, writes as it.
+    await giveToSandbox(workDir, user);
+    await handOverTree(join(workDir, ".git"), user);
+    const reset = await checkoutGit(
       ["-c", `checkout.workers=${String(CHECKOUT_WORKERS)}`, "reset", "--quiet", "--hard", "HEAD"],
       workDir,
     );

@@ -33,8 +33,9 @@ import type { SandboxUser } from "./sandbox-user.js";
  * Bounded: one per mirror, a few in all, none older than a day or outliving its mirror.
  *
  * When commands run as a sandbox user (the harness is root), the spare's files are handed to
- * that user as they are written, in the background: the run that takes them then only has to
- * hand over the few files its clone changed, and the index's stat data stays true.
+ * that user as they are written, in the background: the run that takes them hands over only
+ * the folder and its fresh `.git`, then runs its reset as that user, and the index's stat data
+ * stays true.
  */
 
 /** Spares are `<tmp>/harness.spare-<key>-ready-<random>`; not `harness-*`, which are sandboxes. */
