@@ -423,7 +423,11 @@ function packageVersion(): string {
  */
 async function cliIsolation(env: NodeJS.ProcessEnv, agent: AgentDriver | undefined): Promise<LocalIsolation> {
   const bwrapPath = env["HARNESS_BWRAP"] || undefined;
-  const probe = await probeIsolation(bwrapPath ? { bwrapPath } : {});
+  const sandboxUser = env["HARNESS_SANDBOX_USER"] || undefined;
+  const probe = await probeIsolation({
+    ...(bwrapPath ? { bwrapPath } : {}),
+    ...(sandboxUser ? { sandboxUser } : {}),
+  });
   if (!probe.available) {
     throw new UsageError(
       `The local sandbox cannot isolate the agent on this machine: ${probe.reason}. Fix: ${probe.fix}; ` +
@@ -440,5 +444,6 @@ async function cliIsolation(env: NodeJS.ProcessEnv, agent: AgentDriver | undefin
     mode: "namespaces",
     ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}),
     ...(bwrapPath ? { bwrapPath } : {}),
+    ...(sandboxUser ? { sandboxUser } : {}),
   };
 }

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
+import { sandboxUserSettingProblem } from "../sandbox/local/sandbox-user.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
 import { NETWORK_MODES, type NetworkMode } from "../config/network-policy.js";
 import { webAuthSetupFromEnv, type WebAuthSettings } from "../web/auth/settings.js";
@@ -319,10 +320,14 @@ function localSandboxFrom(env: NodeJS.ProcessEnv): LocalIsolation {
   const bwrapPath = env["HARNESS_BWRAP"] || undefined;
   if (bwrapPath !== undefined && !bwrapPath.startsWith("/"))
     throw new SettingsError(`HARNESS_BWRAP must be an absolute path to bwrap, got "${bwrapPath}"`);
+  const sandboxUser = env["HARNESS_SANDBOX_USER"] || undefined;
+  const sandboxUserProblem = sandboxUser !== undefined ? sandboxUserSettingProblem(sandboxUser) : undefined;
+  if (sandboxUserProblem) throw new SettingsError(sandboxUserProblem);
   return {
     mode: unisolated === "1" || unisolated === "true" ? "none" : "namespaces",
     ...(readOnlyPaths.length > 0 ? { readOnlyPaths } : {}),
     ...(bwrapPath ? { bwrapPath } : {}),
+    ...(sandboxUser ? { sandboxUser } : {}),
   };
 }
 

@@ -1,3 +1,4 @@
+import { mkdir } from "node:fs/promises";
 import { probeIsolation } from "../sandbox/local/isolation.js";
 import type { LocalIsolation } from "../sandbox/types.js";
 import { type AppSettings } from "./app-settings.js";
@@ -5,15 +6,24 @@ import { SettingsError } from "../util/errors.js";
 
 /**
  * The local sandbox's isolation for this process, checked before it takes any work: a worker
- * that may run local sandboxes with namespaces proves bubblewrap works here, and otherwise
- * refuses to start with the reason and the fix, rather than failing every run later (or, worse,
- * running agents unisolated without anyone having chosen that).
+ * that may run local sandboxes with namespaces proves bubblewrap works here — as the sandbox
+ * user, with the seccomp filter, reaching the operator's read-only paths and the repository
+ * cache — and otherwise refuses to start with the reason and the fix, rather than failing every
+ * run later (or, worse, running agents unisolated without anyone having chosen that).
  */
 export async function localIsolationFor(settings: Extract<AppSettings, { mode: "app" }>): Promise<LocalIsolation> {
   const isolation: LocalIsolation = settings.localSandbox ?? { mode: "namespaces" };
   const runsLocal = settings.concurrency > 0 && settings.allowedSandboxes.includes("local");
   if (!runsLocal || isolation.mode !== "namespaces") return isolation;
-  const probe = await probeIsolation(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {});
+  const cacheRoot = settings.repoCache?.root;
+  // Made now rather than at the first run: the probe shows whether the sandbox user reaches it.
+  if (cacheRoot !== undefined) await mkdir(cacheRoot, { recursive: true, mode: 0o700 });
+  const probe = await probeIsolation({
+    ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}),
+    ...(isolation.sandboxUser ? { sandboxUser: isolation.sandboxUser } : {}),
+    ...(isolation.readOnlyPaths ? { readOnlyPaths: isolation.readOnlyPaths } : {}),
+    ...(cacheRoot !== undefined ? { reachablePaths: [cacheRoot] } : {}),
+  });
   if (!probe.available) {
     throw new SettingsError(
       `The local sandbox cannot isolate runs on this host: ${probe.reason}. Fix: ${probe.fix}. ` +

@@ -141,6 +141,7 @@ export async function buildRuntime(
       ? new RepoCache({
           root: settings.repoCache.root,
           maxBytes: settings.repoCache.maxBytes,
+          ...(localIsolation.sandboxUser ? { sandboxUser: localIsolation.sandboxUser } : {}),
           warn: (message) => {
             log.warn({}, redactor(message));
           },

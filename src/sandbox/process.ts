@@ -1,6 +1,7 @@
 import { spawn } from "node:child_process";
 import { constants } from "node:os";
 import { performance } from "node:perf_hooks";
+import type { Writable } from "node:stream";
 import { StringDecoder } from "node:string_decoder";
 import type { ExecResult } from "../contracts/types.js";
 import { MAX_OUTPUT_BYTES } from "../util/sanitize.js";
@@ -16,6 +17,15 @@ export interface ProcessRequest {
   stdin?: string;
   signal?: AbortSignal;
   onOutput?: (stream: "stdout" | "stderr", chunk: string) => void;
+  /** The host user and group the program runs as (the caller must be allowed to switch to them). */
+  uid?: number;
+  gid?: number;
+  /**
+   * Data the program reads from descriptors 3, 4, …: one pipe each, written whole and closed
+   * (how bubblewrap takes its seccomp program). Each must fit a pipe's buffer (64 KiB), so the
+   * write never waits on a program that does not read it.
+   */
+  extraInput?: readonly Buffer[];
 }
 
 /** How long a killed command gets between SIGTERM and SIGKILL. */
@@ -48,11 +58,20 @@ export function runProcess(request: ProcessRequest): Promise<ExecResult> {
     let exitCode: number | undefined;
     const timers: NodeJS.Timeout[] = [];
 
+    const extraInput = request.extraInput ?? [];
     const child = spawn(program, args, {
       cwd: request.cwd,
       env: request.env,
       detached: true, // its own process group, so the whole tree can be signalled at once
-      stdio: ["pipe", "pipe", "pipe"],
+      stdio: ["pipe", "pipe", "pipe", ...extraInput.map(() => "pipe" as const)],
+      ...(request.uid !== undefined ? { uid: request.uid } : {}),
+      ...(request.gid !== undefined ? { gid: request.gid } : {}),
+    });
+    extraInput.forEach((data, index) => {
+      const pipe = child.stdio[3 + index] as Writable | null;
+      // EPIPE when the program exits without reading it is not an error of ours.
+      pipe?.on("error", () => undefined);
+      pipe?.end(data);
     });
 
     const killTree = (signal: NodeJS.Signals): void => {

@@ -141,6 +141,11 @@ export interface LocalIsolation {
   readOnlyPaths?: readonly string[];
   /** Where bubblewrap is, when not on the harness's PATH or in /usr/bin. */
   bwrapPath?: string;
+  /**
+   * HARNESS_SANDBOX_USER: the host user (a name, or uid[:gid]) commands run as when the harness
+   * is root; by default `harness-sandbox`, else uid and gid 99999. Never root.
+   */
+  sandboxUser?: string;
 }
 
 /**

@@ -1,5 +1,5 @@
 import { execFileSync } from "node:child_process";
-import { mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
+import { chmod, mkdir, mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 
@@ -17,9 +17,14 @@ export function git(cwd: string, ...args: string[]): string {
   return execFileSync("git", args, { cwd, encoding: "utf8", env: { ...process.env, ...quietGit } }).trim();
 }
 
-/** A scratch directory removed by the returned cleanup. */
+/**
+ * A scratch directory removed by the returned cleanup. Readable by all, as tests often hand it to
+ * the isolated sandbox (an agent script there), whose commands run, when the tests run as root,
+ * as the sandbox user rather than as its owner.
+ */
 export async function scratchDir(prefix = "harness-test-"): Promise<{ path: string; cleanup: () => Promise<void> }> {
   const path = await mkdtemp(join(tmpdir(), prefix));
+  await chmod(path, 0o755);
   return { path, cleanup: () => rm(path, { recursive: true, force: true }) };
 }
 

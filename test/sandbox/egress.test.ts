@@ -22,7 +22,9 @@ import {
   type EgressProxy,
   type EgressProxyOptions,
 } from "../../src/sandbox/egress/proxy.js";
-import { isolatedArgv, probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { isolatedCommand, probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { giveToSandbox, letSandboxRead, letSandboxTraverse } from "../../src/sandbox/local/sandbox-access.js";
+import { sandboxUserFor } from "../../src/sandbox/local/sandbox-user.js";
 import { runProcess } from "../../src/sandbox/process.js";
 
 /*
@@ -583,6 +585,12 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     const forwarderFile = join(forwarderDir, "forwarder.mjs");
     await writeFile(forwarderFile, FORWARDER_SOURCE);
     const { proxy, socketPath, decisions } = await startProxy({ resolve: testResolver, ...options });
+    // What the local sandbox does for its sandbox user (who commands run as when the tests are root).
+    const user = sandboxUserFor();
+    for (const dir of [base, forwarderDir, socketDir]) await letSandboxTraverse(dir, user);
+    for (const dir of [workDir, homeDir]) await giveToSandbox(dir, user);
+    await letSandboxRead(forwarderFile, user);
+    await letSandboxRead(socketPath, user, 0o660);
     const spec = {
       workDir,
       homeDir,
@@ -591,7 +599,7 @@ describe.skipIf(!probe.available || !curlPath)("a sandboxed command behind the e
     };
     const run: Sandboxed["run"] = (argv, { timeout = 20_000, proxied = true } = {}) =>
       runProcess({
-        argv: isolatedArgv(spec, proxied ? egressCommand(forwarderFile, socketPath, argv) : argv),
+        ...isolatedCommand(spec, proxied ? egressCommand(forwarderFile, socketPath, argv) : argv),
         cwd: workDir,
         env: { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: homeDir },
         timeout,

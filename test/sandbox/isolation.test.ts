@@ -8,12 +8,14 @@ import { setTimeout as sleep } from "node:timers/promises";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { ExecResult } from "../../src/contracts/types.js";
 import {
-  isolatedArgv,
+  isolatedCommand,
   probeIsolation,
   SANDBOX_UID,
   type IsolationSpec,
   type NetworkMode,
 } from "../../src/sandbox/local/isolation.js";
+import { giveToSandbox, letSandboxTraverse } from "../../src/sandbox/local/sandbox-access.js";
+import { sandboxUserFor } from "../../src/sandbox/local/sandbox-user.js";
 import { runProcess } from "../../src/sandbox/process.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
@@ -61,12 +63,19 @@ let workDir: string;
 let homeDir: string;
 const cleanups: Array<() => Promise<void> | void> = [];
 
+/** Who isolated commands run as on the host: the sandbox user when these tests run as root. */
+const sandboxUser = sandboxUserFor();
+
 beforeEach(async () => {
   base = await mkdtemp(join(tmpdir(), "harness-isolation-test-"));
   workDir = join(base, "work");
   homeDir = join(base, "home");
   await mkdir(workDir);
   await mkdir(homeDir);
+  // As the local sandbox prepares its folders.
+  await letSandboxTraverse(base, sandboxUser);
+  await giveToSandbox(workDir, sandboxUser);
+  await giveToSandbox(homeDir, sandboxUser);
 });
 
 afterEach(async () => {
@@ -89,7 +98,7 @@ function runIsolated(
   opts: { network?: NetworkMode; env?: Record<string, string>; timeout?: number } = {},
 ): Promise<ExecResult> {
   return runProcess({
-    argv: isolatedArgv(spec(opts.network), ["sh", "-c", script, "sh", ...args], { bwrapPath }),
+    ...isolatedCommand(spec(opts.network), ["sh", "-c", script, "sh", ...args], { bwrapPath }),
     cwd: workDir,
     env: sandboxEnv(opts.env),
     timeout: opts.timeout ?? 15_000,
@@ -181,11 +190,11 @@ done
 echo "the orphan never beat"; exit 3
 `;
 
-describe("isolatedArgv", () => {
+describe("isolatedCommand", () => {
   const plain: IsolationSpec = { workDir: "/tmp/run-1/work", homeDir: "/tmp/run-1/home", network: "none" };
 
   test("is bwrap's options, then --, then the command unchanged", () => {
-    const argv = isolatedArgv(plain, ["sh", "-c", "echo $HOME; --not-an-option"], { bwrapPath: "/opt/bwrap" });
+    const { argv } = isolatedCommand(plain, ["sh", "-c", "echo $HOME; --not-an-option"], { bwrapPath: "/opt/bwrap" });
     expect(argv[0]).toBe("/opt/bwrap");
     const separator = argv.indexOf("--");
     expect(argv.slice(separator + 1)).toEqual(["sh", "-c", "echo $HOME; --not-an-option"]);
@@ -203,19 +212,19 @@ describe("isolatedArgv", () => {
   });
 
   test("shares the host network only when asked to", () => {
-    expect(isolatedArgv(plain, ["true"])).not.toContain("--share-net");
-    expect(isolatedArgv({ ...plain, network: "open" }, ["true"])).toContain("--share-net");
+    expect(isolatedCommand(plain, ["true"]).argv).not.toContain("--share-net");
+    expect(isolatedCommand({ ...plain, network: "open" }, ["true"]).argv).toContain("--share-net");
   });
 
   test("refuses paths that would expose too much, and a bwrap that a run's PATH could choose", () => {
-    expect(() => isolatedArgv({ ...plain, workDir: "work" }, ["true"])).toThrow(InvalidInputError);
-    expect(() => isolatedArgv({ ...plain, homeDir: "/" }, ["true"])).toThrow(InvalidInputError);
-    expect(() => isolatedArgv({ ...plain, workDir: "/tmp/run-1/../.." }, ["true"])).toThrow(InvalidInputError);
-    expect(() => isolatedArgv({ ...plain, readOnlyPaths: ["relative/bin"] }, ["true"])).toThrow(InvalidInputError);
+    expect(() => isolatedCommand({ ...plain, workDir: "work" }, ["true"])).toThrow(InvalidInputError);
+    expect(() => isolatedCommand({ ...plain, homeDir: "/" }, ["true"])).toThrow(InvalidInputError);
+    expect(() => isolatedCommand({ ...plain, workDir: "/tmp/run-1/../.." }, ["true"])).toThrow(InvalidInputError);
+    expect(() => isolatedCommand({ ...plain, readOnlyPaths: ["relative/bin"] }, ["true"])).toThrow(InvalidInputError);
     // An ancestor of the checkout would show every other run's checkout beside it.
-    expect(() => isolatedArgv({ ...plain, readOnlyPaths: ["/tmp"] }, ["true"])).toThrow(/contains the workDir/);
-    expect(() => isolatedArgv(plain, ["true"], { bwrapPath: "bwrap" })).toThrow(InvalidInputError);
-    expect(() => isolatedArgv(plain, [])).toThrow(InvalidInputError);
+    expect(() => isolatedCommand({ ...plain, readOnlyPaths: ["/tmp"] }, ["true"])).toThrow(/contains the workDir/);
+    expect(() => isolatedCommand(plain, ["true"], { bwrapPath: "bwrap" })).toThrow(InvalidInputError);
+    expect(() => isolatedCommand(plain, [])).toThrow(InvalidInputError);
   });
 });
 
@@ -297,7 +306,7 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     expect(await readOrUndefined(`/proc/${helperPid}/environ`)).toContain(hostSecret);
 
     const listing = await runProcess({
-      argv: isolatedArgv(spec(), ["ls", "/proc"], { bwrapPath }),
+      ...isolatedCommand(spec(), ["ls", "/proc"], { bwrapPath }),
       cwd: workDir,
       env: sandboxEnv(),
       timeout: 15_000,
@@ -391,8 +400,10 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
 
       expect(await readFile(join(workDir, "from-sandbox.txt"), "utf8")).toBe("hello\n");
       expect(await readFile(join(homeDir, ".toolrc"), "utf8")).toBe("config\n");
-      // uid 1000 inside is the harness's own uid outside, so the files are the harness's.
-      expect((await stat(join(workDir, "from-sandbox.txt"))).uid).toBe(process.getuid?.());
+      // uid 1000 inside is, outside, the sandbox user when the harness is root, else the harness itself.
+      const owner = (await stat(join(workDir, "from-sandbox.txt"))).uid;
+      expect(owner).toBe(sandboxUser?.uid ?? process.getuid?.());
+      expect(owner).not.toBe(0);
       await chmod(join(workDir, "deep", "er"), 0o700);
       await rm(join(workDir, "deep"), { recursive: true });
       await rm(join(workDir, "from-sandbox.txt"));
@@ -439,8 +450,10 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
   test(
     "runs in a session of its own, " + "so it has no controlling terminal of the caller's to push keystrokes into",
     async () => {
+      const command = isolatedCommand(spec(), ["true"], { bwrapPath });
       const sessionOf = async (argv: string[]): Promise<string> => {
         const result = await runProcess({
+          ...command,
           argv: [...argv, "sh", "-c", "cut -d' ' -f6 /proc/self/stat"],
           cwd: workDir,
           env: sandboxEnv(),
@@ -449,7 +462,7 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
         expect(result.exitCode).toBe(0);
         return result.stdout.trim();
       };
-      const withoutCommand = isolatedArgv(spec(), ["true"], { bwrapPath }).slice(0, -1);
+      const withoutCommand = command.argv.slice(0, -1);
       // A session id of 0 means the session leader is outside the sandbox's PID namespace: the
       // caller's session (and terminal, if it had one). --new-session makes it a sandbox process.
       expect(await sessionOf(withoutCommand)).not.toBe("0");
@@ -459,11 +472,11 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
 
   test("passes the spawn environment to the command, and none of its values ever appears in the argv", async () => {
     const env = { GITHUB_TOKEN: fakeToken("ghs_"), ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 64, "url-safe") };
-    const argv = isolatedArgv(spec(), ["sh", "-c", 'printf "%s\\n%s\\n" "$GITHUB_TOKEN" "$ANTHROPIC_API_KEY"'], {
+    const command = isolatedCommand(spec(), ["sh", "-c", 'printf "%s\\n%s\\n" "$GITHUB_TOKEN" "$ANTHROPIC_API_KEY"'], {
       bwrapPath,
     });
-    for (const value of Object.values(env)) expect(argv.join("\0")).not.toContain(value);
-    const result = await runProcess({ argv, cwd: workDir, env: sandboxEnv(env), timeout: 15_000 });
+    for (const value of Object.values(env)) expect(command.argv.join("\0")).not.toContain(value);
+    const result = await runProcess({ ...command, cwd: workDir, env: sandboxEnv(env), timeout: 15_000 });
     expect(result.exitCode).toBe(0);
     expect(result.stdout).toBe(`${env.GITHUB_TOKEN}\n${env.ANTHROPIC_API_KEY}\n`);
   });
@@ -495,7 +508,7 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
     ];
     const attempt = (network: NetworkMode): Promise<ExecResult> =>
       runProcess({
-        argv: isolatedArgv(spec(network), connect, { bwrapPath }),
+        ...isolatedCommand(spec(network), connect, { bwrapPath }),
         cwd: workDir,
         env: sandboxEnv(),
         timeout: 15_000,
@@ -553,16 +566,17 @@ describe.skipIf(noBwrap)("an isolated command (real bwrap processes)", () => {
         ? "dies with its parent when the harness is killed outright"
         : "control: without --die-with-parent it survives the harness",
       async () => {
-        const inner = isolatedArgv(spec(), ["sh", "-c", HEARTBEAT_LOOP, "sh", workDir, "beat"], { bwrapPath }).filter(
-          (arg) => dieWithParent || arg !== "--die-with-parent",
-        );
-        const wrapperPidFile = join(base, "wrapper.pid");
-        const bwrapPidFile = join(base, "bwrap.pid");
+        const command = isolatedCommand(spec(), ["sh", "-c", HEARTBEAT_LOOP, "sh", workDir, "beat"], { bwrapPath });
+        const inner = command.argv.filter((arg) => dieWithParent || arg !== "--die-with-parent");
+        // In the checkout: the wrapper runs as the sandbox user, as bwrap does.
+        const wrapperPidFile = join(workDir, "wrapper.pid");
+        const bwrapPidFile = join(workDir, "bwrap.pid");
         cleanups.push(async () => {
           const pid = Number(await readOrUndefined(bwrapPidFile));
           if (pid > 0) killHostTree(pid);
         });
         const running = runProcess({
+          ...command,
           argv: [
             "sh",
             "-c",

@@ -7,7 +7,7 @@ import { promptProbeAgent } from "../helpers/prompt-probe.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import type { HarnessEvent } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
-import { isolatedArgv, probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { isolatedCommand, probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError } from "../../src/util/errors.js";
@@ -262,7 +262,9 @@ describe("the isolation argv's scratch folder", () => {
   const spec = { workDir: "/runs/r1/work", homeDir: "/runs/r1/home", network: "none" as const };
 
   test("is bound read-only, never writable", () => {
-    const argv = isolatedArgv({ ...spec, scratchDir: "/runs/r1/scratch" }, ["true"], { bwrapPath: "/usr/bin/bwrap" });
+    const { argv } = isolatedCommand({ ...spec, scratchDir: "/runs/r1/scratch" }, ["true"], {
+      bwrapPath: "/usr/bin/bwrap",
+    });
     const at = argv.indexOf("/runs/r1/scratch");
     expect(argv.slice(at - 1, at + 2)).toEqual(["--ro-bind", "/runs/r1/scratch", "/runs/r1/scratch"]);
     expect(argv.filter((arg, index) => arg === "--bind" && argv[index + 1] === "/runs/r1/scratch")).toEqual([]);
@@ -275,7 +277,7 @@ describe("the isolation argv's scratch folder", () => {
     ["inside HOME", "/runs/r1/home/scratch"],
     ["relative", "scratch"],
   ])("is refused when %s", (_label, scratchDir) => {
-    expect(() => isolatedArgv({ ...spec, scratchDir }, ["true"], { bwrapPath: "/usr/bin/bwrap" })).toThrow(
+    expect(() => isolatedCommand({ ...spec, scratchDir }, ["true"], { bwrapPath: "/usr/bin/bwrap" })).toThrow(
       InvalidInputError,
     );
   });

@@ -4,6 +4,9 @@ import { tmpdir } from "node:os";
 import { isAbsolute, join, normalize } from "node:path";
 import { InvalidInputError } from "../../util/errors.js";
 import { runProcess } from "../process.js";
+import { giveToSandbox, letSandboxTraverse } from "./sandbox-access.js";
+import { sandboxUserFor, type SandboxUser } from "./sandbox-user.js";
+import { hostSeccompArch, seccompFilter } from "./seccomp.js";
 
 /**
  * "none": a network namespace of its own with only a loopback device. "open": the host's
@@ -31,22 +34,48 @@ export interface IsolationSpec {
 export type IsolationProbe =
   { available: true; bwrapPath: string; version: string } | { available: false; reason: string; fix: string };
 
+/** What runProcess needs to start an isolated command: spread it into the request. */
+export interface IsolatedCommand {
+  argv: string[];
+  /** The sandbox user bwrap is started as, when the harness is root. */
+  uid?: number;
+  gid?: number;
+  /** Descriptor 3: the seccomp program bwrap loads (`--seccomp 3`). */
+  extraInput: Buffer[];
+}
+
+export interface IsolationOptions {
+  bwrapPath?: string;
+  /**
+   * The host user commands run as (see sandbox-user.ts); by default the one this host resolves
+   * to with no HARNESS_SANDBOX_USER: none when the harness is not root.
+   */
+  user?: SandboxUser;
+}
+
 /**
- * The uid and gid the command sees. bwrap (not setuid) can only map one id: the caller's own,
- * so uid 1000 inside is the harness's uid outside, which is root when the harness runs as
- * root. That is the combination that works: files the command writes in workDir belong to the
- * harness, which can read and delete them afterwards, and workDir (owned by the harness)
- * appears as the command's own, so it can write there and git sees no "dubious ownership".
- * What keeps a host-root mapping from being host root: the user namespace is owned by the
- * sandbox, so its capabilities (dropped anyway) never apply to host resources; host files
- * owned by root are only visible on read-only mounts; the PID namespace hides every host
- * process to signal or ptrace. A non-zero uid inside is still worth having: tools that act
- * differently as root (package managers, installers, sudo-aware scripts) behave as they would
- * for a normal user, and should --cap-drop ever be lost, an exec would not re-grant the
- * namespace's capabilities the way it does for uid 0.
+ * The uid and gid the command sees. bwrap (not setuid) maps one id: its caller's, so uid 1000
+ * inside is outside whoever started bwrap. When the harness is root that is the sandbox user
+ * (sandbox-user.ts), never root: a root mapping would let the command write /proc/sys (the
+ * kernel checks sysctl writes against the global uid, not the namespace's) and own every
+ * root-owned file a mount shows it. workDir and homeDir belong to that same user, so inside
+ * they appear as the command's own: it writes there and git sees no "dubious ownership"; the
+ * harness, as root, still reads and removes what it leaves. A non-zero uid inside is worth
+ * having too: tools that act differently as root behave as they would for a normal user.
  */
 export const SANDBOX_UID = 1000;
 export const SANDBOX_GID = 1000;
+
+/**
+ * Parts of the sandbox's own /proc that act on the whole host: sysctls (kernel.core_pattern
+ * names a program the kernel runs as root on a crash) and the magic SysRq trigger; irq and bus
+ * for good measure, as bwrap itself covers them when it can. Bound read-only over the fresh
+ * /proc whatever uid the command has.
+ */
+const PROC_READ_ONLY = ["/proc/sys", "/proc/sysrq-trigger", "/proc/irq", "/proc/bus"];
+
+/** bwrap reads the seccomp program from this descriptor (runProcess's first extraInput). */
+const SECCOMP_FD = 3;
 
 /** Top-level toolchain directories; on merged-/usr systems all but /usr are symlinks into it. */
 const SYSTEM_DIRS = ["/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"];
@@ -79,17 +108,43 @@ const ETC_ENTRIES = [
 ];
 
 const PROBE_TIMEOUT_MS = 10_000;
+/**
+ * The probe's command: names each argument the command cannot read (a folder it cannot also
+ * enter), so a path bound in that only its owner can open is refused at start, not in a run.
+ */
+const UNREADABLE_PATHS =
+  'for p do if [ ! -r "$p" ] || { [ -d "$p" ] && [ ! -x "$p" ]; }; then echo "unreadable: $p"; fi; done';
 const INSTALL_FIX = "install it with `apt-get install bubblewrap`";
 
 /**
- * The argv that runs `argv` isolated with bubblewrap: bwrap's own options, then `--`, then argv.
- * Secrets never go into this argv (it is readable by every process on the host through `ps`
- * and inside the sandbox through /proc/1/cmdline): the caller passes the command's environment
- * through spawn's env, which bwrap hands on to the command unchanged.
+ * How to run `argv` isolated with bubblewrap: bwrap's own options, then `--`, then argv; as
+ * the sandbox user when the harness is root; with the seccomp filter on descriptor 3. Secrets
+ * never go into this argv (it is readable by every process on the host through `ps` and inside
+ * the sandbox through /proc/1/cmdline): the caller passes the command's environment through
+ * spawn's env, which bwrap hands on to the command unchanged.
  */
-export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], options?: { bwrapPath?: string }): string[] {
-  if (argv.length === 0) throw new InvalidInputError("isolatedArgv needs a command to run");
-  const bwrapPath = options?.bwrapPath ?? defaultBwrapPath();
+export function isolatedCommand(
+  spec: IsolationSpec,
+  argv: readonly string[],
+  options?: IsolationOptions,
+): IsolatedCommand {
+  if (argv.length === 0) throw new InvalidInputError("isolatedCommand needs a command to run");
+  const user = options?.user ?? sandboxUserFor();
+  if (user && (user.uid === 0 || user.gid === 0))
+    throw new InvalidInputError("The sandbox user must not be root (uid or gid 0)");
+  if (!user && process.getuid?.() === 0)
+    throw new InvalidInputError("The harness runs as root but no sandbox user was given: refusing to run as root");
+  const arch = hostSeccompArch();
+  if (!arch) throw new InvalidInputError(`No seccomp filter for this machine (${process.arch})`);
+  return {
+    argv: isolatedArgv(spec, argv, options?.bwrapPath),
+    ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    extraInput: [seccompFilter(arch)],
+  };
+}
+
+function isolatedArgv(spec: IsolationSpec, argv: readonly string[], bwrapPathOption: string | undefined): string[] {
+  const bwrapPath = bwrapPathOption ?? defaultBwrapPath();
   if (!isAbsolute(bwrapPath)) {
     // A bare name would be looked up in the command's PATH, which may point into the checkout.
     throw new InvalidInputError(`The bwrap path must be absolute, got "${bwrapPath}"`);
@@ -157,6 +212,7 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
     ...ETC_ENTRIES.flatMap((entry) => ["--ro-bind-try", `/etc/${entry}`, `/etc/${entry}`]),
     "--proc",
     "/proc",
+    ...PROC_READ_ONLY.flatMap((path) => [path === "/proc/sys" ? "--ro-bind" : "--ro-bind-try", path, path]),
     "--dev",
     "/dev",
     "--tmpfs",
@@ -170,33 +226,56 @@ export function isolatedArgv(spec: IsolationSpec, argv: readonly string[], optio
     // places a command can write, and nothing it leaves elsewhere can surprise the next step.
     "--remount-ro",
     "/",
+    // Applied last, just before the command starts: bwrap's own set-up needs mount and unshare.
+    "--seccomp",
+    String(SECCOMP_FD),
     "--",
     ...argv,
   ];
   return args;
 }
 
+export interface ProbeOptions {
+  bwrapPath?: string;
+  /** HARNESS_SANDBOX_USER: the user commands run as when the harness is root. */
+  sandboxUser?: string;
+  /** Host paths every command will see read-only: the sandbox user must be able to read them. */
+  readOnlyPaths?: readonly string[];
+  /**
+   * Host folders some commands will have paths inside of bound (the repository cache's root): the
+   * sandbox user must be able to reach them, though it needs to read only what lies inside.
+   */
+  reachablePaths?: readonly string[];
+}
+
 /**
  * Whether isolation works on this host, found by running a trivial isolated command with the
- * same options every real command gets (so an unsupported option, a disabled namespace or a
- * missing bwrap all show up here, once, instead of in the first run). The answer is cached
- * per process and bwrap path.
+ * same options every real command gets — the same host user, seccomp filter and read-only
+ * paths — so an unsupported option, a disabled namespace, a user that cannot create one, a
+ * path it cannot reach or a missing bwrap all show up here, once, instead of in the first run.
+ * The answer is cached per process and options.
  */
-export async function probeIsolation(options?: { bwrapPath?: string }): Promise<IsolationProbe> {
+export async function probeIsolation(options?: ProbeOptions): Promise<IsolationProbe> {
   const bwrapPath = options?.bwrapPath ?? defaultBwrapPath();
-  let probe = probes.get(bwrapPath);
+  const key = JSON.stringify([
+    bwrapPath,
+    options?.sandboxUser ?? "",
+    options?.readOnlyPaths ?? [],
+    options?.reachablePaths ?? [],
+  ]);
+  let probe = probes.get(key);
   if (!probe) {
-    probe = runProbe(bwrapPath);
-    probes.set(bwrapPath, probe);
+    probe = runProbe(bwrapPath, options);
+    probes.set(key, probe);
   }
   return probe;
 }
 
 const probes = new Map<string, Promise<IsolationProbe>>();
 
-async function runProbe(bwrapPath: string): Promise<IsolationProbe> {
+async function runProbe(bwrapPath: string, options: ProbeOptions | undefined): Promise<IsolationProbe> {
   try {
-    return await probeOnce(bwrapPath);
+    return await probeOnce(bwrapPath, options);
   } catch (error) {
     // A probe that throws would be cached as a rejection: report it as an answer instead.
     const message = error instanceof Error ? error.message : String(error);
@@ -208,7 +287,7 @@ async function runProbe(bwrapPath: string): Promise<IsolationProbe> {
   }
 }
 
-async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
+async function probeOnce(bwrapPath: string, options: ProbeOptions | undefined): Promise<IsolationProbe> {
   if (!isAbsolute(bwrapPath)) {
     return {
       available: false,
@@ -229,15 +308,41 @@ async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
     };
   }
 
+  if (!hostSeccompArch()) {
+    return {
+      available: false,
+      reason: `the sandbox's seccomp filter knows x86_64 and aarch64, not this machine (${process.arch})`,
+      fix: "run on x86_64 or aarch64, or on Daytona",
+    };
+  }
+  let user: SandboxUser | undefined;
+  try {
+    user = sandboxUserFor(options?.sandboxUser);
+  } catch (error) {
+    return {
+      available: false,
+      reason: error instanceof Error ? error.message : String(error),
+      fix: "set HARNESS_SANDBOX_USER to an unprivileged user of this host, or leave it unset",
+    };
+  }
+
   const base = await mkdtemp(join(tmpdir(), "harness-isolation-probe-"));
   try {
     const workDir = join(base, "work");
     const homeDir = join(base, "home");
     await mkdir(workDir);
     await mkdir(homeDir);
+    await letSandboxTraverse(base, user);
+    await giveToSandbox(workDir, user);
+    await giveToSandbox(homeDir, user);
     const env = { PATH: "/usr/local/bin:/usr/bin:/bin", HOME: homeDir };
-    const argv = isolatedArgv({ workDir, homeDir, network: "none" }, ["true"], { bwrapPath });
-    const result = await runProcess({ argv, cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
+    const readOnlyPaths = options?.readOnlyPaths ?? [];
+    const command = isolatedCommand(
+      { workDir, homeDir, network: "none", readOnlyPaths: [...readOnlyPaths, ...(options?.reachablePaths ?? [])] },
+      ["sh", "-c", UNREADABLE_PATHS, "sh", ...readOnlyPaths],
+      { bwrapPath, ...(user ? { user } : {}) },
+    );
+    const result = await runProcess({ ...command, cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
     if (result.exitCode !== 0) {
       if (result.timedOut) {
         return {
@@ -246,7 +351,22 @@ async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
           fix: `run \`${bwrapPath} --unshare-all --ro-bind / / true\` by hand to see where it hangs`,
         };
       }
-      return explainFailure(bwrapPath, result.exitCode, `${result.stderr}\n${result.stdout}`);
+      return explainFailure(bwrapPath, result.exitCode, `${result.stderr}\n${result.stdout}`, user);
+    }
+    const unreadable = result.stdout
+      .split("\n")
+      .filter((line) => line.startsWith("unreadable: "))
+      .map((line) => line.slice("unreadable: ".length));
+    if (unreadable.length > 0) {
+      const who = user ? `uid ${String(user.uid)}` : "the harness's own user";
+      return {
+        available: false,
+        reason: `inside the sandbox, ${who} cannot read ${unreadable.join(", ")}`,
+        fix:
+          `make ${unreadable.length > 1 ? "them" : "it"} readable by ${who}` +
+          (user ? ` (o+rX, or group ${String(user.gid)})` : "") +
+          ", or leave it out of HARNESS_SANDBOX_READONLY_PATHS",
+      };
     }
     const version = await runProcess({ argv: [bwrapPath, "--version"], cwd: workDir, env, timeout: PROBE_TIMEOUT_MS });
     const match = /(\d+\.\d+(?:\.\d+)?)/.exec(version.stdout);
@@ -256,11 +376,34 @@ async function probeOnce(bwrapPath: string): Promise<IsolationProbe> {
   }
 }
 
-function explainFailure(bwrapPath: string, exitCode: number, output: string): IsolationProbe {
+function explainFailure(
+  bwrapPath: string,
+  exitCode: number,
+  output: string,
+  user: SandboxUser | undefined,
+): IsolationProbe {
   const said = firstLine(output);
-  const reason = `bwrap failed with exit code ${exitCode}: ${said || "(no output)"}`;
+  const who = user ? ` as the sandbox user (uid ${String(user.uid)}, gid ${String(user.gid)})` : "";
+  const reason = `bwrap failed${who} with exit code ${String(exitCode)}: ${said || "(no output)"}`;
   if (/unknown option|unrecognized option/i.test(output)) {
     return { available: false, reason, fix: "upgrade bubblewrap to 0.8.0 or newer (needed for --disable-userns)" };
+  }
+  if (exitCode === 126 && user) {
+    return { available: false, reason, fix: `let uid ${String(user.uid)} execute ${bwrapPath} (and reach its folder)` };
+  }
+  const unreachable = /can't find source path (\S+): permission denied/i.exec(output);
+  if (unreachable && user) {
+    return {
+      available: false,
+      reason,
+      fix:
+        `let uid ${String(user.uid)} reach ${unreachable[1] ?? "that path"}: every folder above it must be ` +
+        `traversable by that user (o+x, or group ${String(user.gid)}), ` +
+        "or move it outside private folders such as /root",
+    };
+  }
+  if (/seccomp/i.test(output)) {
+    return { available: false, reason, fix: "the kernel must support seccomp filters (CONFIG_SECCOMP_FILTER)" };
   }
   if (
     new RegExp(

@@ -1,12 +1,14 @@
 import { createHash, randomBytes } from "node:crypto";
 import { lstat, mkdir, readdir, readFile, rename, rm, writeFile } from "node:fs/promises";
-import { join } from "node:path";
+import { dirname, join } from "node:path";
 import type { ExecResult } from "../../contracts/types.js";
 import { describeError } from "../../util/errors.js";
 import { createRedactor } from "../../util/redact.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
 import type { MirrorLease, RepositoryMirrors } from "../types.js";
+import { letSandboxTraverse } from "./sandbox-access.js";
+import { sandboxUserFor } from "./sandbox-user.js";
 import { discardSpares, settleSpares } from "./spare-checkout.js";
 
 /** Default bound on all mirrors together. */
@@ -37,6 +39,11 @@ export interface RepoCacheOptions {
   now?: () => number;
   /** Warnings (a refresh or rebuild that failed): the run goes on without the cache. */
   warn?: (message: string) => void;
+  /**
+   * HARNESS_SANDBOX_USER: when the harness is root, isolated commands run as this user and read
+   * their checkout's objects from the mirror, so its group may pass through the cache's folders.
+   */
+  sandboxUser?: string;
 }
 
 interface MirrorMeta {
@@ -117,6 +124,12 @@ export class RepoCache implements RepositoryMirrors {
         this.building.delete(dir);
       }
     }
+    try {
+      await this.openToSandbox(dir);
+    } catch (error) {
+      this.warn(`the repository cache is not readable by the sandbox user: ${this.describe(error, token)}`);
+      return undefined;
+    }
     this.leases.set(dir, (this.leases.get(dir) ?? 0) + 1);
     await this.touch(dir, scope, url);
     let released = false;
@@ -146,6 +159,17 @@ export class RepoCache implements RepositoryMirrors {
         if (this.doomed.delete(dir)) this.track(this.remove(dir));
       },
     };
+  }
+
+  /**
+   * The folders down to a mirror let the sandbox user's group through (0710: enter, not list),
+   * every time, so mirrors made before a sandbox user was configured are reachable too. The
+   * mirror itself is world-readable (`--shared=0644`) behind them: nobody else gets that far.
+   */
+  private async openToSandbox(dir: string): Promise<void> {
+    const user = sandboxUserFor(this.options.sandboxUser);
+    if (!user) return;
+    for (const folder of [this.options.root, dirname(dir), dir]) await letSandboxTraverse(folder, user);
   }
 
   refreshed(scope: string, repositoryId: string): Promise<void> {
@@ -184,7 +208,8 @@ export class RepoCache implements RepositoryMirrors {
     // Built aside and renamed into place, so another process never sees half a mirror.
     const staging = join(dir, `${MIRROR}.building-${randomBytes(4).toString("hex")}`);
     try {
-      await this.git(["init", "--quiet", "--bare", staging], dir);
+      // Readable whatever the harness's umask: the sandbox user reads objects from here.
+      await this.git(["init", "--quiet", "--bare", "--shared=0644", staging], dir);
       await this.fetchInto(staging, url, token);
       try {
         await rename(staging, join(dir, MIRROR));

@@ -18,7 +18,9 @@ import { gitEnv, sandboxBaseEnv } from "../environment.js";
 import { parseAllowlist, parseRepositoryAllowlist, type EgressAllowlist } from "../egress/allowlist.js";
 import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
-import { isolatedArgv } from "./isolation.js";
+import { isolatedCommand } from "./isolation.js";
+import { giveToSandbox, handOverTree, letSandboxRead, letSandboxTraverse } from "./sandbox-access.js";
+import { sandboxUserFor, type SandboxUser } from "./sandbox-user.js";
 import { prepareSpare, takeSpare, type SpareSource } from "./spare-checkout.js";
 import { runProcess } from "../process.js";
 import {
@@ -50,6 +52,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
   const redactToken = createRedactor([opts.githubToken]);
   const isolation = opts.localIsolation?.mode === "namespaces" ? opts.localIsolation : undefined;
+  // Who the commands run as on the host when the harness is root; none otherwise (or unisolated).
+  const user = isolation ? sandboxUserFor(isolation.sandboxUser) : undefined;
   const network = opts.network ?? { mode: "open" };
   if (!isolation && network.mode !== "open") {
     throw new SandboxError(
@@ -84,22 +88,28 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const base = await realpath(await mkdtemp(join(tmpdir(), `${LOCAL_SANDBOX_PREFIX}${safeId(opts.runId)}-`)));
   const workDir = join(base, "work");
   const homeDir = join(base, "home");
-  if (isolation) await mkdir(homeDir, { mode: 0o700 });
+  // The sandbox user passes through to its checkout, HOME and what is bound in; nobody else does.
+  await letSandboxTraverse(base, user);
+  if (isolation) {
+    await mkdir(homeDir, { mode: 0o700 });
+    await giveToSandbox(homeDir, user);
+  }
   // Beside the checkout, not in it: repository scripts searching the checkout, and the commit,
   // never see what the harness puts here.
   const scratchDir = join(base, "scratch");
   await mkdir(scratchDir, { mode: 0o700 });
+  await letSandboxTraverse(scratchDir, user);
   // An allowlist: commands get a network namespace with nothing in it but a forwarder to this
   // proxy, which lets through only the listed destinations (and never the host's own services).
   const egressDir = join(base, "egress");
-  const egress = allowlist ? await startEgress(egressDir, allowlist) : undefined;
+  const egress = allowlist ? await startEgress(egressDir, allowlist, user) : undefined;
   // Without a network of its own beyond loopback, a command reaches the model gateway through a
   // relay to its Unix socket, the same way it reaches the egress proxy.
   const commandNetwork = isolation ? (network.mode === "open" ? (isolation.network ?? "open") : "none") : "open";
   const gatewaySocket = commandNetwork === "none" ? opts.modelGateway?.socketPath : undefined;
   const gatewayRelay: Relay | undefined =
     gatewaySocket !== undefined ? { port: GATEWAY_PORT, socketPath: gatewaySocket } : undefined;
-  const relayFiles = gatewayRelay && !egress ? await writeForwarder(join(base, "relay")) : undefined;
+  const relayFiles = gatewayRelay && !egress ? await writeForwarder(join(base, "relay"), user) : undefined;
   const forwarderPath = egress?.forwarderPath ?? relayFiles?.forwarderPath;
   const relayReadOnly = gatewayRelay ? [dirname(gatewayRelay.socketPath), ...(relayFiles?.readOnlyPaths ?? [])] : [];
   await writeFile(
@@ -120,8 +130,22 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
   const git = async (args: string[], cwd: string, token?: string): Promise<ExecResult> =>
     runProcess({ argv: ["git", ...args], cwd, env: gitEnv(token), timeout: operationTimeout });
-  const gitOrThrow = async (what: string, args: string[], cwd: string, token?: string): Promise<string> => {
-    const result = await git(args, cwd, token);
+  /**
+   * The harness's git in the checkout once it is the sandbox user's (after the clone, before any
+   * command ran): as that user, so what it writes is that user's without another walk of the
+   * checkout, and since git as root refuses a repository another user owns. Never with a token.
+   */
+  const checkoutGit: Git = async (args, cwd) =>
+    runProcess({
+      argv: ["git", ...args],
+      cwd,
+      // Its HOME, not the harness's: git looks there for ignore and attribute files.
+      env: { ...gitEnv(), ...(user ? { HOME: homeDir } : {}) },
+      timeout: operationTimeout,
+      ...(user ? { uid: user.uid, gid: user.gid } : {}),
+    });
+  const gitOrThrow = async (what: string, args: string[], cwd: string, run: Git = git): Promise<string> => {
+    const result = await run(args, cwd);
     if (result.exitCode !== 0) {
       const detail = redactToken((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
       throw new SandboxError(`${what} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
@@ -158,16 +182,27 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         createdBranch = { ref: `refs/heads/${opts.branch}`, at };
       }
     } else {
-      ({ mirror, spareSource } = await cloneRemote(source, workDir, base, opts, git));
+      ({ mirror, spareSource } = await cloneRemote(
+        source,
+        workDir,
+        base,
+        opts,
+        { host: git, checkout: checkoutGit },
+        user,
+      ));
       // The clone brought every branch GitHub has, so whether the run's branch exists is known
       // here, without another round trip (and ref advertisement) to GitHub.
-      const existing = await git(["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`], workDir);
+      const existing = await checkoutGit(
+        ["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`],
+        workDir,
+      );
       await gitOrThrow(
         `Checking out ${opts.branch}`,
         existing.exitCode === 0
           ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`]
           : ["checkout", "--quiet", "-b", opts.branch],
         workDir,
+        checkoutGit,
       );
     }
   } catch (error) {
@@ -178,7 +213,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   }
 
   // Written while this run's agent works, for the next run of this repository to take over.
-  if (mirror && spareSource) prepareSpare(mirror.path, spareSource, mirror.refreshed());
+  if (mirror && spareSource) prepareSpare(mirror.path, spareSource, mirror.refreshed(), user);
   const realWorkDir = await realpath(workDir);
   let tornDown = false;
 
@@ -214,8 +249,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       const cwd = validateExecOptions(execOpts, workDir);
       await confine(cwd);
       return runProcess({
-        argv: isolation
-          ? isolatedArgv(
+        ...(isolation
+          ? isolatedCommand(
               {
                 workDir: realWorkDir,
                 homeDir,
@@ -237,9 +272,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
                     argv: execOpts.argv,
                   })
                 : execOpts.argv,
-              isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {},
+              { ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}), ...(user ? { user } : {}) },
             )
-          : execOpts.argv,
+          : { argv: execOpts.argv }),
         cwd,
         // Inside, the host's TMPDIR does not exist and HOME is the run's own.
         env: isolation
@@ -272,8 +307,11 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
           throw new PathConfinementError(`"${target}" is a symlink; refusing to write through it`);
       }
       for (const { target, content } of targets) {
-        await mkdir(dirname(target), { recursive: true });
+        const created = await mkdir(dirname(target), { recursive: true });
         await writeFile(target, content);
+        // Files the harness puts in the checkout are the commands' to change, like the rest of it.
+        if (created !== undefined) await handOverTree(created, user);
+        await giveToSandbox(target, user);
       }
     },
 
@@ -366,6 +404,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       // is the one given here rather than the old file's.
       await rm(target, { force: true });
       await writeFile(target, content, { mode: 0o600, flag: "wx" });
+      // Readable by the sandbox user's group once it is whole; still only the harness's to change.
+      await letSandboxRead(target, user);
       return target;
     },
 
@@ -394,23 +434,38 @@ interface Egress {
   readOnlyPaths: string[];
 }
 
-async function startEgress(dir: string, allowlist: EgressAllowlist): Promise<Egress> {
-  const { forwarderPath, readOnlyPaths } = await writeForwarder(dir);
+async function startEgress(dir: string, allowlist: EgressAllowlist, user: SandboxUser | undefined): Promise<Egress> {
+  const { forwarderPath, readOnlyPaths } = await writeForwarder(dir, user);
   const socketPath = join(dir, "proxy.sock");
   const proxy = await startEgressProxy({ socketPath, allowlist });
+  // Connecting to a Unix socket takes write permission on it: the sandbox user's group gets it.
+  await letSandboxRead(socketPath, user, 0o660).catch(async (error: unknown) => {
+    await proxy.close();
+    throw error;
+  });
   return { proxy, socketPath, forwarderPath, readOnlyPaths };
 }
 
 /** The forwarder's program in a folder of its own, and what the sandbox must see to run it. */
-async function writeForwarder(dir: string): Promise<{ forwarderPath: string; readOnlyPaths: string[] }> {
+async function writeForwarder(
+  dir: string,
+  user: SandboxUser | undefined,
+): Promise<{ forwarderPath: string; readOnlyPaths: string[] }> {
   await mkdir(dir, { mode: 0o700 });
+  await letSandboxTraverse(dir, user);
   const forwarderPath = join(dir, "forwarder.mjs");
   await writeFile(forwarderPath, FORWARDER_SOURCE, { mode: 0o600 });
+  await letSandboxRead(forwarderPath, user);
   const nodeDir = dirname(process.execPath);
   return { forwarderPath, readOnlyPaths: [dir, ...(nodeDir.startsWith("/usr/") ? [] : [nodeDir])] };
 }
 
 type Git = (args: string[], cwd: string, token?: string) => Promise<ExecResult>;
+/** The harness's git on the host (the clone, with its token), and in a checkout handed to the sandbox user. */
+interface Gits {
+  host: Git;
+  checkout: Git;
+}
 
 /** Parallel checkout workers for a clone; more than the cores, since they mostly wait on the disk. */
 const CHECKOUT_WORKERS = 8;
@@ -429,8 +484,10 @@ async function cloneRemote(
   workDir: string,
   base: string,
   opts: SandboxOptions,
-  git: Git,
+  gits: Gits,
+  user: SandboxUser | undefined,
 ): Promise<{ mirror?: MirrorLease; spareSource?: SpareSource }> {
+  const { host: git, checkout: checkoutGit } = gits;
   const token = opts.githubToken;
   const redactToken = createRedactor([token]);
   const clone = (reference: string | undefined, target = workDir, extra: string[] = []): Promise<ExecResult> =>
@@ -456,23 +513,25 @@ async function cloneRemote(
     ? await cache.mirrors.lease(cache.scope, { id: cache.repositoryId, url: source.url }, token)
     : undefined;
   if (mirror) {
-    const tree = await cloneOntoSpare(mirror.path, workDir, base, git, async (target) => {
+    const tree = await cloneOntoSpare(mirror.path, workDir, base, gits, user, async (target) => {
       const cloned = await clone(mirror.path, target, ["--no-checkout"]);
       // At once: the token it fetches with is revoked as soon as the sandbox is ready.
       if (cloned.exitCode === 0) mirror.refresh(token);
       return cloned;
     });
     if (tree) {
-      await settleStatCheck(workDir, git);
+      await settleStatCheck(workDir, checkoutGit);
       return { mirror, spareSource: { tree, branchRef: await headRef(workDir) } };
     }
   }
   let result = await clone(mirror?.path);
   if (result.exitCode === 0) {
     mirror?.refresh(token);
-    await settleStatCheck(workDir, git);
+    // Every file of a fresh checkout is the harness's: the whole tree goes to the sandbox user.
+    await handOverTree(workDir, user);
+    await settleStatCheck(workDir, checkoutGit);
     if (!mirror) return {};
-    const tree = await git(["rev-parse", "--verify", "--quiet", "HEAD^{tree}"], workDir);
+    const tree = await checkoutGit(["rev-parse", "--verify", "--quiet", "HEAD^{tree}"], workDir);
     return {
       mirror,
       ...(tree.exitCode === 0 ? { spareSource: { tree: tree.stdout.trim(), branchRef: await headRef(workDir) } } : {}),
@@ -485,7 +544,10 @@ async function cloneRemote(
     if (result.exitCode === 0 && !NETWORK_FAILURE.test(withMirror.stderr)) mirror.discard();
     mirror.release();
   }
-  if (result.exitCode === 0) await settleStatCheck(workDir, git);
+  if (result.exitCode === 0) {
+    await handOverTree(workDir, user);
+    await settleStatCheck(workDir, checkoutGit);
+  }
   if (result.exitCode !== 0) {
     const detail = redactToken((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
     throw new SandboxError(`Cloning ${source.display} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
@@ -504,12 +566,14 @@ async function cloneOntoSpare(
   mirror: string,
   workDir: string,
   base: string,
-  git: Git,
+  gits: Gits,
+  user: SandboxUser | undefined,
   cloneWithoutCheckout: (target: string) => Promise<ExecResult>,
 ): Promise<string | undefined> {
+  const { host: git, checkout: checkoutGit } = gits;
   const claimed = join(base, "spare");
   const fresh = join(base, "clone");
-  const spare = await takeSpare(mirror, claimed);
+  const spare = await takeSpare(mirror, claimed, user);
   if (!spare) return undefined;
   let tree: string | undefined;
   try {
@@ -521,7 +585,11 @@ async function cloneOntoSpare(
     await rm(join(spare, ".git"), { recursive: true, force: true });
     await rename(join(fresh, ".git"), join(spare, ".git"));
     await rename(spare, workDir);
-    const reset = await git(
+    // The spare's files are the sandbox user's already (handed over as it was written): only
+    // its folder and the fresh .git are not, and the reset, run as that user, writes as it.
+    await giveToSandbox(workDir, user);
+    await handOverTree(join(workDir, ".git"), user);
+    const reset = await checkoutGit(
       ["-c", `checkout.workers=${String(CHECKOUT_WORKERS)}`, "reset", "--quiet", "--hard", "HEAD"],
       workDir,
     );
@@ -549,6 +617,9 @@ async function headRef(workDir: string): Promise<string | undefined> {
  */
 async function settleStatCheck(workDir: string, git: Git): Promise<void> {
   await git(["config", "core.checkStat", "minimal"], workDir);
+  // Handing the files to the sandbox user (a chown) changes their ctime after the index
+  // recorded it: with ctime trusted, git inside would hash the whole checkout again.
+  await git(["config", "core.trustCtime", "false"], workDir);
 }
 
 type Source = { kind: "local"; path: string; display: string } | { kind: "remote"; url: string; display: string };

@@ -7,6 +7,8 @@ import type { ExecResult } from "../../contracts/types.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
 import { processAlive } from "../../util/process-alive.js";
+import { handOverTree } from "./sandbox-access.js";
+import type { SandboxUser } from "./sandbox-user.js";
 
 /*
  * Spare checkouts: a work tree of a repository, written ahead of time, that the next run's
@@ -29,6 +31,11 @@ import { processAlive } from "../../util/process-alive.js";
  * temp folder, so they can be renamed into a sandbox (same file system), each in a 0700 folder
  * this user made; a folder of that name that is not (another user's, a symlink) is never used.
  * Bounded: one per mirror, a few in all, none older than a day or outliving its mirror.
+ *
+ * When commands run as a sandbox user (the harness is root), the spare's files are handed to
+ * that user as they are written, in the background: the run that takes them hands over only
+ * the folder and its fresh `.git`, then runs its reset as that user, and the index's stat data
+ * stays true.
  */
 
 /** Spares are `<tmp>/harness.spare-<key>-ready-<random>`; not `harness-*`, which are sandboxes. */
@@ -54,6 +61,8 @@ interface SpareMeta {
   mirror: string;
   tree: string;
   builtAt: number;
+  /** The sandbox user its files were handed to, if any: a run with another user does not take it. */
+  owner?: number;
 }
 
 /** A run's base, recorded right after its clone (before any command ran in the checkout). */
@@ -79,7 +88,11 @@ function keyOf(mirror: string): string {
  * renamed to `into`; returns the work tree in it (with its own `.git`, whose index describes
  * the files), or undefined when there is none.
  */
-export async function takeSpare(mirror: string, into: string): Promise<string | undefined> {
+export async function takeSpare(
+  mirror: string,
+  into: string,
+  owner: SandboxUser | undefined,
+): Promise<string | undefined> {
   const key = keyOf(mirror);
   const pending = building.get(key);
   if (pending) {
@@ -102,7 +115,7 @@ export async function takeSpare(mirror: string, into: string): Promise<string | 
       continue;
     }
     const meta = await readMeta(into);
-    if (meta?.mirror === mirror) return join(into, TREE);
+    if (meta?.mirror === mirror && meta.owner === owner?.uid) return join(into, TREE);
     await rm(into, { recursive: true, force: true });
   }
   return undefined;
@@ -113,10 +126,15 @@ export async function takeSpare(mirror: string, into: string): Promise<string | 
  * `caughtUp` resolves when the mirror's catch-up fetch is over: the spare is written after it, so
  * from the run's own base rather than the mirror's older head.
  */
-export function prepareSpare(mirror: string, source: SpareSource, caughtUp: Promise<void>): void {
+export function prepareSpare(
+  mirror: string,
+  source: SpareSource,
+  caughtUp: Promise<void>,
+  owner: SandboxUser | undefined,
+): void {
   const key = keyOf(mirror);
   if (building.has(key)) return;
-  const work = buildSpare(mirror, key, source, caughtUp).catch(() => {
+  const work = buildSpare(mirror, key, source, caughtUp, owner).catch(() => {
     // Only ever a faster start: without a spare, the next run writes its checkout itself.
   });
   building.set(key, work);
@@ -145,7 +163,13 @@ export async function settleSpares(): Promise<void> {
   while (building.size > 0) await Promise.allSettled([...building.values()]);
 }
 
-async function buildSpare(mirror: string, key: string, source: SpareSource, caughtUp: Promise<void>): Promise<void> {
+async function buildSpare(
+  mirror: string,
+  key: string,
+  source: SpareSource,
+  caughtUp: Promise<void>,
+  owner: SandboxUser | undefined,
+): Promise<void> {
   await sweep();
   if ((await spareNames(`${SPARE_PREFIX}${key}-ready-`)).length > 0) return;
   await caughtUp.catch(() => undefined);
@@ -158,12 +182,20 @@ async function buildSpare(mirror: string, key: string, source: SpareSource, caug
     await mkdir(join(work, ".git", "objects", "info"), { recursive: true });
     await writeFile(join(work, ".git", "objects", "info", "alternates"), `${join(mirror, "objects")}\n`);
     await git(["-c", `checkout.workers=${String(CHECKOUT_WORKERS)}`, "read-tree", "--reset", "-u", tree], work);
+    // Before the refresh below, which then records the change times the hand-over gave them.
+    // The folder and its .git stay the harness's: git refuses to work, as root, in a
+    // repository another user owns, and the run that takes the spare still runs git in it.
+    const entries = (await readdir(work)).filter((name) => name !== ".git");
+    await handOverTree(
+      entries.map((name) => join(work, name)),
+      owner,
+    );
     // Files written in the second the index was written are "racily clean": the next run's git
     // would read every one of them again to be sure. Refreshed a second later, the index
     // vouches for them by their stat data alone.
     await new Promise((resolve) => setTimeout(resolve, 1_050 - (Date.now() % 1_000)));
     await git(["update-index", "-q", "--refresh"], work);
-    const meta: SpareMeta = { mirror, tree, builtAt: Date.now() };
+    const meta: SpareMeta = { mirror, tree, builtAt: Date.now(), ...(owner ? { owner: owner.uid } : {}) };
     await writeFile(join(staging, SPARE_META), JSON.stringify(meta), { mode: 0o600 });
     // Another process may have written one meanwhile: one per mirror is enough.
     if ((await spareNames(`${SPARE_PREFIX}${key}-ready-`)).length > 0) return;
@@ -224,7 +256,12 @@ async function readMeta(folder: string): Promise<SpareMeta | undefined> {
     const parsed = JSON.parse(await readFile(join(folder, SPARE_META), "utf8")) as Partial<SpareMeta>;
     if (typeof parsed.mirror !== "string" || typeof parsed.tree !== "string" || typeof parsed.builtAt !== "number")
       return undefined;
-    return { mirror: parsed.mirror, tree: parsed.tree, builtAt: parsed.builtAt };
+    return {
+      mirror: parsed.mirror,
+      tree: parsed.tree,
+      builtAt: parsed.builtAt,
+      ...(typeof parsed.owner === "number" ? { owner: parsed.owner } : {}),
+    };
   } catch {
     return undefined;
   }
