@@ -379,10 +379,13 @@ export class ModelGateway {
             if (!cut) response.write(chunk);
             meter?.feed(chunk);
             if (cut) return;
+            // Only a call that holds what a budget had left is cut: one that outgrows a whole
+            // worst case (the provider counted more than its size allows) is let finish and
+            // settled at its cost, and the budgets then refuse the next call.
             const over =
-              reservation && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
+              reservation?.upTo && meter ? this.overReservation(meter, call.call.model, reservation.amountUsd) : false;
             if (over && call.call.streaming) {
-              cut = reservation?.upTo ?? { limit: "run", limitUsd: grant.limits.runUsd ?? 0, spentUsd: 0 };
+              cut = reservation?.upTo ?? { limit: "run", limitUsd: 0, spentUsd: 0 };
               response.end(providerStreamError(route.upstream, "budget", budgetMessage(cut)));
               answer.destroy();
               upstreamRequest.destroy();
