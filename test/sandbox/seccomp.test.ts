@@ -231,8 +231,9 @@ describe.skipIf(!runnable)("the filter in a real sandbox", () => {
   test("no new user namespace: unshare -U fails, clone with CLONE_NEWUSER is EPERM, clone3 is ENOSYS", async () => {
     const script =
       "if unshare -U true 2>/dev/null; then echo unshared; else echo refused; fi; " +
-      `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0], $ARGV[1], 0, 0, 0, 0), $! + 0' "$1" "$2"; ` +
-      `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0], 0, 0), $! + 0' "$3"`;
+      // `+ 0`: perl passes a string argument as a pointer to it, a number as the number.
+      `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0] + 0, $ARGV[1] + 0, 0, 0, 0, 0), $! + 0' "$1" "$2"; ` +
+      `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0] + 0, 0, 0), $! + 0' "$3"`;
     const result = await run(
       command(script, [String(numbers.clone), String(CLONE_NEWUSER | SIGCHLD), String(numbers.clone3)]),
     );
@@ -251,7 +252,7 @@ describe.skipIf(!runnable)("the filter in a real sandbox", () => {
 
   test("ptrace cannot attach to a process beside it", async () => {
     // PTRACE_ATTACH (16) to a sleep started beside it.
-    const attach = `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0], 16, $ARGV[1], 0, 0), $! + 0'`;
+    const attach = `${perl} -e 'printf "%d %d\\n", syscall($ARGV[0] + 0, 16, $ARGV[1] + 0, 0, 0), $! + 0'`;
     const script = `sleep 5 & ${attach} "$1" $!; kill $!`;
     const result = await run(command(script, [String(numbers.ptrace)]));
     expect(result.stdout.trim()).toBe(`-1 ${String(EPERM)}`);
