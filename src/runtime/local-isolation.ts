@@ -1,4 +1,5 @@
 import { mkdir } from "node:fs/promises";
+import { dirname } from "node:path";
 import { probeIsolation } from "../sandbox/local/isolation.js";
 import type { LocalIsolation } from "../sandbox/types.js";
 import { type AppSettings } from "./app-settings.js";
@@ -17,7 +18,12 @@ export async function localIsolationFor(settings: Extract<AppSettings, { mode: "
   if (!runsLocal || isolation.mode !== "namespaces") return isolation;
   const cacheRoot = settings.repoCache?.root;
   // Made now rather than at the first run: the probe shows whether the sandbox user reaches it.
-  if (cacheRoot !== undefined) await mkdir(cacheRoot, { recursive: true, mode: 0o700 });
+  // Only the cache itself is private: folders made above it (HARNESS_DB's data folder, say) keep
+  // the usual mode, since the sandbox user must pass through them to its mirrors.
+  if (cacheRoot !== undefined) {
+    await mkdir(dirname(cacheRoot), { recursive: true });
+    await mkdir(cacheRoot, { recursive: true, mode: 0o700 });
+  }
   const probe = await probeIsolation({
     ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}),
     ...(isolation.sandboxUser ? { sandboxUser: isolation.sandboxUser } : {}),
