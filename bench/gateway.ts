@@ -67,7 +67,11 @@ async function main(): Promise<void> {
   const server = await startModelServer({ script: [] });
   const dir = await mkdtemp(join(tmpdir(), "harness-bench-gateway-"));
   const child = fork(new URL("./support/gateway-process.ts", import.meta.url).pathname, [server.url, join(dir, "gw")], {
-    execArgv: ["--import", "tsx", ...(process.env["GATEWAY_PROFILE"] ? ["--cpu-prof", `--cpu-prof-dir=${process.env["GATEWAY_PROFILE"]}`] : [])],
+    execArgv: [
+      "--import",
+      "tsx",
+      ...(process.env["GATEWAY_PROFILE"] ? ["--cpu-prof", `--cpu-prof-dir=${process.env["GATEWAY_PROFILE"]}`] : []),
+    ],
   });
   const ready = await new Promise<{ url: string; token: string }>((resolve) => {
     child.once("message", (message) => {
