@@ -85,6 +85,7 @@ interface Answer {
   headers: Record<string, string | string[] | undefined>;
 }
 
+/** One call to the gateway at `url` (`http://…`, or `unix:<socket path>`). */
 function call(
   url: string,
   path: string,
@@ -103,22 +104,24 @@ function call(
       if ((options.header ?? "x-api-key") === "x-api-key") headers["x-api-key"] = options.token;
       else headers["authorization"] = `Bearer ${options.token}`;
     }
-    const request = httpRequest(
-      `${url}${path}`,
-      { method: options.method ?? (body ? "POST" : "GET"), headers },
-      (response) => {
-        const chunks: Buffer[] = [];
-        response.on("data", (chunk: Buffer) => chunks.push(chunk));
-        response.on("end", () => {
-          resolve({
-            status: response.statusCode ?? 0,
-            body: Buffer.concat(chunks).toString("utf8"),
-            headers: response.headers,
-          });
+    const method = options.method ?? (body ? "POST" : "GET");
+    const target = url.startsWith("unix:")
+      ? { socketPath: url.slice(5), path }
+      : (({ hostname, port, pathname, search }) => ({ hostname, port, path: `${pathname}${search}` }))(
+          new URL(`${url}${path}`),
+        );
+    const request = httpRequest({ ...target, method, headers }, (response) => {
+      const chunks: Buffer[] = [];
+      response.on("data", (chunk: Buffer) => chunks.push(chunk));
+      response.on("end", () => {
+        resolve({
+          status: response.statusCode ?? 0,
+          body: Buffer.concat(chunks).toString("utf8"),
+          headers: response.headers,
         });
-        response.on("error", reject);
-      },
-    );
+      });
+      response.on("error", reject);
+    });
     request.on("error", reject);
     request.end(body);
   });
@@ -164,31 +167,10 @@ describe("the model gateway", () => {
     const s = await setup([say("hi", { inputTokens: 1000, outputTokens: 100, cacheReadTokens: 400 })]);
     const { tokens } = await s.tokens("run2", ["CODEX_API_KEY"]);
     const token = tokens["CODEX_API_KEY"] ?? "";
-    const answer = await new Promise<Answer>((resolve, reject) => {
-      const body = Buffer.from(
-        JSON.stringify({ model: "gpt-5", input: "hi", stream: true, tools: [{ type: "function", name: "shell" }] }),
-      );
-      const request = httpRequest(
-        {
-          socketPath: s.gateway.listeners.socketPath,
-          path: "/openai/v1/responses",
-          method: "POST",
-          headers: { authorization: `Bearer ${token}`, "content-type": "application/json" },
-        },
-        (response) => {
-          const chunks: Buffer[] = [];
-          response.on("data", (chunk: Buffer) => chunks.push(chunk));
-          response.on("end", () => {
-            resolve({
-              status: response.statusCode ?? 0,
-              body: Buffer.concat(chunks).toString(),
-              headers: response.headers,
-            });
-          });
-        },
-      );
-      request.on("error", reject);
-      request.end(body);
+    const answer = await call(`unix:${s.gateway.listeners.socketPath}`, "/openai/v1/responses", {
+      token,
+      header: "authorization",
+      body: { model: "gpt-5", input: "hi", stream: true, tools: [{ type: "function", name: "shell" }] },
     });
     expect(answer.status).toBe(200);
     expect(answer.body).toContain("response.completed");

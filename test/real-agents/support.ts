@@ -325,6 +325,17 @@ function localSandbox(): RunSandbox {
   return keepingGreeting(createLocalSandbox);
 }
 
+/** A git server on this host holding the repositories under `root`, stopped after the test. */
+async function gitServerFor(
+  root: string,
+  githubToken: string,
+  cleanups: Array<() => Promise<void>>,
+): Promise<{ url: string }> {
+  const gitServer = await startGitHttpServer({ projectRoot: root, token: githubToken });
+  cleanups.push(() => gitServer.close());
+  return gitServer;
+}
+
 /**
  * The isolated local sandbox cloning `acme/widgets` from a git server on this host, with no
  * network but loopback: the agent reaches the model only through the gateway's relayed socket.
@@ -335,8 +346,7 @@ async function isolatedSandbox(
   githubToken: string,
   cleanups: Array<() => Promise<void>>,
 ): Promise<RunSandbox> {
-  const gitServer = await startGitHttpServer({ projectRoot: root, token: githubToken });
-  cleanups.push(() => gitServer.close());
+  const gitServer = await gitServerFor(root, githubToken, cleanups);
   return keepingGreeting(createLocalSandbox, {
     githubServerUrl: gitServer.url,
     localIsolation: {
@@ -358,8 +368,7 @@ async function fakeDaytonaSandbox(
   githubToken: string,
   cleanups: Array<() => Promise<void>>,
 ): Promise<RunSandbox> {
-  const gitServer = await startGitHttpServer({ projectRoot: root, token: githubToken });
-  cleanups.push(() => gitServer.close());
+  const gitServer = await gitServerFor(root, githubToken, cleanups);
   const daytona = await startFakeDaytona();
   cleanups.push(() => daytona.close());
   const sandbox = keepingGreeting(createDaytonaSandbox, {
