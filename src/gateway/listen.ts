@@ -27,8 +27,9 @@ export async function listenGateway(gateway: ModelGateway, socketDir: string): P
     server.on("upgrade", (_request, socket) => {
       socket.end("HTTP/1.1 426 Upgrade Required\r\nconnection: close\r\ncontent-length: 0\r\n\r\n");
     });
+    // A request (not its answer, which may stream for minutes) must arrive whole within these.
     server.headersTimeout = 60_000;
-    server.requestTimeout = 0;
+    server.requestTimeout = 120_000;
     server.keepAliveTimeout = 65_000;
   }
   await mkdir(socketDir, { recursive: true, mode: 0o711 });

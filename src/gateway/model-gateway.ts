@@ -128,8 +128,7 @@ export class ModelGateway {
 
   /** Answers one HTTP request. Never throws: every failure is an answer in the provider's shape. */
   handle(request: IncomingMessage, response: ServerResponse): void {
-    this.serve(request, response).catch((error: unknown) => {
-      if (process.env["GW_DEBUG"]) console.error("gateway failed", error);
+    this.serve(request, response).catch(() => {
       if (!response.headersSent) send(response, providerError(undefined, "unavailable", "the model gateway failed"));
       else response.destroy();
     });
