@@ -280,6 +280,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   let pushResult: PushResult | undefined;
 
   try {
+    // Known before any sandbox exists: one the agent could not call its model from is never made.
+    if (access && !options.gateway?.address)
+      throw new Error(
+        options.gateway?.unreachable ??
+          "The sandbox has no way to reach Harness's model gateway, so the agent could not call its model",
+      );
     sandbox = await options.sandbox.create({
       ...options.sandbox.options,
       repo: request.repo,

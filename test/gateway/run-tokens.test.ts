@@ -82,3 +82,35 @@ test("the agent's run token works while its run does, and is refused once the ru
   expect(server.receivedCredential(token)).toBe(false);
   expect(server.receivedCredential(key)).toBe(true);
 });
+
+test("a sandbox that could not reach the gateway is never made: the run fails at once with the fix", async () => {
+  const dir = await scratchDir("harness-run-token-");
+  cleanups.push(dir.cleanup);
+  const gateway = await startGateway({
+    upstreams: upstreamsFromEnvironment({ ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 48) }),
+    prices: DEFAULT_PRICES,
+    spend: new MemorySpendStore(),
+    socketDir: join(dir.path, "gateway"),
+  });
+  cleanups.push(() => gateway.close());
+  let created = 0;
+  const report = await runHarness({
+    request: { runId: "tokenrun2", repo: "acme/widgets", branch: "harness/token", intent: "anything" },
+    blueprint: builtinBlueprint("default"),
+    agent: { driver: commandAgent({ argv: ["true"], credentials: ["ANTHROPIC_API_KEY"] }) },
+    sandbox: {
+      create: () => {
+        created += 1;
+        return Promise.reject(new Error("no sandbox should be made"));
+      },
+    },
+    gateway: {
+      grants: gateway.grants,
+      upstreams: gateway.upstreams,
+      unreachable: "set HARNESS_PUBLIC_URL so Daytona reaches the gateway",
+    },
+  });
+  expect(report.status).toBe("failed");
+  expect(report.error).toBe("set HARNESS_PUBLIC_URL so Daytona reaches the gateway");
+  expect(created).toBe(0);
+});
