@@ -182,7 +182,8 @@ export function switchProblem(name: string, value: string): string | undefined {
     : `${name} must be 1 or 0, got "${value}"`;
 }
 
-function isTruthy(value: string | undefined): boolean {
+/** True for a switch that is on (`1`, `true`, …); unset, empty, `0`, `false`, `no`, `off` are off. */
+export function isTruthy(value: string | undefined): boolean {
   return value !== undefined && !["", "0", "false", "no", "off"].includes(value.trim().toLowerCase());
 }
 

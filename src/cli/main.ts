@@ -4,8 +4,6 @@ import { AGENTS, createAgent } from "../agents/registry.js";
 import type { RunReport } from "../contracts/types.js";
 import { agentEnvFrom, daytonaOptionsFromEnv, maxCostFrom, pricesFrom } from "../runtime/app-settings.js";
 import { DEFAULT_PRICES, type PriceTable } from "../agents/prices.js";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { createOctokitClient, createTokenOctokit } from "../github/octokit-client.js";
 import type { Blueprint } from "../harness/blueprint.js";
 import { BlueprintError, loadBlueprintFile } from "../harness/blueprint-file.js";
@@ -349,7 +347,6 @@ async function startCliGateway(
     upstreams,
     prices: prices ?? DEFAULT_PRICES,
     spend: new MemorySpendStore(),
-    socketDir: join(tmpdir(), `harness-gateway-${String(process.pid)}`),
   });
 }
 

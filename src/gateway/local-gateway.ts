@@ -1,3 +1,5 @@
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import type { PriceTable } from "../agents/prices.js";
 import { BudgetSignals } from "./budget-signals.js";
 import { MemoryGrantStore, type GrantStore } from "./grants.js";
@@ -19,8 +21,8 @@ export interface StartGatewayOptions {
   upstreams: readonly Upstream[];
   prices: PriceTable;
   spend: GatewaySpend;
-  /** Where its Unix socket goes (a folder of its own). */
-  socketDir: string;
+  /** Where its Unix socket goes, a folder of its own (default: one per process in the temp folder). */
+  socketDir?: string;
   grants?: GrantStore;
   events?: GatewayEvents;
 }
@@ -41,7 +43,10 @@ export async function startGateway(options: StartGatewayOptions): Promise<Runnin
       },
     },
   });
-  const listeners = await listenGateway(gateway, options.socketDir);
+  const listeners = await listenGateway(
+    gateway,
+    options.socketDir ?? join(tmpdir(), `harness-gateway-${String(process.pid)}`),
+  );
   return {
     gateway,
     listeners,

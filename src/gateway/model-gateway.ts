@@ -193,8 +193,7 @@ export class ModelGateway {
     await this.forward({ request, response, route, upstream, grant, call, reservation, started, url });
   }
 
-  private route(method: string, pathname: string): Route | undefined {
-    const path = pathname;
+  private route(method: string, path: string): Route | undefined {
     const anthropic = /^\/anthropic(\/v1\/.*)$/.exec(path);
     if (anthropic?.[1]) {
       const rest = anthropic[1];
@@ -296,38 +295,28 @@ export class ModelGateway {
     if (!metered) return undefined;
     // A run outside any installation (the CLI) still has its own budget to hold.
     const scope = grant.scope ?? NO_SCOPE;
-    const whole = Math.max(worstUsd, MIN_RESERVATION_USD);
-    const id = randomUUID();
-    const first = await this.options.spend.reserve({
-      reservationId: id,
-      runId: grant.runId,
-      scope,
-      amountUsd: whole,
-      limits: grant.limits,
-      at: new Date(this.now()),
-      ttlMs: RESERVATION_TTL_MS,
-    });
-    if (first.granted) return { id, amountUsd: whole };
-    const left = first.limitUsd - first.committedUsd;
-    const refused = { refused: { limit: first.limit, limitUsd: first.limitUsd, spentUsd: first.committedUsd } };
-    if (left < MIN_RESERVATION_USD) return refused;
-    const partialId = randomUUID();
-    const second = await this.options.spend.reserve({
-      reservationId: partialId,
-      runId: grant.runId,
-      scope,
-      amountUsd: left,
-      limits: grant.limits,
-      at: new Date(this.now()),
-      ttlMs: RESERVATION_TTL_MS,
-    });
-    if (!second.granted)
-      return { refused: { limit: second.limit, limitUsd: second.limitUsd, spentUsd: second.committedUsd } };
-    return {
-      id: partialId,
-      amountUsd: left,
-      upTo: { limit: first.limit, limitUsd: first.limitUsd, spentUsd: first.limitUsd },
+    const attempt = async (amountUsd: number) => {
+      const id = randomUUID();
+      const result = await this.options.spend.reserve({
+        reservationId: id,
+        runId: grant.runId,
+        scope,
+        amountUsd,
+        limits: grant.limits,
+        at: new Date(this.now()),
+        ttlMs: RESERVATION_TTL_MS,
+      });
+      return result.granted
+        ? { id, amountUsd }
+        : { refused: { limit: result.limit, limitUsd: result.limitUsd, spentUsd: result.committedUsd } };
     };
+    const whole = await attempt(Math.max(worstUsd, MIN_RESERVATION_USD));
+    if (!("refused" in whole)) return whole;
+    const left = whole.refused.limitUsd - whole.refused.spentUsd;
+    if (left < MIN_RESERVATION_USD) return whole;
+    const partial = await attempt(left);
+    if ("refused" in partial) return partial;
+    return { ...partial, upTo: { ...whole.refused, spentUsd: whole.refused.limitUsd } };
   }
 
   private async forward(call: {

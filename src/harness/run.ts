@@ -6,6 +6,8 @@ import {
   declaredSettings,
   isForbiddenAgentVariable,
   isSecretExtra,
+  isTruthy,
+  PROVIDER_SWITCHES,
   looksLikeGitHubToken,
   pickExtras,
   withAgentEnvironment,
@@ -518,10 +520,7 @@ function validateOptions(options: HarnessOptions): void {
  */
 function gatewaySlots(agent: HarnessAgent, gateway: HarnessGateway): TokenSlot[] | undefined {
   const environment = agent.credentials ?? {};
-  const cloud = ["CLAUDE_CODE_USE_BEDROCK", "CLAUDE_CODE_USE_VERTEX", "CLAUDE_CODE_USE_FOUNDRY"].some((name) => {
-    const value = environment[name]?.trim().toLowerCase();
-    return value !== undefined && !["", "0", "false", "no", "off"].includes(value);
-  });
+  const cloud = Object.keys(PROVIDER_SWITCHES).some((name) => isTruthy(environment[name]));
   if (cloud) return undefined;
   const slots = tokenSlots(agent.driver.credentials, gateway.upstreams);
   // An agent that calls none of the gateway's upstreams (a `command` agent, say) needs no way to it.

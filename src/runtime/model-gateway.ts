@@ -1,7 +1,5 @@
 import type { IncomingMessage, ServerResponse } from "node:http";
 import type { Duplex } from "node:stream";
-import { tmpdir } from "node:os";
-import { join } from "node:path";
 import { priceOf, type PriceTable } from "../agents/prices.js";
 import type { AuditLog } from "../audit/audit-log.js";
 import { MemoryGrantStore, type GrantStore } from "../gateway/grants.js";
@@ -59,7 +57,6 @@ export async function startAppGateway(options: AppGatewayOptions): Promise<AppGa
     prices,
     spend: options.spend,
     grants,
-    socketDir: join(tmpdir(), `harness-gateway-${String(process.pid)}`),
     events: {
       call(call) {
         // The model name comes from the agent's request: only priced ones become a label.
