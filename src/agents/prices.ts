@@ -114,7 +114,11 @@ function candidateIds(model: string): string[] {
 export function costOf(model: string | undefined, tokens: TokenUsage, table: PriceTable): number | undefined {
   if (model === undefined || model.trim() === "") return undefined;
   const price = priceOf(model, table);
-  if (!price) return undefined;
+  return price ? usdOf(tokens, price) : undefined;
+}
+
+/** What `tokens` cost at `price`, in US dollars, rounded to 1e-8 as the CLIs' own sums are. */
+export function usdOf(tokens: TokenUsage, price: ModelPrice): number {
   const usd =
     (tokens.input * price.input +
       tokens.output * price.output +

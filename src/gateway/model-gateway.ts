@@ -2,7 +2,7 @@ import { randomUUID } from "node:crypto";
 import { Agent as HttpAgent, request as httpRequest, type IncomingMessage, type ServerResponse } from "node:http";
 import { Agent as HttpsAgent, request as httpsRequest } from "node:https";
 import type { TokenUsage } from "../contracts/types.js";
-import { costOf, priceOf, type ModelPrice, type PriceTable } from "../agents/prices.js";
+import { priceOf, usdOf, type ModelPrice, type PriceTable } from "../agents/prices.js";
 import type { Grant, GrantLimits, GrantScope, GrantStore } from "./grants.js";
 import { providerError, providerStreamError, type GatewayErrorKind } from "./provider-errors.js";
 import { runTokenHash } from "./run-token.js";
@@ -413,7 +413,8 @@ export class ModelGateway {
 
     const tokens = meter?.reported;
     const model = meter?.model ?? call.call.model;
-    const costUsd = tokens ? costOf(model, tokens, this.options.prices) : undefined;
+    const price = tokens ? this.priceFor(model) : undefined;
+    const costUsd = tokens && price ? usdOf(tokens, price) : undefined;
     if (reservation) {
       // A cut call costs what the provider had counted by then (its input, and the output so far);
       // an answer without usage is charged its whole reservation, never nothing.
@@ -455,11 +456,8 @@ export class ModelGateway {
   private measuredUsd(meter: UsageMeter | undefined, model: string): number | undefined {
     const price = meter ? this.priceFor(meter.model ?? model) : undefined;
     if (!meter || !price) return undefined;
-    const usage = meter.reported;
-    const inputUsd = usage
-      ? (usage.input * price.input + usage.cacheRead * price.cacheRead + usage.cacheWrite * price.cacheWrite) / 1e6
-      : 0;
-    return inputUsd + (meter.outputSoFar * price.output) / 1e6;
+    const usage = meter.reported ?? { input: 0, output: 0, cacheRead: 0, cacheWrite: 0 };
+    return usdOf({ ...usage, output: meter.outputSoFar }, price);
   }
 
   private report(

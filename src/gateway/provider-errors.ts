@@ -47,12 +47,7 @@ export function providerError(
 ): ProviderError {
   const status = STATUS[kind];
   if (upstream === "openai") {
-    const type =
-      kind === "unauthorized"
-        ? "invalid_request_error"
-        : kind === "unavailable"
-          ? "server_error"
-          : "invalid_request_error";
+    const type = kind === "unavailable" ? "server_error" : "invalid_request_error";
     return { status, body: JSON.stringify({ error: { message, type, code: OPENAI_CODE[kind], param: null } }) };
   }
   return { status, body: JSON.stringify({ type: "error", error: { type: ANTHROPIC_TYPE[kind], message } }) };

@@ -92,8 +92,8 @@ export class UsageMeter {
     if (!body) return;
     this.noteModel(body["model"]);
     if (this.api === "messages") this.usage = anthropicUsage(body["usage"]) ?? this.usage;
-    else if (this.api === "responses") this.usage = responsesUsage(body["usage"]) ?? this.usage;
-    else this.usage = chatUsage(body["usage"]) ?? this.usage;
+    else if (this.api === "responses") this.usage = openaiUsage(body["usage"], RESPONSES_FIELDS) ?? this.usage;
+    else this.usage = openaiUsage(body["usage"], CHAT_FIELDS) ?? this.usage;
   }
 
   private anthropicEvent(event: Record<string, unknown>): void {
@@ -129,7 +129,7 @@ export class UsageMeter {
     if (type === "response.completed" || type === "response.incomplete" || type === "response.failed") {
       const response = object(event["response"]);
       this.noteModel(response?.["model"]);
-      this.usage = responsesUsage(response?.["usage"]) ?? this.usage;
+      this.usage = openaiUsage(response?.["usage"], RESPONSES_FIELDS) ?? this.usage;
     } else if (type === "response.created") {
       this.noteModel(object(event["response"])?.["model"]);
     } else if (typeof type === "string" && type.endsWith(".delta")) {
@@ -140,7 +140,7 @@ export class UsageMeter {
 
   private chatChunk(chunk: Record<string, unknown>): void {
     this.noteModel(chunk["model"]);
-    const usage = chatUsage(chunk["usage"]);
+    const usage = openaiUsage(chunk["usage"], CHAT_FIELDS);
     if (usage) this.usage = usage;
     const choices = chunk["choices"];
     if (!Array.isArray(choices)) return;
@@ -173,28 +173,19 @@ function anthropicUsage(value: unknown): TokenUsage | undefined {
   };
 }
 
-/** OpenAI counts cached input inside `input_tokens`; the shared convention keeps it apart. */
-function responsesUsage(value: unknown): TokenUsage | undefined {
-  const usage = object(value);
-  if (!usage) return undefined;
-  const cached = numberOr(object(usage["input_tokens_details"])?.["cached_tokens"], 0);
-  const input = numberOr(usage["input_tokens"], 0);
-  return {
-    input: Math.max(0, input - cached),
-    output: numberOr(usage["output_tokens"], 0),
-    cacheRead: cached,
-    cacheWrite: 0,
-  };
-}
+/** The Responses API's field names, and Chat Completions'. */
+const RESPONSES_FIELDS = { input: "input_tokens", output: "output_tokens", details: "input_tokens_details" };
+const CHAT_FIELDS = { input: "prompt_tokens", output: "completion_tokens", details: "prompt_tokens_details" };
 
-function chatUsage(value: unknown): TokenUsage | undefined {
+/** OpenAI counts cached input inside its input count; the shared convention keeps it apart. */
+function openaiUsage(value: unknown, fields: typeof RESPONSES_FIELDS): TokenUsage | undefined {
   const usage = object(value);
   if (!usage) return undefined;
-  const cached = numberOr(object(usage["prompt_tokens_details"])?.["cached_tokens"], 0);
-  const input = numberOr(usage["prompt_tokens"], 0);
+  const cached = numberOr(object(usage[fields.details])?.["cached_tokens"], 0);
+  const input = numberOr(usage[fields.input], 0);
   return {
     input: Math.max(0, input - cached),
-    output: numberOr(usage["completion_tokens"], 0),
+    output: numberOr(usage[fields.output], 0),
     cacheRead: cached,
     cacheWrite: 0,
   };
