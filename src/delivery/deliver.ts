@@ -1,9 +1,10 @@
-import { mkdtemp, rm } from "node:fs/promises";
+import { mkdtemp, rm, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import type { PushErrorKind } from "../contracts/types.js";
+import type { ExecResult, PushErrorKind } from "../contracts/types.js";
 import { classifyPushError } from "../github/push-errors.js";
 import type { Sandbox } from "../sandbox/types.js";
+import { runProcess } from "../sandbox/process.js";
 import { describeError } from "../util/errors.js";
 import { BundleFormatError, readBundleHeader, type BundleHeader } from "./bundle-header.js";
 import { scanPack } from "./pack-scan.js";
@@ -12,6 +13,7 @@ import { fsckImportedPacks, packsIn } from "./result-fsck.js";
 import { checkChangedPaths } from "./result-paths.js";
 import {
   hostGit,
+  hostGitEnv,
   hostGitOrThrow,
   SANDBOX_GIT_SAFETY,
   tokenHeaderConfig,
@@ -40,6 +42,8 @@ export const MAX_RESULT_OBJECT_BYTES = 16 * 1024 * 1024;
 const IMPORT_STREAMING_THRESHOLD = "1m";
 /** Most bytes a result's objects may inflate to (bounds the work of reading a compressed flood). */
 const MAX_RESULT_INFLATED_BYTES = 2 * 1024 * 1024 * 1024;
+/** Longest a host git command that moves the result may take. */
+const DELIVERY_TIMEOUT_MS = 300_000;
 /** Most objects a result's pack may hold. */
 const MAX_RESULT_OBJECTS = 1_000_000;
 /** Largest patch kept in a report when a push does not happen: 256 KiB. */
@@ -59,6 +63,12 @@ export interface DeliveryRequest {
   branch: string;
   /** Where the harness chose to push (never read from the sandbox). */
   pushUrl: string;
+  /**
+   * `pushUrl` is the repository on this machine the run was cloned from, and the branch is
+   * written into it rather than pushed: it lends its objects (nothing is fetched), and the commit
+   * is fetched into it under the harness's settings, so none of its hooks run for the harness.
+   */
+  intoLocalRepository?: boolean;
   /** The write credential. It reaches the host-side fetch and push processes only. */
   token: string;
   /** The commit the host writes around the result's tree: its message and who it is by. */
@@ -145,36 +155,18 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     timeout: 30_000,
   });
 
-  // The base commit and its trees, so the push can negotiate; blobs come on demand (a partial
-  // clone), only those the bundle's deltas or the diff need, so a large repository's whole
-  // tree is not downloaded for a one-file change. The remote's address is in our own repo's
-  // config; its credential stays in the environment of the processes that use it.
-  await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["remote", "add", "origin", request.pushUrl], {
-    timeout: 30_000,
-    redact: request.redact,
-  });
-  for (const [key, value] of [
-    ["remote.origin.promisor", "true"],
-    ["remote.origin.partialclonefilter", "blob:none"],
-    ["extensions.partialClone", "origin"],
-  ] as const) {
-    await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["config", key, value], { timeout: 30_000 });
+  if (request.intoLocalRepository) {
+    const problem = await borrowObjects(gitDir, request.pushUrl, request.baseSha);
+    if (problem)
+      return refused(
+        "not_found",
+        `could not read the run's base commit: ${request.redact(problem)}`,
+        REMEDY_LOCAL_BASE,
+      );
+  } else {
+    const problem = await fetchBase(gitDir, request, withToken([transport]));
+    if (problem) return problem;
   }
-  const base = await hostGit(
-    gitDir,
-    ["fetch", "--quiet", "--no-tags", "--depth=1", "--filter=blob:none", "origin", request.baseSha],
-    withToken([transport]),
-  );
-  if (base.exitCode !== 0) {
-    const classified = classifyPushError(`${base.stderr}\n${base.stdout}`, [request.token]);
-    return refused(
-      classified.kind,
-      `could not fetch the run's base commit from the repository: ${classified.summary}`,
-      classified.remedy,
-    );
-  }
-
-  // Missing delta bases are fetched from the promisor remote while the pack is indexed.
   const packsBefore = await packsIn(gitDir);
   const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], {
     ...withToken([transport, "file"]),
@@ -247,18 +239,23 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
     );
   }
 
-  const pushed = await hostGit(
-    gitDir,
-    ["push", "--porcelain", "--no-verify", request.pushUrl, `${commitSha}:refs/heads/${request.branch}`],
-    withToken([transport]),
-  );
+  const pushed = request.intoLocalRepository
+    ? await writeLocalBranch(gitDir, request.pushUrl, commitSha, request)
+    : await hostGit(
+        gitDir,
+        ["push", "--porcelain", "--no-verify", request.pushUrl, `${commitSha}:refs/heads/${request.branch}`],
+        withToken([transport]),
+      );
   if (pushed.exitCode !== 0) {
-    const classified = classifyPushError(`${pushed.stderr}\n${pushed.stdout}`, [request.token]);
+    const classified = request.intoLocalRepository
+      ? localWriteError(pushed, request.branch, request.pushUrl)
+      : classifyPushError(`${pushed.stderr}\n${pushed.stdout}`, [request.token]);
     const patch = maskSecrets(
       await formatPatch(gitDir, request.baseSha, commitSha, withToken([transport])),
       request.secrets,
     );
-    return refused(classified.kind, `git push failed: ${classified.summary}`, classified.remedy, {
+    const what = request.intoLocalRepository ? "writing the branch failed" : "git push failed";
+    return refused(classified.kind, `${what}: ${classified.summary}`, classified.remedy, {
       diffstat,
       patch: request.redact(patch),
       commitSha,
@@ -267,8 +264,127 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   return { delivered: true, commitSha, diffstat };
 }
 
+/**
+ * The base commit and its trees from the repository pushed to, so the push can negotiate; blobs
+ * come on demand (a partial clone), only those the bundle's deltas or the diff need, so a large
+ * repository's whole tree is not downloaded for a one-file change. The remote's address is in
+ * our own repo's config; its credential stays in the environment of the processes that use it.
+ * Missing delta bases are fetched from this promisor remote while the bundle's pack is indexed.
+ */
+async function fetchBase(
+  gitDir: string,
+  request: DeliveryRequest,
+  options: HostGitOptions,
+): Promise<DeliveryOutcome | undefined> {
+  await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["remote", "add", "origin", request.pushUrl], {
+    timeout: 30_000,
+    redact: request.redact,
+  });
+  for (const [key, value] of [
+    ["remote.origin.promisor", "true"],
+    ["remote.origin.partialclonefilter", "blob:none"],
+    ["extensions.partialClone", "origin"],
+  ] as const) {
+    await hostGitOrThrow(gitDir, "Preparing the delivery repository", ["config", key, value], { timeout: 30_000 });
+  }
+  const base = await hostGit(
+    gitDir,
+    ["fetch", "--quiet", "--no-tags", "--depth=1", "--filter=blob:none", "origin", request.baseSha],
+    options,
+  );
+  if (base.exitCode === 0) return undefined;
+  const classified = classifyPushError(`${base.stderr}\n${base.stdout}`, [request.token]);
+  return refused(
+    classified.kind,
+    `could not fetch the run's base commit from the repository: ${classified.summary}`,
+    classified.remedy,
+  );
+}
+
+/**
+ * A repository on this machine lends the delivery repository its objects (git's alternates)
+ * rather than being fetched from: the base and all its history are there already, and only what
+ * the run added is written back. Returns what is wrong when its base commit cannot be read.
+ */
+async function borrowObjects(gitDir: string, repository: string, baseSha: string): Promise<string | undefined> {
+  const common = await runProcess({
+    argv: ["git", "-C", repository, "rev-parse", "--path-format=absolute", "--git-common-dir"],
+    cwd: gitDir,
+    env: hostGitEnv(),
+    timeout: 30_000,
+  });
+  if (common.exitCode !== 0) return `${repository} is not a git repository (${lastLine(common.stderr)})`;
+  await writeFile(join(gitDir, "objects", "info", "alternates"), `${join(common.stdout.trim(), "objects")}\n`);
+  const base = await hostGit(gitDir, ["cat-file", "-e", `${baseSha}^{commit}`], { timeout: 30_000 });
+  return base.exitCode === 0 ? undefined : `${repository} no longer has commit ${baseSha.slice(0, 12)}`;
+}
+
+/**
+ * The commit fetched into a repository on this machine as the run's branch, rather than pushed:
+ * git clears a push's configuration from the receiving side's environment, so the receiving
+ * repository's hooks would run, where a fetch runs in that repository under the harness's own
+ * settings (no hooks, objects checked). Without a `+` the branch only moves forward, and git
+ * refuses to move a branch that is checked out there.
+ */
+async function writeLocalBranch(
+  gitDir: string,
+  repository: string,
+  commitSha: string,
+  request: DeliveryRequest,
+): Promise<ExecResult> {
+  await hostGitOrThrow(gitDir, "Preparing the local branch", ["update-ref", "refs/harness/commit", commitSha], {
+    timeout: 30_000,
+  });
+  return runProcess({
+    argv: [
+      "git",
+      "-C",
+      repository,
+      "fetch",
+      "--no-tags",
+      "--no-write-fetch-head",
+      gitDir,
+      `refs/harness/commit:refs/heads/${request.branch}`,
+    ],
+    cwd: gitDir,
+    env: hostGitEnv({ transports: ["file"] }),
+    timeout: DELIVERY_TIMEOUT_MS,
+    ...(request.signal ? { signal: request.signal } : {}),
+  });
+}
+
+/** Why git would not write the branch into a repository on this machine, said for its owner. */
+function localWriteError(
+  result: ExecResult,
+  branch: string,
+  repository: string,
+): { kind: PushErrorKind; summary: string; remedy: string } {
+  const output = `${result.stderr}\n${result.stdout}`;
+  if (/non-fast-forward|\[rejected\]/.test(output))
+    return {
+      kind: "non_fast_forward",
+      summary:
+        `branch ${branch} in ${repository} moved while the run worked, ` + "and the run's commit does not build on it",
+      remedy: "Nothing of yours was changed. Run again with another --branch, or merge the patch below yourself",
+    };
+  if (/refusing to fetch into branch/.test(output))
+    return {
+      kind: "protected_branch",
+      summary: `branch ${branch} is checked out in ${repository}, and git does not move a checked-out branch`,
+      remedy: "Switch that checkout to another branch, or run again with another --branch",
+    };
+  return {
+    kind: "unknown",
+    summary: lastLine(result.stderr || result.stdout) || `git exited with ${String(result.exitCode)}`,
+    remedy: "Nothing of yours was changed; the change is kept below",
+  };
+}
+
 const REMEDY_TOO_LARGE =
   "Nothing was pushed. Remove the large file from the change (large binaries belong in Git LFS), then ask again";
+
+const REMEDY_LOCAL_BASE =
+  "Nothing was written. The repository's history changed under the run (its base commit is gone); run again";
 
 const REMEDY_UNVERIFIED =
   "Nothing was pushed. The run's output is kept in the run log; " +

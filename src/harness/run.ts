@@ -33,9 +33,10 @@ import { githubCloneUrl, isLocalPath, parseGitHubRepo, type GitHubRepo } from ".
 import { createRedactor } from "../util/redact.js";
 import type { Blueprint } from "./blueprint.js";
 import { runBlueprint, type StopReason } from "./engine.js";
-import { fanOut, type Reporter } from "../contracts/events.js";
+import { fanOut, type HarnessEvent, type Reporter } from "../contracts/events.js";
 import { commitMessage, commitRunChanges, describeChange, gitRunner, headSha } from "./git-steps.js";
 import type { IssueContext, PromptContext } from "./prompt.js";
+import { deliverToLocalRepository } from "./local-delivery.js";
 import { pushAndOpenPullRequest } from "./push.js";
 import { redactingReporter } from "./reporters/redacting.js";
 import { describeGitHubError } from "../github/errors.js";
@@ -318,6 +319,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         })
       : undefined;
 
+    const identity = github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl);
     const outcome = await runBlueprint({
       blueprint,
       sandbox,
@@ -370,14 +372,15 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       status = outcome.status;
       error = outcome.error;
       // Keeping the work must not hide why the run stopped: a failure to commit it leaves the run's error as it is.
+      const stoppedTitle = pullRequestTitle(request.intent).slice(0, 100);
       const commit = !outcome.stoppedAtLimit
         ? undefined
         : await commitRunChanges(sandbox, {
             baseSha,
-            title: pullRequestTitle(request.intent).slice(0, 100),
-            body: "Stopped before it finished: not pushed.",
+            title: stoppedTitle,
+            body: STOPPED_BODY,
             runId: request.runId,
-            identity: github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl),
+            identity,
             signal: controller.signal,
           }).catch(() => undefined);
       if (commit?.sha) {
@@ -390,6 +393,26 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         });
         pushResult = await keptChange(sandbox, baseSha, commit.sha, error ?? "stopped", knownSecrets, redactor);
         reporter.emit({ type: "push.finished", runId: request.runId, result: pushResult, at: at() });
+        // A run on a repository on this machine keeps its partial work where a worktree would have it.
+        if (sandbox.clonedFrom) {
+          const local = await deliverToLocalRepository({
+            sandbox,
+            repository: sandbox.clonedFrom.path,
+            runId: request.runId,
+            branch: request.branch,
+            baseSha,
+            commitSha: commit.sha,
+            commit: {
+              message: commitMessage({ title: stoppedTitle, body: STOPPED_BODY, runId: request.runId }),
+              identity,
+              now: now(),
+            },
+            secrets: knownSecrets,
+            redact: redactor,
+            signal: controller.signal,
+          });
+          if (local.written) reporter.emit(localBranchNotice(request, sandbox.clonedFrom.path, local.commitSha, at()));
+        }
       }
     } else {
       const commitTitle = pullRequestTitle(request.intent).slice(0, 100);
@@ -399,7 +422,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         title: commitTitle,
         body: commitBody,
         runId: request.runId,
-        identity: github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl),
+        identity,
         signal: controller.signal,
       });
       commitSha = commit.sha;
@@ -415,8 +438,34 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         error = "The run finished without changing any file, so there is nothing to push";
       } else {
         status = "succeeded";
-        if (github.push && target) {
-          const message = commitMessage({ title: commitTitle, body: commitBody, runId: request.runId });
+        const message = commitMessage({ title: commitTitle, body: commitBody, runId: request.runId });
+        // One time for every copy of the commit the host writes, so the local branch and the
+        // pushed one hold the same commit.
+        const committedAt = now();
+        if (sandbox.clonedFrom) {
+          const local = await deliverToLocalRepository({
+            sandbox,
+            repository: sandbox.clonedFrom.path,
+            runId: request.runId,
+            branch: request.branch,
+            baseSha,
+            commitSha: commit.sha,
+            commit: { message, identity, now: committedAt },
+            secrets: knownSecrets,
+            redact: redactor,
+            signal: controller.signal,
+          });
+          if (local.written) {
+            commitSha = local.commitSha;
+            reporter.emit(localBranchNotice(request, sandbox.clonedFrom.path, local.commitSha, at()));
+          } else {
+            status = "failed";
+            error = local.result.error;
+            pushResult = redactPushResult(local.result, redactor);
+            reporter.emit({ type: "push.finished", runId: request.runId, result: pushResult, at: at() });
+          }
+        }
+        if (status === "succeeded" && github.push && target) {
           pushResult = redactPushResult(
             await pushStage(options, {
               sandbox,
@@ -426,6 +475,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
               nodes,
               target,
               message,
+              committedAt,
               knownSecrets,
               redactor,
               signal: controller.signal,
@@ -475,6 +525,17 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   };
   reporter.emit({ type: "run.finished", runId: request.runId, report, at: at() });
   return report;
+}
+
+const STOPPED_BODY = "Stopped before it finished: not pushed.";
+
+function localBranchNotice(request: HarnessRequest, repository: string, commitSha: string, at: string): HarnessEvent {
+  return {
+    type: "run.notice",
+    runId: request.runId,
+    text: `The change is on branch ${request.branch} in ${repository} (commit ${commitSha.slice(0, 12)})`,
+    at,
+  };
 }
 
 /** A run id: time-ordered and unique enough for branch names and sandbox labels. */
@@ -578,9 +639,10 @@ async function resolvePushTarget(options: HarnessOptions, sandbox: Sandbox): Pro
       return { githubRepo: describeError(error), pushUrl: undefined };
     }
   }
-  const origin = (
-    await gitRunner(sandbox)(["remote", "get-url", "--push", "origin"], { allowFailure: true })
-  ).stdout.trim();
+  // A clone's origin is the user's repository itself: where it pushes was read on the host.
+  const origin = sandbox.clonedFrom
+    ? (sandbox.clonedFrom.origin ?? "")
+    : (await gitRunner(sandbox)(["remote", "get-url", "--push", "origin"], { allowFailure: true })).stdout.trim();
   const pushUrl = origin !== "" ? origin : undefined;
   if (githubRepo) return { githubRepo, pushUrl };
   try {
@@ -656,6 +718,7 @@ interface PushStageInput {
   nodes: NodeReport[];
   target: PushTarget;
   message: string;
+  committedAt: Date;
   knownSecrets: KnownSecret[];
   redactor: (text: string) => string;
   signal: AbortSignal;
@@ -696,7 +759,7 @@ async function pushStage(options: HarnessOptions, input: PushStageInput): Promis
       commit: {
         message: input.message,
         identity: github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl),
-        ...(options.now ? { now: options.now() } : {}),
+        now: input.committedAt,
       },
       changedFiles: input.changedFiles,
       token,

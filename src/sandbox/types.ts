@@ -61,6 +61,13 @@ export interface Sandbox {
    * address for a remote sandbox); undefined when the run was given no gateway.
    */
   readonly modelGatewayUrl?: string | undefined;
+
+  /**
+   * Set when the run's repository is one on this machine that the sandbox cloned rather than
+   * shares (the isolated local sandbox): its path, and its `origin` push address as the host
+   * read it before any command ran. The run's result reaches it only through the write path.
+   */
+  readonly clonedFrom?: { readonly path: string; readonly origin: string | undefined } | undefined;
 }
 
 /** Longest scratch file name accepted. */

@@ -1,14 +1,19 @@
+import { existsSync } from "node:fs";
 import { chmod, mkdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import nock from "nock";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
 import { main, type CliIo } from "../../src/cli/main.js";
+import { probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { enforceRepositoryRules } from "../fakes/github-git-rejections.js";
 import { git, makeRepo, scratchDir } from "../helpers/git.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 
 const token = fakeToken("ghp_", 36);
+const isolation = await probeIsolation();
+if (!isolation.available)
+  console.warn(`Isolated CLI runs on a local repository skipped: ${isolation.reason}; fix: ${isolation.fix}`);
 
 function capture(): { stream: PassThrough; text: () => string } {
   const stream = new PassThrough();
@@ -324,26 +329,93 @@ describe("a push GitHub refuses by a ruleset", () => {
     expect(git(repo, "show", "harness/wt:GREETING.md")).toBe("Hello from harness");
   });
 
-  test("--sandbox local on a local repository is refused with the mode that serves it", async () => {
-    const cli = io();
-    const code = await main(
-      [
-        "run",
-        "--repo",
-        repo,
-        "--intent",
-        "Add a greeting",
-        "--agent",
-        "command",
-        "--agent-command",
+  test.skipIf(!isolation.available)(
+    "--sandbox local clones a local repository into the isolated sandbox and writes the branch back",
+    async () => {
+      const head = git(repo, "rev-parse", "HEAD");
+      const cli = io();
+      const code = await main(
+        [
+          "run",
+          "--repo",
+          repo,
+          "--intent",
+          "Add a greeting",
+          "--agent",
+          "command",
+          "--agent-command",
+          agent,
+          "--sandbox",
+          "local",
+          "--branch",
+          "harness/iso",
+        ],
+        cli.io,
+      );
+      expect(code, cli.stderr()).toBe(0);
+      expect(cli.stderr()).not.toContain("worktree mode");
+      expect(cli.stderr()).toContain(`The change is on branch harness/iso in ${repo}`);
+      expect(git(repo, "show", "harness/iso:GREETING.md")).toBe("Hello from harness");
+      expect(git(repo, "rev-parse", "harness/iso^")).toBe(head);
+      expect(git(repo, "log", "-1", "--format=%an", "harness/iso")).toBe("harness");
+      // The user's checkout is where it was, and no worktree of it was made.
+      expect(git(repo, "rev-parse", "--abbrev-ref", "HEAD")).toBe("main");
+      expect(git(repo, "worktree", "list").split("\n")).toHaveLength(1);
+    },
+  );
+
+  test.skipIf(!isolation.available)(
+    "--sandbox local --push pushes where the user's repository says, whatever the agent did to its clone",
+    async () => {
+      const evil = join(dir.path, "evil.git");
+      git(dir.path, "init", "--quiet", "--bare", evil);
+      // The agent points its clone's origin elsewhere and plants a hook: neither takes part.
+      await writeFile(
         agent,
-        "--sandbox",
-        "local",
-      ],
-      cli.io,
-    );
-    expect(code).not.toBe(0);
-    expect(cli.stderr()).toMatch(/--sandbox worktree/);
-    expect(cli.stderr()).not.toMatch(/\n\s+at /);
-  });
+        "#!/bin/sh\n" +
+          `git remote set-url origin ${evil}\n` +
+          `git remote set-url --push origin ${evil}\n` +
+          `printf '#!/bin/sh\\ntouch ${dir.path}/hooked\\n' > .git/hooks/pre-push\n` +
+          'printf "Hello from harness\\n" > GREETING.md\n',
+      );
+      const api = nock("https://api.github.com", { reqheaders: { authorization: `token ${token}` } })
+        .get("/repos/acme/widgets/pulls")
+        .query({ head: "acme:harness/iso", state: "open", per_page: "1" })
+        .reply(200, [])
+        .get("/repos/acme/widgets")
+        .reply(200, { default_branch: "main" })
+        .post("/repos/acme/widgets/pulls")
+        .reply(201, { number: 8, html_url: "https://github.com/acme/widgets/pull/8" });
+      const cli = io({ GITHUB_TOKEN: token });
+      const code = await main(
+        [
+          "run",
+          "--repo",
+          repo,
+          "--intent",
+          "Add a greeting",
+          "--agent",
+          "command",
+          "--agent-command",
+          agent,
+          "--sandbox",
+          "local",
+          "--push",
+          "--github-repo",
+          "acme/widgets",
+          "--branch",
+          "harness/iso",
+        ],
+        cli.io,
+      );
+      expect(code, cli.stderr()).toBe(0);
+      expect(cli.stdout()).toBe("https://github.com/acme/widgets/pull/8\n");
+      expect(api.isDone()).toBe(true);
+      // One commit, the same on the user's branch and the pushed one.
+      expect(git(bare, "rev-parse", "harness/iso")).toBe(git(repo, "rev-parse", "harness/iso"));
+      expect(git(bare, "show", "harness/iso:GREETING.md")).toBe("Hello from harness");
+      expect(git(evil, "for-each-ref")).toBe("");
+      expect(existsSync(join(dir.path, "hooked"))).toBe(false);
+    },
+  );
 });

@@ -191,3 +191,70 @@ describe("deliverRun", () => {
     expect(refsOf(bare)["refs/heads/harness/run1"]).toBeUndefined();
   });
 });
+
+describe("deliverRun to a repository on this machine", () => {
+  let mine: string;
+  beforeEach(async () => {
+    // The user's own repository the run was cloned from, with a hook that would show if it ran.
+    mine = join(root.path, "mine");
+    git(root.path, "clone", "--quiet", bare, mine);
+    await writeFile(join(mine, ".git", "hooks", "reference-transaction"), `#!/bin/sh\ntouch "${root.path}/ran"\n`, {
+      mode: 0o755,
+    });
+  });
+
+  const local = (overrides: Partial<DeliveryRequest> = {}): Partial<DeliveryRequest> => ({
+    pushUrl: mine,
+    intoLocalRepository: true,
+    token: "",
+    ...overrides,
+  });
+
+  test("writes one verified harness commit as the run's branch, from the repository's own objects", async () => {
+    const sha = await commit(work, "a.txt", "a\n", "agent's message");
+    // Nothing is served over the network: the base comes from the user's repository.
+    await server.close();
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`)), sha, local()));
+    expect(outcome, JSON.stringify(outcome)).toMatchObject({ delivered: true });
+    const written = git(mine, "rev-parse", "refs/heads/harness/run1");
+    expect(outcome.delivered && outcome.commitSha).toBe(written);
+    expect(git(mine, "rev-parse", `${written}^`)).toBe(base);
+    expect(git(mine, "show", `${written}:a.txt`)).toBe("a");
+    expect(git(mine, "log", "-1", "--format=%an", written)).toBe("harness");
+    // The user's checkout and current branch are as they were, and their hooks did not run for us.
+    expect(git(mine, "rev-parse", "--abbrev-ref", "HEAD")).toBe("main");
+    expect(git(mine, "status", "--porcelain")).toBe("");
+    await expect(readFile(join(root.path, "ran"))).rejects.toThrow();
+    server = await startGitHubLikeServer({ projectRoot: root.path, token });
+  });
+
+  test("a branch the user moved while the run worked is left as they made it", async () => {
+    git(mine, "branch", "harness/run1", base);
+    const theirs = await commit(mine, "theirs.txt", "theirs\n", "their own work");
+    git(mine, "branch", "--force", "harness/run1", theirs);
+    const sha = await commit(work, "a.txt", "a\n", "agent's message");
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`)), sha, local()));
+    expect(outcome, JSON.stringify(outcome)).toMatchObject({ delivered: false, kind: "non_fast_forward" });
+    expect(git(mine, "rev-parse", "refs/heads/harness/run1")).toBe(theirs);
+  });
+
+  test("the branch the user has checked out is not moved under their feet", async () => {
+    git(mine, "checkout", "--quiet", "-b", "harness/run1");
+    const sha = await commit(work, "a.txt", "a\n", "agent's message");
+    const outcome = await deliverRun(request(handing(await bundle(work, "HEAD", `^${base}`)), sha, local()));
+    expect(outcome, JSON.stringify(outcome)).toMatchObject({ delivered: false, kind: "protected_branch" });
+    expect(!outcome.delivered && outcome.remedy).toMatch(/another --branch/);
+    expect(git(mine, "rev-parse", "HEAD")).toBe(base);
+  });
+
+  test("a base the repository no longer has is refused with what happened", async () => {
+    const sha = await commit(work, "a.txt", "a\n", "agent's message");
+    const elsewhere = join(root.path, "elsewhere");
+    git(root.path, "init", "--quiet", elsewhere);
+    const outcome = await deliverRun(
+      request(handing(await bundle(work, "HEAD", `^${base}`)), sha, local({ pushUrl: elsewhere })),
+    );
+    expect(outcome).toMatchObject({ delivered: false, kind: "not_found" });
+    expect(!outcome.delivered && outcome.error).toContain(`no longer has commit ${base.slice(0, 12)}`);
+  });
+});

@@ -1,5 +1,5 @@
 import { existsSync } from "node:fs";
-import { mkdir, readFile, stat, writeFile } from "node:fs/promises";
+import { mkdir, readdir, readFile, stat, writeFile } from "node:fs/promises";
 import { homedir } from "node:os";
 import { dirname, join } from "node:path";
 import { afterAll, afterEach, beforeAll, beforeEach, describe, expect, test } from "vitest";
@@ -13,7 +13,7 @@ import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
-import { makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
+import { git, makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
 
 /*
  * The local sandbox as the App runs it (namespaces), tried as an agent would: every command
@@ -235,14 +235,46 @@ describe.skipIf(!probe.available)("the isolated local sandbox", () => {
     expect(Date.now() - stableSince, "the child kept beating after its command returned").toBeGreaterThanOrEqual(500);
   });
 
-  test("a repository on this machine is refused with the mode that serves it", async () => {
+  test("a repository on this machine is cloned in, and nothing done inside reaches the user's repository", async () => {
     const repo = await makeRepo(join(root.path, "local-repo"));
-    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(
-      InvalidInputError,
+    git(repo, "remote", "add", "origin", "https://github.com/acme/widgets.git");
+    const head = git(repo, "rev-parse", "HEAD");
+    const sandbox = await createLocalSandbox({ repo, branch: "harness/iso", localIsolation: { mode: "namespaces" } });
+    sandboxes.push(sandbox);
+    expect(sandbox.clonedFrom).toEqual({ path: repo, origin: "https://github.com/acme/widgets.git" });
+
+    const inside = await sh(
+      sandbox,
+      // What an agent could try on the user's repository through its clone: write its hooks and
+      // config, its objects, its branches; and find the repository on the host at all.
+      `git rev-parse --abbrev-ref HEAD; git rev-parse HEAD; cat README.md; ` +
+        `printf '#!/bin/sh\ntouch /tmp/pwned\n' > .git/hooks/post-checkout; ` +
+        `git config core.fsmonitor 'touch /tmp/pwned'; ` +
+        `git commit --quiet --allow-empty -m inside && git push --quiet origin HEAD:main 2>&1; ` +
+        `ls ${repo} 2>&1 || echo NO-REPO`,
     );
-    await expect(createLocalSandbox({ repo, branch: "b", localIsolation: { mode: "namespaces" } })).rejects.toThrow(
-      /--sandbox worktree/,
-    );
+    const lines = inside.stdout.split("\n");
+    expect(lines.slice(0, 3)).toEqual(["harness/iso", head, "# test repo"]);
+    expect(inside.stdout).toContain("NO-REPO");
+
+    // The user's repository: same head, no new branch, no worktree, its config and hooks untouched.
+    expect(git(repo, "rev-parse", "main")).toBe(head);
+    expect(git(repo, "branch", "--list", "harness/iso")).toBe("");
+    expect(git(repo, "worktree", "list").split("\n")).toHaveLength(1);
+    expect(() => git(repo, "config", "--get", "core.fsmonitor")).toThrow();
+    expect(existsSync(join(repo, ".git", "hooks", "post-checkout"))).toBe(false);
+    // Objects were copied, not hard-linked: handing the clone to the sandbox user handed over none of the user's files.
+    const objects = join(sandbox.workDir, ".git", "objects");
+    const files = (await readdir(objects, { recursive: true })).map((name) => join(objects, name));
+    const linked = [];
+    for (const file of files) {
+      const info = await stat(file);
+      if (info.isFile() && info.nlink > 1) linked.push(file);
+    }
+    expect(files.length).toBeGreaterThan(0);
+    expect(linked).toEqual([]);
+    await sandbox.teardown();
+    expect(git(repo, "rev-parse", "main")).toBe(head);
   });
 
   test("network none: the agent reaches nothing, not even the host's loopback services", async () => {

@@ -71,18 +71,8 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       : undefined;
   await assertValidBranchName(opts.branch);
 
-  const source = resolveSource(opts);
-  if (source.kind === "local") {
-    if (isolation) {
-      // A worktree shares its repository's .git, which would have to be visible (and writable)
-      // inside: the user's own repository would be the agent's to change.
-      throw new InvalidInputError(
-        `The isolated local sandbox clones from GitHub; ` +
-          `a repository on this machine (${source.path}) runs in worktree mode (--sandbox worktree)`,
-      );
-    }
-    await assertDirectory(source.path);
-  }
+  const source = resolveSource(opts, isolation !== undefined);
+  if (source.kind !== "remote") await assertDirectory(source.path);
   // Real paths: bubblewrap binds them at the same place inside, and a symlinked temp dir
   // would otherwise leave the command outside its checkout.
   const base = await realpath(await mkdtemp(join(tmpdir(), `${LOCAL_SANDBOX_PREFIX}${safeId(opts.runId)}-`)));
@@ -158,8 +148,13 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   let spareSource: SpareSource | undefined;
   /** The branch this sandbox made in the user's repository, and where: removed again if it stays there. */
   let createdBranch: { ref: string; at: string } | undefined;
+  /** The repository on this machine the checkout was cloned from, as read before anything ran. */
+  let clonedFrom: LocalClone | undefined;
   try {
-    if (source.kind === "local") {
+    if (source.kind === "local-clone") {
+      clonedFrom = await cloneLocal(source, workDir, base, { host: git, checkout: checkoutGit }, user);
+      await checkOutRunBranch(workDir, opts.branch, clonedFrom.head, checkoutGit, gitOrThrow);
+    } else if (source.kind === "worktree") {
       const branchExists =
         (await git(["show-ref", "--verify", "--quiet", `refs/heads/${opts.branch}`], source.path)).exitCode === 0;
       if (branchExists) {
@@ -190,20 +185,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         { host: git, checkout: checkoutGit },
         user,
       ));
-      // The clone brought every branch GitHub has, so whether the run's branch exists is known
-      // here, without another round trip (and ref advertisement) to GitHub.
-      const existing = await checkoutGit(
-        ["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`],
-        workDir,
-      );
-      await gitOrThrow(
-        `Checking out ${opts.branch}`,
-        existing.exitCode === 0
-          ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`]
-          : ["checkout", "--quiet", "-b", opts.branch],
-        workDir,
-        checkoutGit,
-      );
+      await checkOutRunBranch(workDir, opts.branch, undefined, checkoutGit, gitOrThrow);
     }
   } catch (error) {
     await egress?.proxy.close();
@@ -238,6 +220,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const sandbox: Sandbox = {
     id: basename(base),
     workDir,
+    ...(clonedFrom ? { clonedFrom: { path: clonedFrom.path, origin: clonedFrom.origin } } : {}),
     ...(gatewayRelay
       ? { modelGatewayUrl: `http://127.0.0.1:${String(GATEWAY_PORT)}` }
       : opts.modelGateway
@@ -420,7 +403,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       await egress?.proxy.close().catch(() => undefined);
       await removeSandboxDir(base, source);
       mirror?.release();
-      if (createdBranch && source.kind === "local") await removeUnusedBranch(source.path, createdBranch);
+      if (createdBranch && source.kind === "worktree") await removeUnusedBranch(source.path, createdBranch);
     },
   };
   return sandbox;
@@ -465,6 +448,78 @@ type Git = (args: string[], cwd: string, token?: string) => Promise<ExecResult>;
 interface Gits {
   host: Git;
   checkout: Git;
+}
+
+/** A repository on this machine, cloned into the sandbox: what the host read of it first. */
+interface LocalClone {
+  path: string;
+  /** The commit its HEAD named when the run started: the run's base when its branch is new. */
+  head: string;
+  /** Its push address for `origin`, if it has one. */
+  origin: string | undefined;
+}
+
+/**
+ * Clones a repository on this machine into the sandbox. `--no-local` copies objects through
+ * git's transport instead of hard-linking its files: the checkout is handed to the sandbox user,
+ * and a hard link would hand over the user's own object files with it. Its HEAD and origin are
+ * read here, on the host, since nothing in the clone can be trusted once a command has run.
+ */
+async function cloneLocal(
+  source: Extract<Source, { kind: "local-clone" }>,
+  workDir: string,
+  base: string,
+  gits: Gits,
+  user: SandboxUser | undefined,
+): Promise<LocalClone> {
+  const { host: git, checkout: checkoutGit } = gits;
+  const head = await git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], source.path);
+  if (head.exitCode !== 0)
+    throw new RepoRefError(`The repository at ${source.path} has no commit to start from (commit something first)`);
+  const origin = (await git(["remote", "get-url", "--push", "origin"], source.path)).stdout.trim();
+  const cloned = await git(
+    [
+      "-c",
+      `checkout.workers=${String(CHECKOUT_WORKERS)}`,
+      "clone",
+      "--quiet",
+      "--no-local",
+      "--",
+      source.path,
+      workDir,
+    ],
+    base,
+  );
+  if (cloned.exitCode !== 0) {
+    const detail = (cloned.stderr || cloned.stdout).trim().split("\n").slice(-3).join(" ");
+    throw new SandboxError(`Cloning ${source.path} failed${cloned.timedOut ? " (timed out)" : ""}: ${detail}`);
+  }
+  await handOverTree(workDir, user);
+  await settleStatCheck(workDir, checkoutGit);
+  return { path: source.path, head: head.stdout.trim(), origin: origin !== "" ? origin : undefined };
+}
+
+/**
+ * The run's branch in a fresh clone: the one its origin already has, else a new one at `start`
+ * (the default branch's head when not given). The clone brought every branch of its origin, so
+ * whether it exists is known without another round trip.
+ */
+async function checkOutRunBranch(
+  workDir: string,
+  branch: string,
+  start: string | undefined,
+  checkoutGit: Git,
+  gitOrThrow: (what: string, args: string[], cwd: string, run: Git) => Promise<string>,
+): Promise<void> {
+  const existing = await checkoutGit(["show-ref", "--verify", "--quiet", `refs/remotes/origin/${branch}`], workDir);
+  await gitOrThrow(
+    `Checking out ${branch}`,
+    existing.exitCode === 0
+      ? ["checkout", "--quiet", "-B", branch, `origin/${branch}`]
+      : ["checkout", "--quiet", "-b", branch, ...(start ? [start] : [])],
+    workDir,
+    checkoutGit,
+  );
 }
 
 /** Parallel checkout workers for a clone; more than the cores, since they mostly wait on the disk. */
@@ -622,13 +677,21 @@ async function settleStatCheck(workDir: string, git: Git): Promise<void> {
   await git(["config", "core.trustCtime", "false"], workDir);
 }
 
-type Source = { kind: "local"; path: string; display: string } | { kind: "remote"; url: string; display: string };
+/**
+ * A repository on this machine is shared as a worktree when commands run unisolated, and cloned
+ * when they are isolated: a worktree's `.git` is its repository's, which would have to be
+ * visible and writable inside, making the user's own repository the agent's to change.
+ */
+type Source =
+  | { kind: "worktree"; path: string; display: string }
+  | { kind: "local-clone"; path: string; display: string }
+  | { kind: "remote"; url: string; display: string };
 
-function resolveSource(opts: SandboxOptions): Source {
+function resolveSource(opts: SandboxOptions, isolated: boolean): Source {
   const ref = classifyRepoRef(opts.repo, opts.githubServerUrl ? { serverUrl: opts.githubServerUrl } : {});
   if (ref.kind === "local") {
     const path = ref.path.startsWith("~") ? join(homedir(), ref.path.slice(1)) : resolve(ref.path);
-    return { kind: "local", path, display: path };
+    return isolated ? { kind: "local-clone", path, display: path } : { kind: "worktree", path, display: path };
   }
   return {
     kind: "remote",
@@ -678,7 +741,7 @@ async function removeUnusedBranch(repository: string, branch: { ref: string; at:
 
 /** Removes the temp directory and, for worktrees, the source repository's registration of it. */
 async function removeSandboxDir(base: string, source: Source): Promise<void> {
-  if (source.kind === "local") {
+  if (source.kind === "worktree") {
     await runProcess({
       argv: ["git", "worktree", "remove", "--force", "--force", join(base, "work")],
       cwd: source.path,
@@ -687,7 +750,7 @@ async function removeSandboxDir(base: string, source: Source): Promise<void> {
     });
   }
   await rm(base, { recursive: true, force: true, maxRetries: 3 });
-  if (source.kind === "local") {
+  if (source.kind === "worktree") {
     await runProcess({ argv: ["git", "worktree", "prune"], cwd: source.path, env: gitEnv(), timeout: 60_000 });
   }
 }
