@@ -141,7 +141,8 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     .addOption(
       new Option(
         "--sandbox <kind>",
-        "where to run: daytona; local (a clone, isolated with bubblewrap); " +
+        "where to run: daytona; local (a clone, isolated with bubblewrap; a local path's result " +
+          "comes back as its branch); " +
           "worktree (a worktree of a local repository, NOT isolated). " +
           "Default: daytona when DAYTONA_API_KEY is set, " +
           "else worktree for a local path and local for a GitHub repository",
@@ -272,7 +273,8 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   const localIsolation = sandboxKind === "local" ? await cliIsolation(env, agent) : undefined;
   if (sandboxKind === "worktree")
     io.stderr.write(
-      "harness: worktree mode — the agent runs on this machine without isolation, in a worktree of your repository\n",
+      "harness: worktree mode — the agent runs on this machine without isolation, in a worktree of your repository " +
+        "(--sandbox local runs it isolated)\n",
     );
   const token = env["GITHUB_TOKEN"] || undefined;
   const runId = newRunId();
