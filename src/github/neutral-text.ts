@@ -9,17 +9,30 @@ export function neutralText(text: string): string {
   return neutraliseMentions(neutraliseImages(escapeHtml(text)));
 }
 
-/** `@name` → `@\u200Bname`: still readable, no longer a mention. Email addresses are left alone. */
+/**
+ * `@name` → `@\u200Bname`: still readable, no longer a mention. E-mail addresses are left alone
+ * (GitHub does not mention there); a backtick does not protect one, since an unclosed code span
+ * is plain text.
+ */
 export function neutraliseMentions(text: string): string {
-  return text.replace(/(^|[^\w`])@(?=[A-Za-z0-9])/g, "$1@\u200B");
+  return text.replace(/(^|[^\w])@(?=[A-Za-z0-9])/g, "$1@\u200B");
 }
 
-/** `![alt](url)` and `![alt][ref]` → `[image: alt](url)`: a link a person may follow, never an automatic load. */
+/**
+ * Every `![` becomes `[image: `, so no form of Markdown image survives: inline, reference-style
+ * (`![x]` with `[x]: url` anywhere else, which would resolve whatever the alt text's length or
+ * nesting) and images inside links. What was an image reads as a link a person may follow, or
+ * as plain text, never an automatic load.
+ */
 export function neutraliseImages(text: string): string {
-  return text.replace(/!\[([^\]\n]{0,200})\]([([])/g, "[image: $1]$2");
+  return text.replace(/!\[/g, "[image: ");
 }
 
-/** `<` and `>` as entities: no `<img>`, `<picture>`, `<details open>` or comment tricks from outside. */
+/**
+ * `&`, `<` and `>` as entities: no `<img>`, `<picture>`, `<details open>` or comment tricks, no
+ * autolink in angle brackets, and no character reference (`&#64;team`, `&#x40;user`) that GitHub
+ * would decode into a mention after this text was checked.
+ */
 function escapeHtml(text: string): string {
-  return text.replace(/</g, "&lt;").replace(/>/g, "&gt;");
+  return text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;");
 }
