@@ -12,7 +12,7 @@ import { createOctokitFetch, githubRawFetch, OCTOKIT_REQUEST_OPTIONS } from "./g
 import type { GitHubPacing } from "./github/installation-throttle.js";
 import { appOctokit } from "./github/app-octokit.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
-import { createWebhookBodyReader } from "./triggers/webhook-body.js";
+import { createWebhookGate, webhookRoute } from "./triggers/webhook-gate.js";
 import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
 import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
@@ -130,7 +130,7 @@ export async function startHarnessServer(
     }
     const app = createHarnessApp({ handlers: built.handlers, acknowledgements: built.acknowledgements });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
-    const readWebhookBody = createWebhookBodyReader();
+    const admitWebhook = createWebhookGate({ secret: settings.webhookSecret, log: probot.log });
     for (const warning of settings.warnings) probot.log.warn(warning);
     if (settings.webhookProxyUrl)
       await startWebhookProxy(
@@ -150,16 +150,19 @@ export async function startHarnessServer(
       if (await serveAudit(req, res)) return;
       if (auth && (await auth.handle(req, res))) return;
       if (pages && (await pages(req, res))) return;
-      if (req.url?.startsWith(settings.webhookPath)) observeWebhook(req, res, metrics);
       if (req.url === "/readyz")
         return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
-      if (!accepting && req.url?.startsWith(settings.webhookPath)) return json(res, 503, { error: "shutting down" });
+      // Decided on the URL exactly as sent, before a byte of any body is read: another spelling
+      // of the webhook path is refused, and nothing but the path itself reaches Probot.
+      const route = webhookRoute(req.url, settings.webhookPath);
+      if (route !== "webhook") return notFound(req, res);
+      observeWebhook(req, res, metrics);
+      if (!accepting) return json(res, 503, { error: "shutting down" });
       // A worker-only process takes no webhooks: its load balancer should not send it any.
-      if (settings.role === "worker" && req.url?.startsWith(settings.webhookPath))
+      if (settings.role === "worker")
         return json(res, 404, { error: "this process runs work only (HARNESS_ROLE=worker)" });
-      // Unsigned bodies are bounded before anything buffers them whole.
-      if (req.method === "POST" && req.url?.startsWith(settings.webhookPath) && !(await readWebhookBody(req, res)))
-        return;
+      // Only a body whose signature holds goes on to Probot.
+      if (req.method === "POST" && !(await admitWebhook(req, res))) return;
       await middleware(req, res, () => {
         res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
       });
@@ -218,6 +221,19 @@ function askedOctokitOptions(defaults: ServerOverrides["octokitDefaults"]): Octo
   return (
     typeof defaults === "function" ? (defaults as (options: object) => unknown)({}) : defaults
   ) as OctokitSwitches;
+}
+
+/** 404, closing the connection when a body was sent, so an unrouted body is never read. */
+function notFound(req: IncomingMessage, res: ServerResponse): Promise<void> {
+  const hasBody = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
+  res.writeHead(404, { "content-type": "text/plain", ...(hasBody ? { connection: "close" } : {}) }).end("Not found\n");
+  if (hasBody) {
+    req.resume();
+    res.once("finish", () => {
+      req.destroy();
+    });
+  }
+  return Promise.resolve();
 }
 
 function json(res: ServerResponse, status: number, body: unknown): Promise<void> {
