@@ -1,7 +1,7 @@
 import { plainCodeAt } from "../util/hidden-characters.js";
 import { REDACTED } from "../util/redact.js";
 import { encodedForms } from "../util/secret-forms.js";
-import { bytesToText, DecodeBudget, decodeRun, MIN_ENCODED_LENGTH } from "./secret-decode.js";
+import { bytesToText, DecodeBudget, decodeRun, MIN_ENCODED_LENGTH } from "./secret-scan/decode.js";
 
 /*
  * The last look at a change before Harness pushes it: would the push leak a secret? Pure and
@@ -27,7 +27,7 @@ import { bytesToText, DecodeBudget, decodeRun, MIN_ENCODED_LENGTH } from "./secr
  *
  * What only decoding shows (gzip or zlib data in base64 or hex, base64 of base64, of UTF-16…) is
  * found by decoding: runs of base64 characters, joined across lines and string concatenations,
- * are decoded and inflated (src/delivery/secret-decode.ts, one bounded budget per scan) and the
+ * are decoded and inflated (src/delivery/secret-scan/decode.ts, one bounded budget per scan) and the
  * results searched the same way, three layers deep. A run found to hold a secret is masked whole.
  *
  * Well-known token shapes (GitHub, Anthropic, OpenAI, AWS, Slack, Daytona, PEM private keys) are
