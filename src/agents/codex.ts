@@ -165,7 +165,7 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
         return {
           success: false,
           summary: summary || failed.error.message,
-          error: oneLine(failed.error.message),
+          error: codexCause(failed.error.message),
           ...counts,
         };
       if (events.some((event) => event.type === "turn.completed")) return { success: true, summary, ...counts };
@@ -236,7 +236,8 @@ function codexUsageMeter(): UsageMeter {
 
 /**
  * The reconnects after the last event that ended a turn: `Reconnecting... 3/5 (the cause)`. What
- * a kill mid-retry would hide.
+ * a kill mid-retry would hide. Codex first retries each request quietly (five calls over about
+ * 3 s on a 500), so a kill before its first reconnect event leaves no cause to report.
  */
 function stillRetrying(events: readonly CodexEvent[]): { error: string; times: number } | undefined {
   const since = events.findLastIndex((event) => event.type === "turn.completed" || event.type === "turn.failed");
@@ -244,7 +245,21 @@ function stillRetrying(events: readonly CodexEvent[]): { error: string; times: n
   const last = errors.at(-1);
   if (last === undefined) return undefined;
   const cause = /^Reconnecting\.\.\. \d+\/\d+ \((.*)\)$/s.exec(last)?.[1] ?? last;
-  return { error: oneLine(cause), times: errors.length };
+  return { error: codexCause(cause), times: errors.length };
+}
+
+/**
+ * Codex's fixed sentence for an HTTP 500 from the model API (its `InternalServerError`): in place
+ * of the status and the API's own message it prints this, which reads like a capacity problem.
+ * Other statuses keep theirs (`unexpected status 502 Bad Gateway: …`). codex-cli 0.169.0 prints a
+ * typographic apostrophe; a plain one is accepted too.
+ */
+const INTERNAL_SERVER_ERROR = /^We[’']re currently experiencing high demand, which may cause temporary errors\.$/;
+
+/** A Codex error message as one bounded line, naming the 500 where Codex's words hide it. */
+function codexCause(message: string): string {
+  const line = oneLine(message);
+  return INTERNAL_SERVER_ERROR.test(line) ? "the model API answered 500 Internal Server Error" : line;
 }
 
 const ItemEvent = z.object({

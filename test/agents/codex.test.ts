@@ -207,6 +207,46 @@ describe("codex parseResult on captured output", () => {
     });
   });
 
+  test("killed while Codex retried 500s: the cause names the 500 that Codex's words leave out", () => {
+    // Codex prints a fixed sentence for a 500 instead of the status and the API's message.
+    expect(capture("codex-500-killed.jsonl")).toContain("We’re currently experiencing high demand");
+    expect(driver.parseResult(execResult(capture("codex-500-killed.jsonl"), 124))).toMatchObject({
+      success: false,
+      turns: 1,
+      retrying: { error: "the model API answered 500 Internal Server Error", times: 2 },
+    });
+  });
+
+  test("Codex gave up on 500s (turn.failed): the step's error names the 500", () => {
+    const sentence = "We’re currently experiencing high demand, which may cause temporary errors.";
+    expect(driver.parseResult(execResult(capture("codex-500-turn-failed.jsonl"), 1))).toEqual({
+      success: false,
+      summary: sentence,
+      error: "the model API answered 500 Internal Server Error",
+      turns: 1,
+    });
+  });
+
+  test("only the whole sentence is read as a 500; other messages are kept as Codex wrote them", () => {
+    const killedWhileRetrying = (cause: string) =>
+      driver.parseResult(
+        execResult(
+          [
+            '{"type":"turn.started"}',
+            JSON.stringify({ type: "error", message: `Reconnecting... 1/5 (${cause})` }),
+            "",
+          ].join("\n"),
+          124,
+        ),
+      ).retrying?.error;
+    const plain = "We're currently experiencing high demand, which may cause temporary errors.";
+    expect(killedWhileRetrying(plain)).toBe("the model API answered 500 Internal Server Error");
+    expect(killedWhileRetrying(`proxy says: ${plain}`)).toBe(`proxy says: ${plain}`);
+    const badGateway = "unexpected status 502 Bad Gateway: upstream failure, url: http://127.0.0.1:9/v1/responses";
+    expect(killedWhileRetrying(badGateway)).toBe(badGateway);
+    expect(killedWhileRetrying("x".repeat(5_000))?.length).toBeLessThan(1_000);
+  });
+
   test("plain-text failures: the reason line, not the warnings or the usage text around it", () => {
     expect(driver.parseResult(execResult("", 1, capture("codex-untrusted-dir.stderr"))).error).toBe(
       "codex exited with 1: Not inside a trusted directory and --skip-git-repo-check was not specified.",

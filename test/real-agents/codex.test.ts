@@ -142,25 +142,28 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     expect(node.error).toBe("exceeded retry limit, last status: 429 Too Many Requests");
   });
 
-  test("500: Codex retries 30 times, then reports a generic message without the status", async () => {
+  test("500: Codex retries 30 times and prints only its 'high demand' sentence; the error names the 500", async () => {
     const { node, server, output } = await run("codex", {
       script: [fail(500, { message: "scripted upstream failure", repeat: Infinity })],
     });
     expect(node.status).toBe("failed");
     expect(server.modelCalls()).toHaveLength(30);
-    // The cause (status 500, the API's message) is in neither the step's error nor the output.
-    expect(node.error).toMatch(/high demand/);
-    expect(node.error).not.toMatch(/500/);
+    // Neither the status nor the API's message is in Codex's output: the driver reads its sentence.
+    expect(output).toMatch(/"turn\.failed","error":\{"message":"We’re currently experiencing high demand/);
+    expect(output).not.toContain("Internal Server Error");
     expect(output).not.toContain("scripted upstream failure");
+    expect(node.error).toBe("the model API answered 500 Internal Server Error");
   });
 
-  test("killed by the step's timeout while reconnecting after 500s: what it was retrying is in the error", async () => {
+  test("killed by the step's timeout while reconnecting after 500s: the error names the 500", async () => {
     const { node } = await run("codex", {
       script: [fail(500, { message: "scripted upstream failure", repeat: Infinity })],
       timeoutMinutes: 0.1,
     });
     expect(node.status).toBe("timed_out");
-    expect(node.error).toMatch(/^timed out after 6\.\d s while the agent was retrying: .+ \(\d+ times?\)$/);
+    const [symptom, cause] = node.error?.split(" while the agent was retrying: ") ?? [];
+    expect(symptom).toMatch(/^timed out after 6\.\d s$/);
+    expect(cause).toMatch(/^the model API answered 500 Internal Server Error \(\d+ times?\)$/);
   });
 
   test("a model that never answers: the step's timeout kills Codex and says so", async () => {
