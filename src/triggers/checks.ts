@@ -2,7 +2,7 @@ import { z } from "zod";
 import { showCiState } from "../pulls/watch/ci-section.js";
 import { nudgeCiWatch, stopCiWatch, WATCHING } from "../pulls/watch/nudge.js";
 import { issueKeyOf } from "../runs/request.js";
-import { guard, type HandlerDeps, type WebhookContext } from "./handlers.js";
+import { guard, type HandlerDeps, type WebhookContext } from "./context.js";
 
 const app = z.object({ id: z.number() }).loose().nullable().optional();
 const pullRefs = z.array(z.object({ number: z.number() }).loose()).default([]);

@@ -2,7 +2,7 @@ import { z } from "zod";
 import type { PullRequestLedger, TrackedPull } from "../pulls/ledger/port.js";
 import { pullOutcome, pullReopened } from "../pulls/outcome.js";
 import { describeError } from "../util/errors.js";
-import type { WebhookContext } from "./handlers.js";
+import type { WebhookContext } from "./context.js";
 
 export interface PullOutcomeDeps {
   pulls: PullRequestLedger;

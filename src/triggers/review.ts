@@ -6,20 +6,19 @@ import type { TrackedPull } from "../pulls/ledger/port.js";
 import { issueKeyOf } from "../runs/request.js";
 import { MAX_ISSUE_BODY_BYTES, MAX_ISSUE_TITLE_BYTES, headOf } from "./command.js";
 import { repository, user } from "./payload.js";
+import { cachedPermission, isIgnoredBot } from "./authorise.js";
 import {
-  cachedPermission,
   guard,
   installationOf,
-  isIgnoredBot,
   names,
   record,
   replyOnce,
-  startRun,
   type HandlerDeps,
   type Issue,
   type Repo,
   type WebhookContext,
-} from "./handlers.js";
+} from "./context.js";
+import { startRun } from "./start-run.js";
 
 const pullRequest = z.object({
   number: z.number(),
