@@ -7,6 +7,7 @@ import type { Sandbox } from "../sandbox/types.js";
 import type { GitHubRepo } from "../util/github.js";
 import { describeChange } from "./git-steps.js";
 import { describeGitHubError } from "../github/errors.js";
+import { isDraftRefusal } from "../github/draft-refusal.js";
 import { type CommitIdentity } from "../contracts/types.js";
 
 export interface PushRequest {
@@ -173,19 +174,17 @@ export interface OpenedPullRequest {
 
 /**
  * A draft where the repository offers drafts, else the same pull request ready for review:
- * GitHub refuses drafts on private repositories of Free and Pro accounts with a 422 whose
- * message says so, and an agent's work is better opened ready than not opened at all.
+ * GitHub refuses drafts on private repositories of Free and Pro accounts with a 422 that says
+ * so, and an agent's work is better opened ready than not opened at all.
  */
 async function createDraftOrReady(github: GitHubClient, repo: GitHubRepo, pr: NewPullRequest) {
   try {
     return await createOrFindPullRequest(github, repo, { ...pr, draft: true });
   } catch (error) {
-    if (!isStatus(error, 422) || !DRAFTS_UNSUPPORTED.test(errorMessage(error))) throw error;
+    if (!isDraftRefusal(error)) throw error;
     return { ...(await createOrFindPullRequest(github, repo, pr)), draftUnavailable: true };
   }
 }
-
-const DRAFTS_UNSUPPORTED = /draft pull requests are not supported/i;
 
 /** Creating can race with another run (or a redelivery): GitHub then answers 422, and the open PR is the answer. */
 async function createOrFindPullRequest(
@@ -197,19 +196,12 @@ async function createOrFindPullRequest(
     const created = await github.createPullRequest(repo, pr);
     return { url: created.url, number: created.number, reused: false };
   } catch (error) {
-    if (isStatus(error, 422) && !DRAFTS_UNSUPPORTED.test(errorMessage(error))) {
+    if (isStatus(error, 422) && !isDraftRefusal(error)) {
       const existing = await github.findOpenPullRequest(repo, pr.head);
       if (existing) return { url: existing.url, number: existing.number, reused: true };
     }
     throw error;
   }
-}
-
-/** GitHub's message, from an Octokit error's response body or the error itself. */
-function errorMessage(error: unknown): string {
-  const data = (error as { response?: { data?: { message?: unknown } } } | null)?.response?.data;
-  if (typeof data?.message === "string") return data.message;
-  return error instanceof Error ? error.message : String(error);
 }
 
 /** Labels and reviewers are courtesy: failing to add them must not fail a run whose PR is open. */

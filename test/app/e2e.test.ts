@@ -282,38 +282,42 @@ describe("comment → 👀 → status comment → branch → PR → final commen
     expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
   });
 
-  test("a private repository on a Free plan: a ready PR, a comment saying why, no draft asked next time", async () => {
-    github.setPlan("acme", "widgets", "free", { private: true });
-    await comment("/harness add a HELLO file");
-    await settle();
-    const [first] = statusComments();
-    expect(first?.body).toContain("### ✅ Harness opened a pull request");
-    expect(first?.body).toContain("Opened ready for review, not as a draft: this repository's plan does not offer");
-    const [pr] = github.pullRequests("acme", "widgets");
-    expect(pr?.pull?.draft).toBe(false);
-    expect(pr?.labels).toContain("harness");
-    const creations = () =>
-      github.requests
-        .filter((r) => r.route === "POST /repos/{owner}/{repo}/pulls")
-        .map((r) => [(JSON.parse(r.body) as { draft?: boolean }).draft === true, r.status]);
-    expect(creations()).toEqual([
-      [true, 422],
-      [false, 201],
-    ]);
+  // GitHub words the refusal in two shapes (see DraftRefusalShape); either must end the same way.
+  test.each(["message", "validation-failed"] as const)(
+    "a private Free repository refusing drafts (%s): a ready PR, a comment saying why, no draft asked next time",
+    async (draftRefusal) => {
+      github.setPlan("acme", "widgets", "free", { private: true, draftRefusal });
+      await comment("/harness add a HELLO file");
+      await settle();
+      const [first] = statusComments();
+      expect(first?.body).toContain("### ✅ Harness opened a pull request");
+      expect(first?.body).toContain("Opened ready for review, not as a draft: this repository's plan does not offer");
+      const [pr] = github.pullRequests("acme", "widgets");
+      expect(pr?.pull?.draft).toBe(false);
+      expect(pr?.labels).toContain("harness");
+      const creations = () =>
+        github.requests
+          .filter((r) => r.route === "POST /repos/{owner}/{repo}/pulls")
+          .map((r) => [(JSON.parse(r.body) as { draft?: boolean }).draft === true, r.status]);
+      expect(creations()).toEqual([
+        [true, 422],
+        [false, 201],
+      ]);
 
-    // The worker remembers the refusal: the next run opens its PR ready without asking again.
-    await github.setFile("acme", "widgets", "HELLO.md", "an older greeting\n");
-    await comment("/harness add a HELLO file again");
-    await settle();
-    expect(creations()).toEqual([
-      [true, 422],
-      [false, 201],
-      [false, 201],
-    ]);
-    const second = statusComments().find((c) => c.id !== first?.id);
-    expect(second?.body).toContain("### ✅ Harness opened a pull request");
-    expect(second?.body).toContain("Opened ready for review, not as a draft");
-  });
+      // The worker remembers the refusal: the next run opens its PR ready without asking again.
+      await github.setFile("acme", "widgets", "HELLO.md", "an older greeting\n");
+      await comment("/harness add a HELLO file again");
+      await settle();
+      expect(creations()).toEqual([
+        [true, 422],
+        [false, 201],
+        [false, 201],
+      ]);
+      const second = statusComments().find((c) => c.id !== first?.id);
+      expect(second?.body).toContain("### ✅ Harness opened a pull request");
+      expect(second?.body).toContain("Opened ready for review, not as a draft");
+    },
+  );
 });
 
 describe("the audit trail", () => {

@@ -11,6 +11,7 @@ import {
   route,
   validationFailed,
   type ApiContext,
+  type HttpError,
   type Route,
 } from "./http.js";
 import { pullJson } from "./shapes.js";
@@ -81,10 +82,18 @@ function parseHead(repo: RepoRecord, head: string): string | undefined {
 /**
  * GitHub offers drafts on public repositories on every plan, and on private ones only with Team
  * and Enterprise (its REST documentation for creating a pull request says so); otherwise it
- * answers 422 with only a message.
+ * answers 422, in one of two shapes (see `DraftRefusalShape`).
  */
 function draftsAllowed(repo: RepoRecord): boolean {
   return !repo.private || repo.plan === "team" || repo.plan === "enterprise";
+}
+
+const DRAFTS_REFUSED = "Draft pull requests are not supported in this repository.";
+
+function draftRefused(repo: RepoRecord): HttpError {
+  return repo.draftRefusal === "validation-failed"
+    ? validationFailed([{ resource: "PullRequest", code: "custom", message: DRAFTS_REFUSED }])
+    : githubError(422, DRAFTS_REFUSED);
 }
 
 export function pullRoutes(): Route[] {
@@ -147,9 +156,7 @@ export function pullRoutes(): Route[] {
           { resource: "PullRequest", code: "custom", message: `No commits between ${input.base} and ${headRef}` },
         ]);
       }
-      if (input.draft === true && !draftsAllowed(repo)) {
-        throw githubError(422, "Draft pull requests are not supported in this repository.");
-      }
+      if (input.draft === true && !draftsAllowed(repo)) throw draftRefused(repo);
       const now = ctx.state.nowIso();
       const issue: IssueRecord = {
         id: ctx.state.nextId(),

@@ -2,7 +2,14 @@ import { Octokit } from "@octokit/core";
 import { afterEach, describe, expect, test } from "vitest";
 import { appJwt } from "./app-jwt.js";
 import { ROUTE_PERMISSIONS } from "./route-permissions.js";
-import { fakeGitHubRoutes, startFakeGitHub, type AccountPlan, type FakeGitHub, type Permissions } from "./server.js";
+import {
+  fakeGitHubRoutes,
+  startFakeGitHub,
+  type AccountPlan,
+  type DraftRefusalShape,
+  type FakeGitHub,
+  type Permissions,
+} from "./server.js";
 
 /*
  * GitHub's rules that Harness depends on, as the fake enforces them, through a real Octokit client.
@@ -15,7 +22,7 @@ afterEach(async () => {
 
 const FULL: Permissions = { issues: "write", pull_requests: "write", contents: "write", metadata: "read" };
 
-async function world(repo: { plan?: AccountPlan; private?: boolean } = {}) {
+async function world(repo: { plan?: AccountPlan; private?: boolean; draftRefusal?: DraftRefusalShape } = {}) {
   const fake = await startFakeGitHub();
   fakes.push(fake);
   const app = fake.addApp({ id: 12, slug: "harness" });
@@ -47,6 +54,15 @@ async function messageOf(request: Promise<unknown>): Promise<string> {
   }
 }
 
+async function bodyOf(request: Promise<unknown>): Promise<unknown> {
+  try {
+    await request;
+    return undefined;
+  } catch (error) {
+    return (error as { response?: { data?: unknown } }).response?.data;
+  }
+}
+
 function openDraft(client: Octokit) {
   return client.request("POST /repos/{owner}/{repo}/pulls", {
     owner: "acme",
@@ -64,6 +80,22 @@ describe("draft pull requests depend on the plan and the visibility", () => {
       const { client } = await world({ plan, private: true });
       expect(await messageOf(openDraft(client()))).toBe("Draft pull requests are not supported in this repository.");
     }
+  });
+
+  test("the refusal can come as GitHub's Validation Failed, the reason in a custom error", async () => {
+    const { fake, client } = await world({ plan: "free", private: true, draftRefusal: "validation-failed" });
+    const refusal = await bodyOf(openDraft(client()));
+    expect(refusal).toMatchObject({
+      message: "Validation Failed",
+      errors: [
+        {
+          resource: "PullRequest",
+          code: "custom",
+          message: "Draft pull requests are not supported in this repository.",
+        },
+      ],
+    });
+    expect(fake.pullRequests("acme", "widgets")).toEqual([]);
   });
 
   test("public repositories on any plan, and private ones on Team and Enterprise, take drafts", async () => {

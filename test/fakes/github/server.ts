@@ -56,6 +56,7 @@ import { repoRoutes, resolveRef } from "./rest-repos.js";
 import {
   FakeGitHubState,
   type AccountPlan,
+  type DraftRefusalShape,
   isoSeconds,
   type AppRecord,
   type CheckConclusion,
@@ -109,6 +110,7 @@ export { ACTIONS_APP } from "./ci.js";
 export type { InlineCommentOptions, ReviewOptions } from "./reviews.js";
 export type {
   AccountPlan,
+  DraftRefusalShape,
   AppRecord,
   CheckConclusion,
   CheckRunRecord,
@@ -189,6 +191,8 @@ export interface AddRepoOptions {
    * `free`/`pro` refuse draft pull requests on private repositories, as GitHub does.
    */
   plan?: AccountPlan;
+  /** Which of GitHub's two answers a refused draft gets. Default `message`. */
+  draftRefusal?: DraftRefusalShape;
   /** Owner kind; the owner of a user-owned repository is its admin. Default `User`. */
   ownerType?: "User" | "Organization";
   /** Archived repositories refuse every push. */
@@ -272,8 +276,16 @@ export interface FakeGitHub {
   removeInstallation(id: number): void;
   addRepo(options: AddRepoOptions): Promise<RepoInfo>;
   repo(owner: string, name: string): RepoInfo;
-  /** Moves the repository's owner to another plan (and visibility), as an upgrade or downgrade would. */
-  setPlan(owner: string, name: string, plan: AccountPlan, options?: { private?: boolean }): void;
+  /**
+   * Moves the repository's owner to another plan (and visibility), as an upgrade or downgrade
+   * would; `draftRefusal` picks which of GitHub's two answers a refused draft gets from then on.
+   */
+  setPlan(
+    owner: string,
+    name: string,
+    plan: AccountPlan,
+    options?: { private?: boolean; draftRefusal?: DraftRefusalShape },
+  ): void;
   setCollaborator(owner: string, repo: string, login: string, role: RepoRole): void;
   /** Registers a user so `GET /users/{login}` finds it. */
   addUser(
@@ -711,6 +723,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
         name: repoOptions.name,
         ownerType,
         plan: repoOptions.plan ?? "team",
+        draftRefusal: repoOptions.draftRefusal ?? "message",
         // Private by default: that is where access rules bite (public repositories are readable by anyone).
         private: repoOptions.private ?? true,
         archived: repoOptions.archived ?? false,
@@ -734,6 +747,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
       const repo = repoRecord(owner, name);
       repo.plan = plan;
       if (planOptions.private !== undefined) repo.private = planOptions.private;
+      if (planOptions.draftRefusal !== undefined) repo.draftRefusal = planOptions.draftRefusal;
     },
 
     setCollaborator(owner, name, login, role) {

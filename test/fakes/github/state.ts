@@ -70,12 +70,23 @@ export interface TokenRecord {
 /** The owner account's GitHub plan: some features (draft pull requests) depend on it. */
 export type AccountPlan = "free" | "pro" | "team" | "enterprise";
 
+/**
+ * The body of GitHub's 422 when it refuses a draft pull request, in the two shapes it has been
+ * seen to answer with (clients must read both):
+ * - `message`: the reason as the top-level message, with only `documentation_url` beside it;
+ * - `validation-failed`: GitHub's documented 422 body for validation errors, `"Validation Failed"`
+ *   with the reason as the `message` of a `custom` error on the `PullRequest` resource.
+ */
+export type DraftRefusalShape = "message" | "validation-failed";
+
 export interface RepoRecord {
   id: number;
   owner: string;
   name: string;
   ownerType: "User" | "Organization";
   plan: AccountPlan;
+  /** How a refused draft is answered on this repository's plan. */
+  draftRefusal: DraftRefusalShape;
   private: boolean;
   archived: boolean;
   defaultBranch: string;
