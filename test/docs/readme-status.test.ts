@@ -60,6 +60,11 @@ const SHIPPED: ShippedCapability[] = [
     evidence: [{ file: "src/sandbox/daytona/sandbox.ts", contains: "export async function createDaytonaSandbox" }],
   },
   {
+    name: "an isolated run of a repository on this machine",
+    named: /clones\s+a repository on this machine/i,
+    evidence: [{ file: "src/harness/local-delivery.ts", contains: "export async function deliverToLocalRepository" }],
+  },
+  {
     name: "the local sandbox isolated with bubblewrap",
     named: /\bbubblewrap\b/i,
     evidence: [{ file: "src/sandbox/local/isolation.ts", contains: "bwrap" }],
