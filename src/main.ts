@@ -9,9 +9,11 @@ import { SettingsError } from "./util/errors.js";
 try {
   const settings = settingsFromEnv(process.env);
   const server = await startHarnessServer(settings);
+  // The setup code goes to the console and nowhere else: whoever can read it runs this process.
   process.stderr.write(
     settings.mode === "setup"
-      ? `Harness is in setup mode: open ${server.url}/ to register the GitHub App.\n`
+      ? `Harness is in setup mode: open ${server.url}/?setup_code=${server.setupCode ?? ""} ` +
+          `to register the GitHub App (setup code ${server.setupCode ?? ""}; it is shown only here).\n`
       : `Harness is listening on ${server.url} (webhooks at ${settings.webhookPath})\n`,
   );
   let stopping = false;

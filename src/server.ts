@@ -12,6 +12,7 @@ import { createOctokitFetch, githubRawFetch, OCTOKIT_REQUEST_OPTIONS } from "./g
 import type { GitHubPacing } from "./github/installation-throttle.js";
 import { appOctokit } from "./github/app-octokit.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
+import { newSetupCode } from "./setup/setup-code.js";
 import { createWebhookGate, webhookRoute } from "./triggers/webhook-gate.js";
 import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
@@ -31,11 +32,15 @@ export interface ServerOverrides extends RuntimeOverrides {
   /** GitHub write pacing and rate-limit retries (tests shrink the intervals). */
   githubPacing?: Partial<GitHubPacing>;
   fetch?: typeof globalThis.fetch;
+  /** Setup mode's code, instead of a random one. */
+  setupCode?: string;
 }
 
 export interface HarnessServer {
   url: string;
   port: number;
+  /** In setup mode, the code that registering takes: for the console only. */
+  setupCode?: string;
   /** The run queue (absent in setup mode), for draining and tests. */
   queue?: RunQueue;
   /** Resolves when acknowledgements in progress are done and the queue has nothing to run. */
@@ -58,9 +63,12 @@ export async function startHarnessServer(
   let accepting = true;
   let listeningUrl = "";
 
+  let setupCode: string | undefined;
   if (settings.mode === "setup") {
     const publicUrl = settings.publicUrl;
+    setupCode = overrides.setupCode ?? newSetupCode();
     const flow = createManifestFlow({
+      setupCode,
       githubHost: settings.githubHost,
       githubProtocol: settings.githubProtocol,
       envFile: settings.envFile,
@@ -193,6 +201,7 @@ export async function startHarnessServer(
   return {
     url: `http://${printable}:${String(port)}`,
     port,
+    ...(setupCode ? { setupCode } : {}),
     ...(runtime ? { queue: runtime.queue } : {}),
     async settle() {
       await runtime?.settle();

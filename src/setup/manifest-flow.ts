@@ -2,6 +2,7 @@ import { randomBytes } from "node:crypto";
 import { readFile, writeFile } from "node:fs/promises";
 import type { IncomingMessage, ServerResponse } from "node:http";
 import { parse as parseYaml } from "yaml";
+import { isSetupCode } from "./setup-code.js";
 
 export interface ManifestFlowOptions {
   /** `github.com` or a GitHub Enterprise Server host. */
@@ -20,6 +21,12 @@ export interface ManifestFlowOptions {
    * listens — never the request's `Host` header, which whoever sends the request chooses.
    */
   baseUrl: () => string;
+  /**
+   * The setup code printed on the console at start: the start page hands out a registration
+   * only to someone who gives it, so a visitor who reaches the port cannot register their own
+   * App in the operator's `.env`.
+   */
+  setupCode: string;
   now?: () => number;
 }
 
@@ -29,7 +36,7 @@ const STATE_COOKIE = "harness_setup_state";
 
 /**
  * Registers the GitHub App from the browser (GitHub's manifest flow), for a first start with
- * no credentials: `/` posts the manifest built from app.yml to GitHub, GitHub redirects back
+ * no credentials: `/`, given the setup code, posts the manifest built from app.yml to GitHub, GitHub redirects back
  * to `/setup?code=…`, and the code is exchanged for the app's id, key and webhook secret,
  * which are written to `.env`. Restarting then starts the app proper.
  */
@@ -71,6 +78,23 @@ export function createManifestFlow(options: ManifestFlowOptions) {
           `<p>${escapeHtml(options.envFile)} already holds an <code>APP_ID</code>: ` +
             `restart Harness to run the app. ` +
             `To register a new app, remove <code>APP_ID</code> from it first.</p>`,
+        ),
+      );
+      return true;
+    }
+    if (url.pathname === "/" && !isSetupCode(url.searchParams.get("setup_code"), options.setupCode)) {
+      const tried = url.searchParams.has("setup_code");
+      html(
+        res,
+        tried ? 403 : 200,
+        page(
+          "Register Harness",
+          `<p>${tried ? "That is not the setup code. " : ""}Enter the setup code Harness printed on its ` +
+            `console when it started (it is shown nowhere else), or open the link printed beside it.</p>
+        <form action="/" method="get">
+          <input name="setup_code" autocomplete="off" size="30" aria-label="Setup code">
+          <button type="submit">Continue</button>
+        </form>`,
         ),
       );
       return true;

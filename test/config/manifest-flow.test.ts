@@ -48,9 +48,9 @@ afterEach(async () => {
   await dir.cleanup();
 });
 
-/** Opens the start page as a browser would: the form's state and the cookie that goes with it. */
+/** Opens the start page as the operator would, with the setup code: the form's state and its cookie. */
 async function start(): Promise<{ state: string; cookie: string; page: string }> {
-  const response = await fetch(`${server.url}/`);
+  const response = await fetch(`${server.url}/?setup_code=${server.setupCode ?? ""}`);
   const page = await response.text();
   const state = /settings\/apps\/new\?state=([0-9a-f]+)"/.exec(page)?.[1] ?? "";
   const cookie = (response.headers.get("set-cookie") ?? "").split(";")[0] ?? "";
@@ -150,9 +150,49 @@ describe("setup mode: registering the GitHub App from the browser", () => {
 });
 
 describe("setup mode cannot be taken over", () => {
+  test("a visitor without the setup code gets no registration to finish, and the operator with it does", async () => {
+    expect(server.setupCode).toMatch(/^[A-Z2-7]{4}(-[A-Z2-7]{4}){4}$/);
+    for (const visit of ["/", "/?setup_code=", `/?setup_code=${"A".repeat(20)}`, "/?setup_code=%00"]) {
+      const response = await fetch(`${server.url}${visit}`);
+      const page = await response.text();
+      expect(response.status, visit).toBe(visit === "/" ? 200 : 403);
+      expect(response.headers.get("set-cookie")).toBeNull();
+      expect(page).not.toContain("state=");
+      expect(page).not.toContain('name="manifest"');
+      expect(page).toContain("setup code");
+    }
+    // Typed by hand: lower case, without the dashes.
+    const typed = (server.setupCode ?? "").toLowerCase().replace(/-/g, "");
+    const operator = await fetch(`${server.url}/?setup_code=${typed}`);
+    expect(await operator.text()).toContain('name="manifest"');
+    const { state, cookie } = await start();
+    expect((await finish("abc123", state, cookie)).status).toBe(200);
+    expect(await readFile(join(dir.path, ".env"), "utf8")).toContain("APP_ID=321\n");
+  });
+
+  test("each start makes a new setup code", async () => {
+    const other = await startHarnessServer({
+      mode: "setup",
+      port: 0,
+      host: "127.0.0.1",
+      githubHost: "github.com",
+      githubProtocol: "https",
+      envFile: join(dir.path, "other.env"),
+    });
+    try {
+      expect(other.setupCode).toBeDefined();
+      expect(other.setupCode).not.toBe(server.setupCode);
+      expect((await fetch(`${other.url}/?setup_code=${server.setupCode ?? ""}`)).status).toBe(403);
+    } finally {
+      await other.close();
+    }
+  });
+
   test("a forged Host header does not change the addresses in the manifest", async () => {
     const page = await (
-      await fetch(`${server.url}/`, { headers: { host: "attacker.example", "x-forwarded-proto": "https" } })
+      await fetch(`${server.url}/?setup_code=${server.setupCode ?? ""}`, {
+        headers: { host: "attacker.example", "x-forwarded-proto": "https" },
+      })
     ).text();
     expect(page).not.toContain("attacker.example");
     expect(page).toContain(`${server.url}/setup`.replace(/"/g, "&quot;"));
@@ -221,7 +261,7 @@ describe("an Enterprise Server over http, and a registration without a webhook s
       { fetch: gheFetch },
     );
     try {
-      const response = await fetch(`${ghe.url}/`);
+      const response = await fetch(`${ghe.url}/?setup_code=${ghe.setupCode ?? ""}`);
       const page = await response.text();
       expect(page).toContain('action="http://ghe.test/settings/apps/new?state=');
       const state = /settings\/apps\/new\?state=([0-9a-f]+)"/.exec(page)?.[1] ?? "";
