@@ -4,6 +4,7 @@
  */
 import type { RepoConfig } from "../config/repo-config.js";
 import { describeGitHubError } from "../github/errors.js";
+import { codeBlock } from "../github/code-block.js";
 import { neutralText } from "../github/neutral-text.js";
 import type { PendingRequest } from "../runs/pending/port.js";
 import { redact } from "../util/redact.js";
@@ -35,6 +36,22 @@ export async function holdForApproval(
 ): Promise<void> {
   const repo = event.repository.full_name;
   const requester = { login: event.sender.login, id: event.sender.id };
+  // A maintainer approves what they read: a request that cannot be shown whole is not held.
+  if (intent.length > MAX_APPROVAL_QUOTE_CHARS) {
+    await replyOnce(
+      context,
+      deps,
+      event.repository,
+      event.issue.number,
+      `too-long:${key}:${String(event.comment.id)}`,
+      requester.login,
+      `@${requester.login} Harness cannot hold this request for approval: it is ` +
+        `${intent.length.toLocaleString("en")} characters, and a maintainer can approve only a request ` +
+        `shown to them whole (at most ${MAX_APPROVAL_QUOTE_CHARS.toLocaleString("en")}). ` +
+        `Ask again with a shorter request; the issue's own text reaches the run anyway.`,
+    );
+    return;
+  }
   const outcome = await deps.pending.put({ issueKey: key, intent, requester, commentId: event.comment.id });
   if (outcome.status === "refused") {
     await record(context, deps, {
@@ -93,15 +110,23 @@ export async function holdForApproval(
   if (replyId !== undefined) await deps.pending.attachReply(key, request.id, replyId);
 }
 
+/**
+ * Longest request held for approval, in characters: its reply shows it whole in a code block,
+ * and GitHub refuses a comment over 65,536 characters.
+ */
+export const MAX_APPROVAL_QUOTE_CHARS = 60_000;
+
 function pendingReply(request: PendingRequest, config: RepoConfig, replaced: PendingRequest | undefined): string {
-  const quoted = quote(request.intent);
+  // Whole and verbatim (only secrets masked): what the maintainer reads is what will run.
+  const quoted = codeBlock(redact(request.intent));
   const replaces = replaced
     ? `\n\nThis replaces your earlier request \`${replaced.id}\`, which can no longer be approved.`
     : "";
   const expires = new Date(request.expiresAt).toISOString().slice(0, 16).replace("T", " ");
   return (
     `@${request.requester.login} Harness runs only for people with **${config.permission}** access ` +
-    `to this repository, so this request waits for a maintainer:\n\n${quoted}\n\n` +
+    `to this repository, so this request (${request.intent.length.toLocaleString("en")} characters, ` +
+    `shown whole) waits for a maintainer:\n\n${quoted}\n\n` +
     `A maintainer can run exactly this request by commenting ` +
     `\`${config.command} approve ${request.id}\` (until ${expires} UTC). ` +
     `It will run as untrusted input.${replaces}`
@@ -186,15 +211,6 @@ function listPending(pending: readonly PendingRequest[], config: RepoConfig): st
         `- \`${config.command} approve ${request.id}\` — @${request.requester.login}: ${oneLine(request.intent)}`,
     );
   return `\n\nWaiting for approval:\n${lines.join("\n")}`;
-}
-
-/** A stranger's text as a Markdown quote, neutral (no mentions, no remote images) and bounded. */
-function quote(text: string): string {
-  const bounded = text.length > 2_000 ? `${text.slice(0, 2_000)}…` : text;
-  return neutralText(redact(bounded))
-    .split("\n")
-    .map((line) => `> ${line}`)
-    .join("\n");
 }
 
 function oneLine(text: string): string {

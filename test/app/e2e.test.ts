@@ -831,7 +831,7 @@ describe("security", () => {
     expect(replies[0]?.body).toMatch(
       /^@reader Harness runs only for people with \*\*write\*\* access to this repository/,
     );
-    expect(replies[0]?.body).toContain("> delete everything");
+    expect(replies[0]?.body).toContain("```text\ndelete everything\n```");
     expect(replies[0]?.body).toMatch(/`\/harness approve [a-z0-9]{6}`/);
   });
 
