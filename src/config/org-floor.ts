@@ -3,8 +3,9 @@ import { parseRepoConfig, PERMISSION_LEVELS, RepoConfigError, type RepoConfig } 
 /*
  * An organisation's `.github/harness.yml` (in its `.github` repository) is both the default for
  * every repository and a floor none of them can go below: a repository's own file overrides it
- * key by key, but may not lower the permission bar, add bots, pick another sandbox, ask for more
- * resources or time, open the network wider, or turn workflow changes on. A breach is an error
+ * key by key, but may not lower the permission bar, add bots or setup secrets, pick another
+ * sandbox, ask for more resources, time, money or rounds, open the network wider, loosen how
+ * reviews are followed, or turn on what the organisation turned off (`FLOOR_RULES`). A breach is an error
  * naming both values rather than a silent clamp, so the maintainer learns why.
  */
 
@@ -17,7 +18,6 @@ interface MergeShape {
 }
 const MERGED_PER_KEY: MergeShape = { sandbox: { resources: {} }, pr: {}, budget: {}, ci: {}, reviews: {} };
 
-const NETWORK_STRICTNESS = { open: 0, allowlist: 1, none: 2 } as const;
 const MAX_LISTED = 5;
 const MAX_SHOWN_CHARS = 100;
 
@@ -34,10 +34,12 @@ export interface ConfigFiles {
  */
 export function resolveRepoConfig(files: ConfigFiles, orgRepo: string): RepoConfig {
   const inOrg = (problem: string): string => inOrgFile(orgRepo, problem);
-  const orgRaw = rawConfig(files.org, orgRepo);
-  const repoRaw = rawConfig(files.repo, orgRepo);
-  if (typeof orgRaw === "string") throw new RepoConfigError([inOrg(orgRaw)]);
-  if (typeof repoRaw === "string") throw new RepoConfigError([repoRaw]);
+  const orgFile = rawConfig(files.org, orgRepo);
+  const repoFile = rawConfig(files.repo, orgRepo);
+  if (typeof orgFile === "string") throw new RepoConfigError([inOrg(orgFile)]);
+  if (typeof repoFile === "string") throw new RepoConfigError([repoFile]);
+  const orgRaw = expandSwitches(orgFile);
+  const repoRaw = expandSwitches(repoFile);
   let org: RepoConfig;
   try {
     org = parseRepoConfig(orgRaw);
@@ -77,100 +79,160 @@ export function mergeRawConfigs(org: RawConfig, repo: RawConfig): RawConfig {
 }
 
 /**
+ * How the organisation's value for a key binds a repository, for every key of the file:
+ * - `order`: the repository may pick only the organisation's value or one further along
+ *   `order` (stricter), which `says` names;
+ * - `ceiling`: a number the repository may lower, never raise;
+ * - `subset`: a list the repository may shorten, never add to (compared case-insensitively);
+ * - `fixed`: only the organisation may set it;
+ * - `off-stays-off` / `on-stays-on`: a switch the organisation turned off (on) stays so;
+ * - `free`: the repository's own choice, for the reason given (the power it could add is
+ *   bounded by another key's floor).
+ * A key of the schema without a rule here fails the tests, so a new key cannot skip its floor.
+ */
+export type FloorRule =
+  | { kind: "order"; order: readonly string[]; says: "is below" | "is more open than" | "is looser than"; why: string }
+  | { kind: "ceiling" }
+  | { kind: "subset"; verb: "allow" | "list" }
+  | { kind: "fixed" }
+  | { kind: "off-stays-off" }
+  | { kind: "on-stays-on" }
+  | { kind: "free"; why: string };
+
+const STRICTER = "a repository may only be as strict or stricter";
+
+/** In the order problems are reported. */
+export const FLOOR_RULES: Readonly<Record<string, FloorRule>> = {
+  permission: {
+    kind: "order",
+    order: PERMISSION_LEVELS,
+    says: "is below",
+    why: "a repository may raise the bar, not lower it",
+  },
+  allowed_bots: { kind: "subset", verb: "allow" },
+  "sandbox.provider": { kind: "fixed" },
+  "sandbox.snapshot": { kind: "fixed" },
+  "sandbox.resources.cpu": { kind: "ceiling" },
+  "sandbox.resources.memory": { kind: "ceiling" },
+  "sandbox.resources.disk": { kind: "ceiling" },
+  timeout_minutes: { kind: "ceiling" },
+  fix_attempts: { kind: "ceiling" },
+  max_turns: { kind: "ceiling" },
+  max_rounds: { kind: "ceiling" },
+  "budget.max_cost_usd": { kind: "ceiling" },
+  "budget.daily_usd": { kind: "ceiling" },
+  "ci.fix_attempts": { kind: "ceiling" },
+  "ci.timeout_minutes": { kind: "ceiling" },
+  "sandbox.network": {
+    kind: "order",
+    order: ["open", "allowlist", "none"],
+    says: "is more open than",
+    why: `${STRICTER} (none > allowlist > open)`,
+  },
+  "sandbox.allow": { kind: "subset", verb: "list" },
+  allow_workflow_changes: { kind: "off-stays-off" },
+  setup_secrets: { kind: "subset", verb: "allow" },
+  "pr.draft": { kind: "on-stays-on" },
+  "reviews.enabled": { kind: "off-stays-off" },
+  "reviews.pull_requests": {
+    kind: "order",
+    order: ["all", "harness"],
+    says: "is looser than",
+    why: `${STRICTER} (harness > all)`,
+  },
+  "reviews.below_bar": {
+    kind: "order",
+    order: ["untrusted", "refuse"],
+    says: "is looser than",
+    why: `${STRICTER} (refuse > untrusted)`,
+  },
+  "ci.enabled": { kind: "off-stays-off" },
+  "ci.rerun_flaky": { kind: "off-stays-off" },
+  command: { kind: "free", why: "the word people type; it grants nothing" },
+  label: { kind: "free", why: "the label's name; who may add it is GitHub's and `permission`'s" },
+  agent: { kind: "free", why: "which CLI spends the run's money is bounded by the budget keys" },
+  agent_command: { kind: "free", why: "runs inside the sandbox, as `setup` does" },
+  model: { kind: "free", why: "spend is bounded by the budget keys" },
+  blueprint: { kind: "free", why: "steps run inside the sandbox; time and rounds have their ceilings" },
+  setup: { kind: "free", why: "runs inside the sandbox" },
+  verify: { kind: "free", why: "runs inside the sandbox" },
+  run: { kind: "free", why: "runs inside the sandbox" },
+  "sandbox.history": { kind: "free", why: "more of the repository's own history grants no power" },
+  "pr.labels": { kind: "free", why: "labels on Harness's own pull request" },
+  "pr.reviewers": { kind: "free", why: "who is asked to review; reviewing needs their own access" },
+};
+
+/**
  * Where `effective` (the merged, validated config) goes below what the organisation's file sets.
  * Only keys the organisation wrote are floors: its defaults for keys it left out bind nobody.
  */
 export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: RepoConfig, orgRepo: string): string[] {
-  const sets = (...path: string[]): boolean => hasPath(orgRaw, path);
-  const theirs = (key: string, value: unknown): string => `the organisation's \`${key}: ${show(value)}\` (${orgRepo})`;
   const problems: string[] = [];
-
-  if (sets("permission") && permissionRank(effective.permission) < permissionRank(org.permission)) {
-    problems.push(
-      `\`permission: ${effective.permission}\` is below ${theirs("permission", org.permission)}; ` +
-        `a repository may raise the bar, not lower it`,
-    );
-  }
-  if (sets("allowed_bots")) {
-    const allowed = new Set(org.allowed_bots.map((login) => login.toLowerCase()));
-    const extra = effective.allowed_bots.filter((login) => !allowed.has(login.toLowerCase()));
-    if (extra.length > 0)
-      problems.push(
-        `\`allowed_bots\` adds ${listed(extra)}, which ${theirs("allowed_bots", org.allowed_bots)} does not allow`,
-      );
-  }
-  for (const key of ["provider", "snapshot"] as const) {
-    if (sets("sandbox", key) && effective.sandbox[key] !== org.sandbox[key]) {
-      problems.push(
-        `\`sandbox.${key}: ${show(effective.sandbox[key])}\` ` +
-          `differs from ${theirs(`sandbox.${key}`, org.sandbox[key])}; ` +
-          `only the organisation may change it`,
-      );
-    }
-  }
-  for (const key of ["cpu", "memory", "disk"] as const) {
-    const limit = org.sandbox.resources?.[key];
-    const asked = effective.sandbox.resources?.[key];
-    if (sets("sandbox", "resources", key) && limit !== undefined && asked !== undefined && asked > limit) {
-      problems.push(
-        `\`sandbox.resources.${key}: ${show(asked)}\` exceeds ${theirs(`sandbox.resources.${key}`, limit)}, a ceiling`,
-      );
-    }
-  }
-  for (const key of ["timeout_minutes", "fix_attempts", "max_turns", "max_rounds"] as const) {
-    const limit = org[key];
-    const asked = effective[key];
-    if (sets(key) && limit !== undefined && asked !== undefined && asked > limit) {
-      problems.push(`\`${key}: ${show(asked)}\` exceeds ${theirs(key, limit)}, a ceiling`);
-    }
-  }
-  // Money and automatic rounds are the organisation's to cap, like time.
-  const ceilings: [string, string, number | undefined, number | undefined][] = [
-    ["budget", "max_cost_usd", org.budget?.max_cost_usd, effective.budget?.max_cost_usd],
-    ["budget", "daily_usd", org.budget?.daily_usd, effective.budget?.daily_usd],
-    ["ci", "fix_attempts", org.ci.fix_attempts, effective.ci.fix_attempts],
-    ["ci", "timeout_minutes", org.ci.timeout_minutes, effective.ci.timeout_minutes],
-  ];
-  for (const [group, key, limit, asked] of ceilings) {
-    if (!sets(group, key) || limit === undefined) continue;
-    if (asked === undefined || asked > limit)
-      problems.push(
-        `\`${group}.${key}: ${asked === undefined ? "none" : show(asked)}\` exceeds ` +
-          `${theirs(`${group}.${key}`, limit)}, a ceiling`,
-      );
-  }
-  const orgNetwork = org.sandbox.network;
-  const network = effective.sandbox.network;
-  if (
-    sets("sandbox", "network") &&
-    orgNetwork &&
-    network &&
-    NETWORK_STRICTNESS[network] < NETWORK_STRICTNESS[orgNetwork]
-  ) {
-    problems.push(
-      `\`sandbox.network: ${network}\` is more open than ${theirs("sandbox.network", orgNetwork)}; ` +
-        `a repository may only be as strict or stricter (none > allowlist > open)`,
-    );
-  }
-  if (
-    sets("sandbox", "network") &&
-    sets("sandbox", "allow") &&
-    orgNetwork === "allowlist" &&
-    network === "allowlist" &&
-    org.sandbox.allow &&
-    org.sandbox.allow.length > 0
-  ) {
-    const listedByOrg = new Set(org.sandbox.allow.map((entry) => entry.toLowerCase()));
-    const extra = (effective.sandbox.allow ?? []).filter((entry) => !listedByOrg.has(entry.toLowerCase()));
-    if (extra.length > 0)
-      problems.push(
-        `\`sandbox.allow\` adds ${listed(extra)}, which ${theirs("sandbox.allow", org.sandbox.allow)} does not list`,
-      );
-  }
-  if (sets("allow_workflow_changes") && !org.allow_workflow_changes && effective.allow_workflow_changes) {
-    problems.push(`\`allow_workflow_changes: true\` is not allowed: ${theirs("allow_workflow_changes", false)}`);
+  for (const [key, rule] of Object.entries(FLOOR_RULES)) {
+    const path = key.split(".");
+    if (rule.kind === "free" || !hasPath(orgRaw, path)) continue;
+    const problem = breach(key, rule, valueAt(org, path), valueAt(effective, path));
+    if (problem) problems.push(problem(`the organisation's \`${key}: ${show(valueAt(org, path))}\` (${orgRepo})`));
   }
   return problems;
+}
+
+/** What is wrong with the repository's value, as a sentence around the organisation's. */
+function breach(
+  key: string,
+  rule: Exclude<FloorRule, { kind: "free" }>,
+  theirs: unknown,
+  ours: unknown,
+): ((theirsText: string) => string) | undefined {
+  const mine = `\`${key}: ${ours === undefined ? "none" : show(ours)}\``;
+  switch (rule.kind) {
+    case "order": {
+      const rank = (value: unknown): number => rule.order.indexOf(String(value));
+      if (theirs === undefined || ours === undefined || rank(ours) >= rank(theirs)) return undefined;
+      return (theirsText) => `${mine} ${rule.says} ${theirsText}; ${rule.why}`;
+    }
+    case "ceiling":
+      if (typeof theirs !== "number" || (typeof ours === "number" && ours <= theirs)) return undefined;
+      return (theirsText) => `${mine} exceeds ${theirsText}, a ceiling`;
+    case "subset": {
+      if (!Array.isArray(theirs) || theirs.length === 0 || !Array.isArray(ours)) return undefined;
+      const allowed = new Set(theirs.map((entry) => String(entry).toLowerCase()));
+      const extra = ours.map(String).filter((entry) => !allowed.has(entry.toLowerCase()));
+      if (extra.length === 0) return undefined;
+      return (theirsText) => `\`${key}\` adds ${listed(extra)}, which ${theirsText} does not ${rule.verb}`;
+    }
+    case "fixed":
+      if (ours === theirs) return undefined;
+      return (theirsText) => `${mine} differs from ${theirsText}; only the organisation may change it`;
+    case "off-stays-off":
+      if (theirs !== false || ours !== true) return undefined;
+      return (theirsText) => `${mine} is not allowed: ${theirsText}`;
+    case "on-stays-on":
+      if (theirs !== true || ours !== false) return undefined;
+      return (theirsText) => `${mine} is not allowed: ${theirsText}`;
+  }
+}
+
+function valueAt(config: RepoConfig, path: readonly string[]): unknown {
+  let current: unknown = config;
+  for (const key of path) {
+    if (typeof current !== "object" || current === null || !Object.hasOwn(current, key)) return undefined;
+    current = (current as Record<string, unknown>)[key];
+  }
+  return current;
+}
+
+/**
+ * `reviews: false` and `ci: false` as the objects they stand for, so they merge key by key: an
+ * organisation's `ci: false` is then not undone by a repository that only sets `ci.fix_attempts`.
+ */
+function expandSwitches(raw: RawConfig): RawConfig {
+  const expanded = { ...raw };
+  for (const key of ["reviews", "ci"]) {
+    const value = raw[key];
+    if (typeof value === "boolean") expanded[key] = { enabled: value };
+  }
+  return expanded;
 }
 
 /** The file as a key map, or a problem sentence when it is not one. */
@@ -215,10 +277,6 @@ function hasPath(raw: RawConfig, path: string[]): boolean {
     current = current[key];
   }
   return true;
-}
-
-function permissionRank(level: string): number {
-  return (PERMISSION_LEVELS as readonly string[]).indexOf(level);
 }
 
 /** A value as YAML would spell it, cut short: values come from files strangers write. */

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "vitest";
-import { mergeRawConfigs, resolveRepoConfig } from "../../src/config/org-floor.js";
-import { parseRepoConfig, RepoConfigError } from "../../src/config/repo-config.js";
+import { FLOOR_RULES, mergeRawConfigs, resolveRepoConfig } from "../../src/config/org-floor.js";
+import { parseRepoConfig, repoConfigSchema, RepoConfigError } from "../../src/config/repo-config.js";
 
 const ORG = "acme/.github";
 
@@ -321,5 +321,77 @@ describe("money, CI rounds and automatic rounds: the organisation's ceilings", (
     );
     expect(config.ci).toMatchObject({ rerun_flaky: false, fix_attempts: 1 });
     expect(config.reviews.below_bar).toBe("refuse");
+  });
+});
+
+describe("every key has a floor rule", () => {
+  /** Every key path of the file's schema, down to its leaves. */
+  function keysOf(schema: unknown, prefix = ""): string[] {
+    const def = (schema as { _zod: { def: Record<string, unknown> } })._zod.def;
+    switch (def["type"]) {
+      case "optional":
+      case "default":
+      case "nullable":
+        return keysOf(def["innerType"], prefix);
+      case "pipe":
+        return keysOf(def["out"], prefix);
+      case "object":
+        return Object.entries(def["shape"] as Record<string, unknown>).flatMap(([key, value]) =>
+          keysOf(value, prefix === "" ? key : `${prefix}.${key}`),
+        );
+      default:
+        return [prefix];
+    }
+  }
+
+  test("the rules name exactly the schema's keys: a new key cannot skip its floor", () => {
+    const keys = keysOf(repoConfigSchema);
+    expect(keys.length).toBeGreaterThan(30);
+    expect(keys.filter((key) => !Object.hasOwn(FLOOR_RULES, key))).toEqual([]);
+    expect(Object.keys(FLOOR_RULES).filter((key) => !keys.includes(key))).toEqual([]);
+  });
+
+  test.each([
+    [{ reviews: { below_bar: "refuse" } }, { reviews: { below_bar: "untrusted" } }, /reviews\.below_bar: untrusted`/],
+    [{ reviews: { pull_requests: "harness" } }, { reviews: { pull_requests: "all" } }, /reviews\.pull_requests: all`/],
+    [{ reviews: false }, { reviews: true }, /`reviews\.enabled: true` is not allowed/],
+    [{ ci: { rerun_flaky: false } }, { ci: { rerun_flaky: true } }, /`ci\.rerun_flaky: true` is not allowed/],
+    [{ ci: false }, { ci: { enabled: true } }, /`ci\.enabled: true` is not allowed/],
+    [{ pr: { draft: true } }, { pr: { draft: false } }, /`pr\.draft: false` is not allowed/],
+    [
+      { setup: "npm ci", setup_secrets: ["NPM_TOKEN"] },
+      { setup_secrets: ["NPM_TOKEN", "AWS_SECRET"] },
+      /`setup_secrets` adds `AWS_SECRET`/,
+    ],
+  ])("the organisation's %j is a floor against %j", (org, repo, problem) => {
+    expect(problemsOf(org, repo)).toEqual([expect.stringMatching(problem)]);
+  });
+
+  test("the stricter choice stays the repository's to make", () => {
+    const config = resolveRepoConfig(
+      {
+        org: {
+          reviews: { below_bar: "untrusted", pull_requests: "all" },
+          ci: { rerun_flaky: true },
+          pr: { draft: false },
+        },
+        repo: {
+          reviews: { below_bar: "refuse", pull_requests: "harness" },
+          ci: { rerun_flaky: false },
+          pr: { draft: true },
+        },
+      },
+      ORG,
+    );
+    expect(config.reviews).toMatchObject({ below_bar: "refuse", pull_requests: "harness" });
+    expect(config.ci.rerun_flaky).toBe(false);
+    expect(config.pr.draft).toBe(true);
+  });
+});
+
+test("an organisation's `ci: false` is not undone by a repository that sets only another ci key", () => {
+  expect(resolveRepoConfig({ org: { ci: false }, repo: { ci: { fix_attempts: 1 } } }, ORG).ci).toMatchObject({
+    enabled: false,
+    fix_attempts: 1,
   });
 });
