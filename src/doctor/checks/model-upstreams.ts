@@ -10,6 +10,8 @@ const KEY_NAMES: Record<Upstream["name"], string> = {
   anthropic: "ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_OAUTH_TOKEN)",
   openai: "CODEX_API_KEY or OPENAI_API_KEY",
 };
+/** Below the check's own limit. */
+const UPSTREAM_TIMEOUT_MS = 10_000;
 const BASE_NAMES: Record<Upstream["name"], string> = { anthropic: "ANTHROPIC_BASE_URL", openai: "OPENAI_BASE_URL" };
 
 /**
@@ -59,7 +61,8 @@ async function ask(
         ...upstream.authHeaders,
         ...(upstream.name === "anthropic" ? { "anthropic-version": "2023-06-01" } : {}),
       },
-      signal,
+      // Each upstream within its own limit, so a silent one is named rather than the whole check timing out.
+      signal: AbortSignal.any([signal, AbortSignal.timeout(UPSTREAM_TIMEOUT_MS)]),
     });
     status = response.status;
     await response.body?.cancel();

@@ -1,5 +1,6 @@
 import { probeLocalIsolation } from "../../runtime/local-isolation.js";
 import { daytonaApiUrl } from "../../sandbox/daytona/client.js";
+import { sandboxUserFor } from "../../sandbox/local/sandbox-user.js";
 import { describeError } from "../../util/errors.js";
 import { failed, passed, skipped, type Check } from "../check.js";
 import { appSettings, type DoctorContext } from "../context.js";
@@ -25,15 +26,13 @@ export function localSandboxCheck(): Check<DoctorContext> {
       const { isolation, probe } = await probeLocalIsolation(settings);
       if (isolation.mode === "none")
         return passed("runs NOT isolated (HARNESS_UNISOLATED_LOCAL=1): only for repositories you fully trust");
-      if (!probe) return passed("isolated with bubblewrap");
+      if (!probe) return skipped("not probed: this process runs no local sandbox");
       if (!probe.available)
         return failed(probe.reason, `${probe.fix}; or run on Daytona (DAYTONA_API_KEY, HARNESS_SANDBOX=daytona)`);
-      const user = isolation.sandboxUser
-        ? `, as ${isolation.sandboxUser}`
-        : process.getuid?.() === 0
-          ? ", as the sandbox user"
-          : "";
-      return passed(`bubblewrap ${probe.version} at ${probe.bwrapPath} ran a command isolated${user}`);
+      // Resolved already by the probe, which would have failed on a setting that cannot work.
+      const user = sandboxUserFor(isolation.sandboxUser);
+      const as = user ? `, as uid ${String(user.uid)} (the sandbox user)` : "";
+      return passed(`bubblewrap ${probe.version} at ${probe.bwrapPath} ran a command isolated${as}`);
     },
   };
 }
