@@ -40,6 +40,7 @@ export async function runChecks<Context>(
 ): Promise<CheckReport[]> {
   const now = options.now ?? Date.now;
   const finished = new Map<string, Promise<CheckReport>>();
+  const inOrder: Promise<CheckReport>[] = [];
   for (const check of checks) {
     const needs = check.needs ?? [];
     const before = needs.flatMap((id) => finished.get(id) ?? []);
@@ -57,12 +58,17 @@ export async function runChecks<Context>(
             ? { ok: true, skipped: true, detail: `not checked: needs ${blocker.name}, which ${verdict(blocker)}` }
             : await runOne(check, context, check.timeoutMs ?? options.timeoutMs);
       const done = reportOf(check, result, now() - started, options.redact);
-      options.onReport?.(done);
+      try {
+        options.onReport?.(done);
+      } catch {
+        // A listener that fails (a log that cannot be written) does not change the answer.
+      }
       return done;
     })();
     finished.set(check.id, report);
+    inOrder.push(report);
   }
-  return Promise.all(checks.map((check) => finished.get(check.id) ?? Promise.reject(new Error(check.id))));
+  return Promise.all(inOrder);
 }
 
 function verdict(report: CheckReport): string {

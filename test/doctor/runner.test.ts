@@ -118,6 +118,17 @@ describe("runChecks", () => {
     expect(byId.get("unknown-need")?.status).toBe("fail");
   });
 
+  it("answers even when the listener throws", async () => {
+    const reports = await runChecks([check("one", () => Promise.resolve(passed("fine")))], context, {
+      timeoutMs: 1_000,
+      redact,
+      onReport: () => {
+        throw new Error("the log is full");
+      },
+    });
+    expect(reports).toMatchObject([{ id: "one", status: "ok" }]);
+  });
+
   it("redacts secrets and keeps each answer on one bounded line", async () => {
     const [report] = await runChecks(
       [
