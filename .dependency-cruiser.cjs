@@ -9,7 +9,8 @@
  *   3  config                          repository configuration
  *   4  runs, pulls, triggers, web,     the app's services
  *      audit, metrics, setup
- *   5  runtime, cli, src/*.ts          composition: settings, wiring, entry points
+ *   5  runtime, doctor, cli, src/*.ts  composition: settings, wiring, the set-up's checks,
+ *                                      entry points
  */
 const LAYERS = [
   ["util", "contracts", "store"],
@@ -17,7 +18,7 @@ const LAYERS = [
   ["delivery", "harness"],
   ["config"],
   ["runs", "pulls", "triggers", "web", "audit", "metrics", "setup"],
-  ["runtime", "cli"],
+  ["runtime", "doctor", "cli"],
 ];
 
 const folders = (layers) => `^src/(${layers.flat().join("|")})/`;

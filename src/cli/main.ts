@@ -31,6 +31,7 @@ import { parseCommandLine } from "../util/command-line.js";
 import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
+import { registerDoctorCommand } from "./doctor.js";
 
 /** Exit codes: 0 success, 1 the run failed, 2 the command line was wrong. */
 export const EXIT_OK = 0;
@@ -244,6 +245,8 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       io.stdout.write(`${snapshot.name} (${snapshot.state})\n`);
       io.stderr.write(`Use it with DAYTONA_SNAPSHOT=${snapshot.name}\n`);
     });
+
+  registerDoctorCommand(program, io, setExitCode);
 
   return program;
 }

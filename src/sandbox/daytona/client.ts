@@ -10,7 +10,12 @@ export const DEFAULT_DAYTONA_API_URL = "https://app.daytona.io/api";
  * socket.io event stream: a sandbox is usually started when `create` returns, and no socket is
  * left open to keep the process alive.
  */
-export function daytonaClient(options: DaytonaOptions, env: NodeJS.ProcessEnv = process.env): Daytona {
+export function daytonaClient(
+  options: DaytonaOptions,
+  env: NodeJS.ProcessEnv = process.env,
+  /** The longest wait for one HTTP answer (the SDK's default is a day): a health check sets it short. */
+  requestTimeoutMs?: number,
+): Daytona {
   const apiKey = options.apiKey ?? env["DAYTONA_API_KEY"];
   if (!apiKey) throw new SandboxError("Daytona API key required (set DAYTONA_API_KEY or pass opts.daytona.apiKey)");
   return new Daytona({
@@ -18,6 +23,7 @@ export function daytonaClient(options: DaytonaOptions, env: NodeJS.ProcessEnv = 
     apiUrl: daytonaApiUrl(options, env),
     target: options.target ?? env["DAYTONA_TARGET"] ?? "us",
     useDeprecatedPolling: true,
+    ...(requestTimeoutMs !== undefined ? { requestTimeoutMs } : {}),
   });
 }
 

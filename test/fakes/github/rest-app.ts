@@ -3,7 +3,7 @@ import { z } from "zod";
 import { requireJwt, requireToken } from "./auth.js";
 import { githubError, intParam, jsonBody, notFound, paginate, param, route, type Route } from "./http.js";
 import { rateLimitKey, type RateLimiter } from "./rate-limit.js";
-import { appJson, installationJson, publicUserJson, repoJson } from "./shapes.js";
+import { appJson, hookDeliveryJson, installationJson, publicUserJson, repoJson } from "./shapes.js";
 import {
   isoSeconds,
   levelCovers,
@@ -120,6 +120,24 @@ export function appRoutes(deps: { limiter: RateLimiter }): Route[] {
       const mine = [...ctx.state.installations.values()].filter((i) => i.appId === app.id);
       const { page, headers } = paginate(ctx, mine);
       return { status: 200, body: page.map((i) => installationJson(ctx.state, i)), headers };
+    }),
+
+    // Newest first, paged by an opaque cursor (not page numbers), as GitHub pages deliveries.
+    route("GET", "/app/hook/deliveries", (ctx) => {
+      const app = requireJwt(ctx);
+      const perPage = Math.min(100, Math.max(1, Number(ctx.query.get("per_page") ?? "30") || 30));
+      const offset = Number(ctx.query.get("cursor") ?? "0") || 0;
+      const mine = ctx.state.hookDeliveries.filter((delivery) => delivery.appId === app.id).reverse();
+      const page = mine.slice(offset, offset + perPage);
+      const headers: Record<string, string> =
+        offset + perPage < mine.length
+          ? {
+              link:
+                `<${ctx.state.apiUrl}/app/hook/deliveries?per_page=${String(perPage)}` +
+                `&cursor=${String(offset + perPage)}>; rel="next"`,
+            }
+          : {};
+      return { status: 200, body: page.map((delivery) => hookDeliveryJson(delivery)), headers };
     }),
 
     route("GET", "/app/installations/{installation_id}", (ctx) => {

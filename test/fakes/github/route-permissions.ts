@@ -15,6 +15,7 @@ export const ROUTE_PERMISSIONS: Readonly<Record<string, readonly PermissionNeed[
   "GET /app": "jwt",
   "GET /apps/{app_slug}": [],
   "GET /app/installations": "jwt",
+  "GET /app/hook/deliveries": "jwt",
   "GET /app/installations/{installation_id}": "jwt",
   "POST /app/installations/{installation_id}/access_tokens": "jwt",
   "GET /repos/{owner}/{repo}/installation": "jwt",

@@ -64,6 +64,7 @@ import {
   type CheckStatus,
   type CommentRecord,
   type CommitStatusRecord,
+  type HookDeliveryRecord,
   type InstallationRecord,
   type IssueRecord,
   type JobRecord,
@@ -122,6 +123,7 @@ export type {
   ReviewCommentRecord,
   ReviewRecord,
   WorkflowRunRecord,
+  HookDeliveryRecord,
   InstallationRecord,
   IssueRecord,
   Permissions,
@@ -177,6 +179,22 @@ export interface AddInstallationOptions {
   /** `all` (default) or the names of selected repositories of the account. */
   repositories?: "all" | string[];
   events?: string[];
+}
+
+export interface AddHookDeliveryOptions {
+  event: string;
+  action?: string | null;
+  /** Default: the only registered app. */
+  appId?: number;
+  /** Default a new one; repeat a delivery's guid for its redelivery. */
+  guid?: string;
+  /** Milliseconds since the epoch. Default now (the fake's clock). */
+  deliveredAt?: number;
+  statusCode?: number;
+  /** Default `OK` for 2xx, else `Invalid HTTP Response: <code>` (or `failed to connect` for 0). */
+  status?: string;
+  redelivery?: boolean;
+  installationId?: number | null;
 }
 
 export interface AddRepoOptions {
@@ -274,6 +292,11 @@ export interface FakeGitHub {
   addInstallation(options: AddInstallationOptions): InstallationRecord;
   /** Uninstalls: the installation's tokens stop working and its repositories report no installation. */
   removeInstallation(id: number): void;
+  /**
+   * Records that GitHub delivered (or tried to deliver) a webhook to the app, as its settings'
+   * delivery log would list it. Default: just now, status 200 `OK`, to the only registered app.
+   */
+  addHookDelivery(options: AddHookDeliveryOptions): HookDeliveryRecord;
   addRepo(options: AddRepoOptions): Promise<RepoInfo>;
   repo(owner: string, name: string): RepoInfo;
   /**
@@ -700,6 +723,33 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
 
     removeInstallation(id) {
       state.installations.delete(id);
+    },
+
+    addHookDelivery(deliveryOptions) {
+      const appId = appFor(deliveryOptions.appId).id;
+      const statusCode = deliveryOptions.statusCode ?? 200;
+      const record: HookDeliveryRecord = {
+        id: state.nextId(),
+        appId,
+        guid: deliveryOptions.guid ?? randomUUID(),
+        deliveredAt: deliveryOptions.deliveredAt ?? state.now(),
+        redelivery: deliveryOptions.redelivery ?? false,
+        status:
+          deliveryOptions.status ??
+          (statusCode >= 200 && statusCode < 300
+            ? "OK"
+            : statusCode === 0
+              ? "failed to connect"
+              : `Invalid HTTP Response: ${String(statusCode)}`),
+        statusCode,
+        event: deliveryOptions.event,
+        action: deliveryOptions.action ?? null,
+        installationId: deliveryOptions.installationId ?? null,
+        repositoryId: null,
+      };
+      state.hookDeliveries.push(record);
+      state.hookDeliveries.sort((a, b) => a.deliveredAt - b.deliveredAt);
+      return record;
     },
 
     async addRepo(repoOptions) {

@@ -1,14 +1,16 @@
 import type { CommitInfo } from "./bare-repo.js";
-import type {
-  AppRecord,
-  CommentRecord,
-  FakeGitHubState,
-  InstallationRecord,
-  IssueRecord,
-  LabelRecord,
-  ReactionRecord,
-  RepoRecord,
-  UserRecord,
+import {
+  isoSeconds,
+  type AppRecord,
+  type CommentRecord,
+  type FakeGitHubState,
+  type HookDeliveryRecord,
+  type InstallationRecord,
+  type IssueRecord,
+  type LabelRecord,
+  type ReactionRecord,
+  type RepoRecord,
+  type UserRecord,
 } from "./state.js";
 
 /*
@@ -206,6 +208,23 @@ export function appJson(state: FakeGitHubState, app: AppRecord): Record<string, 
   };
 }
 
+export function hookDeliveryJson(delivery: HookDeliveryRecord): Record<string, unknown> {
+  return {
+    id: delivery.id,
+    guid: delivery.guid,
+    delivered_at: isoSeconds(delivery.deliveredAt),
+    redelivery: delivery.redelivery,
+    duration: 0.05,
+    status: delivery.status,
+    status_code: delivery.statusCode,
+    event: delivery.event,
+    action: delivery.action,
+    installation_id: delivery.installationId,
+    repository_id: delivery.repositoryId,
+    throttled_at: null,
+  };
+}
+
 export function installationJson(state: FakeGitHubState, installation: InstallationRecord): Record<string, unknown> {
   const app = state.apps.get(installation.appId);
   const settings =
@@ -214,7 +233,15 @@ export function installationJson(state: FakeGitHubState, installation: Installat
       : `${state.baseUrl}/settings/installations/${String(installation.id)}`;
   return {
     id: installation.id,
-    account: userJson(state, installation.account),
+    // guess: GitHub's description of `GET /app/installations` makes the account a user and an
+    // enterprise at once (allOf); the enterprise's required fields are added to the user's shape.
+    account: {
+      ...userJson(state, installation.account),
+      name: installation.account.login,
+      slug: installation.account.login.toLowerCase(),
+      created_at: installation.createdAt,
+      updated_at: installation.createdAt,
+    },
     repository_selection: installation.repositorySelection,
     access_tokens_url: `${state.apiUrl}/app/installations/${String(installation.id)}/access_tokens`,
     repositories_url: `${state.apiUrl}/installation/repositories`,

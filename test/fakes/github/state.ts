@@ -39,6 +39,24 @@ export interface AppRecord {
   events: string[];
 }
 
+/** One attempt GitHub made to deliver a webhook to the app's URL (what the app's settings list). */
+export interface HookDeliveryRecord {
+  id: number;
+  appId: number;
+  /** Shared by every attempt to deliver the same event (a redelivery keeps it). */
+  guid: string;
+  deliveredAt: number;
+  redelivery: boolean;
+  /** GitHub's words for the outcome: `OK`, `Invalid HTTP Response: 503`, `failed to connect`… */
+  status: string;
+  /** The app's HTTP status; 0 when no answer came. */
+  statusCode: number;
+  event: string;
+  action: string | null;
+  installationId: number | null;
+  repositoryId: number | null;
+}
+
 export interface InstallationRecord {
   id: number;
   appId: number;
@@ -376,6 +394,8 @@ export class FakeGitHubState {
   readonly apps = new Map<number, AppRecord>();
   readonly installations = new Map<number, InstallationRecord>();
   readonly tokens = new Map<string, TokenRecord>();
+  /** Webhook deliveries, oldest first. */
+  readonly hookDeliveries: HookDeliveryRecord[] = [];
   readonly users = new Map<string, UserRecord>();
   /** By lower-cased `owner/name`. */
   readonly repos = new Map<string, RepoRecord>();
