@@ -16,6 +16,7 @@ try {
           `to register the GitHub App (setup code ${server.setupCode ?? ""}; it is shown only here).\n`
       : `Harness is listening on ${server.url} (webhooks at ${settings.webhookPath})\n`,
   );
+  if (settings.mode === "app" && process.env["HARNESS_DOCTOR_AT_START"] !== "0") checkSetUp();
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) process.exit(1);
@@ -36,4 +37,22 @@ try {
   const known = error instanceof SettingsError || error instanceof RunStoreError;
   process.stderr.write(`harness: ${known ? error.message : describeError(error)}\n`);
   process.exit(known ? 2 : 1);
+}
+
+/**
+ * `harness doctor`'s checks once the server listens, one log line each as they finish, so a
+ * set-up that cannot work says so at start rather than on the first run. Loaded only now: the
+ * checks' clients are not on the way to listening.
+ */
+function checkSetUp(): void {
+  void import("./doctor/doctor.js")
+    .then(async ({ runDoctor }) => {
+      const { renderLine } = await import("./doctor/render.js");
+      await runDoctor(process.env, {
+        onReport: (report) => process.stderr.write(`harness doctor: ${renderLine(report)}\n`),
+      });
+    })
+    .catch((error: unknown) => {
+      process.stderr.write(`harness doctor: could not run the set-up checks: ${describeError(error)}\n`);
+    });
 }

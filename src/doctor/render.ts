@@ -27,6 +27,12 @@ export function renderText(reports: readonly CheckReport[]): string {
   return `${lines.join("\n")}\n`;
 }
 
+/** One check as one line, its fix on the same line: for a log. */
+export function renderLine(report: CheckReport): string {
+  const fix = report.fix && report.status !== "ok" ? ` — fix: ${report.fix}` : "";
+  return `${MARK[report.status]} ${report.name}: ${report.detail}${fix}`;
+}
+
 /** `{ ok, checks: [{ id, name, status, detail, fix?, durationMs }] }`, for scripts and monitoring. */
 export function renderJson(reports: readonly CheckReport[]): string {
   return `${JSON.stringify({ ok: allPassed(reports), checks: reports }, null, 2)}\n`;
