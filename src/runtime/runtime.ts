@@ -1,3 +1,4 @@
+import { AcknowledgingRuns } from "../runs/queue/acknowledging.js";
 import { createAuditLog } from "../audit/create-audit-log.js";
 import type { AuditLog } from "../audit/audit-log.js";
 import type { PermissionLevel } from "../config/repo-config.js";
@@ -212,6 +213,7 @@ export async function buildRuntime(
   const handlers: HandlerDeps = {
     queue,
     inFlight: new Set<string>(),
+    acknowledging: new AcknowledgingRuns(),
     pending,
     replyWindowMs: settings.replyWindowMs ?? 3_600_000,
     audit,

@@ -3,6 +3,7 @@
  * handler answers on an issue (reply, react, audit record), and the guard that keeps GitHub's
  * errors out of the delivery's answer.
  */
+import type { AcknowledgingRuns } from "../runs/queue/acknowledging.js";
 import type { ConfigCapableOctokit } from "../config/load-repo-config.js";
 import type { PermissionLevel } from "../config/repo-config.js";
 import { type OctokitLike } from "../github/octokit-client.js";
@@ -36,6 +37,8 @@ export interface HandlerDeps {
    */
   inFlight?: Set<string>;
   queue: RunQueue;
+  /** Runs this process admitted and is still acknowledging: admission counts them. */
+  acknowledging?: AcknowledgingRuns;
   /** Requests from below the permission bar, waiting for a maintainer to approve them by id. */
   pending: PendingRequestStore;
   /** At most one refusal reply per person, issue and kind of refusal within this window, in ms. */

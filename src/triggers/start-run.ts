@@ -5,7 +5,7 @@
 import { pullRequestHead } from "../github/repository.js";
 import { renderStatusComment, type StatusView } from "../github/status-comment.js";
 import { describeGitHubError } from "../github/errors.js";
-import type { QueueRefusal } from "../runs/queue/port.js";
+import type { EnqueueOutcome, QueueRefusal } from "../runs/queue/port.js";
 import { issueKeyOf, type RunRequest } from "../runs/request.js";
 import { redact } from "../util/redact.js";
 import { MAX_ISSUE_BODY_BYTES, MAX_ISSUE_TITLE_BYTES, headOf } from "./command.js";
@@ -114,12 +114,35 @@ export async function startRun(
     intentTrusted: start.intentTrusted,
     requestedAt: deps.now().toISOString(),
   };
-  const admission = await deps.queue.admission(request);
-  if (admission.status === "duplicate") return;
-  if (admission.status === "refused") {
-    await refuseQueued(context, deps, start, admission);
-    return;
+  // Held before the first await, so requests arriving together each count the ones ahead.
+  const release = deps.acknowledging?.hold({
+    runId,
+    issueKey: issueKeyOf(request.repo.id, request.issue.number),
+    repoId: request.repo.id,
+    installationId,
+  });
+  try {
+    const admission = await deps.queue.admission(request, deps.acknowledging?.others(runId) ?? []);
+    if (admission.status === "duplicate") return;
+    if (admission.status === "refused") {
+      await refuseQueued(context, deps, start, admission);
+      return;
+    }
+    return await acknowledgeAndQueue(context, deps, start, request, admission);
+  } finally {
+    release?.();
   }
+}
+
+/** The status comment and 👀 for an admitted request, then the run queued. */
+async function acknowledgeAndQueue(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  start: StartRun,
+  request: RunRequest,
+  admission: Exclude<EnqueueOutcome, QueueRefusal | { status: "duplicate" }>,
+): Promise<StartedRun | undefined> {
+  const { runId } = request;
 
   const notes = [
     admission.status === "waiting"

@@ -297,6 +297,19 @@ describe("floods are contained", () => {
     expect(botComments()).toHaveLength(3);
   });
 
+  test("60 maintainer comments sent together: two status comments, none for a request the queue refuses", async () => {
+    const server = await startWeb();
+    await Promise.all(
+      Array.from({ length: 60 }, (_, i) => comment(server, `/harness change number ${String(i)}`, "maintainer")),
+    );
+    await server.settle();
+    const statuses = statusComments();
+    expect(statuses, statuses.join("\n=====\n")).toHaveLength(2);
+    // Neither was made and then turned into a refusal: both are a queued run's.
+    expect(statuses.filter((body) => /cancelled|did not take/i.test(body))).toEqual([]);
+    expect(botComments().filter((c) => c.body.includes("did not take this request"))).toHaveLength(1);
+  });
+
   test("60 outsider comments on one issue: one reply, kept up to date, and one pending request", async () => {
     const server = await startWeb();
     for (let i = 0; i < 60; i += 1) await comment(server, `/harness outsider change ${String(i)}`, "outsider-a");

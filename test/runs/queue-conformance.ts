@@ -285,6 +285,38 @@ export function describeQueueConformance(
       expect(processor.started).toEqual([first.runId]);
     });
 
+    test("admission counts the runs this process is still acknowledging, once each", async () => {
+      const processor = new ControlledProcessor();
+      const queue = await make(processor.process, 1, { maxQueuedPerRepository: 3, maxQueuedPerInstallation: 0 });
+      const held = (item: RunRequest) => ({
+        runId: item.runId,
+        issueKey: `${String(item.repo.id)}#${String(item.issue.number)}`,
+        repoId: item.repo.id,
+        installationId: item.installationId,
+      });
+      const first = request(80);
+      const second = request(80);
+      // Nothing queued yet: the first one being acknowledged puts the next behind it.
+      expect(await queue.admission(request(80), [held(first)])).toEqual({ status: "waiting", behind: first.runId });
+      expect(await queue.admission(request(80), [held(first), held(second)])).toMatchObject({
+        status: "refused",
+        reason: "issue_busy",
+        active: second.runId,
+      });
+      // Once queued, a run still held is not counted twice.
+      await queue.enqueue(first);
+      expect(await queue.admission(request(80), [held(first)])).toEqual({ status: "waiting", behind: first.runId });
+      // Held runs on other issues count towards the repository's waiting runs.
+      const elsewhere = [request(81), request(82), request(83)];
+      expect(await queue.admission(request(84), elsewhere.map(held))).toMatchObject({
+        status: "refused",
+        reason: "repository_full",
+      });
+      await processor.startedCount(1);
+      processor.release(first.runId);
+      await queue.idle();
+    });
+
     test(
       "per-repository and per-installation caps on waiting " + "runs refuse the excess and free up as runs start",
       async () => {

@@ -2,7 +2,7 @@ import { describeError } from "../../util/errors.js";
 import { silentLog, type Log } from "../../util/log.js";
 import { isTerminal, type RunJournal } from "./port.js";
 import type { JournalReporter } from "./reporter.js";
-import type { EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "../queue/port.js";
+import type { AcknowledgingRun, EnqueueOutcome, QueueStats, RunProcessor, RunQueue } from "../queue/port.js";
 import type { RunRequest } from "../request.js";
 
 /**
@@ -99,8 +99,8 @@ class JournaledQueue implements RunQueue {
     return outcome;
   }
 
-  admission(request: RunRequest): Promise<EnqueueOutcome> {
-    return this.inner.admission(request);
+  admission(request: RunRequest, acknowledging?: readonly AcknowledgingRun[]): Promise<EnqueueOutcome> {
+    return this.inner.admission(request, acknowledging);
   }
 
   seen(key: string): Promise<boolean> {

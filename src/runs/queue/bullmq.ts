@@ -4,6 +4,7 @@ import type { Redis } from "ioredis";
 import { queueLimits } from "./quota.js";
 import { issueKey, type RunRequest } from "../request.js";
 import type {
+  AcknowledgingRun,
   DurableQueueOptions,
   EnqueueOutcome,
   QueueLimits,
@@ -53,7 +54,8 @@ const THIRTY_DAYS_S = 30 * 24 * 3600;
  * KEYS: key, delivery, issue line, run, active set, repository queued, installation queued,
  * installation running, fair order (zset), sequence.
  * ARGV: run id, request, created ms, is comment, retention, issue key, job id, dry run,
- * repository queued cap, installation queued cap, repository id, installation id.
+ * repository queued cap, installation queued cap, repository id, installation id, and (for a
+ * dry run) the runs this process is acknowledging, counted unless their record exists.
  * Fair order: score = rank * 2^32 + sequence, rank = 1 + the installation's live runs.
  */
 const ENQUEUE = new RedisScript(
@@ -64,14 +66,25 @@ if ARGV[4] == '1' then
   local byDelivery = redis.call('GET', KEYS[2])
   if byDelivery then return {'duplicate', byDelivery} end
 end
-if redis.call('LLEN', KEYS[3]) >= 2 then return {'refused', 'issue_busy', '1', redis.call('LINDEX', KEYS[3], -1)} end
+local issueRuns = redis.call('LRANGE', KEYS[3], 0, -1)
+local repoQueued = redis.call('SCARD', KEYS[6])
+local instQueued = redis.call('SCARD', KEYS[7])
+for entry in string.gmatch(ARGV[13] or '', '[^;]+') do
+  local runKey, runId, sameIssue, sameRepo, sameInst = string.match(entry, '^(.+)|([^|]+)|(%d)|(%d)|(%d)$')
+  if runKey and redis.call('EXISTS', runKey) == 0 then
+    if sameIssue == '1' then table.insert(issueRuns, runId) end
+    if sameRepo == '1' then repoQueued = repoQueued + 1 end
+    if sameInst == '1' then instQueued = instQueued + 1 end
+  end
+end
+if #issueRuns >= 2 then return {'refused', 'issue_busy', '1', issueRuns[#issueRuns]} end
 local repoCap = tonumber(ARGV[9])
-if repoCap > 0 and redis.call('SCARD', KEYS[6]) >= repoCap then return {'refused', 'repository_full', ARGV[9], ''} end
+if repoCap > 0 and repoQueued >= repoCap then return {'refused', 'repository_full', ARGV[9], ''} end
 local installationCap = tonumber(ARGV[10])
-if installationCap > 0 and redis.call('SCARD', KEYS[7]) >= installationCap then return ` +
+if installationCap > 0 and instQueued >= installationCap then return ` +
     `{'refused', 'installation_full', ARGV[10], ''} end
 local rank = math.min(redis.call('SCARD', KEYS[7]) + redis.call('SCARD', KEYS[8]) + 1, 1000000)
-local behind = redis.call('LINDEX', KEYS[3], 0)
+local behind = issueRuns[1]
 local ahead = redis.call('ZCOUNT', KEYS[9], '-inf', '(' .. string.format('%.0f', (rank + 1) * 4294967296))
 if ARGV[8] == '1' then
   if behind then return {'waiting', behind, tostring(rank)} end
@@ -292,11 +305,24 @@ export class BullmqRunQueue implements RunQueue {
     return outcome;
   }
 
-  async admission(request: RunRequest): Promise<EnqueueOutcome> {
-    return outcomeOf(await this.runEnqueue(request, jobIdFor(request.key), true));
+  async admission(request: RunRequest, acknowledging: readonly AcknowledgingRun[] = []): Promise<EnqueueOutcome> {
+    // Each as `run key|run id|same issue|same repository|same installation`: the script counts
+    // those the queue does not hold yet.
+    const others = acknowledging
+      .filter((run) => run.runId !== request.runId && !/[|;]/.test(run.runId))
+      .map((run) =>
+        [
+          this.k("run", run.runId),
+          run.runId,
+          run.issueKey === issueKey(request) ? "1" : "0",
+          run.repoId === request.repo.id ? "1" : "0",
+          run.installationId === request.installationId ? "1" : "0",
+        ].join("|"),
+      );
+    return outcomeOf(await this.runEnqueue(request, jobIdFor(request.key), true, others.join(";")));
   }
 
-  private runEnqueue(request: RunRequest, jobId: string, dryRun: boolean): Promise<string[]> {
+  private runEnqueue(request: RunRequest, jobId: string, dryRun: boolean, acknowledging = ""): Promise<string[]> {
     const installation = String(request.installationId);
     const repository = String(request.repo.id);
     return ENQUEUE.run(
@@ -326,6 +352,7 @@ export class BullmqRunQueue implements RunQueue {
         this.limits.maxQueuedPerInstallation,
         repository,
         installation,
+        acknowledging,
       ],
     );
   }

@@ -1,7 +1,7 @@
 import { IdleSignal } from "../../util/idle.js";
-import { atCap, queueLimits, refusalFor } from "./quota.js";
+import { atCap, queueLimits, refusalFor, withAcknowledging } from "./quota.js";
 import { issueKey, type RunRequest } from "../request.js";
-import type { EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./port.js";
+import type { AcknowledgingRun, EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./port.js";
 
 export interface InProcessQueueOptions {
   /** Runs at once in this process. */
@@ -60,8 +60,8 @@ export class InProcessRunQueue implements RunQueue {
     return Promise.resolve(outcome);
   }
 
-  admission(request: RunRequest): Promise<EnqueueOutcome> {
-    return Promise.resolve(this.decide(request));
+  admission(request: RunRequest, acknowledging: readonly AcknowledgingRun[] = []): Promise<EnqueueOutcome> {
+    return Promise.resolve(this.decide(request, acknowledging));
   }
 
   seen(key: string): Promise<boolean> {
@@ -116,23 +116,27 @@ export class InProcessRunQueue implements RunQueue {
     return this.running.size;
   }
 
-  private decide(request: RunRequest): EnqueueOutcome {
+  private decide(request: RunRequest, acknowledging: readonly AcknowledgingRun[] = []): EnqueueOutcome {
     const existing = this.keys.get(request.key);
     if (existing) return { status: "duplicate", runId: existing };
     const key = issueKey(request);
     const live = [...this.running.values(), ...this.pending];
-    const issueRuns = live.filter((entry) => issueKey(entry.request) === key).map((entry) => entry.request.runId);
-    const refusal = refusalFor(
+    const liveIds = new Set(live.map((entry) => entry.request.runId));
+    const counts = withAcknowledging(
       {
-        issueRuns,
+        issueRuns: live.filter((entry) => issueKey(entry.request) === key).map((entry) => entry.request.runId),
         repositoryQueued: this.pending.filter((entry) => entry.request.repo.id === request.repo.id).length,
         installationQueued: this.pending.filter((entry) => entry.request.installationId === request.installationId)
           .length,
       },
-      this.limits,
+      request,
+      key,
+      acknowledging,
+      (runId) => liveIds.has(runId),
     );
+    const refusal = refusalFor(counts, this.limits);
     if (refusal) return refusal;
-    const behind = issueRuns[0];
+    const behind = counts.issueRuns[0];
     if (behind) return { status: "waiting", behind };
     const rank = this.rankFor(request);
     return { status: "queued", ahead: this.pending.filter((entry) => entry.rank <= rank).length };

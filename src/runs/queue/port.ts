@@ -10,6 +10,18 @@ export type EnqueueOutcome =
   /** Not accepted: a quota is full. Nothing was recorded; the requester should hear why. */
   | QueueRefusal;
 
+/**
+ * A run this process admitted and is acknowledging (its status comment on the way) that may not
+ * be in the queue yet: admission counts it like a queued run, so a burst of requests on one
+ * issue or repository is not each told "queued" by a queue that will take only some of them.
+ */
+export interface AcknowledgingRun {
+  runId: string;
+  issueKey: string;
+  repoId: number;
+  installationId: number;
+}
+
 /** Why a request was not accepted, and the limit it met. */
 export interface QueueRefusal {
   status: "refused";
@@ -86,9 +98,11 @@ export interface RunQueue {
   enqueue(request: RunRequest): Promise<EnqueueOutcome>;
   /**
    * What `enqueue` would answer now, recording nothing: the handler asks first, so a refused
-   * request costs no status comment. (Another request may land in between; `enqueue` decides.)
+   * request costs no status comment. `acknowledging` are other runs this process has admitted
+   * and not yet enqueued: each counts as queued unless the queue holds it already. (Another
+   * process's request may land in between; `enqueue` decides.)
    */
-  admission(request: RunRequest): Promise<EnqueueOutcome>;
+  admission(request: RunRequest, acknowledging?: readonly AcknowledgingRun[]): Promise<EnqueueOutcome>;
   /** True when a request with this dedup key was already accepted. */
   seen(key: string): Promise<boolean>;
   /** The run active (or waiting) on an issue, if any. */

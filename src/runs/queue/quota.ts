@@ -1,4 +1,5 @@
-import { DEFAULT_QUEUE_LIMITS, type QueueLimits, type QueueRefusal } from "./port.js";
+import type { RunRequest } from "../request.js";
+import { DEFAULT_QUEUE_LIMITS, type AcknowledgingRun, type QueueLimits, type QueueRefusal } from "./port.js";
 
 /** What a queue knows about a request's neighbours at the moment it decides. */
 export interface LiveCounts {
@@ -30,6 +31,29 @@ export function refusalFor(counts: LiveCounts, limits: QueueLimits): QueueRefusa
     return { status: "refused", reason: "installation_full", limit: limits.maxQueuedPerInstallation };
   }
   return undefined;
+}
+
+/**
+ * The counts with the runs this process is acknowledging added, each unless the queue already
+ * holds it (`known`): on the request's issue after the queue's own, and as queued in its
+ * repository and installation.
+ */
+export function withAcknowledging(
+  counts: LiveCounts,
+  request: RunRequest,
+  issueKey: string,
+  acknowledging: readonly AcknowledgingRun[],
+  known: (runId: string) => boolean,
+): LiveCounts {
+  const issueRuns = [...counts.issueRuns];
+  let { repositoryQueued, installationQueued } = counts;
+  for (const run of acknowledging) {
+    if (run.runId === request.runId || issueRuns.includes(run.runId) || known(run.runId)) continue;
+    if (run.issueKey === issueKey) issueRuns.push(run.runId);
+    if (run.repoId === request.repo.id) repositoryQueued += 1;
+    if (run.installationId === request.installationId) installationQueued += 1;
+  }
+  return { issueRuns, repositoryQueued, installationQueued };
 }
 
 /** True when a cap (0: none) is reached. */

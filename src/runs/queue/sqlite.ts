@@ -6,9 +6,17 @@ import { judgeOwner, machineProbes, ownProof, readProof, type LivenessProbes, ty
 import { lockFree, OwnerLock, ownerLockDir, sweepOwnerLocks } from "./owner-lock.js";
 import { IdleSignal } from "../../util/idle.js";
 import { openSqliteFile } from "../../store/sqlite-file.js";
-import { queueLimits, refusalFor } from "./quota.js";
+import { queueLimits, refusalFor, withAcknowledging } from "./quota.js";
 import { issueKey, type RunRequest } from "../request.js";
-import type { DurableQueueOptions, EnqueueOutcome, QueueLimits, QueueStats, RunProcessor, RunQueue } from "./port.js";
+import type {
+  AcknowledgingRun,
+  DurableQueueOptions,
+  EnqueueOutcome,
+  QueueLimits,
+  QueueStats,
+  RunProcessor,
+  RunQueue,
+} from "./port.js";
 
 export interface SqliteQueueOptions extends DurableQueueOptions {
   /** Database file (`HARNESS_DB`); `:memory:` for tests. */
@@ -244,8 +252,8 @@ export class SqliteRunQueue implements RunQueue {
     return Promise.resolve(outcome);
   }
 
-  admission(request: RunRequest): Promise<EnqueueOutcome> {
-    return Promise.resolve(this.decide(request).outcome);
+  admission(request: RunRequest, acknowledging: readonly AcknowledgingRun[] = []): Promise<EnqueueOutcome> {
+    return Promise.resolve(this.decide(request, acknowledging).outcome);
   }
 
   seen(key: string): Promise<boolean> {
@@ -305,7 +313,10 @@ export class SqliteRunQueue implements RunQueue {
   }
 
   /** Duplicate, refused, or accepted with its fair rank — read in the caller's transaction. */
-  private decide(request: RunRequest): { outcome: EnqueueOutcome; rank: number } {
+  private decide(
+    request: RunRequest,
+    acknowledging: readonly AcknowledgingRun[] = [],
+  ): { outcome: EnqueueOutcome; rank: number } {
     const byDelivery = this.db
       .prepare("SELECT run_id FROM deliveries WHERE delivery_id = ?")
       .get(request.deliveryId) as { run_id: string } | undefined;
@@ -319,7 +330,7 @@ export class SqliteRunQueue implements RunQueue {
         .all(issueKey(request)) as Array<{ run_id: string }>
     ).map((row) => row.run_id);
     const count = (sql: string, id: number): number => (this.db.prepare(sql).get(id) as { n: number }).n;
-    const refusal = refusalFor(
+    const counts = withAcknowledging(
       {
         issueRuns,
         repositoryQueued: count(
@@ -331,15 +342,19 @@ export class SqliteRunQueue implements RunQueue {
           request.installationId,
         ),
       },
-      this.limits,
+      request,
+      issueKey(request),
+      acknowledging,
+      (runId) => this.db.prepare("SELECT 1 FROM runs WHERE run_id = ?").get(runId) !== undefined,
     );
+    const refusal = refusalFor(counts, this.limits);
     if (refusal) return { outcome: refusal, rank: 0 };
     const rank =
       count(
         "SELECT COUNT(*) AS n FROM runs WHERE installation_id = ? AND state IN ('queued', 'running')",
         request.installationId,
       ) + 1;
-    const behind = issueRuns[0];
+    const behind = counts.issueRuns[0];
     if (behind) return { outcome: { status: "waiting", behind }, rank };
     const ahead = count("SELECT COUNT(*) AS n FROM runs WHERE state = 'queued' AND rank <= ?", rank);
     return { outcome: { status: "queued", ahead }, rank };
