@@ -1,5 +1,6 @@
 import type { RunReport } from "../../contracts/types.js";
 import type { RepoConfig } from "../../config/repo-config.js";
+import { neutralText } from "../../github/neutral-text.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
 import { pullRequestState } from "../../github/reviews.js";
 import type { PromptContext } from "../../harness/prompt.js";
@@ -74,16 +75,18 @@ export async function prepareCiRound(
     return { phase: "no_changes", message: "The checks no longer fail; nothing to fix" };
   }
   const logs = await failingLogs(octokit, repo, verdict.failing);
-  const names = verdict.failing.map((check) => check.name);
+  // Check names are written by workflow files and by any app or token that can post a check or
+  // status: data, never instructions. They reach GitHub neutral, and the agent only fenced.
+  const names = verdict.failing.map((check) => neutralText(check.name.replace(/\s+/g, " ").slice(0, 100)));
   const round = `${String(trigger.round)} of ${String(plan.config.ci.fix_attempts)}`;
   run.status.show({ note: `CI fix round ${round}: ${names.slice(0, 5).join(", ")} failed.` });
   return {
     pulls,
     prompt: {
       intent:
-        `Fix the failing CI checks on pull request #${String(request.issue.number)}: ` +
-        `${names.slice(0, 10).join(", ")}.\n\n` +
-        "Their output is below. Find the cause in the code and fix it. Do not skip, weaken or delete tests " +
+        `Fix the failing CI checks on pull request #${String(request.issue.number)} ` +
+        `(${String(verdict.failing.length)} failed; their names and output are below).\n\n` +
+        "Find the cause in the code and fix it. Do not skip, weaken or delete tests " +
         "or checks to make them pass; if the failure is not caused by this change, say so in your summary.",
       context: [
         {
