@@ -63,6 +63,21 @@ export async function branchHead(
   return { sha: data.commit.sha, message: data.commit.commit.message };
 }
 
+/** True when GitHub reports the branch protected; a missing branch is not. Other failures are thrown. */
+export async function isProtectedBranch(octokit: OctokitLike, repo: RepositoryName, branch: string): Promise<boolean> {
+  try {
+    const response = await octokit.request("GET /repos/{owner}/{repo}/branches/{branch}", {
+      owner: repo.owner,
+      repo: repo.name,
+      branch,
+    });
+    return (response.data as { protected?: boolean }).protected === true;
+  } catch (error) {
+    if (typeof error === "object" && error !== null && "status" in error && error.status === 404) return false;
+    throw error;
+  }
+}
+
 /** True when the branch exists on GitHub; a failed lookup is thrown. */
 export async function branchExists(octokit: OctokitLike, repo: RepositoryName, branch: string): Promise<boolean> {
   try {

@@ -2,7 +2,7 @@
  * The acknowledge → enqueue step every run-starting trigger ends in (a command, an approval, a
  * label, a review): the queue's admission, the status comment and 👀, then the run queued.
  */
-import { pullRequestHead } from "../github/repository.js";
+import { isProtectedBranch, pullRequestHead } from "../github/repository.js";
 import { renderStatusComment, type StatusView } from "../github/status-comment.js";
 import { describeGitHubError } from "../github/errors.js";
 import type { EnqueueOutcome, QueueRefusal } from "../runs/queue/port.js";
@@ -86,6 +86,40 @@ export async function startRun(
       return;
     }
     pullRequest = { headRef: head.ref };
+  }
+  if (pullRequest) {
+    // A pull request from the default branch, or from a protected one, would have Harness push
+    // there: it never does, whoever asks.
+    const guarded =
+      pullRequest.headRef === start.repository.default_branch
+        ? "the repository's default branch"
+        : (await isProtectedBranch(context.octokit, { owner, name: repo }, pullRequest.headRef))
+          ? "a protected branch"
+          : undefined;
+    if (guarded) {
+      // A code span shows a branch name as written, mentions and markup inert; git allows backticks in one.
+      const branch = pullRequest.headRef.replace(/`/g, "'").slice(0, 100);
+      await record(context, deps, {
+        action: "request.refused",
+        repo: start.repository.full_name,
+        issue: start.issue.number,
+        actor: start.requester.login,
+        installationId,
+        details: { reason: "protected_head", branch },
+      });
+      await replyOnce(
+        context,
+        deps,
+        start.repository,
+        start.issue.number,
+        `protected-head:${issueKeyOf(start.repository.id, start.issue.number)}`,
+        start.requester.login,
+        `Harness does not push to this pull request: its branch \`${branch}\` ` +
+          `is ${guarded}, and Harness pushes only to branches of its own making or ones a pull request can ` +
+          "change safely. Ask on an issue instead and Harness will open a new pull request.",
+      );
+      return;
+    }
   }
 
   const runId = start.runId ?? deps.newRunId();

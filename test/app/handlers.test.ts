@@ -552,12 +552,34 @@ describe("pull requests", () => {
         head: { ref: "feature/login", sha: "abc", repo: { full_name: "acme/widgets" } },
         base: { ref: "main" },
       })
+      .get("/repos/acme/widgets/branches/feature%2Flogin")
+      .reply(200, { name: "feature/login", protected: false })
       .post(/reactions/)
       .reply(201, {})
       .post("/repos/acme/widgets/issues/7/comments")
       .reply(201, { id: 21 });
     await receive("issue_comment", issueCommentCreated("/harness address the review", { pullRequest: true }));
     expect(queue.requests[0]?.issue.pullRequest).toEqual({ headRef: "feature/login" });
+  });
+
+  test.each([
+    ["the default branch", "main", false, "the repository's default branch"],
+    ["a protected branch", "release/2.x", true, "a protected branch"],
+  ])("on a PR from %s it explains why it will not push, and nothing runs", async (_label, ref, isProtected, said) => {
+    const replies: Array<{ body: string }> = [];
+    const api = github({ permission: "write" })
+      .get("/repos/acme/widgets/pulls/7")
+      .reply(200, { number: 7, head: { ref, sha: "abc", repo: { full_name: "acme/widgets" } }, base: { ref: "dev" } })
+      .post("/repos/acme/widgets/issues/7/comments", (reply: { body: string }) => {
+        replies.push(reply);
+        return true;
+      })
+      .reply(201, { id: 23 });
+    if (isProtected)
+      api.get(`/repos/acme/widgets/branches/${encodeURIComponent(ref)}`).reply(200, { name: ref, protected: true });
+    await receive("issue_comment", issueCommentCreated("/harness fix", { pullRequest: true }));
+    expect(queue.requests).toEqual([]);
+    expect(replies[0]?.body).toContain(`its branch \`${ref}\` is ${said}`);
   });
 
   test("on a fork's PR it explains why it cannot push", async () => {

@@ -298,6 +298,27 @@ describe("review feedback → follow-up commits on the pull request's branch", (
     expect(commitsOn(pull.branch)).toEqual(before);
   });
 
+  test("a review on a pull request whose branch became protected is explained, and nothing is pushed", async () => {
+    await start();
+    const pull = await openPullRequest();
+    const before = commitsOn(pull.branch);
+    github.protectBranch("acme", "widgets", pull.branch);
+    const { review, comments } = await github.addReview("acme", "widgets", pull.number, {
+      state: "CHANGES_REQUESTED",
+      body: "Capitalise both lines.",
+      user: "maintainer",
+      comments: [{ path: "greeting.txt", line: 1, body: "Capitalise hello." }],
+    });
+    await deliverReview(pull.number, review, comments);
+    await server.settle();
+    expect(commitsOn(pull.branch)).toEqual(before);
+    const replies = github
+      .issueComments("acme", "widgets", pull.number)
+      .filter((comment) => comment.body.includes("Harness does not push to this pull request"));
+    expect(replies).toHaveLength(1);
+    expect(replies[0]?.body).toContain(`its branch \`${pull.branch}\` is a protected branch`);
+  });
+
   test("a review on a pull request from a fork is explained, and nothing runs", async () => {
     await start("reviews:\n  pull_requests: all\n");
     const main = (await github.branches("acme", "widgets")).find((branch) => branch.name === "main");

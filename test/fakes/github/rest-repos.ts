@@ -118,7 +118,7 @@ export function repoRoutes(): Route[] {
         body: page.map((b) => ({
           name: b.name,
           commit: { sha: b.sha, url: `${base}/commits/${b.sha}` },
-          protected: false,
+          protected: repo.protectedBranches.has(b.name),
         })),
         headers,
       };

@@ -310,6 +310,8 @@ export interface FakeGitHub {
     options?: { private?: boolean; draftRefusal?: DraftRefusalShape },
   ): void;
   setCollaborator(owner: string, repo: string, login: string, role: RepoRole): void;
+  /** Gives a branch protection rules: the branch API then reports it `protected`. */
+  protectBranch(owner: string, repo: string, branch: string): void;
   /** Registers a user so `GET /users/{login}` finds it. */
   addUser(
     login: string,
@@ -781,6 +783,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
         bareDir,
         createdAt: state.nowIso(),
         collaborators: new Map(),
+        protectedBranches: new Set(),
         issues: new Map(),
         nextNumber: 1,
         labels: new Map(),
@@ -803,6 +806,10 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     setCollaborator(owner, name, login, role) {
       state.user(login);
       repoRecord(owner, name).collaborators.set(login.toLowerCase(), role);
+    },
+
+    protectBranch(owner, name, branch) {
+      repoRecord(owner, name).protectedBranches.add(branch);
     },
 
     addUser(login, type = "User", id) {

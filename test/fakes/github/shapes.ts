@@ -484,7 +484,7 @@ export function commitJson(state: FakeGitHubState, repo: RepoRecord, commit: Com
   };
 }
 
-/** `GET /repos/{owner}/{repo}/branches/{branch}` for an unprotected branch. */
+/** `GET /repos/{owner}/{repo}/branches/{branch}`, protected when the test gave the branch protection rules. */
 export function branchJson(
   state: FakeGitHubState,
   repo: RepoRecord,
@@ -496,8 +496,11 @@ export function branchJson(
     name,
     commit: commitJson(state, repo, commit),
     _links: { self: branchUrl, html: `${state.baseUrl}/${repo.owner}/${repo.name}/tree/${name}` },
-    protected: false,
-    protection: { enabled: false, required_status_checks: { enforcement_level: "off", contexts: [], checks: [] } },
+    protected: repo.protectedBranches.has(name),
+    protection: {
+      enabled: repo.protectedBranches.has(name),
+      required_status_checks: { enforcement_level: "off", contexts: [], checks: [] },
+    },
     protection_url: `${branchUrl}/protection`,
   };
 }

@@ -113,6 +113,8 @@ export interface RepoRecord {
   createdAt: string;
   /** Explicit roles by lower-cased login (the owner of a user-owned repository is admin). */
   collaborators: Map<string, RepoRole>;
+  /** Branches with protection rules (as `GET …/branches/{branch}` reports `protected`). */
+  protectedBranches: Set<string>;
   /** Issues and pull requests share one number sequence, as on GitHub. */
   issues: Map<number, IssueRecord>;
   nextNumber: number;
