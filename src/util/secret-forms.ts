@@ -10,7 +10,7 @@ export type SecretForm = readonly [label: string, form: string];
 
 /**
  * What the redactor masks besides the value: the forms a tool or an agent most often prints a
- * value in (base64 at any offset of a larger blob, hex, reversed).
+ * value in (base64 at any offset of a larger blob, hex, URL-encoded, reversed).
  */
 export function everydayForms(value: string): SecretForm[] {
   const bytes = Buffer.from(value, "utf8");
@@ -19,6 +19,7 @@ export function everydayForms(value: string): SecretForm[] {
     ...base64Cores(bytes).map((form): SecretForm => ["base64-encoded", form]),
     ["hex-encoded", hex],
     ["hex-encoded", hex.toUpperCase()],
+    ...urlEncodings(value).map((form): SecretForm => ["URL-encoded", form]),
     ["reversed", reversed(value)],
   ];
 }
@@ -30,7 +31,6 @@ export function encodedForms(value: string): SecretForm[] {
     // As a JSON or shell string a multi-line value (a PEM key) has `\n` for its line breaks.
     ["", JSON.stringify(value).slice(1, -1)],
   ];
-  for (const form of urlEncodings(value)) forms.push(["URL-encoded", form]);
   forms.push(...everydayForms(value));
   forms.push(["rot13", rot13(value)]);
   const bytes = Buffer.from(value, "utf8");

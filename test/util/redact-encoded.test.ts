@@ -30,6 +30,11 @@ const cases: Array<[label: string, line: string]> = [
   ["hex", `dump ${hex(key)}`],
   ["HEX", `DUMP ${hex(key).toUpperCase()}`],
   ["reversed", `echo ${Array.from(key).reverse().join("")}`],
+  [
+    "URL-encoded, every byte escaped",
+    `GET /?k=${[...Buffer.from(key)].map((byte) => `%${byte.toString(16).padStart(2, "0")}`).join("")}`,
+  ],
+  ["URL-encoded as a component", `GET /?k=${encodeURIComponent(`${key}/+=`)}`],
   ["a zero-width space inside", `key ${hidden(key, 9, "\u200b")}`],
   ["a word joiner and a soft hyphen inside", `key ${hidden(hidden(key, 7, "\u2060"), 13, "\u00ad")}`],
   ["bidi controls around and inside", `key \u202e${hidden(key, 20, "\u2066")}\u202c`],
