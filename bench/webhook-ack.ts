@@ -1,29 +1,31 @@
 /**
  * Webhook acknowledgement: what it costs and how long it takes. Signed `/harness` comment
- * webhooks at a steady rate (default 50 req/s, spread over 250 installations) on loopback, to
- * the real Harness server (its handler checks the permission, reacts 👀, posts the status comment
- * and enqueues, against the fake GitHub, with Octokit as shipped: retries on and writes paced per
- * installation) and, side by side at the same instants, to a bare Probot app that does nothing.
- * The fake GitHub, each server and this load generator run in separate processes. The queue
- * accepts runs without executing them: this measures the webhook path only.
+ * webhooks at a steady rate (default 50 req/s, spread over 250 installations) on loopback, each
+ * sent at the same instant to four servers, one process each, against one fake GitHub:
+ *
+ * - Harness (its handler checks the permission, reads the config, reacts 👀, posts the status
+ *   comment and enqueues, with Octokit as shipped: retries on and writes paced per installation;
+ *   the queue accepts runs without executing them, so this is the webhook path only);
+ * - a minimal Probot app making the same GitHub requests with `context.octokit` and nothing else;
+ * - an app sending only the two writes (the status comment and the 👀) on `node:http`, behind a
+ *   plain server that checks the signature and answers: the floor for doing the work at all;
+ * - for reference, a bare Probot app with no handlers.
+ *
+ * (bench/support/webhook-ack-references.ts has the two reference apps.) The fake GitHub, each
+ * server and this load generator run in separate processes.
  *
  * Measured, in rounds (default 3 of 20 s) after a warm-up: CPU time per acknowledged webhook in
- * each server process (`process.cpuUsage()` over the round, the Harness one until its
- * acknowledgements have finished, divided by the webhooks answered 2xx) and the ratio of the two
- * per round; and latency (answer p50/p99, webhook → 👀 and webhook → status comment at the fake
- * GitHub) at a rate that leaves the two cores headroom, which is reported too.
- * Targets: Harness CPU per webhook ≤ 2 × bare (the median of the rounds' ratios); its answer p99
- * ≤ 1.5 × bare's + 5 ms; zero non-2xx; webhook → 👀 p99 < 100 ms. `BENCH_PROFILE=harness` (or
- * bare, github) runs that process under `--cpu-prof` (profiles in /tmp/bench-prof).
- *
- * `--floor` adds, each in rounds of its own beside the bare app, two references: a minimal Probot
- * app that makes the same GitHub calls with Probot's Octokit and does nothing else, and an app
- * that sends only the acknowledgement's two writes, on `node:http` with no Octokit, no reads and
- * no checks: what those calls cost alone, and the least that sending the two writes can cost.
- * `--writes 1` has that app send the status comment only.
+ * each server process (`process.cpuUsage()` over the round, until the acknowledgements it started
+ * have finished, divided by the webhooks answered 2xx) and, per round, Harness's over each other
+ * app's; latency (answer p50/p99, webhook → 👀 and webhook → status comment at the fake GitHub);
+ * and the GitHub requests each app made per webhook, by route, to check they are the same.
+ * Targets, on the median of the rounds' ratios: Harness CPU per webhook ≤ the minimal Probot
+ * app's, and ≤ 1.5 × the writes alone; then its answer p99 ≤ 1.5 × the bare app's + 5 ms; zero
+ * non-2xx; webhook → 👀 p99 < 100 ms. `BENCH_PROFILE=harness` (or minimal, writes, bare, github)
+ * runs that process under `--cpu-prof` (profiles in /tmp/bench-prof).
  *
  *   npx tsx bench/webhook-ack.ts [--rate 50] [--seconds 20] [--rounds 3] [--installations 250]
- *     [--floor [--writes 1]] [--unthrottled]
+ *     [--unthrottled]
  */
 import { fork, type ChildProcess } from "node:child_process";
 import { cpus, loadavg } from "node:os";
@@ -45,12 +47,8 @@ const ROUNDS = Math.max(1, argValue("rounds", 3));
 const INSTALLATIONS = argValue("installations", 250);
 // For comparison only: Harness with Octokit's throttle and retries off.
 const UNTHROTTLED = process.argv.includes("--unthrottled");
-// For reference: apps making the same GitHub calls, or only the writes, in rounds of their own.
-const FLOOR = process.argv.includes("--floor");
-const SUBJECTS = FLOOR ? 3 : 1;
-const WRITES_ALONE: 1 | 2 = argValue("writes", 2) === 1 ? 1 : 2;
 const PER_ROUND = RATE * SECONDS;
-const TOTAL = PER_ROUND * ROUNDS * SUBJECTS;
+const TOTAL = PER_ROUND * ROUNDS;
 const WARMUP_PER_REPO = 2;
 const PER_REPO = Math.ceil(TOTAL / INSTALLATIONS) + WARMUP_PER_REPO;
 const SECRET = "bench-secret";
@@ -126,19 +124,10 @@ const appSetup = {
 };
 const servers = await Promise.all([
   spawnRole<{ url: string }>({ role: "harness", ...appSetup, unthrottled: UNTHROTTLED }),
+  spawnRole<{ url: string }>({ role: "minimal", ...appSetup }),
+  spawnRole<{ url: string }>({ role: "writes", ...appSetup }),
   spawnRole<{ url: string }>({ role: "bare", ...appSetup }),
-  ...(FLOOR
-    ? [
-        spawnRole<{ url: string }>({ role: "minimal", ...appSetup }),
-        spawnRole<{ url: string }>({ role: "writes", writes: WRITES_ALONE, ...appSetup }),
-      ]
-    : []),
 ]);
-/** Indexes into `servers`. */
-const HARNESS = 0;
-const BARE = 1;
-const MINIMAL = 2;
-const WRITES = 3;
 
 const { targets } = github.ready;
 /** Webhook `i` of the measured run (or, negative, of the warm-up) and the comment it is about. */
@@ -181,16 +170,11 @@ interface Measured {
   /** Answer times, ms. */
   latencies: number[];
   ok: number;
-  /** Per round it took part in (by round number): CPU, and the webhooks answered 2xx in it. */
-  rounds: Map<number, { cpu: CpuSpent; ok: number }>;
+  /** Per round: CPU, and the webhooks answered 2xx in it. */
+  rounds: Array<{ cpu: CpuSpent; ok: number }>;
 }
-const measured = servers.map((role): Measured => ({ role, latencies: [], ok: 0, rounds: new Map() }));
-const ours = measured[HARNESS] as Measured;
-const theirs = measured[BARE] as Measured;
-const minimal = measured[MINIMAL];
-const writes = measured[WRITES];
-/** Who takes the measured place beside the bare app, round by round. */
-const subjects = [ours, ...(minimal && writes ? [minimal, writes] : [])];
+const measured = servers.map((role): Measured => ({ role, latencies: [], ok: 0, rounds: [] }));
+const [ours, minimal, writes, bare] = measured as [Measured, Measured, Measured, Measured];
 const sentAt = new Map<number, number>();
 const sentByOwner = new Map<string, number[]>();
 let failures = 0;
@@ -199,17 +183,13 @@ let generatorMicros = 0;
 let measuredSeconds = 0;
 const windowStart = Date.now();
 const started = performance.now();
-// With --floor, rounds take turns: Harness and the bare app, then the minimal app and the bare
-// app, then the writes alone and the bare app, so a reference never adds its load to Harness's.
-for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
-  const subject = subjects[round % SUBJECTS] as Measured;
-  const taking = [subject, theirs];
-  const roles = [...taking.map((server) => server.role), github];
+for (let round = 0; round < ROUNDS; round++) {
+  const roles = [...servers, github];
   await Promise.all(roles.map((role) => ask(role.child, "mark", "marked")));
   const inFlight: Array<Promise<void>> = [];
   const generatorCpu = process.cpuUsage();
   const roundStarted = performance.now();
-  const okBefore = taking.map((server) => server.ok);
+  const okBefore = measured.map((server) => server.ok);
   for (let k = 0; k < PER_ROUND; k++) {
     const i = round * PER_ROUND + k;
     // Open loop: each request leaves on its schedule, whether or not earlier ones returned.
@@ -217,12 +197,10 @@ for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
     if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
     const { commentId, owner, payload } = webhookFor(i);
     const now = Date.now();
-    if (subject === ours) {
-      sentAt.set(commentId, now);
-      sentByOwner.set(owner, [...(sentByOwner.get(owner) ?? []), now]);
-    }
+    sentAt.set(commentId, now);
+    sentByOwner.set(owner, [...(sentByOwner.get(owner) ?? []), now]);
     const deliveryId = `bench-${String(i)}`;
-    for (const server of taking) {
+    for (const server of measured) {
       inFlight.push(
         sendWebhook(server.role.ready.url, SECRET, "issue_comment", payload, deliveryId, lean).then((response) => {
           server.latencies.push(response.durationMs);
@@ -238,10 +216,10 @@ for (let round = 0; round < ROUNDS * SUBJECTS; round++) {
   generatorMicros += generator.user + generator.system;
   // A server's sample waits for its acknowledgements in progress: their CPU belongs to this round.
   const samples = await Promise.all(roles.map((role) => ask<{ cpu: CpuSpent }>(role.child, "sample", "cpu")));
-  taking.forEach((server, k) => {
-    server.rounds.set(round, { cpu: (samples[k] as { cpu: CpuSpent }).cpu, ok: server.ok - (okBefore[k] ?? 0) });
+  measured.forEach((server, k) => {
+    server.rounds.push({ cpu: (samples[k] as { cpu: CpuSpent }).cpu, ok: server.ok - (okBefore[k] ?? 0) });
   });
-  githubRounds.push((samples[taking.length] as { cpu: CpuSpent }).cpu);
+  githubRounds.push((samples[measured.length] as { cpu: CpuSpent }).cpu);
 }
 const elapsed = (performance.now() - started) / 1000;
 
@@ -288,17 +266,19 @@ const median = (values: number[]): number => {
   const middle = Math.floor(sorted.length / 2);
   return sorted.length % 2 === 1 ? (sorted[middle] ?? 0) : ((sorted[middle - 1] ?? 0) + (sorted[middle] ?? 0)) / 2;
 };
-const totalCpu = (server: Measured) => sum([...server.rounds.values()].map((round) => round.cpu));
+const totalCpu = (server: Measured) => sum(server.rounds.map((round) => round.cpu));
 const perWebhook = (server: Measured) => totalCpu(server).micros / 1000 / Math.max(1, server.ok);
 const kernel = (server: Measured) => (totalCpu(server).systemMicros / 1000 / Math.max(1, server.ok)).toFixed(2);
 const roundCpu = (server: Measured, k: number) => {
-  const round = server.rounds.get(k);
+  const round = server.rounds[k];
   return round ? round.cpu.micros / 1000 / Math.max(1, round.ok) : 0;
 };
 // Each round's ratio is of servers measured at the same instants: a busy neighbour or a
 // collection in one round moves that round's figure, and the median sets it aside.
-const overBare = (server: Measured) => [...server.rounds.keys()].map((k) => roundCpu(server, k) / roundCpu(theirs, k));
-const medianRatio = median(overBare(ours));
+const harnessOver = (other: Measured) => ours.rounds.map((_, k) => roundCpu(ours, k) / roundCpu(other, k));
+const overMinimal = median(harnessOver(minimal));
+const overWrites = median(harnessOver(writes));
+const overBare = median(harnessOver(bare));
 const githubCpu = sum(githubRounds);
 const cores = cpus().length;
 const generatorShare = (100 * generatorMicros) / 1000 / (measuredSeconds * 1000);
@@ -308,10 +288,11 @@ const row = (label: string, server: Measured) =>
   `| ${label} | ${perWebhook(server).toFixed(2)} (${kernel(server)}) | ${share(totalCpu(server)).toFixed(0)} | ` +
   `${ms(percentile(server.latencies, 0.5))} / ${ms(percentile(server.latencies, 0.99))} / ` +
   `${ms(Math.max(...server.latencies))} |`;
+const times = (value: number) => `${value.toFixed(2)} ×`;
 
 console.log(
   `${String(TOTAL)} signed webhooks to each server at ${String(RATE)} req/s over ${String(INSTALLATIONS)} ` +
-    `installations, in ${String(ROUNDS * SUBJECTS)} rounds of ${String(SECONDS)} s (sent over ` +
+    `installations, in ${String(ROUNDS)} rounds of ${String(SECONDS)} s (sent over ` +
     `${elapsed.toFixed(1)} s); node ${process.version}; fake GitHub, ${String(servers.length)} servers and ` +
     `load generator in ${String(servers.length + 2)} processes on ` +
     `${String(cores)} cores; load average ${loadBefore.map((l) => l.toFixed(2)).join(", ")} before, ` +
@@ -323,30 +304,21 @@ console.log("|---|---|---|---|");
 console.log(
   row(`Harness${UNTHROTTLED ? " (throttle and retries off)" : ""} (permission + 👀 + status comment + enqueue)`, ours),
 );
-console.log(row("bare Probot app (no handlers)", theirs));
-if (minimal) console.log(row("minimal Probot app (the same GitHub calls, nothing else; own rounds)", minimal));
-const writesLabel = WRITES_ALONE === 2 ? "the two writes" : "the status comment";
-if (writes) console.log(row(`${writesLabel} alone (node:http, no Octokit, no reads; own rounds)`, writes));
-const byRound = (server: Measured) =>
-  [...server.rounds.keys()]
-    .map(
-      (k) =>
-        `${roundCpu(server, k).toFixed(2)} ÷ ${roundCpu(theirs, k).toFixed(2)} = ` +
-        `${(roundCpu(server, k) / roundCpu(theirs, k)).toFixed(2)} ×`,
-    )
-    .join("; ");
-console.log(`CPU per webhook by round, Harness ÷ bare: ${byRound(ours)}; median ${medianRatio.toFixed(2)} ×`);
-for (const [name, reference] of [
-  ["minimal", minimal],
-  ["writes alone", writes],
-] as const) {
-  if (!reference) continue;
-  const referenceRatio = median(overBare(reference));
-  console.log(
-    `CPU per webhook by round, ${name} ÷ bare: ${byRound(reference)}; median ${referenceRatio.toFixed(2)} ×, ` +
-      `so Harness costs ${(medianRatio / referenceRatio).toFixed(2)} × the ${name} app's`,
-  );
-}
+console.log(row("minimal Probot app (the same GitHub requests with context.octokit, nothing else)", minimal));
+console.log(row("the writes alone (👀 + status comment on node:http, no framework, no reads)", writes));
+console.log(row("bare Probot app (no handlers; reference, no target)", bare));
+console.log("");
+console.log(
+  "| round | Harness | minimal | writes alone | bare | Harness ÷ minimal | Harness ÷ writes | Harness ÷ bare |",
+);
+console.log("|---|---|---|---|---|---|---|---|");
+ours.rounds.forEach((_, k) => {
+  const cpu = [ours, minimal, writes, bare].map((server) => roundCpu(server, k).toFixed(2));
+  const ratios = [minimal, writes, bare].map((other) => times(roundCpu(ours, k) / roundCpu(other, k)));
+  console.log(`| ${String(k + 1)} | ${[...cpu, ...ratios].join(" | ")} |`);
+});
+console.log(`| median | | | | | ${[overMinimal, overWrites, overBare].map(times).join(" | ")} |`);
+console.log("");
 console.log(
   `CPU of the other processes: fake GitHub ${share(githubCpu).toFixed(0)} %, load generator ` +
     `${generatorShare.toFixed(0)} %; all together ${totalShare.toFixed(0)} % of ${String(cores * 100)} %`,
@@ -354,22 +326,24 @@ console.log(
 console.log(`non-2xx responses (all servers): ${String(failures)}`);
 const perWebhookRoutes = (routes: Record<string, number> | undefined, server: Measured) =>
   Object.entries(routes ?? {})
+    .sort(([a], [b]) => a.localeCompare(b))
     .map(([route, count]) => `${route} ${(count / Math.max(1, server.ok)).toFixed(2)}`)
     .join(", ");
+console.log("GitHub requests per webhook by route:");
+console.log(`  Harness: ${perWebhookRoutes(report.routes["harness"], ours)}`);
+console.log(`  minimal Probot app: ${perWebhookRoutes(report.routes["minimal"], minimal)}`);
+console.log(`  writes alone: ${perWebhookRoutes(report.routes["writes"], writes)}`);
 console.log(
-  `GitHub requests from Harness per webhook: ${perWebhookRoutes(report.routes["harness"], ours)}` +
-    (minimal ? `; from the minimal app: ${perWebhookRoutes(report.routes["bench-minimal"], minimal)}` : "") +
-    (writes ? `; from the writes alone: ${perWebhookRoutes(report.routes["bench-writes"], writes)}` : ""),
+  `webhook → 👀 at the fake GitHub (Harness): p50 ${ms(percentile(eyes, 0.5))} ms, ` +
+    `p99 ${ms(percentile(eyes, 0.99))} ms over ${String(eyes.length)} reactions; webhook → status comment: ` +
+    `p50 ${ms(percentile(statusLatency, 0.5))} ms, p99 ${ms(percentile(statusLatency, 0.99))} ms ` +
+    `over ${String(statusLatency.length)} comments`,
 );
+const verdict = (met: boolean) => (met ? "MET" : "MISSED");
 console.log(
-  `webhook → 👀 at the fake GitHub: p50 ${ms(percentile(eyes, 0.5))} ms, p99 ${ms(percentile(eyes, 0.99))} ms ` +
-    `over ${String(eyes.length)} reactions; webhook → status comment: p50 ${ms(percentile(statusLatency, 0.5))} ms, ` +
-    `p99 ${ms(percentile(statusLatency, 0.99))} ms over ${String(statusLatency.length)} comments`,
-);
-console.log(
-  `targets: Harness CPU per webhook ≤ 2 × bare's (median of the rounds) → ` +
-    `${medianRatio <= 2 ? "MET" : "MISSED"} (${medianRatio.toFixed(2)} ×); answer p99 ≤ 1.5 × bare + 5 ms → ` +
-    `${percentile(ours.latencies, 0.99) <= 1.5 * percentile(theirs.latencies, 0.99) + 5 ? "MET" : "MISSED"}; ` +
-    `zero non-2xx → ${failures === 0 ? "MET" : "MISSED"}; ` +
-    `👀 p99 < 100 ms → ${percentile(eyes, 0.99) < 100 ? "MET" : "MISSED"}`,
+  `targets: Harness CPU per webhook ≤ the minimal Probot app's (median of the rounds) → ` +
+    `${verdict(overMinimal <= 1)} (${times(overMinimal)}); ≤ 1.5 × the writes alone → ` +
+    `${verdict(overWrites <= 1.5)} (${times(overWrites)}); answer p99 ≤ 1.5 × bare + 5 ms → ` +
+    `${verdict(percentile(ours.latencies, 0.99) <= 1.5 * percentile(bare.latencies, 0.99) + 5)}; ` +
+    `zero non-2xx → ${verdict(failures === 0)}; 👀 p99 < 100 ms → ${verdict(percentile(eyes, 0.99) < 100)}`,
 );

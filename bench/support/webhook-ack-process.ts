@@ -1,23 +1,22 @@
 /**
  * One process of the webhook-ack benchmark (see bench/webhook-ack.ts): the fake GitHub, the
- * Harness server, or the bare Probot app, each in its own process so they do not share an
- * event loop with each other or with the load generator. Talks to its parent over IPC:
- * `setup` → `{ready}`; `mark` → `{marked}` (the CPU clock starts); `sample` → `{cpu}` (work in
+ * Harness server, or one of the apps it is held against (the bare Probot app, the minimal Probot
+ * app and the writes alone, see webhook-ack-references.ts), each in its own process so they do
+ * not share an event loop with each other or with the load generator. Talks to its parent over
+ * IPC: `setup` → `{ready}`; `mark` → `{marked}` (the CPU clock starts); `sample` → `{cpu}` (work in
  * progress finished first); `stop` → `{cpu}` (the servers drain first) and exit; for the fake,
- * `{report: since}` → `{reactions, statusComments, routes}` and exit. Besides Harness and the bare
- * app, two references for `--floor`: the `minimal` app (the acknowledgement's GitHub calls through
- * Probot's Octokit) and the `writes` app (its two writes alone, on the cheapest client there is).
+ * `{report: since}` → `{reactions, statusComments, routes}` and exit.
  */
 import { createServer } from "node:http";
 import type { AddressInfo } from "node:net";
 import pino from "pino";
 import { createNodeMiddleware, Probot, ProbotOctokit } from "probot";
-import { createRawFetch } from "../../src/github/node-fetch.js";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
 import { InProcessRunQueue } from "../../src/runs/queue/in-process.js";
 import { startHarnessServer } from "../../src/server.js";
 import { startFakeGitHub } from "../../test/fakes/github/server.js";
 import type { PayloadRepo } from "../../test/fakes/github/webhooks.js";
+import { minimalProbotApp, REFERENCE_AGENTS, startWritesAlone, type Track } from "./webhook-ack-references.js";
 
 interface Setup {
   role: "github" | "harness" | "bare" | "minimal" | "writes";
@@ -29,8 +28,6 @@ interface Setup {
   apiUrl?: string;
   /** Octokit's retries and throttle off in Harness, to see what they cost. */
   unthrottled?: boolean;
-  /** For the `writes` app: 2 (the status comment and the 👀) or 1 (the status comment only). */
-  writes?: 1 | 2;
 }
 
 /** What the fake hands the load generator: per installation, its repository and comments. */
@@ -129,7 +126,9 @@ async function start(setup: Setup): Promise<void> {
       const referenceOf = (request: { headers: Record<string, string | string[] | undefined> }) => {
         const agent = request.headers["user-agent"];
         return typeof agent === "string"
-          ? REFERENCE_AGENTS.find((reference) => agent.startsWith(reference))
+          ? (Object.keys(REFERENCE_AGENTS) as Array<keyof typeof REFERENCE_AGENTS>).find((name) =>
+              agent.startsWith(REFERENCE_AGENTS[name]),
+            )
           : undefined;
       };
       const harnessRequests = github.requests.filter((request) => referenceOf(request) === undefined);
@@ -155,7 +154,6 @@ async function start(setup: Setup): Promise<void> {
     return;
   }
 
-  const secret = setup.secret ?? "";
   if (setup.role === "harness") {
     const settings: AppSettings = {
       mode: "app",
@@ -163,7 +161,7 @@ async function start(setup: Setup): Promise<void> {
       host: "127.0.0.1",
       appId: setup.appId ?? 0,
       privateKey: setup.privateKey ?? "",
-      webhookSecret: secret,
+      webhookSecret: setup.secret ?? "",
       webhookPath: "/api/github/webhooks",
       apiBaseUrl: setup.apiUrl ?? "",
       logLevel: "silent",
@@ -204,166 +202,78 @@ async function start(setup: Setup): Promise<void> {
     return;
   }
 
+  // Work a handler started and did not await: a CPU sample waits for it, and a failure is shown,
+  // not taken for a cheap acknowledgement.
+  const pending = new Set<Promise<unknown>>();
+  const track: Track = (work) => {
+    const settled = work.then(
+      () => undefined,
+      (error: unknown) => {
+        console.error(`${setup.role}: an acknowledgement failed: ${String(error)}`);
+      },
+    );
+    pending.add(settled);
+    void settled.then(() => pending.delete(settled));
+  };
+  drain = () => Promise.all([...pending]).then(() => undefined);
+  const listening =
+    setup.role === "writes" ? await startWritesAlone(appSettings(setup), track) : await probotApp(setup, track);
+  send({ ready: true, url: listening.url });
+  process.on("message", (message) => {
+    if (message !== "stop") return;
+    void drain().then(async () => {
+      send({ cpu: spent() });
+      await listening.close();
+      process.exit(0);
+    });
+  });
+}
+
+function appSettings(setup: Setup) {
+  return {
+    secret: setup.secret ?? "",
+    appId: setup.appId ?? 0,
+    privateKey: setup.privateKey ?? "",
+    apiUrl: setup.apiUrl ?? "",
+  };
+}
+
+/** The bare app (no handlers) or the minimal one, each on Probot's own middleware. */
+async function probotApp(setup: Setup, track: Track): Promise<{ url: string; close: () => Promise<void> }> {
   const probot = new Probot({
     appId: setup.appId ?? 0,
     privateKey: setup.privateKey ?? "",
-    secret,
+    secret: setup.secret ?? "",
     baseUrl: setup.apiUrl ?? "",
     log: quiet,
     // The fake tells this app's requests from Harness's by the user agent. Octokit's throttle
     // is off: by default it spaces writes a second apart across the whole process, and 50
-    // acknowledgements a second would queue without end.
+    // acknowledgements a second would queue without end. Its retries stay on, as shipped.
     ...(setup.role === "minimal"
       ? {
           // A function, not an object: Probot's own throttle options arrive after an object's
           // and would replace it whole.
           Octokit: ProbotOctokit.defaults((options: Record<string, unknown>) => ({
             ...options,
-            userAgent: REFERENCE_AGENTS[0],
+            userAgent: REFERENCE_AGENTS.minimal,
             throttle: { ...(options["throttle"] as object | undefined), enabled: false },
           })),
         }
       : {}),
   });
-  const pending = new Set<Promise<unknown>>();
-  const track = (work: Promise<unknown>): void => {
-    pending.add(work);
-    void work.finally(() => pending.delete(work));
-  };
-  const appFn =
-    setup.role === "minimal"
-      ? minimalAcknowledgement(track)
-      : setup.role === "writes"
-        ? writesAlone(setup.apiUrl ?? "", setup.writes ?? 2, track)
-        : () => undefined;
-  drain = () => Promise.all([...pending]).then(() => undefined);
+  const appFn = setup.role === "minimal" ? minimalProbotApp(track) : () => undefined;
   const middleware = await createNodeMiddleware(appFn, { probot });
   const server = createServer((req, res) => {
     void middleware(req, res, () => res.writeHead(404).end());
   });
   await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve));
-  send({ ready: true, url: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}` });
-  process.on("message", (message) => {
-    if (message !== "stop") return;
-    void drain().then(() => {
-      send({ cpu: spent() });
-      server.close(() => process.exit(0));
-    });
-  });
-}
-
-/** The user agents of the `minimal` and `writes` apps, which the fake reports apart. */
-const REFERENCE_AGENTS = ["bench-minimal", "bench-writes"] as const;
-
-/**
- * The least a Probot app can do to acknowledge a command the way Harness does, with Probot's own
- * Octokit: the same GitHub calls (the repository's and the organisation's config files, and the
- * sender's permission, each kept 30 s as Harness keeps them; then the status comment and the
- * 👀 at once) and nothing else: no validation, audit, journal, queue or rendering. What it costs
- * over the bare app is the GitHub calls' own cost, the floor for any acknowledgement made of them.
- */
-function minimalAcknowledgement(track: (work: Promise<unknown>) => void) {
-  const cache = new Map<string, { at: number; value: Promise<unknown> }>();
-  const cached = (key: string, load: () => Promise<unknown>): Promise<unknown> => {
-    const hit = cache.get(key);
-    if (hit && Date.now() - hit.at < 30_000) return hit.value;
-    const value = load().catch(() => undefined);
-    cache.set(key, { at: Date.now(), value });
-    return value;
-  };
-  return (app: Probot): void => {
-    app.on("issue_comment.created", (context) => {
-      const { comment, repository, sender } = context.payload;
-      if (!comment.body.startsWith("/harness")) return;
-      const owner = repository.owner.login;
-      const path = ".github/harness.yml";
-      const work = (async () => {
-        await Promise.all([
-          cached(`config:${String(repository.id)}`, () =>
-            Promise.all([
-              context.octokit.rest.repos.getContent({ owner, repo: ".github", path }).catch(() => undefined),
-              context.octokit.rest.repos.getContent({ owner, repo: repository.name, path }).catch(() => undefined),
-            ]),
-          ),
-          cached(`permission:${String(repository.id)}:${sender.login}`, () =>
-            context.octokit.rest.repos.getCollaboratorPermissionLevel({
-              owner,
-              repo: repository.name,
-              username: sender.login,
-            }),
-          ),
-        ]);
-        await Promise.all([
-          context.octokit.rest.issues.createComment(context.issue({ body: "Queued." })),
-          context.octokit.rest.reactions.createForIssueComment(
-            context.repo({ comment_id: comment.id, content: "eyes" as const }),
-          ),
-        ]);
-      })();
-      track(work);
-      // Answered at once, as Harness answers before its acknowledgement is done.
-    });
-  };
-}
-
-/**
- * The acknowledgement's writes and nothing else: on `/harness`, the status comment and the 👀 at
- * once (or, with `count` 1, the status comment only), each one `node:http` keep-alive request
- * (`createRawFetch`, the cheapest client Harness has) with the installation's token, kept from
- * its first use; the comment's answer is parsed, as any client must to edit it later. No reads,
- * no checks, no Octokit. What it costs over the bare app is what the writes alone cost: the floor
- * for an acknowledgement that sends them, whatever else it does. It listens on `app.webhooks`,
- * not `app.on`, and fetches its own tokens: `app.on` would build Probot's Octokit per event, the
- * very cost this reference leaves out.
- */
-function writesAlone(apiUrl: string, count: 1 | 2, track: (work: Promise<unknown>) => void) {
-  const fetchRaw = createRawFetch();
-  const userAgent = REFERENCE_AGENTS[1];
-  const tokens = new Map<number, Promise<string>>();
-  return (app: Probot): void => {
-    const tokenFor = (installationId: number): Promise<string> => {
-      const known = tokens.get(installationId);
-      if (known) return known;
-      const token = (async () => {
-        const appOctokit = await app.auth();
-        const { token: jwt } = (await appOctokit.auth({ type: "app" })) as { token: string };
-        const answer = await fetchRaw(`${apiUrl}/app/installations/${String(installationId)}/access_tokens`, {
-          method: "POST",
-          headers: { authorization: `Bearer ${jwt}`, accept: "application/vnd.github+json", "user-agent": userAgent },
+  return {
+    url: `http://127.0.0.1:${String((server.address() as AddressInfo).port)}`,
+    close: () =>
+      new Promise((resolve) => {
+        server.close(() => {
+          resolve();
         });
-        return (JSON.parse(String(answer.body)) as { token: string }).token;
-      })();
-      tokens.set(installationId, token);
-      return token;
-    };
-    app.webhooks.on("issue_comment.created", ({ payload }) => {
-      const { comment, issue, repository, installation } = payload;
-      if (!comment.body.startsWith("/harness") || !installation) return;
-      const work = (async () => {
-        const headers = {
-          authorization: `token ${await tokenFor(installation.id)}`,
-          accept: "application/vnd.github+json",
-          "content-type": "application/json",
-          "user-agent": userAgent,
-        };
-        const repo = `${apiUrl}/repos/${repository.full_name}`;
-        const [status] = await Promise.all([
-          fetchRaw(`${repo}/issues/${String(issue.number)}/comments`, {
-            method: "POST",
-            headers,
-            body: JSON.stringify({ body: "Queued." }),
-          }),
-          count === 2
-            ? fetchRaw(`${repo}/issues/comments/${String(comment.id)}/reactions`, {
-                method: "POST",
-                headers,
-                body: JSON.stringify({ content: "eyes" }),
-              })
-            : undefined,
-        ]);
-        JSON.parse(String(status.body));
-      })();
-      track(work);
-    });
+      }),
   };
 }
