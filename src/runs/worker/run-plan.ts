@@ -2,7 +2,9 @@ import { createAgent } from "../../agents/registry.js";
 import type { AgentDriver } from "../../agents/types.js";
 import { loadRepoConfig, resolveBlueprint, type ConfigCapableOctokit } from "../../config/load-repo-config.js";
 import { resolveNetworkPolicy } from "../../config/network-policy.js";
-import type { RepoConfig } from "../../config/repo-config.js";
+import { RepoConfigError, type RepoConfig } from "../../config/repo-config.js";
+import { describeGitHubError } from "../../github/errors.js";
+import { BlueprintError } from "../../harness/blueprint-file.js";
 import type { Blueprint } from "../../harness/blueprint.js";
 import type { LocalIsolation, NetworkPolicy, SandboxKind } from "../../sandbox/types.js";
 import { describeError } from "../../util/errors.js";
@@ -53,10 +55,16 @@ export async function planRun(
     config = await loadRepoConfig(octokit, request.repo.owner, request.repo.name);
     blueprint = await resolveBlueprint(octokit, request.repo.owner, request.repo.name, config);
   } catch (error) {
+    // Only a file that says something wrong is the repository's to fix; GitHub not answering is not.
+    const theFiles = error instanceof RepoConfigError || error instanceof BlueprintError;
     return {
       ok: false,
-      error: describeError(error),
-      remedy: "Fix .github/harness.yml on the default branch, then ask again",
+      error: theFiles
+        ? describeError(error)
+        : `Harness could not read the repository's configuration from GitHub: ${describeGitHubError(error)}`,
+      remedy: theFiles
+        ? "Fix .github/harness.yml on the default branch, then ask again"
+        : "Ask again in a minute; if it keeps failing, the operator will find the details in the log",
     };
   }
   const repo = `${request.repo.owner}/${request.repo.name}`;
