@@ -12,6 +12,10 @@ export default defineConfig({
       "test/fakes/daytona/models/global-setup.ts",
     ],
     setupFiles: ["test/fakes/github/openapi/fail-on-violations.ts", "test/fakes/daytona/models/fail-on-violations.ts"],
+    // Most files wait on child processes, git and sockets rather than on the CPU: three at once on
+    // this project's two-core machines halved the suite's wall time (873 s → 446 s), where vitest's
+    // default (cores - 1) runs one file at a time. HARNESS_TEST_WORKERS overrides it.
+    maxWorkers: Number(process.env["HARNESS_TEST_WORKERS"]) || 3,
     testTimeout: 20_000,
     hookTimeout: 20_000,
     ...(ciReport ? { reporters: ["default", "json"], outputFile: { json: ciReport } } : {}),
