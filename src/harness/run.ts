@@ -320,6 +320,26 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       : undefined;
 
     const identity = github.commitIdentity ?? defaultCommitIdentity(options.sandbox.options?.githubServerUrl);
+    // A repository on this machine that the sandbox cloned gets the run's commit back, checked.
+    const clonedFrom = sandbox.clonedFrom;
+    const checkout = sandbox;
+    const writeBack = clonedFrom
+      ? async (commitSha: string, message: string, committedAt: Date) => ({
+          repository: clonedFrom.path,
+          ...(await deliverToLocalRepository({
+            sandbox: checkout,
+            repository: clonedFrom.path,
+            runId: request.runId,
+            branch: request.branch,
+            baseSha,
+            commitSha,
+            commit: { message, identity, now: committedAt },
+            secrets: knownSecrets,
+            redact: redactor,
+            signal: controller.signal,
+          })),
+        })
+      : undefined;
     const outcome = await runBlueprint({
       blueprint,
       sandbox,
@@ -394,25 +414,12 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         pushResult = await keptChange(sandbox, baseSha, commit.sha, error ?? "stopped", knownSecrets, redactor);
         reporter.emit({ type: "push.finished", runId: request.runId, result: pushResult, at: at() });
         // A run on a repository on this machine keeps its partial work where a worktree would have it.
-        if (sandbox.clonedFrom) {
-          const local = await deliverToLocalRepository({
-            sandbox,
-            repository: sandbox.clonedFrom.path,
-            runId: request.runId,
-            branch: request.branch,
-            baseSha,
-            commitSha: commit.sha,
-            commit: {
-              message: commitMessage({ title: stoppedTitle, body: STOPPED_BODY, runId: request.runId }),
-              identity,
-              now: now(),
-            },
-            secrets: knownSecrets,
-            redact: redactor,
-            signal: controller.signal,
-          });
-          if (local.written) reporter.emit(localBranchNotice(request, sandbox.clonedFrom.path, local.commitSha, at()));
-        }
+        const local = await writeBack?.(
+          commit.sha,
+          commitMessage({ title: stoppedTitle, body: STOPPED_BODY, runId: request.runId }),
+          now(),
+        );
+        if (local?.written) reporter.emit(localBranchNotice(request, local.repository, local.commitSha, at()));
       }
     } else {
       const commitTitle = pullRequestTitle(request.intent).slice(0, 100);
@@ -442,22 +449,11 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         // One time for every copy of the commit the host writes, so the local branch and the
         // pushed one hold the same commit.
         const committedAt = now();
-        if (sandbox.clonedFrom) {
-          const local = await deliverToLocalRepository({
-            sandbox,
-            repository: sandbox.clonedFrom.path,
-            runId: request.runId,
-            branch: request.branch,
-            baseSha,
-            commitSha: commit.sha,
-            commit: { message, identity, now: committedAt },
-            secrets: knownSecrets,
-            redact: redactor,
-            signal: controller.signal,
-          });
+        const local = await writeBack?.(commit.sha, message, committedAt);
+        if (local) {
           if (local.written) {
             commitSha = local.commitSha;
-            reporter.emit(localBranchNotice(request, sandbox.clonedFrom.path, local.commitSha, at()));
+            reporter.emit(localBranchNotice(request, local.repository, local.commitSha, at()));
           } else {
             status = "failed";
             error = local.result.error;

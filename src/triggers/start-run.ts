@@ -2,6 +2,7 @@
  * The acknowledge → enqueue step every run-starting trigger ends in (a command, an approval, a
  * label, a review): the queue's admission, the status comment and 👀, then the run queued.
  */
+import type { AuditDetailValue } from "../audit/audit-log.js";
 import { isProtectedBranch, pullRequestHead } from "../github/repository.js";
 import { renderStatusComment, type StatusView } from "../github/status-comment.js";
 import { describeGitHubError } from "../github/errors.js";
@@ -63,18 +64,20 @@ export async function startRun(
   }
   const { owner, repo } = names(start.repository);
   const installationId = installationOf(context.payload);
+  const refused = (details: Record<string, AuditDetailValue>): Promise<void> =>
+    record(context, deps, {
+      action: "request.refused",
+      repo: start.repository.full_name,
+      issue: start.issue.number,
+      actor: start.requester.login,
+      installationId,
+      details,
+    });
   let pullRequest: RunRequest["issue"]["pullRequest"] = start.pullRequest;
   if (!pullRequest && start.issue.pull_request) {
     const head = await pullRequestHead(context.octokit, { owner, name: repo }, start.issue.number);
     if (head.repoFullName?.toLowerCase() !== start.repository.full_name.toLowerCase()) {
-      await record(context, deps, {
-        action: "request.refused",
-        repo: start.repository.full_name,
-        issue: start.issue.number,
-        actor: start.requester.login,
-        installationId,
-        details: { reason: "fork_pull_request" },
-      });
+      await refused({ reason: "fork_pull_request" });
       await reply(
         context,
         start.repository,
@@ -99,14 +102,7 @@ export async function startRun(
     if (guarded) {
       // A code span shows a branch name as written, mentions and markup inert; git allows backticks in one.
       const branch = pullRequest.headRef.replace(/`/g, "'").slice(0, 100);
-      await record(context, deps, {
-        action: "request.refused",
-        repo: start.repository.full_name,
-        issue: start.issue.number,
-        actor: start.requester.login,
-        installationId,
-        details: { reason: "protected_head", branch },
-      });
+      await refused({ reason: "protected_head", branch });
       await replyOnce(
         context,
         deps,
