@@ -13,9 +13,12 @@ export default defineConfig({
     ],
     setupFiles: ["test/fakes/github/openapi/fail-on-violations.ts", "test/fakes/daytona/models/fail-on-violations.ts"],
     // Most files wait on child processes, git and sockets rather than on the CPU: three at once on
-    // this project's two-core machines halved the suite's wall time (873 s → 446 s), where vitest's
-    // default (cores - 1) runs one file at a time. HARNESS_TEST_WORKERS overrides it.
-    maxWorkers: Number(process.env["HARNESS_TEST_WORKERS"]) || 3,
+    // two cores halved the suite's wall time (873 s → 446 s), but tests that time the server under
+    // load then miss their budgets now and then, so the default stays vitest's (cores − 1) until
+    // they are made independent of their neighbours. HARNESS_TEST_WORKERS=3 asks for it.
+    ...(Number(process.env["HARNESS_TEST_WORKERS"]) > 0
+      ? { maxWorkers: Number(process.env["HARNESS_TEST_WORKERS"]) }
+      : {}),
     testTimeout: 20_000,
     hookTimeout: 20_000,
     ...(ciReport ? { reporters: ["default", "json"], outputFile: { json: ciReport } } : {}),
