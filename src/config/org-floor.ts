@@ -142,9 +142,9 @@ export const FLOOR_RULES: Readonly<Record<string, FloorRule>> = {
   },
   "reviews.below_bar": {
     kind: "order",
-    order: ["untrusted", "refuse"],
+    order: ["untrusted", "approval", "refuse"],
     says: "is looser than",
-    why: `${STRICTER} (refuse > untrusted)`,
+    why: `${STRICTER} (refuse > approval > untrusted)`,
   },
   "ci.enabled": { kind: "off-stays-off" },
   "ci.rerun_flaky": { kind: "off-stays-off" },

@@ -116,11 +116,14 @@ export const repoConfigSchema = z
           enabled: z.boolean().default(true),
           /** `harness`: only pull requests Harness opened; `all`: any pull request from this repository. */
           pull_requests: z.enum(["harness", "all"]).default("harness"),
-          /** A review from below `permission`: `untrusted` (addressed, fenced as untrusted) or `refuse`. */
-          below_bar: z.enum(["untrusted", "refuse"]).default("untrusted"),
+          /**
+           * A review from below `permission`: `approval` (held until a maintainer approves exactly its
+           * text, then addressed fenced as untrusted), `untrusted` (addressed at once, fenced) or `refuse`.
+           */
+          below_bar: z.enum(["approval", "untrusted", "refuse"]).default("approval"),
         })
         .strict()
-        .default({ enabled: true, pull_requests: "harness", below_bar: "untrusted" }),
+        .default({ enabled: true, pull_requests: "harness", below_bar: "approval" }),
     ),
     /**
      * After Harness pushes it watches the commit's checks: `false` turns that off; otherwise how

@@ -38,6 +38,11 @@ export interface RunRequest {
   intent: string;
   /** False when the request came from someone below the permission bar and was approved. */
   intentTrusted: boolean;
+  /**
+   * A review from below the permission bar that a maintainer approved: its text exactly as the
+   * approval showed it, which the follow-up addresses fenced, instead of reading it again.
+   */
+  approvedReview?: { reviewer: string; text: string };
   /** The status comment the handler created (the worker edits it); absent when creating it failed. */
   statusCommentId?: number;
   /** ISO-8601 time the request was accepted. */

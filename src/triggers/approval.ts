@@ -18,62 +18,85 @@ import {
   type HandlerDeps,
   type WebhookContext,
 } from "./context.js";
+import { startApprovedReview } from "./approved-review.js";
 import { startRun } from "./start-run.js";
+
+/** What is held for approval: a `/harness <intent>` comment, or a review's text. */
+export interface HeldRequest {
+  repository: IssueCommentEvent["repository"];
+  issueNumber: number;
+  requester: { login: string; id: number };
+  /** The comment that asked; for a review, the review's id. */
+  commentId: number;
+  /** Exactly what runs once approved. */
+  intent: string;
+  /** Set for a review: approving it starts a follow-up on the pull request. */
+  review?: { reviewId: number };
+}
 
 /**
  * A request from below the bar is kept under a short id and answered with a reply that quotes
  * it, so a maintainer approves exactly the text they read. One person has one pending request
- * per issue: a newer one replaces it, and the same reply is edited to say so — a flood of
- * comments costs one reply, not one each.
+ * per issue (or pull request): a newer one replaces it, and the same reply is edited to say so
+ * — a flood of comments or reviews costs one reply, not one each.
  */
 export async function holdForApproval(
   context: WebhookContext,
   deps: HandlerDeps,
-  event: IssueCommentEvent,
+  held: HeldRequest,
   config: RepoConfig,
   key: string,
-  intent: string,
 ): Promise<void> {
-  const repo = event.repository.full_name;
-  const requester = { login: event.sender.login, id: event.sender.id };
+  const repo = held.repository.full_name;
+  const { requester, intent } = held;
+  const what = held.review ? "review" : "request";
   // A maintainer approves what they read: a request that cannot be shown whole is not held.
   if (intent.length > MAX_APPROVAL_QUOTE_CHARS) {
     await replyOnce(
       context,
       deps,
-      event.repository,
-      event.issue.number,
-      `too-long:${key}:${String(event.comment.id)}`,
+      held.repository,
+      held.issueNumber,
+      `too-long:${key}:${String(held.commentId)}`,
       requester.login,
-      `@${requester.login} Harness cannot hold this request for approval: it is ` +
-        `${intent.length.toLocaleString("en")} characters, and a maintainer can approve only a request ` +
+      `@${requester.login} Harness cannot hold this ${what} for approval: it is ` +
+        `${intent.length.toLocaleString("en")} characters, and a maintainer can approve only a ${what} ` +
         `shown to them whole (at most ${MAX_APPROVAL_QUOTE_CHARS.toLocaleString("en")}). ` +
-        `Ask again with a shorter request; the issue's own text reaches the run anyway.`,
+        (held.review
+          ? `Split it into shorter reviews, or ask a maintainer to take it up.`
+          : `Ask again with a shorter request; the issue's own text reaches the run anyway.`),
     );
     return;
   }
-  const outcome = await deps.pending.put({ issueKey: key, intent, requester, commentId: event.comment.id });
+  const outcome = await deps.pending.put({
+    issueKey: key,
+    intent,
+    requester,
+    commentId: held.commentId,
+    ...(held.review ? { review: held.review } : {}),
+  });
   if (outcome.status === "refused") {
     await record(context, deps, {
       action: "request.refused",
       repo,
-      issue: event.issue.number,
+      issue: held.issueNumber,
       actor: requester.login,
       installationId: installationOf(context.payload),
-      details: { reason: outcome.reason, limit: outcome.limit },
+      details: { reason: outcome.reason, limit: outcome.limit, ...(held.review ? { trigger: "review" } : {}) },
     });
+    const where = held.review ? "pull request" : "issue";
     const why =
       outcome.reason === "issue_full"
-        ? `${String(outcome.limit)} requests are already waiting for approval on this issue`
+        ? `${String(outcome.limit)} requests are already waiting for approval on this ${where}`
         : `you already have ${String(outcome.limit)} requests waiting for approval`;
     await replyOnce(
       context,
       deps,
-      event.repository,
-      event.issue.number,
+      held.repository,
+      held.issueNumber,
       `pending-full:${key}`,
       requester.login,
-      `@${requester.login} Harness cannot hold this request: ${why}. ` +
+      `@${requester.login} Harness cannot hold this ${what}: ${why}. ` +
         `Ask again once a maintainer has approved or the requests have expired.`,
     );
     return;
@@ -82,20 +105,24 @@ export async function holdForApproval(
   await record(context, deps, {
     action: "request.pending",
     repo,
-    issue: event.issue.number,
+    issue: held.issueNumber,
     actor: requester.login,
     requestId: request.id,
     installationId: installationOf(context.payload),
-    details: { permission: config.permission, ...(replaced ? { replaces: replaced.id } : {}) },
+    details: {
+      permission: config.permission,
+      ...(held.review ? { trigger: "review" } : {}),
+      ...(replaced ? { replaces: replaced.id } : {}),
+    },
   });
   context.log.info(
-    { sender: requester.login, request: request.id, required: config.permission },
-    "held a request from below the permission bar for approval",
+    { sender: requester.login, request: request.id, required: config.permission, kind: what },
+    `held a ${what} from below the permission bar for approval`,
   );
   const body = pendingReply(request, config, replaced);
   if (replaced?.replyCommentId !== undefined) {
     try {
-      await threadOf(context, event.repository, event.issue.number).edit(replaced.replyCommentId, body);
+      await threadOf(context, held.repository, held.issueNumber).edit(replaced.replyCommentId, body);
       await deps.pending.attachReply(key, request.id, replaced.replyCommentId);
       return;
     } catch (error) {
@@ -106,7 +133,7 @@ export async function holdForApproval(
       );
     }
   }
-  const replyId = await reply(context, event.repository, event.issue.number, body);
+  const replyId = await reply(context, held.repository, held.issueNumber, body);
   if (replyId !== undefined) await deps.pending.attachReply(key, request.id, replyId);
 }
 
@@ -119,16 +146,21 @@ export const MAX_APPROVAL_QUOTE_CHARS = 60_000;
 function pendingReply(request: PendingRequest, config: RepoConfig, replaced: PendingRequest | undefined): string {
   // Whole and verbatim (only secrets masked): what the maintainer reads is what will run.
   const quoted = codeBlock(redact(request.intent));
+  const what = request.review ? "review" : "request";
   const replaces = replaced
-    ? `\n\nThis replaces your earlier request \`${replaced.id}\`, which can no longer be approved.`
+    ? `\n\nThis replaces your earlier ${replaced.review ? "review" : "request"} \`${replaced.id}\`, ` +
+      `which can no longer be approved.`
     : "";
   const expires = new Date(request.expiresAt).toISOString().slice(0, 16).replace("T", " ");
+  const runs = request.review
+    ? `have Harness address exactly this review (and only it) on this pull request`
+    : `run exactly this request`;
   return (
-    `@${request.requester.login} Harness runs only for people with **${config.permission}** access ` +
-    `to this repository, so this request (${request.intent.length.toLocaleString("en")} characters, ` +
-    `shown whole) waits for a maintainer:\n\n${quoted}\n\n` +
-    `A maintainer can run exactly this request by commenting ` +
-    `\`${config.command} approve ${request.id}\` (until ${expires} UTC). ` +
+    `@${request.requester.login} Harness ${request.review ? "follows up on reviews" : "runs"} only for people ` +
+    `with **${config.permission}** access to this repository, so this ${what} ` +
+    `(${request.intent.length.toLocaleString("en")} characters, shown whole) waits for a maintainer:\n\n` +
+    `${quoted}\n\n` +
+    `A maintainer can ${runs} by commenting \`${config.command} approve ${request.id}\` (until ${expires} UTC). ` +
     `It will run as untrusted input.${replaces}`
   );
 }
@@ -186,8 +218,13 @@ export async function approve(
     actor: event.sender.login,
     requestId: approved.id,
     installationId: installationOf(context.payload),
-    details: { requester: approved.requester.login },
+    details: { requester: approved.requester.login, ...(approved.review ? { trigger: "review" } : {}) },
   });
+  const { review } = approved;
+  if (review) {
+    await startApprovedReview(context, deps, event, { ...approved, review });
+    return;
+  }
   await startRun(context, deps, {
     repository: event.repository,
     issue: event.issue,

@@ -87,7 +87,20 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
           );
           return;
         }
-        if (!allowed) return holdForApproval(context, deps, event, config, key, command.intent);
+        if (!allowed)
+          return holdForApproval(
+            context,
+            deps,
+            {
+              repository: event.repository,
+              issueNumber: event.issue.number,
+              requester: { login: event.sender.login, id: event.sender.id },
+              commentId: event.comment.id,
+              intent: command.intent,
+            },
+            config,
+            key,
+          );
         await startRun(context, deps, {
           repository: event.repository,
           issue: event.issue,

@@ -19,6 +19,9 @@ import {
   type WebhookContext,
 } from "./context.js";
 import { startRun } from "./start-run.js";
+import { holdForApproval } from "./approval.js";
+import { listReviewComments, listReviews } from "../github/reviews.js";
+import { heldReviewText } from "../pulls/held-review.js";
 
 const pullRequest = z.object({
   number: z.number(),
@@ -239,6 +242,10 @@ async function onFeedback(
     );
     return;
   }
+  if (!atBar && config.reviews.below_bar === "approval") {
+    await holdReview(context, deps, feedback, config, key);
+    return;
+  }
   // Feedback arriving while a follow-up waits to start joins it: that run gathers every comment
   // not yet addressed when it starts, so a burst of comments costs one run, not one each.
   const runId = deps.newRunId();
@@ -284,6 +291,50 @@ async function onFeedback(
     const commentId = started.statusCommentId;
     await pulls.update(repository.id, pull.number, (current) => ({ ...current, statusCommentId: commentId }));
   }
+}
+
+/**
+ * A review from below the bar waits for a maintainer, like a comment does: its text is read
+ * from GitHub now and held whole, so the approval shows, and the run later reads, exactly it.
+ */
+async function holdReview(
+  context: WebhookContext,
+  deps: HandlerDeps,
+  feedback: Feedback,
+  config: RepoConfig,
+  key: string,
+): Promise<void> {
+  const { repository, pull } = feedback;
+  const { owner, repo } = names(repository);
+  const reviewer = feedback.author ?? feedback.sender;
+  const botLogin = await deps.botLogin?.();
+  const [reviews, comments] = await Promise.all([
+    listReviews(context.octokit, { owner, name: repo }, pull.number),
+    listReviewComments(context.octokit, { owner, name: repo }, pull.number),
+  ]);
+  const text = heldReviewText(reviews, comments, {
+    reviewId: feedback.reviewId,
+    reviewer: reviewer.login,
+    addressed: (body) => addressesHarness(body, config.command, botLogin),
+  });
+  if (text === "") {
+    context.log.info({ review: feedback.reviewId }, "a review from below the bar has no text to hold");
+    return;
+  }
+  await holdForApproval(
+    context,
+    deps,
+    {
+      repository,
+      issueNumber: pull.number,
+      requester: { login: reviewer.login, id: reviewer.id },
+      commentId: Math.abs(feedback.reviewId),
+      intent: text,
+      review: { reviewId: feedback.reviewId },
+    },
+    config,
+    key,
+  );
 }
 
 /** A follow-up that was not accepted must not keep later reviews waiting for it. */

@@ -40,6 +40,8 @@ export interface StartRun {
   statusCommentId?: number;
   /** The run id, when the caller chose it already. */
   runId?: string;
+  /** A below-the-bar review a maintainer approved: the follow-up addresses exactly this text. */
+  approvedReview?: RunRequest["approvedReview"];
 }
 
 /** What `startRun` did: the run and its status comment, when one was accepted. */
@@ -142,6 +144,7 @@ export async function startRun(
     requester: start.requester,
     intent: start.intent,
     intentTrusted: start.intentTrusted,
+    ...(start.approvedReview ? { approvedReview: start.approvedReview } : {}),
     requestedAt: deps.now().toISOString(),
   };
   // Held before the first await, so requests arriving together each count the ones ahead.

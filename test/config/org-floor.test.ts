@@ -353,6 +353,8 @@ describe("every key has a floor rule", () => {
 
   test.each([
     [{ reviews: { below_bar: "refuse" } }, { reviews: { below_bar: "untrusted" } }, /reviews\.below_bar: untrusted`/],
+    [{ reviews: { below_bar: "refuse" } }, { reviews: { below_bar: "approval" } }, /reviews\.below_bar: approval`/],
+    [{ reviews: { below_bar: "approval" } }, { reviews: { below_bar: "untrusted" } }, /reviews\.below_bar: untrusted`/],
     [{ reviews: { pull_requests: "harness" } }, { reviews: { pull_requests: "all" } }, /reviews\.pull_requests: all`/],
     [{ reviews: false }, { reviews: true }, /`reviews\.enabled: true` is not allowed/],
     [{ ci: { rerun_flaky: false } }, { ci: { rerun_flaky: true } }, /`ci\.rerun_flaky: true` is not allowed/],

@@ -93,6 +93,32 @@ export function describePendingRequestConformance(
       expect(await store.list(ISSUE)).toEqual([]);
     });
 
+    test("a held review keeps its review id through list, replacement and take", async () => {
+      const { store } = await open();
+      const review = stored(
+        await store.put({
+          ...ask(alice, "Review by @alice:\nrename the flag"),
+          commentId: 501,
+          review: { reviewId: 501 },
+        }),
+      );
+      expect(review.review).toEqual({ reviewId: 501 });
+      expect(await store.list(ISSUE)).toEqual([review]);
+      const comment = stored(await store.put(ask(bob, "fix the typo")));
+      expect(comment.review).toBeUndefined();
+
+      clock += 1000;
+      const newer = await store.put({
+        ...ask(alice, "Review by @alice:\nand the docs"),
+        commentId: 502,
+        review: { reviewId: 502 },
+      });
+      expect(newer).toMatchObject({ status: "stored", replaced: { id: review.id, review: { reviewId: 501 } } });
+      const taken = await store.take(ISSUE, stored(newer).id);
+      expect(taken).toMatchObject({ intent: "Review by @alice:\nand the docs", review: { reviewId: 502 } });
+      expect(await store.take(ISSUE, comment.id)).toEqual(comment);
+    });
+
     test("two outsiders: approving A's id gives A's intent, never B's, though B asked last", async () => {
       const { store } = await open();
       const typo = stored(await store.put(ask(alice, "fix the typo in README")));

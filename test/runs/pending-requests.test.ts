@@ -182,6 +182,38 @@ describe("SQLite pending requests", () => {
     60_000,
   );
 
+  test("a file written before held reviews gains their column on open and keeps its requests", async () => {
+    const stores = await sqliteStores({});
+    disposers.push(stores.dispose);
+    const put = await stores.store.put({
+      issueKey: "9#1",
+      intent: "fix the typo",
+      requester: { login: "alice", id: 1 },
+      commentId: 1,
+    });
+    if (put.status !== "stored") throw new Error("the request was not stored");
+    const old = put.request;
+    await stores.store.close();
+    const db = new Database(stores.path);
+    try {
+      db.exec("ALTER TABLE pending_requests DROP COLUMN review_id");
+    } finally {
+      db.close();
+    }
+
+    const reopened = new SqlitePendingRequestStore({ path: stores.path });
+    disposers.push(() => reopened.close());
+    expect(await reopened.list("9#1")).toEqual([old]);
+    const review = await reopened.put({
+      issueKey: "9#1",
+      intent: "Review by @bob:\nrename it",
+      requester: { login: "bob", id: 2 },
+      commentId: 7,
+      review: { reviewId: 7 },
+    });
+    expect(review).toMatchObject({ status: "stored", request: { review: { reviewId: 7 } } });
+  });
+
   test("the factory's sqlite kind keeps requests in the HARNESS_DB file", async () => {
     const stores = await sqliteStores({});
     disposers.push(stores.dispose);

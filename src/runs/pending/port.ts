@@ -1,17 +1,22 @@
 import { randomInt } from "node:crypto";
 
 /**
- * A `/harness <intent>` from someone below the repository's permission bar, waiting for a
- * maintainer to approve exactly it: by its short `id`, never "whatever was asked last".
+ * A `/harness <intent>`, or a review on Harness's pull request, from someone below the
+ * repository's permission bar, waiting for a maintainer to approve exactly it: by its short `id`,
+ * never "whatever was asked last".
  */
 export interface PendingRequest {
   /** Shown to people in comments (e.g. "k7q2m9"): lower-case letters and digits, unique within its issue. */
   id: string;
   /** `<repoId>#<issueNumber>`. */
   issueKey: string;
+  /** What runs once approved: the request as written, or the review's text as Harness read it. */
   intent: string;
   requester: { login: string; id: number };
+  /** The comment that asked; for a review, the review's id. */
   commentId: number;
+  /** Set when the request is a review: approving it starts a follow-up on the pull request. */
+  review?: { reviewId: number };
   /** ms since the epoch. */
   createdAt: number;
   /** `createdAt` plus the store's `ttlMs`: from then on the request is gone. */
@@ -131,6 +136,7 @@ export function checkPendingInput(input: PendingRequestInput): void {
   if (!Number.isSafeInteger(input.requester.id))
     throw new Error(`A pending request's requester id must be a whole number, not ${String(input.requester.id)}`);
   checkCommentId(input.commentId);
+  if (input.review) checkCommentId(input.review.reviewId);
 }
 
 export function checkCommentId(commentId: number): void {
@@ -188,6 +194,7 @@ export function pendingRequest(input: PendingRequestInput, id: string, now: numb
     intent: input.intent,
     requester: { login: input.requester.login, id: input.requester.id },
     commentId: input.commentId,
+    ...(input.review ? { review: { reviewId: input.review.reviewId } } : {}),
     createdAt: now,
     expiresAt: now + ttlMs,
   };
@@ -208,7 +215,11 @@ export function settled<T>(operation: () => T): Promise<T> {
 }
 
 function copyOf(request: PendingRequest): PendingRequest {
-  return { ...request, requester: { ...request.requester } };
+  return {
+    ...request,
+    requester: { ...request.requester },
+    ...(request.review ? { review: { ...request.review } } : {}),
+  };
 }
 
 /**

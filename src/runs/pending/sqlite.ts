@@ -40,6 +40,7 @@ CREATE TABLE IF NOT EXISTS pending_requests (
   created_at INTEGER NOT NULL,
   expires_at INTEGER NOT NULL,
   reply_comment_id INTEGER,
+  review_id INTEGER,
   PRIMARY KEY (issue_key, id)
 ) WITHOUT ROWID;
 CREATE UNIQUE INDEX IF NOT EXISTS pending_requests_one_per_person ON pending_requests (issue_key, requester_id);
@@ -54,6 +55,23 @@ CREATE TABLE IF NOT EXISTS pending_replies (
 CREATE INDEX IF NOT EXISTS pending_replies_until ON pending_replies (until);
 `;
 
+/** Added with held reviews: a store written before them gains the column on open. */
+const REVIEW_COLUMN = "ALTER TABLE pending_requests ADD COLUMN review_id INTEGER";
+
+function hasReviewColumn(db: Database.Database): boolean {
+  return (db.prepare("PRAGMA table_info(pending_requests)").all() as Array<{ name: string }>).some(
+    (column) => column.name === "review_id",
+  );
+}
+
+function migrate(db: Database.Database): void {
+  if (hasReviewColumn(db)) return;
+  db.transaction(() => {
+    // Looked at again under the write lock: another process opening the same store may have added it.
+    if (!hasReviewColumn(db)) db.exec(REVIEW_COLUMN);
+  }).immediate();
+}
+
 interface Row {
   issue_key: string;
   id: string;
@@ -64,6 +82,7 @@ interface Row {
   created_at: number;
   expires_at: number;
   reply_comment_id: number | null;
+  review_id: number | null;
 }
 
 function toRequest(row: Row): PendingRequest {
@@ -73,6 +92,7 @@ function toRequest(row: Row): PendingRequest {
     intent: row.intent,
     requester: { login: row.requester_login, id: row.requester_id },
     commentId: row.comment_id,
+    ...(row.review_id !== null ? { review: { reviewId: row.review_id } } : {}),
     createdAt: row.created_at,
     expiresAt: row.expires_at,
     ...(row.reply_comment_id !== null ? { replyCommentId: row.reply_comment_id } : {}),
@@ -98,6 +118,7 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
     ({ limits: this.limits, now: this.now, newId: this.newId } = resolveStoreOptions(options));
     this.db = openSqliteFile(options.path, SCHEMA, "pending requests store");
     const db = this.db;
+    migrate(db);
     this.statements = {
       purge: db.prepare("DELETE FROM pending_requests WHERE expires_at <= ?"),
       byPerson: db.prepare("SELECT * FROM pending_requests WHERE issue_key = ? AND requester_id = ?"),
@@ -107,8 +128,9 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
       delete: db.prepare("DELETE FROM pending_requests WHERE issue_key = ? AND id = ?"),
       insert: db.prepare(
         `INSERT INTO pending_requests (issue_key, id, intent, requester_login, ` +
-          `requester_id, comment_id, created_at, expires_at)
-        VALUES (@issue_key, @id, @intent, @requester_login, @requester_id, @comment_id, @created_at, @expires_at)`,
+          `requester_id, comment_id, review_id, created_at, expires_at)
+        VALUES (@issue_key, @id, @intent, @requester_login, @requester_id, @comment_id, @review_id, ` +
+          `@created_at, @expires_at)`,
       ),
       take: db.prepare("DELETE FROM pending_requests WHERE issue_key = ? AND id = ? AND expires_at > ? RETURNING *"),
       attachReply: db.prepare(
@@ -144,6 +166,7 @@ export class SqlitePendingRequestStore implements PendingRequestStore {
         requester_login: request.requester.login,
         requester_id: request.requester.id,
         comment_id: request.commentId,
+        review_id: request.review?.reviewId ?? null,
         created_at: request.createdAt,
         expires_at: request.expiresAt,
       });

@@ -16,6 +16,7 @@ import {
   renderFeedback,
   selectFeedback,
   threadsOf,
+  withApprovedReview,
   type FeedbackPrompt,
   type ReviewFeedback,
 } from "../../pulls/review-feedback.js";
@@ -107,17 +108,17 @@ export async function prepareReviewRound(
     addressed: (body) => addressesHarness(body, config.command, identity.login),
   });
   const trusted = await trustedReviewers(octokit, repo, feedback, config.permission);
-  const kept = config.reviews.below_bar === "refuse" ? onlyFrom(feedback, trusted) : feedback;
-  if (isEmptyFeedback(kept))
+  // Below the bar, only `untrusted` lets GitHub's current text through: held reviews run only as
+  // approved, and an approved one as the approval showed it, not as its author may have edited it.
+  const approved = request.approvedReview;
+  const kept = config.reviews.below_bar === "untrusted" && !approved ? feedback : onlyFrom(feedback, trusted);
+  if (isEmptyFeedback(kept) && !approved)
     return {
       phase: "no_changes",
       message: "Nothing new to address: an earlier round already took these review comments",
     };
-  return {
-    pulls,
-    feedback: kept,
-    prompt: renderFeedback(kept, { number }, (login) => login !== undefined && trusted.has(login)),
-  };
+  const prompt = renderFeedback(kept, { number }, (login) => login !== undefined && trusted.has(login));
+  return { pulls, feedback: kept, prompt: approved ? withApprovedReview(prompt, approved) : prompt };
 }
 
 /** What earlier runs on this pull request were asked and reported: the agent continues from there. */
