@@ -22,6 +22,7 @@ import { observeWebhook } from "./metrics/webhook-latency.js";
 import { auditEndpoint } from "./audit/audit-endpoint.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
 import { ModelGatewayRoute } from "./runtime/model-gateway.js";
+import { createDoctorPage, type CheckReport } from "./web/doctor-page.js";
 import { createRunPages } from "./web/run-pages.js";
 
 export interface ServerOverrides extends RuntimeOverrides {
@@ -34,6 +35,8 @@ export interface ServerOverrides extends RuntimeOverrides {
   fetch?: typeof globalThis.fetch;
   /** Setup mode's code, instead of a random one. */
   setupCode?: string;
+  /** The `/doctor` page's checks, instead of `harness doctor`'s against the environment. */
+  doctorChecks?: () => Promise<CheckReport[]>;
 }
 
 export interface HarnessServer {
@@ -124,6 +127,7 @@ export async function startHarnessServer(
     );
     runtime = built;
     let pages: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
+    let doctorPage: ((req: IncomingMessage, res: ServerResponse) => Promise<boolean>) | undefined;
     let auth: ReturnType<typeof createGitHubAuth> | undefined;
     if (settings.web) {
       auth = createGitHubAuth({ ...settings.web, fetch: overrides.fetch ?? createNodeFetch(), log: probot.log });
@@ -134,6 +138,14 @@ export async function startHarnessServer(
         log: probot.log,
         audit: built.audit,
         pulls: built.pulls,
+      });
+      const environment = overrides.environment ?? process.env;
+      doctorPage = createDoctorPage({
+        auth,
+        admins: settings.web.admins ?? [],
+        // Loaded on the first look: the checks' clients are not on the way to listening.
+        check: overrides.doctorChecks ?? (async () => (await import("./doctor/doctor.js")).runDoctor(environment)),
+        log: probot.log,
       });
     }
     const app = createHarnessApp({ handlers: built.handlers, acknowledgements: built.acknowledgements });
@@ -158,6 +170,7 @@ export async function startHarnessServer(
       if (await serveAudit(req, res)) return;
       if (auth && (await auth.handle(req, res))) return;
       if (pages && (await pages(req, res))) return;
+      if (doctorPage && (await doctorPage(req, res))) return;
       if (req.url === "/readyz")
         return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
       // Decided on the URL exactly as sent, before a byte of any body is read: another spelling

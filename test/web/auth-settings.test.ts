@@ -35,8 +35,17 @@ describe("webAuthSetupFromEnv", () => {
         publicUrl: "https://harness.example.com",
         githubWebUrl: "https://github.com",
         apiBaseUrl: "https://api.github.com",
+        admins: [],
       },
     });
+  });
+
+  it("reads HARNESS_ADMINS, and refuses an entry that is no login or id", () => {
+    const setup = webAuthSetupFromEnv({ ...FULL, HARNESS_ADMINS: "Ops-Lead,583231" }, "https://api.github.com");
+    expect(setup.enabled && setup.settings.admins).toEqual(["ops-lead", "583231"]);
+    expect(() => webAuthSetupFromEnv({ ...FULL, HARNESS_ADMINS: "ops lead's" }, "https://api.github.com")).toThrow(
+      /HARNESS_ADMINS holds "lead's"/,
+    );
   });
 
   it("derives the GHES web root from the API base", () => {

@@ -100,6 +100,7 @@ beforeAll(async () => {
       publicUrl,
       githubWebUrl: github.url,
       apiBaseUrl: github.apiUrl,
+      admins: ["viewer"],
     },
   };
   server = await startHarnessServer(settings, {
@@ -113,6 +114,16 @@ beforeAll(async () => {
       }),
     ),
     octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
+    doctorChecks: () =>
+      Promise.resolve([
+        {
+          name: "Redis",
+          status: "fail",
+          detail: "nothing answers at redis://127.0.0.1:1",
+          fix: "start Redis",
+          durationMs: 3,
+        },
+      ]),
   });
   browser = await launchBrowser();
 });
@@ -203,5 +214,14 @@ describe("the run page in a real browser", () => {
     expect(await browser.page.locator("body").textContent()).toContain("widgets");
     expect(await browser.page.locator("body").textContent()).not.toContain("acme/vault");
     await access(release);
+  });
+
+  test("an admin sees the set-up checks at /doctor", async () => {
+    const response = await browser.page.goto(`${server.url.replace("localhost", "127.0.0.1")}/doctor`);
+    expect(response?.status()).toBe(200);
+    const text = await browser.page.locator("main").textContent();
+    expect(text).toContain("1 of 1 checks failed.");
+    expect(text).toContain("nothing answers at redis://127.0.0.1:1");
+    expect(text).toContain("Fix: start Redis");
   });
 });

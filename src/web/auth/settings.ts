@@ -9,6 +9,12 @@ export interface WebAuthSettings {
   publicUrl: string;
   githubWebUrl: string;
   apiBaseUrl: string;
+  /**
+   * HARNESS_ADMINS: who sees the operator's pages (`/doctor`): GitHub logins (any case) or
+   * numeric account ids. An id survives a rename; a login is taken over by whoever registers
+   * it after its owner renames, so ids are the safer entry.
+   */
+  admins?: readonly string[];
 }
 
 export type WebAuthSetup = { enabled: true; settings: WebAuthSettings } | { enabled: false; reason: string };
@@ -80,8 +86,30 @@ export function webAuthSetupFromEnv(env: NodeJS.ProcessEnv, apiBaseUrl: string):
       publicUrl: url.origin,
       githubWebUrl: githubWebUrlFor(apiBaseUrl),
       apiBaseUrl,
+      admins: adminsFrom(env["HARNESS_ADMINS"]),
     },
   };
+}
+
+/** HARNESS_ADMINS as entries: comma or space separated logins and ids, checked for GitHub's shapes. */
+export function adminsFrom(value: string | undefined): string[] {
+  const entries = (value ?? "")
+    .split(/[\s,]+/)
+    .map((entry) => entry.trim().toLowerCase())
+    .filter((entry) => entry !== "");
+  for (const entry of entries) {
+    if (!/^\d{1,15}$/.test(entry) && !/^[a-z0-9](?:[a-z0-9]|-(?=[a-z0-9])){0,38}$/.test(entry))
+      throw new SettingsError(
+        `HARNESS_ADMINS holds "${entry.slice(0, 60)}", which is neither a GitHub login nor an account id: ` +
+          `list logins or numeric ids, separated by commas`,
+      );
+  }
+  return entries;
+}
+
+/** Whether the signed-in viewer is one of HARNESS_ADMINS, by id or by login. */
+export function isAdmin(admins: readonly string[], viewer: { login: string; id: number }): boolean {
+  return admins.includes(String(viewer.id)) || admins.includes(viewer.login.toLowerCase());
 }
 
 /** The web root for an API base: `https://api.github.com` → `https://github.com`; GHES `<root>/api/v3` → `<root>`. */
