@@ -1,26 +1,55 @@
-import { defineConfig } from "vitest/config";
+import { configDefaults, defineConfig } from "vitest/config";
+import SlowestFirst from "./test/sequencer.js";
 
 // In CI, also write a JSON report so .ci/run can print a plain "N passed, N failed" line.
 const ciReport = process.env["VITEST_JSON_REPORT"];
 
+/**
+ * Files that time the server or a computation against a budget: they run after the rest, one
+ * at a time, so what they measure is their own work and not their neighbours'.
+ */
+export const TIMED_FILES = [
+  "test/app/attacks.test.ts",
+  "test/app/webhook-gate.test.ts",
+  "test/config/manifest-flow.test.ts",
+  "test/config/bounded-yaml.test.ts",
+  "test/github/installation-throttle.test.ts",
+  "test/github/neutral-text.test.ts",
+  "test/util/redact.test.ts",
+  "test/delivery/secret-scan.test.ts",
+];
+
+// Most files wait on child processes, git and sockets rather than on the CPU, so three at a
+// time on two cores roughly halves the wall time. HARNESS_TEST_WORKERS sets another number.
+const workers = Number(process.env["HARNESS_TEST_WORKERS"]) > 0 ? Number(process.env["HARNESS_TEST_WORKERS"]) : 3;
+
 export default defineConfig({
   test: {
-    include: ["test/**/*.test.ts"],
     globalSetup: [
       "test/prerequisites.ts",
       "test/fakes/github/openapi/global-setup.ts",
       "test/fakes/daytona/models/global-setup.ts",
     ],
     setupFiles: ["test/fakes/github/openapi/fail-on-violations.ts", "test/fakes/daytona/models/fail-on-violations.ts"],
-    // Most files wait on child processes, git and sockets rather than on the CPU: three at once on
-    // two cores halved the suite's wall time (873 s → 446 s), but tests that time the server under
-    // load then miss their budgets now and then, so the default stays vitest's (cores − 1) until
-    // they are made independent of their neighbours. HARNESS_TEST_WORKERS=3 asks for it.
-    ...(Number(process.env["HARNESS_TEST_WORKERS"]) > 0
-      ? { maxWorkers: Number(process.env["HARNESS_TEST_WORKERS"]) }
-      : {}),
     testTimeout: 20_000,
     hookTimeout: 20_000,
+    sequence: { sequencer: SlowestFirst },
     ...(ciReport ? { reporters: ["default", "json"], outputFile: { json: ciReport } } : {}),
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: "shared",
+          include: ["test/**/*.test.ts"],
+          exclude: [...configDefaults.exclude, ...TIMED_FILES],
+          maxWorkers: workers,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: { name: "alone", include: TIMED_FILES, maxWorkers: 1, sequence: { groupOrder: 1 } },
+      },
+    ],
   },
 });
