@@ -18,6 +18,12 @@ export const WEBHOOK_READERS = 2;
  * mostly a few KB, so a real one is not held up behind a flood of large forged ones.
  */
 export const SMALL_WEBHOOK_BYTES = 256 * 1024;
+/**
+ * Bytes of one body hashed before its reading yields to the rest of the event loop. Left to
+ * itself, Node reads up to 2 MB from a readable socket in one go; hashing that in one turn
+ * holds up every other request (a `/healthz` needs two turns: the accept, then its request).
+ */
+export const WEBHOOK_TURN_BYTES = 256 * 1024;
 /** Large bodies waiting for a reader, their sockets unread; past this they are refused 503. */
 export const MAX_WAITING_WEBHOOKS = 64;
 /**
@@ -66,6 +72,7 @@ export interface WebhookGateOptions {
   smallBytes?: number;
   maxWaiting?: number;
   deadlineMs?: number;
+  turnBytes?: number;
   /** How a refused request's connection is closed, so the client reads the answer. */
   closer: LingeringClose;
   log: { warn: (fields: Record<string, unknown>, message: string) => void };
@@ -93,6 +100,7 @@ export function createWebhookGate(options: WebhookGateOptions) {
   const maxBuffered = options.maxBuffered ?? MAX_BUFFERED_WEBHOOK_BYTES;
   const smallBytes = options.smallBytes ?? SMALL_WEBHOOK_BYTES;
   const deadlineMs = options.deadlineMs ?? WEBHOOK_BODY_DEADLINE_MS;
+  const turnBytes = options.turnBytes ?? WEBHOOK_TURN_BYTES;
   const slots = createBodySlots(options.readers ?? WEBHOOK_READERS, options.maxWaiting ?? MAX_WAITING_WEBHOOKS);
   let buffered = 0;
 
@@ -139,6 +147,7 @@ export function createWebhookGate(options: WebhookGateOptions) {
     let size = 0;
     let held = 0;
     let reading = false;
+    let thisTurn = 0;
     let deadline: NodeJS.Timeout | undefined;
     const outcome = await new Promise<"ok" | "too large" | "busy" | "aborted" | "late" | "waited">((resolve) => {
       const onData = (chunk: Buffer): void => {
@@ -155,6 +164,14 @@ export function createWebhookGate(options: WebhookGateOptions) {
         held += chunk.length;
         chunks.push(chunk);
         hmac.update(chunk);
+        thisTurn += chunk.length;
+        if (thisTurn >= turnBytes) {
+          thisTurn = 0;
+          req.pause();
+          setImmediate(() => {
+            if (req.listenerCount("data") > 0) req.resume();
+          });
+        }
       };
       const stop = (why: "too large" | "busy" | "late" | "waited"): void => {
         req.off("data", onData);
