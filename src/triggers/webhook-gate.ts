@@ -27,11 +27,12 @@ export const WEBHOOK_TURN_BYTES = 256 * 1024;
 /** Large bodies waiting for a reader, their sockets unread; past this they are refused 503. */
 export const MAX_WAITING_WEBHOOKS = 64;
 /**
- * From its headers, the time a body has to arrive whole, waiting included: GitHub stops
- * waiting for an answer after 10 s, so a body slower than that is no delivery anyone awaits,
+ * How long a body may wait for a reader, and how long it then has to arrive whole: GitHub
+ * stops waiting for an answer after 10 s, so past either the delivery is one nobody awaits,
  * and a trickle cannot hold a reader for longer.
  */
-export const WEBHOOK_BODY_DEADLINE_MS = 10_000;
+export const WEBHOOK_WAIT_MS = 10_000;
+export const WEBHOOK_READ_MS = 10_000;
 
 const decoder = new TextDecoder("utf-8", { fatal: false });
 const SIGNATURE = /^sha256=([0-9a-f]{64})$/i;
@@ -71,7 +72,8 @@ export interface WebhookGateOptions {
   readers?: number;
   smallBytes?: number;
   maxWaiting?: number;
-  deadlineMs?: number;
+  waitMs?: number;
+  readMs?: number;
   turnBytes?: number;
   /** How a refused request's connection is closed, so the client reads the answer. */
   closer: LingeringClose;
@@ -84,11 +86,12 @@ export interface WebhookGateOptions {
  * a bound) and its HMAC computed on the way, so a body is refused 413 past `maxBytes`, 503 when
  * unverified bodies already hold `maxBuffered` bytes, and 401 when its signature does not
  * match. Only `readers` bodies larger than `smallBytes` are read at once; the others wait
- * their turn unread (their sockets paused), at most `maxWaiting` of them, and every body has
- * `deadlineMs` from its headers to arrive whole (503 if it was still waiting, 408 if it was
- * being read). Only a verified body is put on `req.body`, where Probot's middleware takes it
- * instead of reading the stream again; no unverified byte reaches Probot or a log. A refusal
- * is logged as one line: delivery id, event, size and reason. Returns false when it answered
+ * their turn unread (their sockets paused), at most `maxWaiting` of them for at most `waitMs`
+ * (then 503); once read, a body has `readMs` to arrive whole (then 408), and its reading
+ * yields to the event loop after every `turnBytes`. Only a verified body is put on
+ * `req.body`, where Probot's middleware takes it instead of reading the stream again; no
+ * unverified byte reaches Probot or a log. A refusal is logged as one line: delivery id,
+ * event, size and reason. Returns false when it answered
  * the request.
  *
  * Memory: unverified bytes held are at most `maxBuffered` in all, and large bodies at most
@@ -99,7 +102,8 @@ export function createWebhookGate(options: WebhookGateOptions) {
   const maxBytes = options.maxBytes ?? MAX_WEBHOOK_BYTES;
   const maxBuffered = options.maxBuffered ?? MAX_BUFFERED_WEBHOOK_BYTES;
   const smallBytes = options.smallBytes ?? SMALL_WEBHOOK_BYTES;
-  const deadlineMs = options.deadlineMs ?? WEBHOOK_BODY_DEADLINE_MS;
+  const waitMs = options.waitMs ?? WEBHOOK_WAIT_MS;
+  const readMs = options.readMs ?? WEBHOOK_READ_MS;
   const turnBytes = options.turnBytes ?? WEBHOOK_TURN_BYTES;
   const slots = createBodySlots(options.readers ?? WEBHOOK_READERS, options.maxWaiting ?? MAX_WAITING_WEBHOOKS);
   let buffered = 0;
@@ -146,10 +150,14 @@ export function createWebhookGate(options: WebhookGateOptions) {
     const chunks: Buffer[] = [];
     let size = 0;
     let held = 0;
-    let reading = false;
     let thisTurn = 0;
     let deadline: NodeJS.Timeout | undefined;
-    const outcome = await new Promise<"ok" | "too large" | "busy" | "aborted" | "late" | "waited">((resolve) => {
+    let settled = false;
+    const outcome = await new Promise<"ok" | "too large" | "busy" | "aborted" | "late" | "waited">((settle) => {
+      const resolve: typeof settle = (value) => {
+        settled = true;
+        settle(value);
+      };
       const onData = (chunk: Buffer): void => {
         size += chunk.length;
         if (size > maxBytes) {
@@ -177,9 +185,12 @@ export function createWebhookGate(options: WebhookGateOptions) {
         req.off("data", onData);
         resolve(why);
       };
-      deadline = setTimeout(() => {
-        stop(reading ? "late" : "waited");
-      }, deadlineMs);
+      const expire = (why: "late" | "waited", ms: number): void => {
+        clearTimeout(deadline);
+        deadline = setTimeout(() => {
+          stop(why);
+        }, ms);
+      };
       req.once("error", () => {
         resolve("aborted");
       });
@@ -187,21 +198,25 @@ export function createWebhookGate(options: WebhookGateOptions) {
         resolve("aborted");
       });
       const read = (): void => {
-        reading = true;
+        // Given a reader in the instant between an abort and the slot's release.
+        if (settled) return;
+        expire("late", readMs);
         req.on("data", onData);
         req.once("end", () => {
           resolve("ok");
         });
       };
       if (ticket === undefined) read();
-      else void ticket.ready.then(read);
+      else {
+        expire("waited", waitMs);
+        void ticket.ready.then(read);
+      }
     });
     try {
       if (outcome === "too large")
         return refuseWith(413, `webhook payloads are limited to ${String(maxBytes)} bytes`, size);
       if (outcome === "busy" || outcome === "waited") return busy(size);
-      if (outcome === "late")
-        return refuseWith(408, `the body did not arrive within ${String(deadlineMs / 1000)} s of its headers`, size);
+      if (outcome === "late") return refuseWith(408, `the body did not arrive within ${String(readMs / 1000)} s`, size);
       if (outcome === "aborted") return false;
       if (!timingSafeEqual(hmac.digest(), Buffer.from(expected, "hex")))
         return refuseWith(401, "the signature does not match the body (check the App's webhook secret)", size);
