@@ -13,6 +13,7 @@ import type { GitHubPacing } from "./github/installation-throttle.js";
 import { appOctokit } from "./github/app-octokit.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { newSetupCode } from "./setup/setup-code.js";
+import { createLingeringClose, type LingeringClose } from "./triggers/lingering-close.js";
 import { createWebhookGate, webhookRoute } from "./triggers/webhook-gate.js";
 import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
@@ -150,7 +151,8 @@ export async function startHarnessServer(
     }
     const app = createHarnessApp({ handlers: built.handlers, acknowledgements: built.acknowledgements });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
-    const admitWebhook = createWebhookGate({ secret: settings.webhookSecret, log: probot.log });
+    const closer = createLingeringClose();
+    const admitWebhook = createWebhookGate({ secret: settings.webhookSecret, closer, log: probot.log });
     for (const warning of settings.warnings) probot.log.warn(warning);
     if (settings.webhookProxyUrl)
       await startWebhookProxy(
@@ -176,7 +178,7 @@ export async function startHarnessServer(
       // Decided on the URL exactly as sent, before a byte of any body is read: another spelling
       // of the webhook path is refused, and nothing but the path itself reaches Probot.
       const route = webhookRoute(req.url, settings.webhookPath);
-      if (route !== "webhook") return notFound(req, res);
+      if (route !== "webhook") return notFound(req, res, closer);
       observeWebhook(req, res, metrics);
       if (!accepting) return json(res, 503, { error: "shutting down" });
       // A worker-only process takes no webhooks: its load balancer should not send it any.
@@ -245,16 +247,11 @@ function askedOctokitOptions(defaults: ServerOverrides["octokitDefaults"]): Octo
   ) as OctokitSwitches;
 }
 
-/** 404, closing the connection when a body was sent, so an unrouted body is never read. */
-function notFound(req: IncomingMessage, res: ServerResponse): Promise<void> {
+/** 404, closing the connection when a body was sent, so an unrouted body is never read whole. */
+function notFound(req: IncomingMessage, res: ServerResponse, closer: LingeringClose): Promise<void> {
   const hasBody = req.headers["content-length"] !== undefined || req.headers["transfer-encoding"] !== undefined;
-  res.writeHead(404, { "content-type": "text/plain", ...(hasBody ? { connection: "close" } : {}) }).end("Not found\n");
-  if (hasBody) {
-    req.resume();
-    res.once("finish", () => {
-      req.destroy();
-    });
-  }
+  if (hasBody) closer.refuse(req, res, 404, { "content-type": "text/plain" }, "Not found\n");
+  else res.writeHead(404, { "content-type": "text/plain" }).end("Not found\n");
   return Promise.resolve();
 }
 
