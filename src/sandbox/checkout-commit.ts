@@ -93,7 +93,8 @@ export async function filterOverrides(git: SandboxGit): Promise<Record<string, s
   if (listing.exitCode === 1 && listing.stdout === "") return {};
   if (listing.exitCode !== 0)
     throw new SandboxError(
-      `Reading the checkout's git config failed in the sandbox: ${(listing.stderr || listing.stdout).trim().split("\n").slice(-2).join(" ")}`,
+      "Reading the checkout's git config failed in the sandbox: " +
+        (listing.stderr || listing.stdout).trim().split("\n").slice(-2).join(" "),
     );
   return filterDriverOverrides(listing.stdout, listing.truncated === true);
 }

@@ -827,7 +827,7 @@ describe("a retried attempt replaces the sandbox of the dead one", () => {
 });
 
 describe("Daytona sandbox: snapshot, pause and resume", () => {
-  test("a snapshot commits an untracked file on the run's branch and names it; nothing new names the same commit", async () => {
+  test("a snapshot commits an untracked file on the run's branch and names it; nothing new, the same", async () => {
     const box = await sandbox();
     const base = git(box.workDir, "rev-parse", "HEAD");
     await box.uploadFiles([{ path: "notes/new.txt", content: "fresh\n" }]);

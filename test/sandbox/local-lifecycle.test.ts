@@ -197,7 +197,7 @@ for (const mode of modes) {
       return planted.stdout.trim();
     }
 
-    test("commits an untracked file as a commit on the branch and names it; a second one with nothing new names the same", async () => {
+    test("commits an untracked file on the branch and names the commit; with nothing new, the same one", async () => {
       const box = await sandbox();
       const base = git(box.workDir, "-c", "safe.directory=*", "rev-parse", "HEAD");
       await box.uploadFiles([{ path: "notes/new.txt", content: "fresh\n" }]);
@@ -223,7 +223,7 @@ for (const mode of modes) {
       expect(read("log", "-1", "--format=%s", next)).toBe("Harness snapshot");
     });
 
-    test("a hook and a clean filter planted in the checkout's git config do not run, though plain git runs them", async () => {
+    test("a planted hook and clean filter do not run, though plain git in the checkout runs them", async () => {
       const box = await sandbox();
       const marks = await plantHookAndFilter(box);
       await box.uploadFiles([{ path: "filtered.txt", content: "through the filter?\n" }]);

@@ -207,7 +207,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   const freezer = new ProcessFreezer();
   /** Pauses and resumes, one after another. */
   let lifecycle: Promise<void> = Promise.resolve();
-  const inTurn = (step: () => Promise<void>): Promise<void> => {
+  /** Read through a call: `paused` may change while `exec` awaits. */
+  const isPaused = (): boolean => paused;
+  const inTurn = (step: () => Promise<void> | void): Promise<void> => {
     const next = lifecycle.then(step);
     lifecycle = next.catch(() => undefined);
     return next;
@@ -248,7 +250,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
       await confine(cwd);
       // Checked again with nothing awaited between here and the spawn: a pause that began
       // meanwhile either refuses this command or learns of its process before it can fork.
-      if (paused) throw new SandboxPausedError(id);
+      if (isPaused()) throw new SandboxPausedError(id);
       let leader: number | undefined;
       try {
         return await runProcess({
@@ -333,7 +335,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
     async resume() {
       if (tornDown) throw new SandboxError("This sandbox has been torn down");
-      await inTurn(async () => {
+      await inTurn(() => {
         if (!paused) return;
         freezer.thaw();
         paused = false;
