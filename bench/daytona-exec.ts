@@ -167,6 +167,9 @@ try {
     downloadToFile: (path, destination, maxBytes) => box.downloadToFile(path, destination, maxBytes),
     writeScratchFile: (name, content) => box.writeScratchFile(name, content),
     removeScratchFile: (name) => box.removeScratchFile(name),
+    snapshot: (message) => box.snapshot(message),
+    pause: () => box.pause(),
+    resume: () => box.resume(),
     teardown: () => box.teardown(),
   });
   const agent = join(world.root.path, "bench-agent.sh");

@@ -1,8 +1,7 @@
-import type { ExecResult } from "../contracts/types.js";
 import type { Sandbox } from "../sandbox/types.js";
+import { commitCheckout, sandboxGit, type SandboxGit } from "../sandbox/checkout-commit.js";
 import { headOfPatch, MAX_PATCH_BYTES } from "../delivery/deliver.js";
 import { SANDBOX_GIT_SAFETY } from "../delivery/safe-git.js";
-import { SandboxError } from "../util/errors.js";
 import type { CommitIdentity } from "../contracts/types.js";
 
 /**
@@ -38,27 +37,8 @@ export interface CommitOutcome {
  * the result before anything is pushed. Failures of these plumbing commands are the harness's
  * problem, not the user's change, so they throw.
  */
-export function gitRunner(sandbox: Sandbox, signal?: AbortSignal) {
-  return async (
-    args: string[],
-    options: { allowFailure?: boolean; env?: Record<string, string>; stdin?: string } = {},
-  ): Promise<ExecResult> => {
-    const result = await sandbox.exec({
-      argv: ["git", ...SANDBOX_GIT_SAFETY, ...args],
-      cwd: sandbox.workDir,
-      timeout: GIT_TIMEOUT_MS,
-      ...(options.env ? { env: options.env } : {}),
-      ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
-      ...(signal ? { signal } : {}),
-    });
-    if (result.exitCode !== 0 && !options.allowFailure) {
-      throw new SandboxError(
-        `git ${args[0] ?? ""} failed ` +
-          `in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`,
-      );
-    }
-    return result;
-  };
+export function gitRunner(sandbox: Sandbox, signal?: AbortSignal): SandboxGit {
+  return sandboxGit((opts) => sandbox.exec(opts), sandbox.workDir, signal);
 }
 
 export async function headSha(sandbox: Sandbox, signal?: AbortSignal): Promise<string> {
@@ -67,8 +47,9 @@ export async function headSha(sandbox: Sandbox, signal?: AbortSignal): Promise<s
 
 /**
  * Commits everything the run changed as one commit by the harness identity with a
- * `Harness-Run` trailer. Commits the agent made on its own are folded in (soft reset to the
- * base), so the branch carries exactly one commit per run and the trailer always applies.
+ * `Harness-Run` trailer. Commits the agent made on its own, and snapshots taken during the run,
+ * are folded in (soft reset to the base), so the branch carries exactly one commit per run and
+ * the trailer always applies. The commit itself is the one every sandbox's `snapshot` makes.
  */
 export async function commitRunChanges(sandbox: Sandbox, request: CommitRequest): Promise<CommitOutcome> {
   const git = gitRunner(sandbox, request.signal);
@@ -78,25 +59,13 @@ export async function commitRunChanges(sandbox: Sandbox, request: CommitRequest)
   if ((await git(["rev-parse", "HEAD"])).stdout.trim() !== request.baseSha) {
     await git(["reset", "--soft", request.baseSha]);
   }
-  await git(["add", "--all", "--", ".", `:(exclude)${scratch}`]);
-  const staged = await git(["diff", "--cached", "--name-only", "-z"]);
-  const changedFiles = staged.stdout.split("\0").filter((file) => file !== "");
-  if (changedFiles.length === 0) return { changedFiles };
-
-  await git(
-    [
-      "-c",
-      `user.name=${request.identity.name}`,
-      "-c",
-      `user.email=${request.identity.email}`,
-      "commit",
-      "--quiet",
-      "--no-verify",
-      "--file=-",
-    ],
-    { stdin: commitMessage(request) },
-  );
-  return { sha: await headSha(sandbox, request.signal), changedFiles };
+  const commit = await commitCheckout(git, {
+    message: commitMessage(request),
+    identity: request.identity,
+    exclude: [scratch],
+    listChanges: true,
+  });
+  return commit.committed ? { sha: commit.sha, changedFiles: commit.changedFiles } : { changedFiles: [] };
 }
 
 /** The run's commit message: title, optional body, and the `Harness-Run` trailer. */

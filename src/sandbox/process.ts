@@ -26,6 +26,12 @@ export interface ProcessRequest {
    * write never waits on a program that does not read it.
    */
   extraInput?: readonly Buffer[];
+  /**
+   * Called once the program has started, with its pid (also its process group's id), before any
+   * other code runs: a caller that must signal the command's processes (a pause) learns of it
+   * before it can start another.
+   */
+  onSpawn?: (pid: number) => void;
 }
 
 /** How long a killed command gets between SIGTERM and SIGKILL. */
@@ -67,6 +73,7 @@ export function runProcess(request: ProcessRequest): Promise<ExecResult> {
       ...(request.uid !== undefined ? { uid: request.uid } : {}),
       ...(request.gid !== undefined ? { gid: request.gid } : {}),
     });
+    if (child.pid !== undefined) request.onSpawn?.(child.pid);
     extraInput.forEach((data, index) => {
       const pipe = child.stdio[3 + index] as Writable | null;
       // EPIPE when the program exits without reading it is not an error of ours.

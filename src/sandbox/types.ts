@@ -6,7 +6,8 @@ import { InvalidInputError } from "../util/errors.js";
 
 /**
  * The Sandbox port: an isolated working copy of a repository where a run's commands execute.
- * Adapters: `local.ts` (a git worktree or clone in a temp directory) and `daytona.ts`.
+ * Adapters: `local/sandbox.ts` (a git worktree or clone in a temp directory) and
+ * `daytona/sandbox.ts`.
  */
 export interface Sandbox {
   /** Identifies the sandbox to operators and the orphan reaper (Daytona id, or temp dir name). */
@@ -52,7 +53,33 @@ export interface Sandbox {
   /** Remove a file `writeScratchFile` wrote; one that is already gone is no error. */
   removeScratchFile(name: string): Promise<void>;
 
-  /** Destroy the sandbox and clean up all its resources. Idempotent; never throws. */
+  /**
+   * Records the checkout as it stands as a git commit (not a Daytona image snapshot) on the
+   * sandbox's branch (`git add --all`, then
+   * a commit by the harness, inside the sandbox, with the checkout's hooks, filters, fsmonitor and
+   * credential helpers off) and resolves to that commit's id (40 or 64 hex digits, checked, since
+   * the sandbox says it). When nothing changed since the last snapshot, no commit is made and the
+   * current commit's id is the answer. The write path's own commit is the same step
+   * (`sandbox/checkout-commit.ts`). Refused with `SandboxPausedError` while paused.
+   */
+  snapshot(message?: string): Promise<string>;
+
+  /**
+   * Stops the sandbox's commands where they are, until `resume`. While paused, `exec` and
+   * `snapshot` are refused with `SandboxPausedError` (and file transfers too where the machine
+   * itself is stopped). Pausing a paused sandbox is no error. What survives a pause is the
+   * adapter's to say: the local sandbox freezes its processes, Daytona stops the machine (files
+   * kept, processes and memory lost).
+   */
+  pause(): Promise<void>;
+
+  /** Lets a paused sandbox run again; resuming one that is not paused is no error. */
+  resume(): Promise<void>;
+
+  /**
+   * Destroy the sandbox and clean up all its resources, a paused one included (nothing it ran is
+   * left, frozen or not). Idempotent; never throws.
+   */
   teardown(): Promise<void>;
 
   /**

@@ -40,7 +40,13 @@ export class SandboxError extends HarnessError {
   }
 }
 
-/** Renders any thrown value as one readable line, never a stack trace. */
+/** A command or snapshot asked of a paused sandbox (`Sandbox.pause`): it runs nothing until resumed. */
+export class SandboxPausedError extends HarnessError {
+  constructor(sandboxId: string) {
+    super("sandbox_paused", `The sandbox ${sandboxId} is paused: resume it before running anything in it`);
+  }
+}
+
 /** A setting that stops the process from starting; the message says what to change. */
 export class SettingsError extends HarnessError {
   constructor(message: string) {
@@ -48,6 +54,7 @@ export class SettingsError extends HarnessError {
   }
 }
 
+/** Renders any thrown value as one readable line, never a stack trace. */
 export function describeError(error: unknown): string {
   if (error instanceof Error) return error.message;
   if (typeof error === "string") return error;

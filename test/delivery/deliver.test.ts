@@ -61,6 +61,9 @@ function handing(bytes: Buffer, sizeLimitSeen: number[] = []): Sandbox {
       await writeFile(destination, bytes, { flag: "wx", mode: 0o600 });
       return bytes.length;
     },
+    snapshot: () => Promise.reject(new Error("delivery does not snapshot")),
+    pause: () => Promise.resolve(),
+    resume: () => Promise.resolve(),
     teardown: () => Promise.resolve(),
   };
 }

@@ -18,8 +18,6 @@ export interface Attack {
   name: string;
   /** Shell lines run in the checkout before the ordinary change. */
   plant: (ctx: { leakDir: string; evilRoot: string; serverUrl: string }) => string;
-  /** True when the plant runs inside the sandbox by design (a filter on the agent's own `git add`). */
-  runsInSandbox?: boolean;
 }
 
 /**
@@ -66,7 +64,6 @@ export const ATTACKS: readonly Attack[] = [
   },
   {
     name: "a clean/smudge filter in .gitattributes and config",
-    runsInSandbox: true,
     plant: ({ leakDir }) =>
       [
         plantScript(".git/filter-spy", `#!/bin/sh\n${leakTarget(leakDir)}\nenv > "$D/filter.leak"\ncat\n`),

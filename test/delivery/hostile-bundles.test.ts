@@ -61,6 +61,9 @@ function handing(bundlePath: string): Sandbox {
     },
     writeScratchFile: (name) => Promise.resolve(`/scratch/${name}`),
     removeScratchFile: () => Promise.resolve(),
+    snapshot: () => Promise.reject(new Error("delivery does not snapshot")),
+    pause: () => Promise.resolve(),
+    resume: () => Promise.resolve(),
     teardown: () => Promise.resolve(),
   };
 }

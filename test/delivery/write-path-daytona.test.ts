@@ -97,7 +97,8 @@ describe("an agent that plants git configuration or hooks cannot reach the token
     expect(daytona.requests.filter((request) => /\/git\/push$/.test(request.path))).toEqual([]);
     for (const leak of await leaks(leakDir))
       expect(leak.content, `${leak.name} saw the token`).not.toContain(pushToken);
-    if (!attack.runsInSandbox) expect((await leaks(leakDir)).map((leak) => leak.name)).toEqual([]);
+    // Nothing planted ran for the harness, not even inside the sandbox: its commit switches filters off.
+    expect((await leaks(leakDir)).map((leak) => leak.name)).toEqual([]);
   });
 });
 

@@ -9,7 +9,7 @@ import type { HarnessEvent } from "../../src/contracts/events.js";
 import { runHarness } from "../../src/harness/run.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
-import { InvalidInputError, PathConfinementError, SandboxError } from "../../src/util/errors.js";
+import { InvalidInputError, PathConfinementError, SandboxError, SandboxPausedError } from "../../src/util/errors.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
@@ -823,5 +823,83 @@ describe("a retried attempt replaces the sandbox of the dead one", () => {
     ).rejects.toThrow("snapshot 'nope' does not exist");
     expect(daytona.sandbox(dead).state).toBe("destroyed");
     expect(live()).toEqual([]);
+  });
+});
+
+describe("Daytona sandbox: snapshot, pause and resume", () => {
+  test("a snapshot commits an untracked file on the run's branch and names it; nothing new, the same", async () => {
+    const box = await sandbox();
+    const base = git(box.workDir, "rev-parse", "HEAD");
+    await box.uploadFiles([{ path: "notes/new.txt", content: "fresh\n" }]);
+    const sha = await box.snapshot("checkpoint");
+    expect(sha).toMatch(/^[0-9a-f]{40}$/);
+    expect(git(box.workDir, "rev-parse", "HEAD")).toBe(sha);
+    expect(git(box.workDir, "rev-parse", `${sha}^`)).toBe(base);
+    expect(git(box.workDir, "branch", "--show-current")).toBe("harness/7-fix");
+    expect(git(box.workDir, "show", "--format=%s", "--name-only", sha).split("\n")).toEqual([
+      "checkpoint",
+      "",
+      "notes/new.txt",
+    ]);
+    expect(await box.snapshot()).toBe(sha);
+  });
+
+  test(
+    "pause stops the sandbox (kept, though it is ephemeral) and ends what it ran; commands are refused; " +
+      "resume starts it with its files and it works again",
+    async () => {
+      const box = await sandbox();
+      await box.uploadFiles([{ path: "draft.txt", content: "not committed\n" }]);
+      const remote = daytona.sandbox(box.id);
+      const running = box
+        .exec({ argv: ["sleep", "60"], cwd: box.workDir, timeout: 120_000, onOutput: () => undefined })
+        .then(
+          () => "settled",
+          () => "settled",
+        );
+      expect(
+        await waitFor(() => [...remote.commands.values()].some((command) => command.command.includes("'sleep' '60'"))),
+      ).toBe(true);
+
+      await box.pause();
+      expect(remote.state).toBe("stopped");
+      expect(remote.intervals.autoDeleteInterval).toBe(-1);
+      // Auto-delete went off before the stop: a stopped ephemeral sandbox is deleted at once.
+      const lifecycle = requestsTo(/^POST \/api\/sandbox\/[^/]+\/(stop|start|autodelete\/-?\d+)$/).map((request) =>
+        request.path.replace(/^\/api\/sandbox\/[^/]+\//, ""),
+      );
+      expect(lifecycle).toEqual(["autodelete/-1", "stop"]);
+      expect(await running).toBe("settled");
+      expect(daytona.liveProcesses(box.id)).toEqual([]);
+
+      const refusal = box.exec({ argv: ["true"], cwd: box.workDir, timeout: 5_000 });
+      await expect(refusal).rejects.toThrow(SandboxPausedError);
+      await expect(refusal).rejects.toThrow(/is paused: resume it/);
+      await expect(box.snapshot()).rejects.toThrow(SandboxPausedError);
+      await expect(box.downloadFile("draft.txt")).rejects.toThrow(SandboxPausedError);
+      const before = daytona.requests.length;
+      await box.pause();
+      expect(daytona.requests.length).toBe(before);
+
+      await box.resume();
+      expect(remote.state).toBe("started");
+      expect(remote.intervals.autoDeleteInterval).toBe(0);
+      expect(await box.downloadFile("draft.txt")).toBe("not committed\n");
+      const echoed = await box.exec({ argv: ["echo", "back"], cwd: box.workDir, timeout: 10_000 });
+      expect(echoed.stdout).toBe("back\n");
+      const sha = await box.snapshot();
+      expect(sha).toBe(git(box.workDir, "rev-parse", "HEAD"));
+      expect(git(box.workDir, "show", "--format=", "--name-only", sha)).toBe("draft.txt");
+      const after = daytona.requests.length;
+      await box.resume();
+      expect(daytona.requests.length).toBe(after);
+    },
+  );
+
+  test("a paused sandbox is deleted by teardown like any other", async () => {
+    const box = await sandbox();
+    await box.pause();
+    await box.teardown();
+    expect(daytona.sandbox(box.id).state).toBe("destroyed");
   });
 });

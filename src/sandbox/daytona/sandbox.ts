@@ -15,7 +15,7 @@ import {
   type Sandbox as DaytonaSdkSandbox,
 } from "@daytonaio/sdk";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
-import { describeError, SandboxError } from "../../util/errors.js";
+import { describeError, SandboxError, SandboxPausedError } from "../../util/errors.js";
 import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../../util/github.js";
 import { assertPathConfined } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
@@ -24,6 +24,7 @@ import { MAX_OUTPUT_BYTES, truncateBytes } from "../../util/sanitize.js";
 import { TailBuffer } from "../../util/tail-buffer.js";
 import { daytonaApiUrl, daytonaClient } from "./client.js";
 import { boundedCommand, parseBoundedOutput, streamingCommand } from "./command.js";
+import { snapshotCheckout } from "../checkout-commit.js";
 import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "../process.js";
 import { assertScratchFileContent, assertScratchFileName, type Sandbox, type SandboxOptions } from "../types.js";
 import { validateExecOptions } from "../validate.js";
@@ -154,6 +155,12 @@ class DaytonaSandbox implements Sandbox {
   /** Harness's public address: the only way out of Daytona to the model gateway. */
   readonly modelGatewayUrl: string | undefined;
   private tornDown = false;
+  /** From the moment a pause begins until its resume has started the sandbox again. */
+  private paused = false;
+  /** Pauses and resumes, one after another (Daytona refuses a stop or start mid-transition). */
+  private lifecycle: Promise<void> = Promise.resolve();
+  /** The auto-delete interval the sandbox had before a pause switched it off, put back on resume. */
+  private autoDeleteBeforePause: number | undefined;
 
   constructor(
     private readonly daytona: Daytona,
@@ -171,6 +178,7 @@ class DaytonaSandbox implements Sandbox {
 
   async exec(execOpts: ExecOptions): Promise<ExecResult> {
     if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    this.assertRunning();
     const cwd = validateExecOptions(execOpts, this.workDir);
     const maxOutput = execOpts.maxOutput ?? MAX_OUTPUT_BYTES;
     const started = performance.now();
@@ -207,6 +215,7 @@ class DaytonaSandbox implements Sandbox {
   }
 
   async uploadFiles(files: Array<{ path: string; content: string }>): Promise<void> {
+    this.assertRunning();
     const targets = files.map((file) => ({
       destination: assertPathConfined(file.path, this.workDir),
       content: file.content,
@@ -225,6 +234,7 @@ class DaytonaSandbox implements Sandbox {
   }
 
   async downloadFile(path: string): Promise<string> {
+    this.assertRunning();
     const target = assertPathConfined(path, this.workDir);
     try {
       return (await this.remote.fs.downloadFile(target)).toString("utf8");
@@ -265,6 +275,7 @@ class DaytonaSandbox implements Sandbox {
     maxBytes: number,
     consume: (source: AsyncIterable<Buffer>) => Promise<void>,
   ): Promise<number> {
+    this.assertRunning();
     const target = assertPathConfined(path, this.workDir);
     const transfer = new AbortController();
     let received = 0;
@@ -299,6 +310,7 @@ class DaytonaSandbox implements Sandbox {
 
   async writeScratchFile(name: string, content: string): Promise<string> {
     if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    this.assertRunning();
     assertScratchFileName(name);
     assertScratchFileContent(content);
     const path = posix.join(this.scratchDir, name);
@@ -322,9 +334,67 @@ class DaytonaSandbox implements Sandbox {
     }
   }
 
+  async snapshot(message?: string): Promise<string> {
+    if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    return snapshotCheckout((opts) => this.exec(opts), this.workDir, message);
+  }
+
+  /**
+   * Stops the sandbox (Daytona's `stop`: its pause freezes only VM sandboxes, not these
+   * containers). Its files are kept — the checkout with whatever was not committed, HOME, the
+   * scratch folder — but its processes and everything in memory are lost: a command running
+   * at the time ends, and every session goes with them. The sandbox is created ephemeral, which
+   * Daytona deletes as soon as it stops, so auto-delete is off from before the stop until the
+   * resume. While paused, commands, snapshots and file transfers are refused (the toolbox
+   * answers nothing of a stopped sandbox).
+   */
+  async pause(): Promise<void> {
+    if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    await this.inTurn(async () => {
+      if (this.paused) return;
+      this.paused = true;
+      const autoDelete = this.remote.autoDeleteInterval;
+      try {
+        await this.remote.setAutoDeleteInterval(-1);
+      } catch (error) {
+        this.paused = false;
+        throw translateError(error, { redact: this.redact, during: "keeping the sandbox through a pause" });
+      }
+      this.autoDeleteBeforePause = autoDelete;
+      try {
+        await this.remote.stop(this.lifecycleTimeout());
+      } catch (error) {
+        // Whatever state it was left in, a resume starts it (starting a started sandbox is no error).
+        throw translateError(error, { redact: this.redact, during: "stopping the sandbox to pause it" });
+      } finally {
+        this.sessions.forget();
+      }
+    });
+  }
+
+  /** Starts the sandbox again: its files as they were, no process, a fresh session for the next command. */
+  async resume(): Promise<void> {
+    if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
+    await this.inTurn(async () => {
+      if (!this.paused) return;
+      try {
+        await this.remote.start(this.lifecycleTimeout());
+        if (this.autoDeleteBeforePause !== undefined) {
+          await this.remote.setAutoDeleteInterval(this.autoDeleteBeforePause);
+          this.autoDeleteBeforePause = undefined;
+        }
+      } catch (error) {
+        throw translateError(error, { redact: this.redact, during: "starting the sandbox to resume it" });
+      }
+      this.paused = false;
+    });
+  }
+
   async teardown(): Promise<void> {
     if (this.tornDown) return;
     this.tornDown = true;
+    // Daytona refuses to delete a sandbox mid-stop or mid-start; a paused (stopped) one goes as any other.
+    await this.lifecycle;
     this.sessions.close();
     try {
       await this.daytona.delete(this.remote);
@@ -336,6 +406,21 @@ class DaytonaSandbox implements Sandbox {
       }
     }
     await this.dispose();
+  }
+
+  private assertRunning(): void {
+    if (this.paused) throw new SandboxPausedError(this.id);
+  }
+
+  private inTurn(step: () => Promise<void>): Promise<void> {
+    const next = this.lifecycle.then(step);
+    this.lifecycle = next.catch(() => undefined);
+    return next;
+  }
+
+  /** Seconds a stop or start may take: the start timeout the settings give for creating it. */
+  private lifecycleTimeout(): number {
+    return this.opts.daytona?.startTimeoutSeconds ?? 60;
   }
 
   /** Env for a command, less credentials Daytona already holds as organisation secrets. */
@@ -598,6 +683,8 @@ const MAX_IDLE_SESSIONS = 2;
  */
 class SessionPool {
   private readonly idle: string[] = [];
+  /** Sessions opened since the sandbox last started: only these may go back to `idle`. */
+  private readonly live = new Set<string>();
   private envLock: Promise<unknown> = Promise.resolve();
   private closed = false;
 
@@ -647,7 +734,7 @@ class SessionPool {
 
   /** A session whose command ended cleanly goes back for the next short command. */
   release(session: string): void {
-    if (this.closed) return;
+    if (this.closed || !this.live.has(session)) return;
     if (this.idle.length < MAX_IDLE_SESSIONS) this.idle.push(session);
     else this.retire(session);
   }
@@ -655,7 +742,15 @@ class SessionPool {
   /** Deleting the session ends whatever its command left running (Daytona kills its process group). */
   retire(session: string): void {
     if (this.closed) return;
+    // One the sandbox's stop already ended is not asked for again.
+    if (!this.live.delete(session)) return;
     void this.remote.process.deleteSession(session).catch(() => undefined);
+  }
+
+  /** The sandbox stopped: its sessions are gone with its processes, and new ones are opened as needed. */
+  forget(): void {
+    this.idle.length = 0;
+    this.live.clear();
   }
 
   /** Teardown: deleting the sandbox ends every session, so none is deleted one by one. */
@@ -669,6 +764,7 @@ class SessionPool {
     if (waitForEnvLock) await this.envLock;
     const id = `harness-${randomBytes(6).toString("hex")}`;
     await this.remote.process.createSession(id);
+    this.live.add(id);
     return id;
   }
 }

@@ -10,6 +10,7 @@ import {
   PathConfinementError,
   RepoRefError,
   SandboxError,
+  SandboxPausedError,
 } from "../../util/errors.js";
 import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
 import { assertPathConfined, isWithin } from "../../util/path.js";
@@ -18,6 +19,8 @@ import { gitEnv, sandboxBaseEnv } from "../environment.js";
 import { parseAllowlist, parseRepositoryAllowlist, type EgressAllowlist } from "../egress/allowlist.js";
 import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
+import { snapshotCheckout } from "../checkout-commit.js";
+import { ProcessFreezer } from "./freezer.js";
 import { isolatedCommand } from "./isolation.js";
 import { giveToSandbox, handOverTree, letSandboxRead, letSandboxTraverse } from "./sandbox-access.js";
 import { sandboxUserFor, type SandboxUser } from "./sandbox-user.js";
@@ -197,7 +200,20 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   // Written while this run's agent works, for the next run of this repository to take over.
   if (mirror && spareSource) prepareSpare(mirror.path, spareSource, mirror.refreshed(), user);
   const realWorkDir = await realpath(workDir);
+  const id = basename(base);
   let tornDown = false;
+  /** Set from the moment a pause begins until its resume: commands are refused meanwhile. */
+  let paused = false;
+  const freezer = new ProcessFreezer();
+  /** Pauses and resumes, one after another. */
+  let lifecycle: Promise<void> = Promise.resolve();
+  /** Read through a call: `paused` may change while `exec` awaits. */
+  const isPaused = (): boolean => paused;
+  const inTurn = (step: () => Promise<void> | void): Promise<void> => {
+    const next = lifecycle.then(step);
+    lifecycle = next.catch(() => undefined);
+    return next;
+  };
 
   /** Lexical confinement, then the same check on the real path, so symlinks cannot escape. */
   const confine = async (path: string): Promise<string> => {
@@ -218,7 +234,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
   };
 
   const sandbox: Sandbox = {
-    id: basename(base),
+    id,
     workDir,
     ...(clonedFrom ? { clonedFrom: { path: clonedFrom.path, origin: clonedFrom.origin } } : {}),
     ...(gatewayRelay
@@ -229,53 +245,100 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
 
     async exec(execOpts: ExecOptions): Promise<ExecResult> {
       if (tornDown) throw new SandboxError("This sandbox has been torn down");
+      if (paused) throw new SandboxPausedError(id);
       const cwd = validateExecOptions(execOpts, workDir);
       await confine(cwd);
-      return runProcess({
-        ...(isolation
-          ? isolatedCommand(
-              {
-                workDir: realWorkDir,
-                homeDir,
-                scratchDir,
-                network: commandNetwork,
-                readOnlyPaths: [
-                  ...(isolation.readOnlyPaths ?? []),
-                  ...(egress ? egress.readOnlyPaths : []),
-                  ...relayReadOnly,
-                  // The checkout's alternates: its own repository's mirror, read-only, nothing else of the cache.
-                  ...(mirror ? [mirror.path] : []),
-                ],
-              },
-              forwarderPath !== undefined
-                ? forwarderCommand({
-                    forwarderPath,
-                    ...(egress ? { proxy: { socketPath: egress.socketPath, port: PROXY_PORT } } : {}),
-                    relays: gatewayRelay ? [gatewayRelay] : [],
-                    argv: execOpts.argv,
-                  })
-                : execOpts.argv,
-              { ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}), ...(user ? { user } : {}) },
-            )
-          : { argv: execOpts.argv }),
-        cwd,
-        // Inside, the host's TMPDIR does not exist and HOME is the run's own.
-        env: isolation
-          ? {
-              ...sandboxBaseEnv(),
-              HOME: homeDir,
-              TMPDIR: "/tmp",
-              USER: "harness",
-              LOGNAME: "harness",
-              ...(egress ? { NODE_USE_ENV_PROXY: "1" } : {}),
-              ...execOpts.env,
-            }
-          : { ...sandboxBaseEnv(), ...execOpts.env },
-        timeout: execOpts.timeout,
-        ...(execOpts.maxOutput !== undefined ? { maxOutput: execOpts.maxOutput } : {}),
-        ...(execOpts.stdin !== undefined ? { stdin: execOpts.stdin } : {}),
-        ...(execOpts.signal ? { signal: execOpts.signal } : {}),
-        ...(execOpts.onOutput ? { onOutput: execOpts.onOutput } : {}),
+      // Checked again with nothing awaited between here and the spawn: a pause that began
+      // meanwhile either refuses this command or learns of its process before it can fork.
+      if (isPaused()) throw new SandboxPausedError(id);
+      let leader: number | undefined;
+      try {
+        return await runProcess({
+          ...(isolation
+            ? isolatedCommand(
+                {
+                  workDir: realWorkDir,
+                  homeDir,
+                  scratchDir,
+                  network: commandNetwork,
+                  readOnlyPaths: [
+                    ...(isolation.readOnlyPaths ?? []),
+                    ...(egress ? egress.readOnlyPaths : []),
+                    ...relayReadOnly,
+                    // The checkout's alternates: its own repository's mirror, read-only, nothing else of the cache.
+                    ...(mirror ? [mirror.path] : []),
+                  ],
+                },
+                forwarderPath !== undefined
+                  ? forwarderCommand({
+                      forwarderPath,
+                      ...(egress ? { proxy: { socketPath: egress.socketPath, port: PROXY_PORT } } : {}),
+                      relays: gatewayRelay ? [gatewayRelay] : [],
+                      argv: execOpts.argv,
+                    })
+                  : execOpts.argv,
+                { ...(isolation.bwrapPath ? { bwrapPath: isolation.bwrapPath } : {}), ...(user ? { user } : {}) },
+              )
+            : { argv: execOpts.argv }),
+          cwd,
+          // Inside, the host's TMPDIR does not exist and HOME is the run's own.
+          env: isolation
+            ? {
+                ...sandboxBaseEnv(),
+                HOME: homeDir,
+                TMPDIR: "/tmp",
+                USER: "harness",
+                LOGNAME: "harness",
+                ...(egress ? { NODE_USE_ENV_PROXY: "1" } : {}),
+                ...execOpts.env,
+              }
+            : { ...sandboxBaseEnv(), ...execOpts.env },
+          timeout: execOpts.timeout,
+          ...(execOpts.maxOutput !== undefined ? { maxOutput: execOpts.maxOutput } : {}),
+          ...(execOpts.stdin !== undefined ? { stdin: execOpts.stdin } : {}),
+          ...(execOpts.signal ? { signal: execOpts.signal } : {}),
+          ...(execOpts.onOutput ? { onOutput: execOpts.onOutput } : {}),
+          onSpawn: (pid) => {
+            leader = pid;
+            freezer.add(pid);
+          },
+        });
+      } finally {
+        if (leader !== undefined) freezer.remove(leader);
+      }
+    },
+
+    async snapshot(message) {
+      if (tornDown) throw new SandboxError("This sandbox has been torn down");
+      return snapshotCheckout((opts) => sandbox.exec(opts), workDir, message);
+    },
+
+    /**
+     * Freezes every process the running commands started (SIGSTOP; see freezer.ts for what that
+     * reaches and why not the cgroup freezer): memory, open files and the checkout stay as they
+     * are. A frozen command's timeout keeps counting.
+     */
+    async pause() {
+      if (tornDown) throw new SandboxError("This sandbox has been torn down");
+      await inTurn(async () => {
+        if (paused) return;
+        paused = true;
+        try {
+          await freezer.freeze();
+        } catch (error) {
+          freezer.thaw();
+          paused = false;
+          throw error;
+        }
+      });
+    },
+
+    async resume() {
+      if (tornDown) throw new SandboxError("This sandbox has been torn down");
+      await inTurn(() => {
+        if (!paused) return;
+        freezer.thaw();
+        paused = false;
       });
     },
 
@@ -400,6 +463,10 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
     async teardown() {
       if (tornDown) return;
       tornDown = true;
+      await lifecycle;
+      // Frozen commands would never end on their own: they are killed, not left stopped.
+      if (paused) freezer.kill();
+      paused = false;
       await egress?.proxy.close().catch(() => undefined);
       await removeSandboxDir(base, source);
       mirror?.release();

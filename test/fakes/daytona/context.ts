@@ -12,6 +12,8 @@ export interface FakeConfig {
   /** Env every sandbox process starts from (before the sandbox's own env). */
   baseEnv: Record<string, string>;
   startDelayMs: number;
+  /** How long a stop spends `stopping` and a start `starting` before it settles. */
+  stateChangeMs: number;
   includeToolboxProxyUrl: boolean;
   snapshotPendingPolls: number;
   defaultSnapshot: string;

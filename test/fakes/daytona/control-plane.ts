@@ -54,10 +54,18 @@ function findSnapshot(world: FakeWorld, idOrName: string): FakeSnapshot | undefi
   return world.snapshots.get(idOrName) ?? [...world.snapshots.values()].find((s) => s.name === idOrName);
 }
 
-/** `creating` turns `started` once `readyAt` passes (lets the SDK exercise its polling wait). */
+/**
+ * `creating` turns `started` once `readyAt` passes, `stopping` and `starting` turn `stopped` and
+ * `started` once their transition's time passes (lets the SDK exercise its polling waits).
+ */
 function refreshState(sandbox: FakeSandbox): void {
   if (sandbox.state === "creating" && sandbox.readyAt !== undefined && Date.now() >= sandbox.readyAt) {
     sandbox.state = "started";
+    sandbox.updatedAt = Date.now();
+  }
+  if (sandbox.transition && Date.now() >= sandbox.transition.at) {
+    sandbox.state = sandbox.transition.to;
+    delete sandbox.transition;
     sandbox.updatedAt = Date.now();
   }
 }
@@ -92,7 +100,9 @@ function toDto(world: FakeWorld, sandbox: FakeSandbox, full: boolean): Record<st
     memory: 1,
     disk: 3,
     state: sandbox.state,
-    desiredState: sandbox.state === "stopped" ? "stopped" : sandbox.state === "destroyed" ? "destroyed" : "started",
+    desiredState:
+      sandbox.transition?.to ??
+      (sandbox.state === "stopped" ? "stopped" : sandbox.state === "destroyed" ? "destroyed" : "started"),
     recoverable: false,
     backupState: "None",
     autoStopInterval: sandbox.intervals.autoStopInterval,
@@ -195,6 +205,19 @@ function intervalParam(ctx: RequestContext, raw: string | undefined): number {
 async function haltSandbox(sandbox: FakeSandbox): Promise<void> {
   sandbox.sessions.clear();
   await killSandboxProcesses(sandbox);
+}
+
+/**
+ * The real API answers at once and destroys asynchronously (state destroying → destroyed); the fake is done before it
+ * answers: processes killed, directory gone, later GET → 404.
+ */
+async function destroySandbox(sandbox: FakeSandbox): Promise<void> {
+  sandbox.state = "destroyed";
+  delete sandbox.transition;
+  sandbox.deletedAt = Date.now();
+  sandbox.updatedAt = sandbox.deletedAt;
+  await haltSandbox(sandbox);
+  await rm(sandbox.dir, { recursive: true, force: true });
 }
 
 async function createSandbox(ctx: RequestContext): Promise<void> {
@@ -360,13 +383,9 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
     }
     if (seg.length === 2 && method === "DELETE") {
       if (!sandbox) throw notFound(idOrName);
-      // The real API answers at once and destroys asynchronously (state destroying → destroyed); the fake is done
-      // before it answers: processes killed, directory gone, later GET → 404.
-      sandbox.state = "destroyed";
-      sandbox.deletedAt = Date.now();
-      sandbox.updatedAt = sandbox.deletedAt;
-      await haltSandbox(sandbox);
-      await rm(sandbox.dir, { recursive: true, force: true });
+      // Daytona's sandbox.service destroy(): a sandbox mid-stop or mid-start is pending, and refused.
+      if (sandbox.transition) throw apiError(409, "Sandbox state change in progress", ctx.path);
+      await destroySandbox(sandbox);
       // The client expects the Sandbox; the SDK takes it in (Sandbox.js delete()), so it must be a whole DTO.
       sendJson(ctx.res, 200, toDto(world, sandbox, true));
       return true;
@@ -408,17 +427,32 @@ export async function handleControlPlane(ctx: RequestContext): Promise<boolean> 
       sendEmpty(ctx.res, 201);
       return true;
     }
+    // Start and stop follow Daytona's sandbox.service (apps/api): a started sandbox's start answers it as it is;
+    // anything mid-transition is a 409 "state change in progress"; a stop of what is not started, or a start of what
+    // is not stopped, is a 400; a stop of an ephemeral sandbox (auto-delete 0) destroys it. guess: the 400 texts.
     if (action === "start" && seg.length === 3 && method === "POST") {
-      if (sandbox.state === "stopped") sandbox.state = "started";
-      sandbox.updatedAt = Date.now();
+      if (sandbox.transition) throw apiError(409, "Sandbox state change in progress", ctx.path);
+      if (sandbox.state !== "started") {
+        if (sandbox.state !== "stopped") throw apiError(400, "Sandbox is not in valid state", ctx.path);
+        sandbox.state = "starting";
+        sandbox.transition = { to: "started", at: Date.now() + world.config.stateChangeMs };
+        sandbox.updatedAt = Date.now();
+      }
       sendJson(ctx.res, 200, toDto(world, sandbox, true));
       return true;
     }
     if (action === "stop" && seg.length === 3 && method === "POST") {
-      // Stopping a real sandbox stops its container: every process and session is gone.
-      await haltSandbox(sandbox);
-      sandbox.state = "stopped";
-      sandbox.updatedAt = Date.now();
+      if (sandbox.transition) throw apiError(409, "Sandbox state change in progress", ctx.path);
+      if (sandbox.state !== "started") throw apiError(400, "Sandbox is not in a stoppable state", ctx.path);
+      if (sandbox.intervals.autoDeleteInterval === 0) {
+        await destroySandbox(sandbox);
+      } else {
+        // Stopping a real sandbox stops its container: every process and session is gone, the files stay.
+        await haltSandbox(sandbox);
+        sandbox.state = "stopping";
+        sandbox.transition = { to: "stopped", at: Date.now() + world.config.stateChangeMs };
+        sandbox.updatedAt = Date.now();
+      }
       sendJson(ctx.res, 200, toDto(world, sandbox, true));
       return true;
     }

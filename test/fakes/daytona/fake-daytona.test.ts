@@ -534,11 +534,53 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     await box.stop();
     expect(box.state).toBe("stopped");
     await eventually(() => pid !== undefined && !fake.isProcessAlive(pid), "stopped sandbox's processes to die");
-    expect(await rejection(box.getWorkDir())).toBeInstanceOf(DaytonaConflictError);
+    const refused = await rejection(box.getWorkDir());
+    expect(refused).toBeInstanceOf(DaytonaBadRequestError);
+    expect((refused as Error).message).toMatch(/Is the Sandbox started\?/);
     await box.start();
     expect(box.state).toBe("started");
     expect(await box.process.listSessions()).toEqual([]);
     await box.delete();
+  });
+
+  it("stop and start pass through stopping and starting, keep the files, and refuse what Daytona refuses", async () => {
+    const box = await daytona.create({ labels: { app: "harness-test", role: "lifecycle" } });
+    const home = await box.getWorkDir();
+    await box.fs.uploadFiles([{ source: Buffer.from("kept"), destination: `${home ?? ""}/kept.txt` }]);
+    const fakeBox = fake.sandbox(box.id);
+    const states: string[] = [];
+    const watch = setInterval(() => {
+      if (states.at(-1) !== fakeBox.state) states.push(fakeBox.state);
+    }, 1);
+    try {
+      const stopping = box.stop();
+      await eventually(() => fakeBox.state === "stopping", "the stop to begin");
+      // Mid-transition: no second stop, no delete, no toolbox.
+      expect(((await rejection(box.stop())) as DaytonaConflictError).statusCode).toBe(409);
+      expect(((await rejection(box.delete())) as DaytonaConflictError).statusCode).toBe(409);
+      await stopping;
+      expect(box.state).toBe("stopped");
+      expect(((await rejection(box.stop())) as DaytonaBadRequestError).statusCode).toBe(400);
+      const exec = await rejection(box.process.executeCommand("true"));
+      expect((exec as DaytonaBadRequestError).statusCode).toBe(400);
+      expect((exec as Error).message).toMatch(/Is the Sandbox started\?/);
+      await box.start();
+      expect(box.state).toBe("started");
+      // Starting a started sandbox answers it as it is.
+      await box.start();
+    } finally {
+      clearInterval(watch);
+    }
+    expect(states).toEqual(["started", "stopping", "stopped", "starting", "started"]);
+    expect((await box.fs.downloadFile(`${home ?? ""}/kept.txt`)).toString()).toBe("kept");
+    await box.delete();
+  });
+
+  it("stopping an ephemeral sandbox deletes it, as Daytona does for auto-delete 0", async () => {
+    const box = await daytona.create({ ephemeral: true, labels: { app: "harness-test", role: "ephemeral" } });
+    await box.stop();
+    expect(fake.sandbox(box.id).state).toBe("destroyed");
+    expect(await rejection(daytona.get(box.id))).toBeInstanceOf(DaytonaNotFoundError);
   });
 
   it("reports a new snapshot as pending until the SDK's poll sees it active", async () => {

@@ -59,6 +59,8 @@ export interface FakeDaytonaOptions {
   orgSecrets?: Record<string, string>;
   /** When > 0, new sandboxes report `creating` for this long, so the SDK polls `GET /sandbox/{id}`. Default 0. */
   startDelayMs?: number;
+  /** How long a stop reports `stopping` and a start `starting` before `stopped` / `started`. Default 200. */
+  stateChangeMs?: number;
   /** Fill `toolboxProxyUrl` in sandbox DTOs (default true); false sends it empty, so the SDK calls
    * `GET …/toolbox-proxy-url`. */
   includeToolboxProxyUrl?: boolean;
@@ -159,6 +161,7 @@ export async function startFakeDaytona(options: FakeDaytonaOptions = {}): Promis
     splitMarkers: options.splitMarkers ?? true,
     baseEnv: options.baseEnv ?? { PATH: process.env["PATH"] ?? "/usr/local/bin:/usr/bin:/bin", LANG: "C.UTF-8" },
     startDelayMs: options.startDelayMs ?? 0,
+    stateChangeMs: options.stateChangeMs ?? 200,
     includeToolboxProxyUrl: options.includeToolboxProxyUrl ?? true,
     snapshotPendingPolls: options.snapshotPendingPolls ?? 0,
     defaultSnapshot: options.defaultSnapshot ?? "daytona-small",

@@ -117,6 +117,8 @@ export async function startSessionCommand(
   // Async commands stream, through FIFOs; a sync one answers only at its end, so plain files serve it with no
   // helper process (the answer is the same, and the fake stays quick under load).
   if (runAsync) await run("mkfifo", [out, err, input]);
+  // The shell may have died meanwhile (its sandbox stopped): nothing would ever report this command's end.
+  if (shell.process.exitCode !== null || shell.process.signalCode !== null) return undefined;
 
   const output = new CommandOutput(world.config.retentionBytes, world.config.splitMarkers);
   const readers = runAsync

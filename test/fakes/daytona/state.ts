@@ -66,6 +66,8 @@ export interface FakeSandbox {
   state: string;
   /** While `state === 'creating'`, the time it turns `started` (see `startDelayMs`). */
   readyAt?: number;
+  /** A stop or start under way (`stopping` → `stopped`, `starting` → `started`): where it ends, and when. */
+  transition?: { to: "stopped" | "started"; at: number };
   createdAt: number;
   updatedAt: number;
   lastActivityAt: number;

@@ -8,16 +8,18 @@ import { handleProcess } from "./toolbox-process.js";
 
 /**
  * Resolves the sandbox a toolbox request addresses. guess: the toolbox proxy answers an unknown/deleted sandbox with
- * 404 and a sandbox that is not running with 409 (real status/text unverified; both carry `source: DAYTONA_PROXY`).
+ * 404. One that is not running (stopping, stopped, starting, creating) gets the 400 Daytona's own issue tracker
+ * reports from its toolbox for a stopped sandbox ("…no IP address found. Is the Sandbox started?").
  */
 export function toolboxSandbox(ctx: Pick<RequestContext, "world" | "path">, sandboxId: string): FakeSandbox {
   const sandbox = findSandbox(ctx.world, sandboxId);
   if (!sandbox)
     throw new HttpError(404, { statusCode: 404, message: `Sandbox ${sandboxId} not found`, source: "DAYTONA_PROXY" });
   if (sandbox.state !== "started") {
-    throw new HttpError(409, {
-      statusCode: 409,
-      message: `Sandbox ${sandboxId} is not started (state: ${sandbox.state})`,
+    throw new HttpError(400, {
+      statusCode: 400,
+      message:
+        "bad request: failed to resolve container IP after 3 attempts: no IP address found. Is the Sandbox started?",
       source: "DAYTONA_PROXY",
     });
   }
