@@ -14,7 +14,7 @@ import { appOctokit } from "./github/app-octokit.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { newSetupCode } from "./setup/setup-code.js";
 import { createLingeringClose, type LingeringClose } from "./triggers/lingering-close.js";
-import { createWebhookGate, webhookRoute } from "./triggers/webhook-gate.js";
+import { createWebhookGate, webhookRouter } from "./triggers/webhook-gate.js";
 import { describeError } from "./util/errors.js";
 import { HarnessMetrics } from "./metrics/harness-metrics.js";
 import { metricsEndpoint } from "./metrics/metrics-endpoint.js";
@@ -164,6 +164,7 @@ export async function startHarnessServer(
     const serveAudit = auditEndpoint(built.audit, { token: settings.auditToken, log: probot.log });
     gatewayRoute = built.gateway ? new ModelGatewayRoute(built.gateway.running) : undefined;
     const gateway = gatewayRoute;
+    const routeOf = webhookRouter(settings.webhookPath);
     handle = async (req, res) => {
       if (req.url === "/healthz") return json(res, 200, { status: "ok" });
       // Daytona sandboxes' model calls, on the public address: a run token is all they carry.
@@ -177,7 +178,7 @@ export async function startHarnessServer(
         return accepting ? json(res, 200, { status: "ready" }) : json(res, 503, { status: "shutting down" });
       // Decided on the URL exactly as sent, before a byte of any body is read: another spelling
       // of the webhook path is refused, and nothing but the path itself reaches Probot.
-      const route = webhookRoute(req.url, settings.webhookPath);
+      const route = routeOf(req.url);
       if (route !== "webhook") return notFound(req, res, closer);
       observeWebhook(req, res, metrics);
       if (!accepting) return json(res, 503, { error: "shutting down" });

@@ -213,13 +213,18 @@ function breach(
   }
 }
 
-function valueAt(config: RepoConfig, path: readonly string[]): unknown {
-  let current: unknown = config;
+/** What `path` leads to in a config, raw or validated, and whether it leads anywhere. */
+function lookup(config: unknown, path: readonly string[]): { found: boolean; value: unknown } {
+  let current = config;
   for (const key of path) {
-    if (typeof current !== "object" || current === null || !Object.hasOwn(current, key)) return undefined;
-    current = (current as Record<string, unknown>)[key];
+    if (!isRawConfig(current) || !Object.hasOwn(current, key)) return { found: false, value: undefined };
+    current = current[key];
   }
-  return current;
+  return { found: true, value: current };
+}
+
+function valueAt(config: RepoConfig, path: readonly string[]): unknown {
+  return lookup(config, path).value;
 }
 
 /**
@@ -270,13 +275,8 @@ function isRawConfig(value: unknown): value is RawConfig {
   return typeof value === "object" && value !== null && !Array.isArray(value);
 }
 
-function hasPath(raw: RawConfig, path: string[]): boolean {
-  let current: unknown = raw;
-  for (const key of path) {
-    if (!isRawConfig(current) || !Object.hasOwn(current, key)) return false;
-    current = current[key];
-  }
-  return true;
+function hasPath(raw: RawConfig, path: readonly string[]): boolean {
+  return lookup(raw, path).found;
 }
 
 /** A value as YAML would spell it, cut short: values come from files strangers write. */

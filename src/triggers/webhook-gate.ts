@@ -46,10 +46,18 @@ const JSON_CONTENT = /^\s*application\/json\s*(?:;|$)/i;
  */
 export type WebhookRoute = "webhook" | "variant" | "other";
 
+/** The route of each request's URL for the App's webhook `path`, whose loose form is worked out once. */
+export function webhookRouter(path: string): (url: string | undefined) => WebhookRoute {
+  const loosePath = looseForm(path);
+  return (url) => {
+    const raw = (url ?? "/").split("?")[0] ?? "/";
+    if (raw === path) return "webhook";
+    return looseForm(raw) === loosePath ? "variant" : "other";
+  };
+}
+
 export function webhookRoute(url: string | undefined, path: string): WebhookRoute {
-  const raw = (url ?? "/").split("?")[0] ?? "/";
-  if (raw === path) return "webhook";
-  return looseForm(raw) === looseForm(path) ? "variant" : "other";
+  return webhookRouter(path)(url);
 }
 
 /** The path with every spelling a router might accept folded together; undefined when unreadable. */

@@ -32,6 +32,33 @@ export function appClient(settings: AppModeSettings, fetch: typeof globalThis.fe
   });
 }
 
+/** The App as `GET /app` describes it: who it is, and what its registration asks of owners. */
+interface AppAnswer {
+  id: number;
+  slug?: string;
+  name: string;
+  html_url?: string;
+  permissions?: Record<string, string | undefined>;
+  events?: string[];
+}
+
+/**
+ * `GET /app`, once per doctor run: the App check and the installations check (which runs only
+ * after it passed) read the same answer.
+ */
+const appAnswers = new WeakMap<DoctorContext, Promise<AppAnswer | null>>();
+
+function appOf(context: DoctorContext, settings: AppModeSettings, signal: AbortSignal): Promise<AppAnswer | null> {
+  let answer = appAnswers.get(context);
+  if (!answer) {
+    answer = appClient(settings, context.fetch)
+      .request("GET /app", { request: { signal } })
+      .then(({ data }) => data as AppAnswer | null);
+    appAnswers.set(context, answer);
+  }
+  return answer;
+}
+
 export function githubAppCheck(): Check<DoctorContext> {
   return {
     id: "github-app",
@@ -49,7 +76,7 @@ export function githubAppCheck(): Check<DoctorContext> {
         );
       }
       try {
-        const { data } = await appClient(settings, context.fetch).request("GET /app", { request: { signal } });
+        const data = await appOf(context, settings, signal);
         if (!data) return failed("GitHub answered GET /app with no App", reachFix(settings));
         return passed(`signed in as ${data.slug ?? data.name} (App ${String(data.id)}) at ${settings.apiBaseUrl}`);
       } catch (error) {
@@ -87,11 +114,10 @@ export function installationsCheck(): Check<DoctorContext> {
       const settings = appSettings(context);
       const manifest = await context.manifest();
       const client = appClient(settings, context.fetch);
-      let app: { permissions?: Record<string, string | undefined>; events?: string[]; html_url?: string };
+      let app: Partial<AppAnswer>;
       const installations: Installation[] = [];
       try {
-        const answer = await client.request("GET /app", { request: { signal } });
-        app = answer.data ?? {};
+        app = (await appOf(context, settings, signal)) ?? {};
         for (let page = 1; page <= MAX_PAGES; page += 1) {
           const { data } = await client.request("GET /app/installations", { per_page: 100, page, request: { signal } });
           installations.push(...(data as Installation[]));
