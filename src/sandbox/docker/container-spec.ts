@@ -70,6 +70,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       SecurityOpt: ["no-new-privileges:true"],
       Privileged: false,
       IpcMode: "private",
+      // A real init as pid 1 (the engine's docker-init): it reaps what a killed command's
+      // group leaves, which would otherwise linger as zombies that still answer `kill -0`.
+      Init: true,
       PidsLimit: input.pidsLimit,
       Memory: input.memoryBytes,
       MemorySwap: input.memoryBytes,

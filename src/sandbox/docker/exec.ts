@@ -78,20 +78,21 @@ export async function runInContainer(container: Docker.Container, command: Conta
     let settled = false;
     const timers: NodeJS.Timeout[] = [];
 
-    const kill = async (signal: "TERM" | "KILL"): Promise<void> => {
-      const killer = await container.exec({
-        Cmd: ["sh", "-c", KILL_GROUP, "sh", pidFile, signal],
-        User: command.user,
-        AttachStdout: false,
-        AttachStderr: false,
-      });
-      await killer.start({ Detach: true });
+    let killed = false;
+    /** Signals the command's group; false when the wrapper has not written its pid yet. */
+    const signalGroup = async (signal: "TERM" | "KILL"): Promise<boolean> => {
+      killed = true;
+      return (await quietExec(container, ["sh", "-c", KILL_GROUP, "sh", pidFile, signal], command.user)) === 0;
     };
-    const stop = (): void => {
-      void kill("TERM").catch(() => undefined);
+    const stop = async (): Promise<void> => {
+      // A command stopped at once may not have written its pid yet: asked again until it has.
+      const deadline = Date.now() + KILL_GRACE_MS;
+      while (!settled && !(await signalGroup("TERM").catch(() => false)) && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      if (settled) return;
       timers.push(
         setTimeout(() => {
-          void kill("KILL").catch(() => undefined);
+          void signalGroup("KILL").catch(() => false);
           timers.push(setTimeout(() => stream.destroy(), DRAIN_GRACE_MS));
         }, KILL_GRACE_MS),
       );
@@ -99,7 +100,7 @@ export async function runInContainer(container: Docker.Container, command: Conta
     const onAbort = (): void => {
       if (settled) return;
       cancelled = true;
-      stop();
+      void stop();
     };
     const cleanup = (): void => {
       for (const timer of timers) clearTimeout(timer);
@@ -113,6 +114,8 @@ export async function runInContainer(container: Docker.Container, command: Conta
       if (settled) return;
       settled = true;
       cleanup();
+      // A killed wrapper could not remove its pid file itself.
+      if (killed) void quietExec(container, ["rm", "-f", "--", pidFile], command.user).catch(() => undefined);
       exitCodeOf(exec).then(
         (code) => resolve({ exitCode: code, timedOut, cancelled }),
         (error: unknown) => reject(error instanceof Error ? error : new Error(String(error))),
@@ -123,12 +126,24 @@ export async function runInContainer(container: Docker.Container, command: Conta
     timers.push(
       setTimeout(() => {
         timedOut = true;
-        stop();
+        void stop();
       }, command.timeout),
     );
     if (command.signal?.aborted) onAbort();
     else command.signal?.addEventListener("abort", onAbort, { once: true });
   });
+}
+
+/** A short command of the harness's own, output discarded: its exit code. */
+async function quietExec(container: Docker.Container, argv: string[], user: string): Promise<number> {
+  const exec = await container.exec({ Cmd: argv, User: user, AttachStdout: true, AttachStderr: true });
+  const stream = (await exec.start({ hijack: true, stdin: false })) as Duplex;
+  await new Promise<void>((resolve) => {
+    stream.on("data", () => undefined);
+    stream.on("error", () => resolve());
+    stream.on("close", () => resolve());
+  });
+  return exitCodeOf(exec);
 }
 
 /** The exit code once the engine has it; -1 when it never says (the stream was cut). */

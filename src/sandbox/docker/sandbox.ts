@@ -103,8 +103,11 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   const base = await mkdtemp(join(tmpdir(), `harness-docker-${safeId(opts.runId)}-`));
   let egress: EgressProxy | undefined;
   let container: Docker.Container | undefined;
+  let prepared: Promise<unknown> | undefined;
   const cleanUp = async (): Promise<void> => {
     await container?.remove({ force: true, v: true }).catch(() => undefined);
+    // The clone may still be writing into base.
+    await prepared?.catch(() => undefined);
     await egress?.close().catch(() => undefined);
     await rm(base, { recursive: true, force: true, maxRetries: 3 });
   };
@@ -114,7 +117,10 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       opts.replaceEarlierAttempts && opts.runId
         ? removeEarlierAttempts(client, opts.runId).catch(() => undefined)
         : Promise.resolve();
-    const prepared = prepareCheckout(source, join(base, "checkout"), opts, operationTimeout, redactToken);
+    const preparing = prepareCheckout(source, join(base, "checkout"), opts, operationTimeout, redactToken);
+    prepared = preparing;
+    // Awaited below or in cleanUp: never an unhandled rejection when creating the container failed first.
+    preparing.catch(() => undefined);
 
     const relays: Relay[] = [];
     const socketBinds: Array<{ host: string; container: string }> = [];
@@ -180,7 +186,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     } catch (error) {
       throw translateDockerError(error, { host, during: "creating the sandbox's container", image: docker.image });
     }
-    const checkout = await prepared;
+    const checkout = await preparing;
     try {
       // The scratch folder: the harness's (uid 0 of the container, which holds no capability),
       // readable by the sandbox's group, so commands read what is put there but change nothing.
