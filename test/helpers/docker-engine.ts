@@ -1,7 +1,19 @@
 import { spawn, type ChildProcess } from "node:child_process";
 import { createHash } from "node:crypto";
 import { accessSync, constants as fsConstants, existsSync } from "node:fs";
-import { chmod, copyFile, lstat, mkdir, mkdtemp, readFile, readlink, realpath, rm, symlink, writeFile } from "node:fs/promises";
+import {
+  chmod,
+  copyFile,
+  lstat,
+  mkdir,
+  mkdtemp,
+  readFile,
+  readlink,
+  realpath,
+  rm,
+  symlink,
+  writeFile,
+} from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
@@ -46,7 +58,7 @@ export async function testEngine(): Promise<TestEngine> {
 }
 
 function running(docker: Docker, host: string): TestEngine {
-  return { available: true, docker, host, started: false, stop: async () => undefined };
+  return { available: true, docker, host, started: false, stop: () => Promise.resolve() };
 }
 
 function clientFor(host: string): Docker {
@@ -59,7 +71,11 @@ async function pings(docker: Docker): Promise<boolean> {
   try {
     await Promise.race([
       docker.ping(),
-      new Promise((_, reject) => setTimeout(() => reject(new Error("no answer")), 2_000).unref()),
+      new Promise((_, reject) =>
+        setTimeout(() => {
+          reject(new Error("no answer"));
+        }, 2_000).unref(),
+      ),
     ]);
     return true;
   } catch {
@@ -223,13 +239,16 @@ export async function testImage(docker: Docker): Promise<string> {
     const tar = spawn("tar", ["--create", "--file=-", "--numeric-owner", "--owner=0", "--group=0", "-C", root, "."], {
       stdio: ["ignore", "pipe", "inherit"],
     });
-    const progress = await docker.importImage(tar.stdout as unknown as string, {
+    const progress = await docker.importImage(tar.stdout, {
       repo: IMAGE_REPOSITORY,
       tag,
       changes: ["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
     });
     await new Promise<void>((resolve, reject) => {
-      docker.modem.followProgress(progress, (error: Error | null) => (error ? reject(error) : resolve()));
+      docker.modem.followProgress(progress, (error: Error | null) => {
+        if (error) reject(error);
+        else resolve();
+      });
     });
     await docker.getImage(name).inspect();
     return name;

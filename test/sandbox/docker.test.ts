@@ -45,7 +45,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const each of made) await each.teardown();
-  await root?.cleanup();
+  if (live) await root.cleanup();
   if (live) await live.stop();
 }, 120_000);
 
@@ -66,7 +66,7 @@ describe("the Docker sandbox's container spec", () => {
     cmd: ["sleep", "infinity"],
   };
 
-  test("asks for no capability, a read-only root, limits, no network and only the socket folders bound read-only", () => {
+  test("asks for no capability, a read-only root, limits, no network, and only socket folders bound", () => {
     const spec = containerSpec(input);
     expect(spec.User).toBe("10001:10001");
     expect(spec.HostConfig?.CapDrop).toEqual(["ALL"]);
@@ -89,9 +89,9 @@ describe("the Docker sandbox's container spec", () => {
     expect(() => containerSpec({ ...input, socketBinds: [{ host: "/", container: "/host" }] })).toThrow(
       InvalidInputError,
     );
-    expect(() =>
-      containerSpec({ ...input, socketBinds: [{ host: "/a:/b", container: `${RELAY_DIR}/x` }] }),
-    ).toThrow(InvalidInputError);
+    expect(() => containerSpec({ ...input, socketBinds: [{ host: "/a:/b", container: `${RELAY_DIR}/x` }] })).toThrow(
+      InvalidInputError,
+    );
   });
 });
 
@@ -105,7 +105,9 @@ describe("a Docker Engine that is not there", () => {
         { image: "any", host: `unix://${join(dir.path, "no-such-docker.sock")}` },
       );
       await expect(attempt).rejects.toThrow(SandboxError);
-      await expect(attempt).rejects.toThrow(/Docker Engine at unix:\/\/.*no-such-docker\.sock is not reachable.*start it/);
+      await expect(attempt).rejects.toThrow(
+        /Docker Engine at unix:\/\/.*no-such-docker\.sock is not reachable.*start it/,
+      );
       await expect(dockerInventory({ host: `unix://${join(dir.path, "no.sock")}` }).list()).rejects.toThrow(
         /not reachable/,
       );
@@ -125,7 +127,7 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     shared.exec({ argv, cwd: shared.workDir, timeout: extra.timeout ?? 20_000, ...extra });
 
   test("runs a command in the checkout on the run's branch, with exit codes, stdout and stderr apart", async () => {
-    const result = await run(["sh", "-c", 'git branch --show-current; cat README.md; echo oops >&2; exit 3']);
+    const result = await run(["sh", "-c", "git branch --show-current; cat README.md; echo oops >&2; exit 3"]);
     expect(result.exitCode).toBe(3);
     expect(result.stdout).toBe("harness/run\n# test repo\n");
     expect(result.stderr).toBe("oops\n");
@@ -137,7 +139,12 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     expect((await run(["cat"], { stdin: "from stdin" })).stdout).toBe("from stdin");
     expect((await run(["sh", "-c", 'printf %s "$ONE"'], { env: { ONE: "1" } })).stdout).toBe("1");
     expect((await run(["sh", "-c", 'printf %s "${ONE:-unset}"'])).stdout).toBe("unset");
-    const long = await shared.exec({ argv: ["seq", "1", "100000"], cwd: shared.workDir, timeout: 20_000, maxOutput: 100 });
+    const long = await shared.exec({
+      argv: ["seq", "1", "100000"],
+      cwd: shared.workDir,
+      timeout: 20_000,
+      maxOutput: 100,
+    });
     expect(long.truncated).toBe(true);
     expect(long.stdout).toContain("100000\n");
   });
@@ -154,7 +161,12 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
 
   test("a cancel kills the command", async () => {
     const controller = new AbortController();
-    const pending = shared.exec({ argv: ["sleep", "30"], cwd: shared.workDir, timeout: 60_000, signal: controller.signal });
+    const pending = shared.exec({
+      argv: ["sleep", "30"],
+      cwd: shared.workDir,
+      timeout: 60_000,
+      signal: controller.signal,
+    });
     controller.abort();
     const result = await pending;
     expect(result.cancelled).toBe(true);
@@ -272,7 +284,7 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     expect(git(repo, "bundle", "list-heads", out)).toContain(sha);
   });
 
-  test("pause freezes the sandbox, refuses commands with a clear error, and resume continues where it was", async () => {
+  test("pause freezes the sandbox, refuses commands clearly, and resume continues where it was", async () => {
     const box = await sandbox({ runId: "pause-run" });
     const counter = box.exec({
       argv: ["sh", "-c", "i=0; while :; do i=$((i+1)); echo $i > /tmp/count; sleep 0.05; done"],
@@ -343,7 +355,10 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     await expect(attempt).rejects.toThrow(
       /Docker image "harness-no-such-image:missing" is not on the Docker Engine .*build or pull it/,
     );
-    const containers = await live.docker.listContainers({ all: true, filters: { label: ["harness-run=no-image-run"] } });
+    const containers = await live.docker.listContainers({
+      all: true,
+      filters: { label: ["harness-run=no-image-run"] },
+    });
     expect(containers).toEqual([]);
     const leftovers = (await readdir(tmpdir())).filter((name) => name.startsWith("harness-docker-no-image-run-"));
     expect(leftovers).toEqual([]);

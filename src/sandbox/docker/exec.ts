@@ -1,5 +1,4 @@
 import { randomBytes } from "node:crypto";
-import type { Duplex } from "node:stream";
 import type Docker from "dockerode";
 import { EXEC_STATE_DIR } from "./container-spec.js";
 
@@ -67,10 +66,10 @@ export async function runInContainer(container: Docker.Container, command: Conta
     AttachStderr: true,
     Tty: false,
   });
-  const stream = (await exec.start({
+  const stream = await exec.start({
     hijack: true,
     stdin: command.stdin !== undefined,
-  })) as Duplex;
+  });
 
   return new Promise<ContainerExit>((resolve, reject) => {
     let timedOut = false;
@@ -107,7 +106,14 @@ export async function runInContainer(container: Docker.Container, command: Conta
       command.signal?.removeEventListener("abort", onAbort);
     };
 
-    const demux = demultiplexer(command.stdout, command.stderr);
+    const demux = demultiplexer(
+      (chunk) => {
+        command.stdout(chunk);
+      },
+      (chunk) => {
+        command.stderr(chunk);
+      },
+    );
     stream.on("data", demux);
     stream.on("error", () => undefined);
     stream.on("close", () => {
@@ -117,8 +123,12 @@ export async function runInContainer(container: Docker.Container, command: Conta
       // A killed wrapper could not remove its pid file itself.
       if (killed) void quietExec(container, ["rm", "-f", "--", pidFile], command.user).catch(() => undefined);
       exitCodeOf(exec).then(
-        (code) => resolve({ exitCode: code, timedOut, cancelled }),
-        (error: unknown) => reject(error instanceof Error ? error : new Error(String(error))),
+        (code) => {
+          resolve({ exitCode: code, timedOut, cancelled });
+        },
+        (error: unknown) => {
+          reject(error instanceof Error ? error : new Error(String(error)));
+        },
       );
     });
 
@@ -137,11 +147,15 @@ export async function runInContainer(container: Docker.Container, command: Conta
 /** A short command of the harness's own, output discarded: its exit code. */
 async function quietExec(container: Docker.Container, argv: string[], user: string): Promise<number> {
   const exec = await container.exec({ Cmd: argv, User: user, AttachStdout: true, AttachStderr: true });
-  const stream = (await exec.start({ hijack: true, stdin: false })) as Duplex;
+  const stream = await exec.start({ hijack: true, stdin: false });
   await new Promise<void>((resolve) => {
     stream.on("data", () => undefined);
-    stream.on("error", () => resolve());
-    stream.on("close", () => resolve());
+    stream.on("error", () => {
+      resolve();
+    });
+    stream.on("close", () => {
+      resolve();
+    });
   });
   return exitCodeOf(exec);
 }

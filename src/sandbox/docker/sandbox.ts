@@ -7,7 +7,7 @@ import { performance } from "node:perf_hooks";
 import { StringDecoder } from "node:string_decoder";
 import type Docker from "dockerode";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
-import { SANDBOX_GIT_SAFETY } from "../../delivery/safe-git.js";
+import { SANDBOX_GIT_SAFETY } from "../git-safety.js";
 import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../../util/errors.js";
 import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
 import { assertPathConfined } from "../../util/path.js";
@@ -27,7 +27,7 @@ import {
   type SandboxOptions,
 } from "../types.js";
 import { validateExecOptions } from "../validate.js";
-import { dockerClient, dockerHost, statusOf, translateDockerError } from "./client.js";
+import { dockerClient, dockerHost, engineMessage, statusOf, translateDockerError } from "./client.js";
 import {
   CONTAINER_PATH,
   containerSpec,
@@ -190,10 +190,9 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     try {
       // The scratch folder: the harness's (uid 0 of the container, which holds no capability),
       // readable by the sandbox's group, so commands read what is put there but change nothing.
-      await container.putArchive(
-        tarArchive([{ name: "scratch", type: "directory", mode: 0o750, uid: 0, gid }]),
-        { path: VOLUME },
-      );
+      await container.putArchive(tarArchive([{ name: "scratch", type: "directory", mode: 0o750, uid: 0, gid }]), {
+        path: VOLUME,
+      });
       await container.putArchive(tarStream(dirname(checkout.path), basename(checkout.path), WORK_NAME, uid, gid), {
         path: VOLUME,
       });
@@ -304,7 +303,14 @@ export class DockerSandbox implements Sandbox {
     if (targets.length === 0) return;
     // Every path checked inside before any is written, so a bad batch writes nothing. Written as
     // the sandbox's user: a symlink a command planted leads only where that user may write anyway.
-    const checked = await this.housekeeping(["sh", "-c", CHECK_UPLOADS, "sh", WORK_DIR, ...targets.map((t) => t.target)]);
+    const checked = await this.housekeeping([
+      "sh",
+      "-c",
+      CHECK_UPLOADS,
+      "sh",
+      WORK_DIR,
+      ...targets.map((t) => t.target),
+    ]);
     if (checked.exitCode !== 0) throw new PathConfinementError(checked.stderr.trim() || "an upload path is refused");
     for (const { target, content } of targets) {
       const written = await this.housekeeping(["sh", "-c", WRITE_FILE, "sh", WORK_DIR, target], content);
@@ -512,7 +518,7 @@ export class DockerSandbox implements Sandbox {
     try {
       return await runInContainer(this.container, { ...command, user: command.user ?? this.user });
     } catch (error) {
-      if (statusOf(error) === 409 && /paused/i.test(String((error as Error).message)))
+      if (statusOf(error) === 409 && /paused/i.test(engineMessage(error)))
         throw new SandboxError("This sandbox is paused: resume it before using it");
       throw translateDockerError(error, { host: this.host, during: `running ${command.argv[0] ?? ""} in the sandbox` });
     }
@@ -534,8 +540,12 @@ export class DockerSandbox implements Sandbox {
       timeout: HOUSEKEEPING_TIMEOUT_MS,
       stdin,
       ...(user ? { user } : {}),
-      stdout: (chunk) => stdout.push(chunk),
-      stderr: (chunk) => stderr.push(chunk),
+      stdout: (chunk) => {
+        stdout.push(chunk);
+      },
+      stderr: (chunk) => {
+        stderr.push(chunk);
+      },
     });
     return { exitCode: exit.timedOut ? EXIT_TIMED_OUT : exit.exitCode, stdout: stdout.text(), stderr: stderr.text() };
   }
@@ -569,15 +579,19 @@ export class DockerSandbox implements Sandbox {
           cut.abort();
           return;
         }
-        pending = pending.then(() => consume(chunk)).catch((error: unknown) => {
-          failure ??= error;
-          cut.abort();
-        });
+        pending = pending
+          .then(() => consume(chunk))
+          .catch((error: unknown) => {
+            failure ??= error;
+            cut.abort();
+          });
       },
-      stderr: (chunk) => stderr.push(chunk),
+      stderr: (chunk) => {
+        stderr.push(chunk);
+      },
     });
     await pending;
-    if (failure !== undefined) throw failure instanceof Error ? failure : new SandboxError(String(failure));
+    if (failure !== undefined) throw failure instanceof Error ? failure : new SandboxError("the copy failed");
     if (received > maxBytes)
       throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
     const said = stderr.text().trim();
@@ -607,14 +621,20 @@ const READ_TOO_LARGE = 5;
  * O_NOFOLLOW refuses it); 5: over the limit; else head's.
  */
 const READ_FILE =
-  'r=$(realpath -e -- "$2") || exit 2; case "$r" in "$1"|"$1"/*) ;; *) printf %s "$r" >&2; exit 3;; esac; ' +
+  'r=$(realpath -e -- "$2") || exit 2; ' +
+  'case "$r" in "$1"|"$1"/*) ;; *) printf %s "$r" >&2; exit 3;; esac; ' +
   '{ [ -L "$2" ] || [ ! -f "$r" ]; } && exit 4; s=$(stat -c %s -- "$r") || exit 2; ' +
-  'if [ "$s" -gt "$3" ]; then printf %s "$s" >&2; exit 5; fi; exec head -c "$(($3 + 1))" -- "$r"';
+  'if [ "$s" -gt "$3" ]; then printf %s "$s" >&2; exit 5; fi; ' +
+  'exec head -c "$(($3 + 1))" -- "$r"';
 
-/** `$1` the checkout, then the targets: each must resolve (its nearest existing folder) inside it and not be a symlink. */
+/**
+ * `$1` the checkout, then the targets: each must resolve (its nearest existing folder) inside
+ * it and not be a symlink.
+ */
 const CHECK_UPLOADS =
-  'w=$1; shift; for t do d=$t; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done; r=$(realpath -e -- "$d") || exit 2; ' +
-  'case "$r" in "$w"|"$w"/*) ;; *) echo "\\"$t\\" resolves through a symlink to $r, outside the sandbox" >&2; exit 3;; esac; ' +
+  'w=$1; shift; for t do d=$t; while [ ! -e "$d" ]; do d=$(dirname -- "$d"); done; ' +
+  'r=$(realpath -e -- "$d") || exit 2; case "$r" in "$w"|"$w"/*) ;; ' +
+  '*) echo "\\"$t\\" resolves through a symlink to $r, outside the sandbox" >&2; exit 3;; esac; ' +
   'if [ -L "$t" ]; then echo "\\"$t\\" is a symlink; refusing to write through it" >&2; exit 3; fi; done';
 
 /** `$1` the checkout, `$2` the file: its folders made, then stdin written to it. */
@@ -626,7 +646,7 @@ const WRITE_FILE = 'mkdir -p -- "$(dirname -- "$2")" && [ ! -L "$2" ] && cat >"$
  * prints HEAD.
  */
 const SNAPSHOT =
-  'ref=$1; name=$2; email=$3; shift 3; ' +
+  "ref=$1; name=$2; email=$3; shift 3; " +
   'head=$(git "$@" symbolic-ref -q HEAD) || { echo "HEAD is detached, not on $ref" >&2; exit 3; }; ' +
   '[ "$head" = "$ref" ] || { echo "HEAD is on $head, not on $ref" >&2; exit 3; }; ' +
   'git "$@" add --all -- . || exit 4; ' +
@@ -733,7 +753,12 @@ async function prepareCheckout(
     clonedFrom = { path: source.path, origin: origin !== "" ? origin : undefined };
     await orThrow(`Cloning ${source.path}`, ["clone", "--quiet", "--no-local", "--", source.path, path], tmpdir());
   } else {
-    await orThrow(`Cloning ${source.display}`, ["clone", "--quiet", "--", source.url, path], tmpdir(), opts.githubToken);
+    await orThrow(
+      `Cloning ${source.display}`,
+      ["clone", "--quiet", "--", source.url, path],
+      tmpdir(),
+      opts.githubToken,
+    );
   }
   const existing = await git(["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`], path);
   await orThrow(
