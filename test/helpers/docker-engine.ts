@@ -194,21 +194,22 @@ const IMAGE_RECIPE = "5";
  * root filesystem assembled in a temp folder: tens of MB, since vfs copies it for each
  * container), tagged by a hash of what went in so it is built once per engine and content.
  */
-export async function testImage(docker: Docker): Promise<string> {
+export async function testImage(docker: Docker, options: { node?: boolean } = {}): Promise<string> {
   const files = new Map<string, true>();
-  for (const program of IMAGE_PROGRAMS) {
+  // Node (about 100 MB) only for the tests of the relay that runs on it.
+  for (const program of [...IMAGE_PROGRAMS, ...(options.node ? ["node"] : [])]) {
     const path = findOnPath(program, ["/usr/bin", "/bin"]);
     if (!path) throw new Error(`The Docker test image needs ${program}, which is not on this machine`);
     await collect(path, files);
   }
   const gitCore = "/usr/lib/git-core";
-  const hash = createHash("sha256").update(IMAGE_RECIPE);
+  const hash = createHash("sha256").update(`${IMAGE_RECIPE}${options.node ? "+node" : ""}`);
   for (const path of [...files.keys()].sort()) {
     const info = await lstat(path);
     hash.update(`${path}\0${String(info.size)}\0${String(info.mtimeMs)}\0`);
   }
   const tag = hash.digest("hex").slice(0, 16);
-  const name = `${IMAGE_REPOSITORY}:${tag}`;
+  const name = `${IMAGE_REPOSITORY}${options.node ? "-node" : ""}:${tag}`;
   try {
     await docker.getImage(name).inspect();
     return name;
@@ -240,7 +241,7 @@ export async function testImage(docker: Docker): Promise<string> {
       stdio: ["ignore", "pipe", "inherit"],
     });
     const progress = await docker.importImage(tar.stdout, {
-      repo: IMAGE_REPOSITORY,
+      repo: `${IMAGE_REPOSITORY}${options.node ? "-node" : ""}`,
       tag,
       changes: ["ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"],
     });

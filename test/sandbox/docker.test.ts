@@ -1,5 +1,6 @@
 import { existsSync } from "node:fs";
-import { readdir, readFile } from "node:fs/promises";
+import { chmod, mkdir, readdir, readFile } from "node:fs/promises";
+import { createServer, type Server } from "node:http";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
@@ -26,11 +27,22 @@ let root: { path: string; cleanup: () => Promise<void> };
 let repo = "";
 const made: DockerSandbox[] = [];
 
-async function sandbox(overrides: Partial<SandboxOptions> = {}): Promise<DockerSandbox> {
+async function sandbox(
+  overrides: Partial<SandboxOptions> = {},
+  docker: { image?: string; nodePath?: string } = {},
+): Promise<DockerSandbox> {
   if (!live) throw new Error("no engine");
   const created = await createDockerSandbox(
     { repo, branch: "harness/run", network: { mode: "none" }, ...overrides },
-    { image, host: live.host, memoryBytes: 512 * 1024 ** 2, cpus: 1, pidsLimit: 256, tmpfsBytes: 64 * 1024 ** 2 },
+    {
+      image,
+      host: live.host,
+      memoryBytes: 512 * 1024 ** 2,
+      cpus: 1,
+      pidsLimit: 256,
+      tmpfsBytes: 64 * 1024 ** 2,
+      ...docker,
+    },
   );
   made.push(created);
   return created;
@@ -363,4 +375,94 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     const leftovers = (await readdir(tmpdir())).filter((name) => name.startsWith("harness-docker-no-image-run-"));
     expect(leftovers).toEqual([]);
   });
+});
+
+describe.skipIf(!live)("the Docker sandbox without a network, relaying the run's own sockets", () => {
+  let nodeImage = "";
+  let socketDir = "";
+  let gateway: Server;
+  beforeAll(async () => {
+    if (!live) return;
+    nodeImage = await testImage(live.docker, { node: true });
+    // As the model gateway listens (gateway/listen.ts): a folder others may pass, a socket anyone may use.
+    socketDir = join(root.path, "gateway");
+    await mkdir(socketDir);
+    await chmod(socketDir, 0o711);
+    gateway = createServer((request, response) => {
+      response.end(`gateway saw ${request.method ?? ""} ${request.url ?? ""}`);
+    });
+    await new Promise<void>((resolve) => gateway.listen(join(socketDir, "gateway.sock"), resolve));
+    await chmod(join(socketDir, "gateway.sock"), 0o666);
+  }, 300_000);
+  afterAll(async () => {
+    await new Promise((resolve) => gateway?.close(resolve));
+  });
+
+  const get = (url: string, proxy?: number): string =>
+    `const [host, port, path] = ${JSON.stringify(proxy ? ["127.0.0.1", proxy, url] : [new URL(url).hostname, Number(new URL(url).port), new URL(url).pathname])};` +
+    `require("http").get({ host, port, path, headers: { host: new URL(${JSON.stringify(url)}).host } }, (res) => {` +
+    ` let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => console.log(res.statusCode, body.trim())); })` +
+    `.on("error", (e) => console.log("error", e.message))`;
+
+  test("reaches the model gateway at 127.0.0.1:3129 through its Unix socket, and nothing else", async () => {
+    const box = await sandbox(
+      {
+        runId: "relay-run",
+        network: { mode: "none" },
+        modelGateway: { url: "http://203.0.113.1:3000", socketPath: join(socketDir, "gateway.sock") },
+      },
+      { image: nodeImage, nodePath: "/usr/bin/node" },
+    );
+    expect(box.modelGatewayUrl).toBe("http://127.0.0.1:3129");
+    const through = await box.exec({
+      argv: ["node", "-e", get("http://127.0.0.1:3129/v1/messages")],
+      cwd: box.workDir,
+      timeout: 20_000,
+    });
+    expect(through.stdout.trim()).toBe("200 gateway saw GET /v1/messages");
+    const elsewhere = await box.exec({
+      argv: ["node", "-e", get("http://203.0.113.1:3000/")],
+      cwd: box.workDir,
+      timeout: 20_000,
+    });
+    expect(elsewhere.stdout).toMatch(/^error /);
+    // The socket's folder is bound read-only: nothing can be left beside the socket.
+    const write = await box.exec({ argv: ["touch", "/harness-relay/gateway/x"], cwd: box.workDir, timeout: 5_000 });
+    expect(write.exitCode).not.toBe(0);
+    await box.teardown();
+  }, 120_000);
+
+  test("an allowlist goes out only through the harness's egress proxy, which refuses what the list does not name", async () => {
+    const box = await sandbox(
+      {
+        runId: "allowlist-run",
+        network: { mode: "allowlist", allow: { operator: [], repository: ["registry.npmjs.org"] } },
+      },
+      { image: nodeImage, nodePath: "/usr/bin/node" },
+    );
+    const env = await box.exec({ argv: ["sh", "-c", 'printf %s "$HTTP_PROXY"'], cwd: box.workDir, timeout: 5_000 });
+    expect(env.stdout).toBe("http://127.0.0.1:3128");
+    const refused = await box.exec({
+      argv: ["node", "-e", get("http://example.invalid:8080/", 3128)],
+      cwd: box.workDir,
+      timeout: 20_000,
+    });
+    expect(refused.stdout).toMatch(/^403 Harness egress policy: example\.invalid:8080 is not allowed for this run/);
+    expect((await box.exec({ argv: ["ls", "/sys/class/net"], cwd: box.workDir, timeout: 5_000 })).stdout.trim()).toBe(
+      "lo",
+    );
+    await box.teardown();
+  }, 120_000);
+
+  test("an image without node at nodePath says so instead of running without its relay", async () => {
+    await expect(
+      sandbox(
+        {
+          runId: "no-node-run",
+          modelGateway: { url: "http://203.0.113.1:3000", socketPath: join(socketDir, "gateway.sock") },
+        },
+        { nodePath: "/usr/bin/node" },
+      ),
+    ).rejects.toThrow(/needs node at \/usr\/bin\/node/);
+  }, 60_000);
 });

@@ -469,8 +469,9 @@ export class DockerSandbox implements Sandbox {
   async waitForRelay(timeoutMs: number, nodePath: string): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
-      const probe = await this.housekeeping(["cat", RELAY_READY]);
-      if (probe.exitCode === 0) return;
+      // Refused outright once the relay has exited and the container with it: said below.
+      const probe = await this.housekeeping(["cat", RELAY_READY]).catch(() => undefined);
+      if (probe?.exitCode === 0) return;
       const info = await this.container.inspect().catch(() => undefined);
       if (info && !info.State.Running)
         throw new SandboxError(
