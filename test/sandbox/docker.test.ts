@@ -395,14 +395,22 @@ describe.skipIf(!live)("the Docker sandbox without a network, relaying the run's
     await chmod(join(socketDir, "gateway.sock"), 0o666);
   }, 300_000);
   afterAll(async () => {
-    await new Promise((resolve) => gateway?.close(resolve));
+    if (live) await new Promise((resolve) => gateway.close(resolve));
   });
 
-  const get = (url: string, proxy?: number): string =>
-    `const [host, port, path] = ${JSON.stringify(proxy ? ["127.0.0.1", proxy, url] : [new URL(url).hostname, Number(new URL(url).port), new URL(url).pathname])};` +
-    `require("http").get({ host, port, path, headers: { host: new URL(${JSON.stringify(url)}).host } }, (res) => {` +
-    ` let body = ""; res.on("data", (c) => { body += c; }); res.on("end", () => console.log(res.statusCode, body.trim())); })` +
-    `.on("error", (e) => console.log("error", e.message))`;
+  /** A node one-liner printing the status and body of a GET (through the proxy at `proxy`, if given). */
+  const get = (url: string, proxy?: number): string => {
+    const target = new URL(url);
+    const request = proxy
+      ? { host: "127.0.0.1", port: proxy, path: url }
+      : { host: target.hostname, port: Number(target.port), path: target.pathname };
+    return (
+      `require("http").get({ ...${JSON.stringify(request)}, headers: { host: ${JSON.stringify(target.host)} } }, ` +
+      `(res) => { let body = ""; res.on("data", (c) => { body += c; }); ` +
+      `res.on("end", () => console.log(res.statusCode, body.trim())); })` +
+      `.on("error", (e) => console.log("error", e.message))`
+    );
+  };
 
   test("reaches the model gateway at 127.0.0.1:3129 through its Unix socket, and nothing else", async () => {
     const box = await sandbox(
@@ -432,7 +440,7 @@ describe.skipIf(!live)("the Docker sandbox without a network, relaying the run's
     await box.teardown();
   }, 120_000);
 
-  test("an allowlist goes out only through the harness's egress proxy, which refuses what the list does not name", async () => {
+  test("an allowlist goes out only through the egress proxy, which refuses what the list does not name", async () => {
     const box = await sandbox(
       {
         runId: "allowlist-run",
