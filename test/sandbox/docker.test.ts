@@ -10,7 +10,9 @@ import { createDockerSandbox, type DockerSandbox } from "../../src/sandbox/docke
 import type { SandboxOptions } from "../../src/sandbox/types.js";
 import { InvalidInputError, PathConfinementError, SandboxError } from "../../src/util/errors.js";
 import { testEngine, testImage, type TestEngine } from "../helpers/docker-engine.js";
-import { git, makeRepo, scratchDir } from "../helpers/git.js";
+import { startGitHttpServer } from "../fakes/git-http-server.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
+import { git, makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
 
 /*
  * The Docker sandbox against a real Docker Engine: the running one, or a daemon the helper
@@ -356,6 +358,39 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     const second = await sandbox({ runId: "retried-run", replaceEarlierAttempts: true });
     await expect(live.docker.getContainer(first.id).inspect()).rejects.toMatchObject({ statusCode: 404 });
     expect((await live.docker.getContainer(second.id).inspect()).State.Running).toBe(true);
+  });
+
+  test("a GitHub repository is cloned by the host with the token, and the container never sees it", async () => {
+    const token = fakeToken("ghs_", 37);
+    await makeBareRepo(root.path, "acme", "widgets");
+    const server = await startGitHttpServer({ projectRoot: root.path, token });
+    try {
+      const box = await sandbox({
+        runId: "remote-run",
+        repo: "acme/widgets",
+        githubToken: token,
+        githubServerUrl: server.url,
+        branch: "harness/remote",
+      });
+      expect(server.requests.some((request) => request.password === token)).toBe(true);
+      const result = await box.exec({
+        argv: ["sh", "-c", "git branch --show-current; cat README.md; git config --list --show-origin; env"],
+        cwd: box.workDir,
+        timeout: 20_000,
+      });
+      expect(result.stdout).toContain("harness/remote\n# test repo\n");
+      expect(result.stdout).not.toContain(token);
+      expect(result.stdout).not.toContain(Buffer.from(`x-access-token:${token}`).toString("base64"));
+      const searched = await box.exec({
+        argv: ["grep", "-rl", token, "/harness", "/home/harness", "/tmp"],
+        cwd: box.workDir,
+        timeout: 20_000,
+      });
+      expect(searched.stdout).toBe("");
+      await box.teardown();
+    } finally {
+      await server.close();
+    }
   });
 
   test("an image the engine does not have gives one error saying what to do, and leaves nothing", async () => {
