@@ -1,15 +1,13 @@
-import { spawn } from "node:child_process";
 import { randomBytes } from "node:crypto";
 import { chmod, chown, mkdir, mkdtemp, open, rm, writeFile } from "node:fs/promises";
-import { homedir, tmpdir } from "node:os";
-import { basename, dirname, join, posix, resolve } from "node:path";
+import { tmpdir } from "node:os";
+import { basename, dirname, join, posix } from "node:path";
 import { performance } from "node:perf_hooks";
 import { StringDecoder } from "node:string_decoder";
 import type Docker from "dockerode";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
 import { SANDBOX_GIT_SAFETY } from "../git-safety.js";
-import { InvalidInputError, PathConfinementError, RepoRefError, SandboxError } from "../../util/errors.js";
-import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
+import { InvalidInputError, PathConfinementError, SandboxError } from "../../util/errors.js";
 import { assertPathConfined } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
 import { MAX_OUTPUT_BYTES } from "../../util/sanitize.js";
@@ -17,8 +15,7 @@ import { TailBuffer } from "../../util/tail-buffer.js";
 import { parseAllowlist, parseRepositoryAllowlist } from "../egress/allowlist.js";
 import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
-import { gitEnv } from "../environment.js";
-import { EXIT_CANCELLED, EXIT_TIMED_OUT, runProcess } from "../process.js";
+import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "../process.js";
 import {
   assertScratchFileContent,
   assertScratchFileName,
@@ -49,6 +46,7 @@ import {
   DEFAULT_TMPFS_BYTES,
   type DockerOptions,
 } from "./options.js";
+import { assertValidBranchName, prepareCheckout, resolveSource, tarStream } from "./checkout.js";
 import { tarArchive } from "./tar.js";
 
 /** Label every harness container carries, so operators and the reaper can find them. */
@@ -670,26 +668,6 @@ async function shareWithContainer(path: string, gid: number, mode: number): Prom
   await chmod(path, mode | ((mode & 0o070) >> 3));
 }
 
-/** The checkout as a tar stream, every entry owned by the container's user. */
-function tarStream(parent: string, name: string, as: string, uid: number, gid: number): NodeJS.ReadableStream {
-  const tar = spawn(
-    "tar",
-    [
-      "--create",
-      "--file=-",
-      "--numeric-owner",
-      `--owner=${String(uid)}`,
-      `--group=${String(gid)}`,
-      `--transform=s,^${name},${as},`,
-      "-C",
-      parent,
-      name,
-    ],
-    { stdio: ["ignore", "pipe", "ignore"], env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin" } },
-  );
-  return tar.stdout;
-}
-
 async function removeEarlierAttempts(client: Docker, runId: string): Promise<void> {
   const found = await client.listContainers({
     all: true,
@@ -703,89 +681,6 @@ async function removeEarlierAttempts(client: Docker, runId: string): Promise<voi
         .catch(() => undefined),
     ),
   );
-}
-
-type Source = { kind: "local"; path: string; display: string } | { kind: "remote"; url: string; display: string };
-
-function resolveSource(opts: SandboxOptions): Source {
-  const ref = classifyRepoRef(opts.repo, opts.githubServerUrl ? { serverUrl: opts.githubServerUrl } : {});
-  if (ref.kind === "local") {
-    const path = ref.path.startsWith("~") ? join(homedir(), ref.path.slice(1)) : resolve(ref.path);
-    return { kind: "local", path, display: path };
-  }
-  return {
-    kind: "remote",
-    url: githubCloneUrl(ref.repo, opts.githubServerUrl),
-    display: `${ref.repo.owner}/${ref.repo.name}`,
-  };
-}
-
-/**
- * The run's checkout, made on the host: a clone (`--no-local` for a repository on this machine,
- * so no object file is shared with it; the token, for GitHub, only in that one git process's
- * environment), on the run's branch. No mirror is used: alternates would name host paths the
- * container cannot see.
- */
-async function prepareCheckout(
-  source: Source,
-  path: string,
-  opts: SandboxOptions,
-  timeout: number,
-  redact: (text: string) => string,
-): Promise<{ path: string; clonedFrom?: { path: string; origin: string | undefined } }> {
-  const git = (args: string[], cwd: string, token?: string) =>
-    runProcess({ argv: ["git", ...args], cwd, env: gitEnv(token), timeout });
-  const orThrow = async (what: string, args: string[], cwd: string, token?: string): Promise<string> => {
-    const result = await git(args, cwd, token);
-    if (result.exitCode !== 0) {
-      const detail = redact((result.stderr || result.stdout).trim().split("\n").slice(-3).join(" "));
-      throw new SandboxError(`${what} failed${result.timedOut ? " (timed out)" : ""}: ${detail}`);
-    }
-    return result.stdout.trim();
-  };
-  let clonedFrom: { path: string; origin: string | undefined } | undefined;
-  let start: string | undefined;
-  if (source.kind === "local") {
-    const head = await git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], source.path).catch(() => undefined);
-    if (head?.exitCode !== 0)
-      throw new RepoRefError(`The repository at ${source.path} has no commit to start from (or is not a repository)`);
-    start = head.stdout.trim();
-    const origin = (await git(["remote", "get-url", "--push", "origin"], source.path)).stdout.trim();
-    clonedFrom = { path: source.path, origin: origin !== "" ? origin : undefined };
-    await orThrow(`Cloning ${source.path}`, ["clone", "--quiet", "--no-local", "--", source.path, path], tmpdir());
-  } else {
-    await orThrow(
-      `Cloning ${source.display}`,
-      ["clone", "--quiet", "--", source.url, path],
-      tmpdir(),
-      opts.githubToken,
-    );
-  }
-  const existing = await git(["show-ref", "--verify", "--quiet", `refs/remotes/origin/${opts.branch}`], path);
-  await orThrow(
-    `Checking out ${opts.branch}`,
-    existing.exitCode === 0
-      ? ["checkout", "--quiet", "-B", opts.branch, `origin/${opts.branch}`]
-      : ["checkout", "--quiet", "-b", opts.branch, ...(start ? [start] : [])],
-    path,
-  );
-  // Inside, owners, inodes and ctimes read differently from here: without these every file
-  // would look changed to git there and be hashed again.
-  await git(["config", "core.checkStat", "minimal"], path);
-  await git(["config", "core.trustCtime", "false"], path);
-  return { path, ...(clonedFrom ? { clonedFrom } : {}) };
-}
-
-async function assertValidBranchName(branch: string): Promise<void> {
-  if (branch === "" || branch.includes("\0") || branch.startsWith("-"))
-    throw new InvalidInputError(`Branch name "${branch}" is not usable`);
-  const check = await runProcess({
-    argv: ["git", "check-ref-format", "--branch", branch],
-    cwd: tmpdir(),
-    env: gitEnv(),
-    timeout: 10_000,
-  });
-  if (check.exitCode !== 0) throw new InvalidInputError(`"${branch}" is not a valid git branch name`);
 }
 
 function safeId(runId: string | undefined): string {

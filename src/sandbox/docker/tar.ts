@@ -1,7 +1,7 @@
 /**
  * A minimal tar (ustar) writer for the few small files the harness puts into a container with
  * the engine's archive API (scratch files, their folder): each entry names its owner, group and
- * mode exactly, which `docker cp`-style extraction keeps when asked to (copyUIDGID).
+ * mode exactly, and the engine's extraction applies them as given.
  */
 export interface TarEntry {
   /** Relative path inside the archive; at most 100 bytes (scratch names are far shorter). */
