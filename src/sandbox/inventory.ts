@@ -1,7 +1,7 @@
 /** A sandbox this app created, as the reaper sees it. */
 export interface SandboxRecord {
-  kind: "local" | "daytona";
-  /** Temp directory name, or Daytona sandbox id. */
+  kind: "local" | "daytona" | "docker";
+  /** Temp directory name, Daytona sandbox id, or Docker container name. */
   id: string;
   /** The run that created it, from its labels (absent for sandboxes made outside a run). */
   runId?: string;
