@@ -17,7 +17,7 @@ export interface NetworkContext {
   /** Entries the operator allows in every allowlist (HARNESS_NETWORK_ALLOW). */
   operatorAllow: readonly string[];
   /** Where the run goes, and whether the local sandbox isolates (only then can it enforce a mode). */
-  sandbox: "daytona" | "local-isolated" | "local-unisolated";
+  sandbox: "daytona" | "docker" | "local-isolated" | "local-unisolated";
   /** Hosts the agent's model API lives on: always reachable in allowlist mode. */
   agentEndpoints: readonly string[];
 }

@@ -69,7 +69,7 @@ export const repoConfigSchema = z
       .optional(),
     sandbox: z
       .object({
-        provider: z.enum(["local", "daytona"]).optional(),
+        provider: z.enum(["local", "daytona", "docker"]).optional(),
         snapshot: z.string().trim().min(1).optional(),
         /**
          * `shallow` (Daytona's default: the latest commit only) or `full`, for steps that read the

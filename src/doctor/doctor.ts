@@ -5,7 +5,7 @@ import { repoCacheDiskCheck } from "./checks/disk.js";
 import { githubAppCheck, installationsCheck, webhookDeliveriesCheck } from "./checks/github.js";
 import { modelUpstreamsCheck } from "./checks/model-upstreams.js";
 import { queueStoreCheck } from "./checks/queue-store.js";
-import { daytonaCheck, localSandboxCheck } from "./checks/sandbox.js";
+import { daytonaCheck, dockerCheck, localSandboxCheck } from "./checks/sandbox.js";
 import { settingsCheck } from "./checks/settings.js";
 import { gitCheck, nodeCheck } from "./checks/tools.js";
 import { createDoctorContext, type DoctorContext, type DoctorOverrides } from "./context.js";
@@ -22,6 +22,7 @@ export function doctorChecks(): Check<DoctorContext>[] {
     settingsCheck(),
     localSandboxCheck(),
     daytonaCheck(),
+    dockerCheck(),
     queueStoreCheck(),
     githubAppCheck(),
     installationsCheck(),

@@ -1,5 +1,6 @@
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+import type { DockerOptions } from "../sandbox/docker/options.js";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { sandboxUserSettingProblem } from "../sandbox/local/sandbox-user.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
@@ -55,6 +56,8 @@ export type AppSettings =
       sandbox: SandboxKind;
       allowedSandboxes: SandboxKind[];
       daytona: DaytonaOptions;
+      /** The Docker sandbox's image and engine; set whenever `docker` is among the allowed sandboxes. */
+      docker?: DockerOptions;
       /**
        * How the local sandbox isolates runs: namespaces (bubblewrap) unless the operator opted
        * out with HARNESS_UNISOLATED_LOCAL=1. Absent means namespaces.
@@ -186,6 +189,12 @@ export function settingsFromEnv(
     warnings.push("HARNESS_SANDBOX is not set and DAYTONA_API_KEY is missing: runs use the local sandbox on this host");
   }
   if (localSandbox.mode === "none" && [sandbox, ...allowed].includes("local")) warnings.push(UNISOLATED_WARNING);
+  const docker = dockerOptionsFromEnv(env);
+  if (!docker && [sandbox, ...allowed].includes("docker"))
+    throw new SettingsError(
+      "HARNESS_DOCKER_IMAGE is not set: runs on Docker need the image their containers start from " +
+        "(one with sh, git and the agent CLIs the repositories use, e.g. one built from a Dockerfile of yours)",
+    );
   const logFormat = env["LOG_FORMAT"] === "pretty" ? "pretty" : "json";
   const role = roleFrom(env);
   const queue = queueFrom(env);
@@ -206,6 +215,7 @@ export function settingsFromEnv(
     sandbox,
     allowedSandboxes: [...new Set([sandbox, ...allowed])],
     daytona: daytonaOptionsFromEnv(env),
+    ...(docker ? { docker } : {}),
     localSandbox,
     setupSecrets: setupSecretsFrom(env),
     network: networkFrom(env),
@@ -454,8 +464,18 @@ function integer(text: string | undefined, fallback: number, name: string): numb
 
 function sandboxKind(text: string | undefined, name: string): SandboxKind | undefined {
   if (!text) return undefined;
-  if (text === "local" || text === "daytona") return text;
-  throw new SettingsError(`${name} must be "local" or "daytona", got "${text}"`);
+  if (text === "local" || text === "daytona" || text === "docker") return text;
+  throw new SettingsError(`${name} must be "local", "daytona" or "docker", got "${text}"`);
+}
+
+/**
+ * The Docker sandbox's settings, when runs may use it: HARNESS_DOCKER_IMAGE (required: no image
+ * is right for every repository) and DOCKER_HOST (else the local socket).
+ */
+export function dockerOptionsFromEnv(env: NodeJS.ProcessEnv): DockerOptions | undefined {
+  const image = env["HARNESS_DOCKER_IMAGE"]?.trim();
+  if (!image) return undefined;
+  return { image, ...(env["DOCKER_HOST"] ? { host: env["DOCKER_HOST"] } : {}) };
 }
 
 /** Daytona settings from DAYTONA_* variables, the same for the app and the CLI. */

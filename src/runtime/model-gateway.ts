@@ -77,7 +77,9 @@ export async function startAppGateway(options: AppGatewayOptions): Promise<AppGa
     grants,
     upstreams: running.upstreams,
     addressFor(kind: SandboxKind) {
-      if (kind === "local") return { url: running.listeners.url, socketPath: running.listeners.socketPath };
+      // A container reaches it through the socket, relayed inside as the isolated local sandbox does.
+      if (kind === "local" || kind === "docker")
+        return { url: running.listeners.url, socketPath: running.listeners.socketPath };
       return publicUrl !== undefined ? { url: `${publicUrl}/gateway` } : undefined;
     },
     unreachableHint:

@@ -29,13 +29,16 @@ import { DraftRefusals } from "../runs/worker/draft-refusals.js";
 import { InstallationAccessCache } from "../runs/worker/installation-access-cache.js";
 import { reportInterrupted } from "../runs/worker/report-interrupted.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
+import { dockerInventory } from "../sandbox/docker/inventory.js";
+import type { DockerOptions } from "../sandbox/docker/options.js";
+import { createDockerSandbox } from "../sandbox/docker/sandbox.js";
 import { RepoCache } from "../sandbox/local/repo-cache.js";
 import { createLocalSandbox } from "../sandbox/local/sandbox.js";
 import type { Sandbox, SandboxKind, SandboxOptions } from "../sandbox/types.js";
 import { assertRedisReachable } from "../store/redis-connection.js";
 import { ConfigCache, TtlCache } from "../triggers/ttl-cache.js";
 import type { HandlerDeps } from "../triggers/handlers.js";
-import { describeError } from "../util/errors.js";
+import { describeError, SandboxError } from "../util/errors.js";
 import { WorkTracker } from "../util/idle.js";
 import type { Log } from "../util/log.js";
 import { createRedactor, secretsFromEnv, type Redactor } from "../util/redact.js";
@@ -158,6 +161,7 @@ export async function buildRuntime(
     sandboxes: {
       local: overrides.sandboxes?.local ?? createLocalSandbox,
       daytona: overrides.sandboxes?.daytona ?? createDaytonaSandbox,
+      docker: overrides.sandboxes?.docker ?? dockerSandboxes(settings.docker),
     },
     defaultSandbox: settings.sandbox,
     allowedSandboxes: settings.allowedSandboxes,
@@ -280,6 +284,17 @@ export async function buildRuntime(
   };
 }
 
+/** Docker sandboxes from the operator's image and engine; refused with the setting to make when there is none. */
+function dockerSandboxes(docker: DockerOptions | undefined): (options: SandboxOptions) => Promise<Sandbox> {
+  return (options) => {
+    if (!docker)
+      return Promise.reject(
+        new SandboxError("This Harness has no Docker image for runs: the operator sets HARNESS_DOCKER_IMAGE"),
+      );
+    return createDockerSandbox(options, docker);
+  };
+}
+
 /**
  * Only a shared store can tell a live run's sandbox from an orphan (the in-process queue knows
  * no other process's runs), and web-only processes run no sandboxes.
@@ -293,7 +308,12 @@ function orphanReaper(
   const activeRunIds = queue.activeRunIds?.bind(queue);
   if (!activeRunIds || settings.role === "web") return undefined;
   const inventory =
-    override?.inventory ?? (settings.sandbox === "daytona" ? daytonaInventory(settings.daytona) : localInventory());
+    override?.inventory ??
+    (settings.sandbox === "daytona"
+      ? daytonaInventory(settings.daytona)
+      : settings.sandbox === "docker"
+        ? dockerInventory(settings.docker?.host !== undefined ? { host: settings.docker.host } : {})
+        : localInventory());
   return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs);
 }
 

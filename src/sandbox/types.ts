@@ -1,5 +1,5 @@
-/** The sandbox providers: the local one (bubblewrap) and Daytona. */
-export type SandboxKind = "local" | "daytona";
+/** The sandbox providers: the local one (bubblewrap), Daytona, and a Docker Engine. */
+export type SandboxKind = "local" | "daytona" | "docker";
 
 import type { ExecOptions, ExecResult } from "../contracts/types.js";
 import { InvalidInputError } from "../util/errors.js";

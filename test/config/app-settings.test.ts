@@ -47,8 +47,16 @@ describe("settings from the environment", () => {
       /PRIVATE_KEY_PATH points to \/nope\.pem, which cannot be read/,
     ],
     [
+      { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "podman" },
+      /HARNESS_SANDBOX must be "local", "daytona" or "docker", got "podman"/,
+    ],
+    [
       { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "docker" },
-      /HARNESS_SANDBOX must be "local" or "daytona"/,
+      /HARNESS_DOCKER_IMAGE is not set: runs on Docker need the image/,
+    ],
+    [
+      { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOXES: "local,docker" },
+      /HARNESS_DOCKER_IMAGE is not set/,
     ],
     [
       { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", DAYTONA_SECRETS: "nonsense" },
@@ -60,6 +68,22 @@ describe("settings from the environment", () => {
         throw new Error("ENOENT");
       }),
     ).toThrow(message);
+  });
+
+  test("runs on Docker take the operator's image and engine", () => {
+    const settings = settingsFromEnv({
+      APP_ID: "1",
+      PRIVATE_KEY: pem,
+      WEBHOOK_SECRET: "s",
+      HARNESS_SANDBOX: "docker",
+      HARNESS_DOCKER_IMAGE: " acme/runner:2026.11 ",
+      DOCKER_HOST: "unix:///run/user/1000/docker.sock",
+    });
+    expect(settings).toMatchObject({
+      sandbox: "docker",
+      allowedSandboxes: ["docker"],
+      docker: { image: "acme/runner:2026.11", host: "unix:///run/user/1000/docker.sock" },
+    });
   });
 
   test("app mode: Probot's variables and ours", () => {

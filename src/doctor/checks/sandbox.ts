@@ -1,5 +1,11 @@
 import { probeLocalIsolation } from "../../runtime/local-isolation.js";
 import { daytonaApiUrl } from "../../sandbox/daytona/client.js";
+import {
+  DEFAULT_DOCKER_HOST,
+  dockerClient,
+  engineMessage,
+  statusOf as engineStatus,
+} from "../../sandbox/docker/client.js";
 import { sandboxUserFor } from "../../sandbox/local/sandbox-user.js";
 import { describeError } from "../../util/errors.js";
 import { failed, passed, skipped, type Check } from "../check.js";
@@ -108,4 +114,63 @@ function statusOf(error: unknown): number | undefined {
     if (typeof value === "number") return value;
   const match = /\b(401|403)\b/.exec(error instanceof Error ? error.message : "");
   return match ? Number(match[1]) : undefined;
+}
+
+/**
+ * The Docker Engine runs go to, and the image they start from: the engine's version, then the
+ * image looked up on it (an image the engine does not have fails every run at its start).
+ */
+export function dockerCheck(): Check<DoctorContext> {
+  return {
+    id: "docker",
+    name: "Docker",
+    needs: ["settings"],
+    timeoutMs: 15_000,
+    fixWhenStuck: (context) => `check that the Docker Engine at ${engineOf(context)} answers (\`docker version\`)`,
+    async run(context) {
+      const settings = appSettings(context);
+      if (!settings.allowedSandboxes.includes("docker"))
+        return skipped(`not used (runs go to ${settings.allowedSandboxes.join(", ")})`);
+      const image = settings.docker?.image;
+      if (!image)
+        return failed(
+          "HARNESS_DOCKER_IMAGE is not set",
+          "set HARNESS_DOCKER_IMAGE to the image runs start from (sh, git and the agent CLIs in it)",
+        );
+      const host = engineOf(context);
+      let client;
+      try {
+        client = dockerClient(host);
+      } catch (error) {
+        return failed(describeError(error), "set DOCKER_HOST to unix:///path/to/docker.sock or tcp://host:port");
+      }
+      try {
+        // dockerode takes no signal here: the check's own time limit ends the wait.
+        const version = await client.version();
+        try {
+          await client.getImage(image).inspect();
+        } catch (error) {
+          if (engineStatus(error) !== 404) throw error;
+          return failed(
+            `the engine at ${host} (Docker ${version.Version}) has no image ${image}`,
+            `build or pull it there (docker build -t ${image} ., or docker pull ${image}), ` +
+              "or set HARNESS_DOCKER_IMAGE to an image it has",
+          );
+        }
+        return passed(`Docker ${version.Version} at ${host}, with the image ${image}`);
+      } catch (error) {
+        const code = (error as NodeJS.ErrnoException | undefined)?.code;
+        if (code !== undefined && engineStatus(error) === undefined)
+          return failed(
+            `nothing answers at ${host} (${code})`,
+            "start the Docker Engine (systemctl start docker, or dockerd) or point DOCKER_HOST at a running one",
+          );
+        return failed(`the engine at ${host} answered: ${engineMessage(error)}`, "see the Docker Engine's own log");
+      }
+    },
+  };
+}
+
+function engineOf(context: DoctorContext): string {
+  return appSettings(context).docker?.host ?? context.env["DOCKER_HOST"] ?? DEFAULT_DOCKER_HOST;
 }

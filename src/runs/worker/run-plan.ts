@@ -98,8 +98,8 @@ export async function planRun(
       ceiling: deps.network?.ceiling ?? "open",
       operatorAllow: deps.network?.allow ?? [],
       sandbox:
-        sandboxKind === "daytona"
-          ? "daytona"
+        sandboxKind === "daytona" || sandboxKind === "docker"
+          ? sandboxKind
           : localIsolation.mode === "namespaces"
             ? "local-isolated"
             : "local-unisolated",
