@@ -1,5 +1,6 @@
 import { probeIsolation } from "../src/sandbox/local/isolation.js";
 import { chromiumPath } from "./helpers/chromium-path.js";
+import { testEngine } from "./helpers/docker-engine.js";
 import { installDebianPackage, onPath } from "./debian-package.js";
 import { startPrivateRedis } from "./private-redis.js";
 
@@ -28,7 +29,8 @@ export default async function checkPrerequisites(): Promise<(() => Promise<void>
   // Chosen (and, for the bundled one, unpacked) once here: test files running at once would
   // otherwise race to unpack it.
   process.env["HARNESS_TEST_CHROMIUM"] = await chromiumPath();
-  if (process.env["HARNESS_TEST_REDIS_URL"]) return undefined;
+  const stopDocker = await shareDockerEngine();
+  if (process.env["HARNESS_TEST_REDIS_URL"]) return stopDocker;
   if (!process.env["HARNESS_TEST_REDIS_SERVER"] && !onPath("redis-server"))
     await installDebianPackage("redis-server", "the binary only: the tests start their own on a free port");
   let redis;
@@ -44,5 +46,23 @@ export default async function checkPrerequisites(): Promise<(() => Promise<void>
   }
   // Test files run in worker processes started after this, which inherit the environment.
   process.env["HARNESS_TEST_REDIS_URL"] = redis.url;
-  return () => redis.stop();
+  return async () => {
+    await redis.stop();
+    await stopDocker();
+  };
+}
+
+/**
+ * One Docker Engine for every file that needs one (the running one, else a daemon of the
+ * suite's own), so files do not each start a daemon and build its image; or the reason there
+ * is none, which those files print as they skip.
+ */
+async function shareDockerEngine(): Promise<() => Promise<void>> {
+  const engine = await testEngine();
+  if (!engine.available) {
+    process.env["HARNESS_TEST_DOCKER_UNAVAILABLE"] = engine.reason;
+    return () => Promise.resolve();
+  }
+  process.env["HARNESS_TEST_DOCKER_HOST"] = engine.host;
+  return () => engine.stop();
 }

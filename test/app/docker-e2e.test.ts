@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_SANDBOX_UID } from "../../src/sandbox/docker/options.js";
-import { DOCKER_APP_LABEL } from "../../src/sandbox/docker/sandbox.js";
+import { DOCKER_APP_LABEL, DOCKER_RUN_LABEL } from "../../src/sandbox/docker/sandbox.js";
 import type { HarnessServer } from "../../src/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
@@ -90,9 +90,12 @@ describe.skipIf(!live)("the App on Docker", () => {
       .find((comment) => comment.body.includes("<!-- harness:run="));
     expect(status?.body).toContain("### ✅ Harness opened a pull request");
     // Nothing is left running: the container went with the run.
+    // Other files share the engine: only this run's containers count.
+    const runId = /<!-- harness:run=([^ ]+) -->/.exec(status?.body ?? "")?.[1] ?? "";
+    expect(runId).not.toBe("");
     const left = await live?.docker.listContainers({
       all: true,
-      filters: { label: [`${DOCKER_APP_LABEL.key}=${DOCKER_APP_LABEL.value}`] },
+      filters: { label: [`${DOCKER_APP_LABEL.key}=${DOCKER_APP_LABEL.value}`, `${DOCKER_RUN_LABEL}=${runId}`] },
     });
     expect(left ?? []).toEqual([]);
   });

@@ -36,6 +36,15 @@ const START_DEADLINE_MS = 60_000;
 const POLL_MS = 100;
 
 export async function testEngine(): Promise<TestEngine> {
+  // The suite's own engine, started once for every file by the global set-up (prerequisites.ts).
+  const shared = process.env["HARNESS_TEST_DOCKER_HOST"];
+  if (shared) {
+    const docker = clientFor(shared);
+    if (await pings(docker)) return running(docker, shared);
+    return { available: false, reason: `the suite's Docker Engine at ${shared} does not answer /_ping` };
+  }
+  const unavailable = process.env["HARNESS_TEST_DOCKER_UNAVAILABLE"];
+  if (unavailable) return { available: false, reason: unavailable };
   const configured = process.env["DOCKER_HOST"];
   if (configured) {
     const docker = clientFor(configured);
