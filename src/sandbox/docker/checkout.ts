@@ -1,7 +1,7 @@
 import { spawn } from "node:child_process";
 import { homedir, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { InvalidInputError, RepoRefError, SandboxError } from "../../util/errors.js";
+import { RepoRefError, SandboxError } from "../../util/errors.js";
 import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
 import { gitEnv } from "../environment.js";
 import { runProcess } from "../process.js";
@@ -82,18 +82,6 @@ export async function prepareCheckout(
   await git(["config", "core.checkStat", "minimal"], path);
   await git(["config", "core.trustCtime", "false"], path);
   return { path, ...(clonedFrom ? { clonedFrom } : {}) };
-}
-
-export async function assertValidBranchName(branch: string): Promise<void> {
-  if (branch === "" || branch.includes("\0") || branch.startsWith("-"))
-    throw new InvalidInputError(`Branch name "${branch}" is not usable`);
-  const check = await runProcess({
-    argv: ["git", "check-ref-format", "--branch", branch],
-    cwd: tmpdir(),
-    env: gitEnv(),
-    timeout: 10_000,
-  });
-  if (check.exitCode !== 0) throw new InvalidInputError(`"${branch}" is not a valid git branch name`);
 }
 
 /** The checkout as a tar stream, every entry owned by the container's user. */

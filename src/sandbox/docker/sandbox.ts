@@ -12,7 +12,7 @@ import { assertPathConfined } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
 import { MAX_OUTPUT_BYTES } from "../../util/sanitize.js";
 import { TailBuffer } from "../../util/tail-buffer.js";
-import { parseAllowlist, parseRepositoryAllowlist } from "../egress/allowlist.js";
+import { allowlistOf } from "../egress/allowlist.js";
 import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
 import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "../process.js";
@@ -46,7 +46,8 @@ import {
   DEFAULT_TMPFS_BYTES,
   type DockerOptions,
 } from "./options.js";
-import { assertValidBranchName, prepareCheckout, resolveSource, tarStream } from "./checkout.js";
+import { assertValidBranchName } from "../branch-name.js";
+import { prepareCheckout, resolveSource, tarStream } from "./checkout.js";
 import { tarArchive } from "./tar.js";
 
 /** Label every harness container carries, so operators and the reaper can find them. */
@@ -80,13 +81,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   const gid = docker.gid ?? DEFAULT_SANDBOX_GID;
   if (uid === 0 || gid === 0) throw new InvalidInputError("The Docker sandbox's user must not be root (uid or gid 0)");
   const network = opts.network ?? { mode: "open" };
-  const allowlist =
-    network.mode === "allowlist"
-      ? {
-          operator: parseAllowlist(network.allow.operator).entries,
-          repository: parseRepositoryAllowlist(network.allow.repository).entries,
-        }
-      : undefined;
+  const allowlist = allowlistOf(network);
   await assertValidBranchName(opts.branch);
   const source = resolveSource(opts);
   const redactToken = createRedactor([opts.githubToken]);

@@ -1,6 +1,7 @@
 import { isIP, isIPv4, isIPv6 } from "node:net";
 import { domainToASCII } from "node:url";
 import { HarnessError } from "../../util/errors.js";
+import type { NetworkPolicy } from "../types.js";
 
 /**
  * Which hosts a sandboxed command may reach through the egress proxy. Pure: no DNS, no I/O, so
@@ -200,6 +201,18 @@ export interface EgressAllowlist {
   operator: readonly AllowEntry[];
   /** The repository's `sandbox.allow` (with its organisation's): never trusted with an internal address. */
   repository: readonly AllowEntry[];
+}
+
+/**
+ * A run's allowlist, parsed before anything is created (a bad entry is the caller's error, not a
+ * half-made sandbox); undefined for a network that is not an allowlist.
+ */
+export function allowlistOf(network: NetworkPolicy): EgressAllowlist | undefined {
+  if (network.mode !== "allowlist") return undefined;
+  return {
+    operator: parseAllowlist(network.allow.operator).entries,
+    repository: parseRepositoryAllowlist(network.allow.repository).entries,
+  };
 }
 
 /** Whether a request may name this host at all: a domain or an address either list names. */

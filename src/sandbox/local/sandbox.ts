@@ -6,7 +6,6 @@ import { basename, dirname, join, resolve } from "node:path";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
 import {
   describeError,
-  InvalidInputError,
   PathConfinementError,
   RepoRefError,
   SandboxError,
@@ -15,8 +14,9 @@ import {
 import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
 import { assertPathConfined, isWithin } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
+import { assertValidBranchName } from "../branch-name.js";
 import { gitEnv, sandboxBaseEnv } from "../environment.js";
-import { parseAllowlist, parseRepositoryAllowlist, type EgressAllowlist } from "../egress/allowlist.js";
+import { allowlistOf, type EgressAllowlist } from "../egress/allowlist.js";
 import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
 import { snapshotCheckout } from "../checkout-commit.js";
@@ -64,14 +64,7 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         `run it isolated (bubblewrap), or on Daytona`,
     );
   }
-  // Checked before anything is created: a bad entry is the caller's error, not a half-made sandbox.
-  const allowlist: EgressAllowlist | undefined =
-    network.mode === "allowlist"
-      ? {
-          operator: parseAllowlist(network.allow.operator).entries,
-          repository: parseRepositoryAllowlist(network.allow.repository).entries,
-        }
-      : undefined;
+  const allowlist = allowlistOf(network);
   await assertValidBranchName(opts.branch);
 
   const source = resolveSource(opts, isolation !== undefined);
@@ -771,25 +764,6 @@ async function assertDirectory(path: string): Promise<void> {
   const stats = await stat(path).catch(() => undefined);
   if (!stats) throw new RepoRefError(`The repository path ${path} does not exist`);
   if (!stats.isDirectory()) throw new RepoRefError(`The repository path ${path} is not a directory`);
-}
-
-async function assertValidBranchName(branch: string): Promise<void> {
-  const problem =
-    branch === ""
-      ? "is empty"
-      : branch.includes("\0")
-        ? "contains a NUL byte"
-        : branch.startsWith("-")
-          ? "starts with a hyphen"
-          : undefined;
-  if (problem) throw new InvalidInputError(`Branch name "${branch}" ${problem}`);
-  const check = await runProcess({
-    argv: ["git", "check-ref-format", "--branch", branch],
-    cwd: tmpdir(),
-    env: gitEnv(),
-    timeout: 10_000,
-  });
-  if (check.exitCode !== 0) throw new InvalidInputError(`"${branch}" is not a valid git branch name`);
 }
 
 /**
