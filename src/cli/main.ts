@@ -21,6 +21,8 @@ import { activeRunIds } from "../runs/queue/sqlite.js";
 import { reapOrphans } from "../runs/reaper.js";
 import { daytonaInventory } from "../sandbox/daytona/inventory.js";
 import { localInventory } from "../sandbox/local/inventory.js";
+import { dockerInventory } from "../sandbox/docker/inventory.js";
+import { createDockerSandbox } from "../sandbox/docker/sandbox.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona/snapshot.js";
 import { probeIsolation } from "../sandbox/local/isolation.js";
@@ -59,7 +61,9 @@ interface RunFlags {
   maxFixRounds: number;
   maxTurns?: number;
   model?: string;
-  sandbox?: "local" | "worktree" | "daytona";
+  sandbox?: "local" | "worktree" | "daytona" | "docker";
+  /** `--sandbox docker`: the image the run's container starts from (default HARNESS_DOCKER_IMAGE). */
+  image?: string;
   push?: boolean;
   githubRepo?: string;
   branch?: string;
@@ -144,11 +148,14 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
         "--sandbox <kind>",
         "where to run: daytona; local (a clone, isolated with bubblewrap; a local path's result " +
           "comes back as its branch); " +
+          "docker (a container from --image on the Docker Engine at DOCKER_HOST, without a network " +
+          "but the model gateway; a local path's result comes back as its branch); " +
           "worktree (a worktree of a local repository, NOT isolated). " +
           "Default: daytona when DAYTONA_API_KEY is set, " +
           "else worktree for a local path and local for a GitHub repository",
-      ).choices(["local", "worktree", "daytona"]),
+      ).choices(["local", "worktree", "daytona", "docker"]),
     )
+    .option("--image <ref>", "with --sandbox docker: the image to run in (default HARNESS_DOCKER_IMAGE)")
     .option("--push", "push the branch and open a pull request (needs GITHUB_TOKEN)")
     .option(
       "--github-repo <owner/name>",
@@ -185,13 +192,13 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
 
   program
     .command("sandboxes")
-    .description("List or delete sandboxes this app left behind (local temp dirs, or Daytona by label)")
+    .description("List or delete sandboxes this app left behind (local temp dirs, or Daytona and Docker by label)")
     .argument("<action>", "list or reap")
     .addOption(
       new Option(
         "--sandbox <kind>",
         "which sandboxes (default: daytona when DAYTONA_API_KEY is set, else local)",
-      ).choices(["local", "daytona"]),
+      ).choices(["local", "daytona", "docker"]),
     )
     .option(
       "--min-age <minutes>",
@@ -199,13 +206,15 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       positiveNumber,
       10,
     )
-    .action(async (action: string, flags: { sandbox?: "local" | "daytona"; minAge: number }) => {
+    .action(async (action: string, flags: { sandbox?: "local" | "daytona" | "docker"; minAge: number }) => {
       if (action !== "list" && action !== "reap") throw new UsageError(`Unknown action "${action}": use list or reap`);
       const kind = flags.sandbox ?? (io.env["DAYTONA_API_KEY"] ? "daytona" : "local");
       const inventory =
         kind === "daytona"
           ? daytonaInventory(daytonaOptionsFromEnv(io.env))
-          : localInventory(io.env["TMPDIR"] || undefined);
+          : kind === "docker"
+            ? dockerInventory(io.env["DOCKER_HOST"] ? { host: io.env["DOCKER_HOST"] } : {})
+            : localInventory(io.env["TMPDIR"] || undefined);
       try {
         const active = activeRunIds(io.env["HARNESS_DB"] || "./data/harness.db");
         if (action === "list") {
@@ -274,6 +283,10 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   const sandboxKind =
     flags.sandbox ?? (env["DAYTONA_API_KEY"] ? "daytona" : isLocalPath(flags.repo) ? "worktree" : "local");
   const localIsolation = sandboxKind === "local" ? await cliIsolation(env, agent) : undefined;
+  const dockerImage = flags.image ?? (env["HARNESS_DOCKER_IMAGE"]?.trim() || undefined);
+  if (sandboxKind === "docker" && !dockerImage)
+    throw new UsageError("--sandbox docker needs an image: --image <ref> (or HARNESS_DOCKER_IMAGE)");
+  if (flags.image && sandboxKind !== "docker") throw new UsageError("--image is for --sandbox docker");
   if (sandboxKind === "worktree")
     io.stderr.write(
       "harness: worktree mode — the agent runs on this machine without isolation, in a worktree of your repository " +
@@ -305,10 +318,22 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
         }
       : {}),
     sandbox: {
-      create: sandboxKind === "daytona" ? createDaytonaSandbox : createLocalSandbox,
+      create:
+        sandboxKind === "daytona"
+          ? createDaytonaSandbox
+          : sandboxKind === "docker" && dockerImage
+            ? (options) =>
+                createDockerSandbox(options, {
+                  image: dockerImage,
+                  ...(env["DOCKER_HOST"] ? { host: env["DOCKER_HOST"] } : {}),
+                })
+            : createLocalSandbox,
       options: {
         ...(serverUrl ? { githubServerUrl: serverUrl } : {}),
         ...(sandboxKind === "daytona" ? { daytona: daytonaOptionsFromEnv(env) } : {}),
+        // A container reaches this process's model gateway only through its relayed socket, which
+        // it has when it has no network of its own.
+        ...(sandboxKind === "docker" ? { network: { mode: "none" as const } } : {}),
         ...(localIsolation ? { localIsolation } : {}),
       },
     },
