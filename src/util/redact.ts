@@ -1,5 +1,5 @@
 import { hasHidden, withoutHidden } from "./hidden-characters.js";
-import { everydayForms } from "./secret-forms.js";
+import { publishedForms } from "./secret-forms.js";
 
 /** What a secret is replaced with in anything shown to a user. */
 export const REDACTED = "[REDACTED]";
@@ -69,7 +69,8 @@ export type Redactor = (text: string) => string;
 /**
  * Builds a redactor once per set of secrets: the value pattern is compiled once and reused for
  * every log chunk, which keeps redaction cheap on hot output paths. A known value is masked as
- * written, in the forms tools print values in (base64 at any offset of a blob, hex, reversed),
+ * written, in every form the push scan looks for that text carries as written (base64 at any
+ * offset of a blob, hex, URL-encoded, reversed, rot13, base32, UTF-16; `publishedForms`),
  * and with hidden characters (zero-width spaces, bidi controls…) inside it: text holding one is
  * read without them, and shown without them when that reveals a known value.
  */
@@ -80,7 +81,7 @@ export function createRedactor(secrets: Iterable<string | undefined> = []): Reda
     ...new Set(
       values
         .filter((value) => value.trim().length >= MIN_ENCODED_SECRET_LENGTH)
-        .flatMap((value) => everydayForms(value).map(([, form]) => form))
+        .flatMap((value) => publishedForms(value).map(([, form]) => form))
         .filter((form) => form.length >= MIN_ENCODED_SECRET_LENGTH && !values.includes(form)),
     ),
   ].sort((a, b) => b.length - a.length);

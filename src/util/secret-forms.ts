@@ -9,8 +9,8 @@
 export type SecretForm = readonly [label: string, form: string];
 
 /**
- * What the redactor masks besides the value: the forms a tool or an agent most often prints a
- * value in (base64 at any offset of a larger blob, hex, URL-encoded, reversed).
+ * The forms a tool or an agent most often prints a value in (base64 at any offset of a larger
+ * blob, hex, URL-encoded, reversed): the start of both the push scan's and the redactor's lists.
  */
 export function everydayForms(value: string): SecretForm[] {
   const bytes = Buffer.from(value, "utf8");
@@ -22,6 +22,16 @@ export function everydayForms(value: string): SecretForm[] {
     ...urlEncodings(value).map((form): SecretForm => ["URL-encoded", form]),
     ["reversed", reversed(value)],
   ];
+}
+
+/**
+ * The forms published text is masked in (comments, PR text, run pages, journals, logs, the
+ * audit export): every form the push scan searches for that appears in text as written. The
+ * character-code lists are left to the push scan, which matches them with their joiners
+ * (spaces, commas, backslashes) removed; written text keeps them.
+ */
+export function publishedForms(value: string): SecretForm[] {
+  return encodedForms(value).filter(([label]) => label !== "" && label !== "as character codes");
 }
 
 /** Every form the push scan searches for, the plain value first. */

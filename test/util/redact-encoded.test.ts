@@ -35,6 +35,19 @@ const cases: Array<[label: string, line: string]> = [
     `GET /?k=${[...Buffer.from(key)].map((byte) => `%${byte.toString(16).padStart(2, "0")}`).join("")}`,
   ],
   ["URL-encoded as a component", `GET /?k=${encodeURIComponent(`${key}/+=`)}`],
+  // The push scan's other forms, which text can carry as written: published text is masked in them too.
+  [
+    "rot13",
+    `echo ${key.replace(/[A-Za-z]/g, (c) => {
+      const base = c <= "Z" ? 65 : 97;
+      return String.fromCharCode(((c.charCodeAt(0) - base + 13) % 26) + base);
+    })}`,
+  ],
+  [
+    "base64 of UTF-16LE (PowerShell's -EncodedCommand)",
+    `pwsh -enc ${Buffer.from(`$k='${key}'`, "utf16le").toString("base64")}`,
+  ],
+  ["hex of UTF-16LE", `dump ${Buffer.from(key, "utf16le").toString("hex")}`],
   ["a zero-width space inside", `key ${hidden(key, 9, "\u200b")}`],
   ["a word joiner and a soft hyphen inside", `key ${hidden(hidden(key, 7, "\u2060"), 13, "\u00ad")}`],
   ["bidi controls around and inside", `key \u202e${hidden(key, 20, "\u2066")}\u202c`],
