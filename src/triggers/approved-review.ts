@@ -6,6 +6,7 @@
 import type { PendingRequest } from "../runs/pending/port.js";
 import type { IssueCommentEvent } from "./payload.js";
 import { type HandlerDeps, type WebhookContext } from "./context.js";
+import { rememberStatusComment } from "./pull-status-comment.js";
 import { startRun } from "./start-run.js";
 
 export async function startApprovedReview(
@@ -30,7 +31,6 @@ export async function startApprovedReview(
     approvedReview: { reviewer: approved.requester.login, text: approved.intent },
     ...(tracked?.statusCommentId !== undefined ? { statusCommentId: tracked.statusCommentId } : {}),
   });
-  const commentId = started?.statusCommentId;
-  if (commentId !== undefined && commentId !== tracked?.statusCommentId && deps.pulls)
-    await deps.pulls.update(repository.id, issue.number, (current) => ({ ...current, statusCommentId: commentId }));
+  if (deps.pulls)
+    await rememberStatusComment(deps.pulls, { repoId: repository.id, number: issue.number, known: tracked }, started);
 }

@@ -18,6 +18,7 @@ import {
   type Repo,
   type WebhookContext,
 } from "./context.js";
+import { rememberStatusComment } from "./pull-status-comment.js";
 import { startRun } from "./start-run.js";
 import { holdForApproval } from "./approval.js";
 import { listReviewComments, listReviews } from "../github/reviews.js";
@@ -287,10 +288,7 @@ async function onFeedback(
   } finally {
     if (!started) await releasePending(pulls, followed, runId);
   }
-  if (started?.statusCommentId !== undefined && started.statusCommentId !== followed.statusCommentId) {
-    const commentId = started.statusCommentId;
-    await pulls.update(repository.id, pull.number, (current) => ({ ...current, statusCommentId: commentId }));
-  }
+  await rememberStatusComment(pulls, { repoId: repository.id, number: pull.number, known: followed }, started);
 }
 
 /**
@@ -307,6 +305,13 @@ async function holdReview(
   const { repository, pull } = feedback;
   const { owner, repo } = names(repository);
   const reviewer = feedback.author ?? feedback.sender;
+  // A review and each of its line comments arrive as events of their own; the first one held
+  // the review whole (GitHub files its comments with it), so the rest read nothing again.
+  const waiting = await deps.pending.list(key);
+  if (waiting.some((request) => request.review?.reviewId === feedback.reviewId)) {
+    context.log.info({ review: feedback.reviewId }, "this review is already held for approval");
+    return;
+  }
   const botLogin = await deps.botLogin?.();
   const [reviews, comments] = await Promise.all([
     listReviews(context.octokit, { owner, name: repo }, pull.number),

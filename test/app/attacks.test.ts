@@ -3,7 +3,6 @@ import { join } from "node:path";
 import { monitorEventLoopDelay, performance } from "node:perf_hooks";
 import { Writable } from "node:stream";
 import Database from "better-sqlite3";
-import MarkdownIt from "markdown-it";
 import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
@@ -12,6 +11,7 @@ import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { scratchDir } from "../helpers/git.js";
 import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
+import { markdown, shownInCodeBlock } from "../helpers/rendered-markdown.js";
 
 /*
  * Hostile input, tried as a stranger on a public repository would: over real HTTP, as signed
@@ -283,8 +283,6 @@ describe("approvals are exact and durable", () => {
 });
 
 describe("an approval shows exactly what runs", () => {
-  const markdown = new MarkdownIt({ html: true, linkify: true });
-
   /** The request each queued run carries, as the worker will read it. */
   function queuedIntents(): string[] {
     const db = new Database(join(dir.path, "harness.db"), { readonly: true });
@@ -318,12 +316,7 @@ describe("an approval shows exactly what runs", () => {
     }
     // What a maintainer sees, with the markup GitHub would apply: every character of the request.
     const reply = bot.find((c) => c.body.includes(`approve ${id}`))?.body ?? "";
-    const code = /<pre><code class="language-text">([\s\S]*?)<\/code><\/pre>/.exec(markdown.render(reply))?.[1] ?? "";
-    const shown = code
-      .replace(/&lt;/g, "<")
-      .replace(/&gt;/g, ">")
-      .replace(/&quot;/g, '"')
-      .replace(/&amp;/g, "&");
+    const shown = shownInCodeBlock(reply);
     expect(shown).toBe(`${intent}\n`);
   });
 });

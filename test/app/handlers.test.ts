@@ -1,5 +1,4 @@
 import { generateKeyPairSync } from "node:crypto";
-import MarkdownIt from "markdown-it";
 import nock from "nock";
 import { Probot, ProbotOctokit } from "probot";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
@@ -11,6 +10,7 @@ import { ConfigCache, TtlCache } from "../../src/triggers/ttl-cache.js";
 import type { HandlerDeps } from "../../src/triggers/handlers.js";
 import type { RunRequest } from "../../src/runs/request.js";
 import { issueCommentCreated, issuesLabeled } from "../fixtures/payloads.js";
+import { shownInCodeBlock } from "../helpers/rendered-markdown.js";
 
 // The Probot testing pattern: the real Probot and Octokit, GitHub answered by nock, retry and
 // throttling off so failures surface at once. The queue records requests instead of running them.
@@ -372,13 +372,7 @@ describe("who may ask", () => {
       replies,
     );
     await receive("issue_comment", issueCommentCreated(`/harness ${intent}`, { sender: { login: "drive-by", id: 9 } }));
-    const html = new MarkdownIt({ html: true, linkify: true }).render(replies[0]?.body ?? "");
-    const code = /<pre><code class="language-text">([\s\S]*?)<\/code><\/pre>/.exec(html)?.[1] ?? "";
-    const shown = code
-      .replace(/&lt;/g, "<")
-      .replace(/&gt;/g, ">")
-      .replace(/&quot;/g, '"')
-      .replace(/&amp;/g, "&");
+    const shown = shownInCodeBlock(replies[0]?.body ?? "");
     expect(shown).toBe(`${intent}\n`);
     expect(replies[0]?.body).toContain(`(${intent.length.toLocaleString("en")} characters, shown whole)`);
   });

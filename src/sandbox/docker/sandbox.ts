@@ -13,7 +13,14 @@ import { createRedactor } from "../../util/redact.js";
 import { MAX_OUTPUT_BYTES } from "../../util/sanitize.js";
 import { TailBuffer } from "../../util/tail-buffer.js";
 import { allowlistOf } from "../egress/allowlist.js";
-import { forwarderCommand, FORWARDER_SOURCE, GATEWAY_PORT, PROXY_PORT, type Relay } from "../egress/forwarder.js";
+import {
+  forwarderCommand,
+  FORWARDER_SOURCE,
+  GATEWAY_PORT,
+  PROXY_PORT,
+  proxyEnvironment,
+  type Relay,
+} from "../egress/forwarder.js";
 import { startEgressProxy, type EgressProxy } from "../egress/proxy.js";
 import { EXIT_CANCELLED, EXIT_TIMED_OUT } from "../process.js";
 import {
@@ -427,8 +434,6 @@ export class DockerSandbox implements Sandbox {
   }
 
   private baseEnv(): Record<string, string> {
-    const proxyUrl = `http://127.0.0.1:${String(PROXY_PORT)}`;
-    const noProxy = "localhost,127.0.0.1,::1";
     return {
       PATH: CONTAINER_PATH,
       HOME: HOME_DIR,
@@ -438,16 +443,7 @@ export class DockerSandbox implements Sandbox {
       LANG: "C.UTF-8",
       GIT_TERMINAL_PROMPT: "0",
       ...(this.state.proxied
-        ? {
-            HTTPS_PROXY: proxyUrl,
-            HTTP_PROXY: proxyUrl,
-            https_proxy: proxyUrl,
-            http_proxy: proxyUrl,
-            ALL_PROXY: proxyUrl,
-            NO_PROXY: noProxy,
-            no_proxy: noProxy,
-            NODE_USE_ENV_PROXY: "1",
-          }
+        ? { ...proxyEnvironment(`http://127.0.0.1:${String(PROXY_PORT)}`), NODE_USE_ENV_PROXY: "1" }
         : {}),
     };
   }

@@ -12,6 +12,23 @@ import { InvalidInputError } from "../../util/errors.js";
 /** Squid's port: some tools recognise it, and inside the sandbox's own namespace it is always free. */
 export const PROXY_PORT = 3128;
 
+/** The variables that send a command's HTTP(S) clients through the egress proxy. */
+const PROXY_URL_NAMES = ["HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy", "ALL_PROXY"] as const;
+/** Loopback is never proxied: the sandbox's own relays (the model gateway) live there. */
+const NO_PROXY = "localhost,127.0.0.1,::1";
+
+/**
+ * The environment that points a command at the egress proxy at `proxyUrl`: what the forwarder
+ * gives the command it starts, and what a sandbox gives commands it starts some other way.
+ */
+export function proxyEnvironment(proxyUrl: string): Record<string, string> {
+  return {
+    ...Object.fromEntries(PROXY_URL_NAMES.map((name) => [name, proxyUrl])),
+    NO_PROXY,
+    no_proxy: NO_PROXY,
+  };
+}
+
 /** Exit code when the forwarder itself cannot start (bad arguments, the port is taken). */
 export const EXIT_FORWARDER_FAILED = 125;
 
@@ -172,15 +189,11 @@ const listening = [
 ];
 Promise.all(listening).then(() => {
   const proxyUrl = "http://127.0.0.1:" + port;
-  const noProxy = "localhost,127.0.0.1,::1";
+  const noProxy = ${JSON.stringify(NO_PROXY)};
   const env = proxied
     ? {
         ...process.env,
-        HTTPS_PROXY: proxyUrl,
-        HTTP_PROXY: proxyUrl,
-        https_proxy: proxyUrl,
-        http_proxy: proxyUrl,
-        ALL_PROXY: proxyUrl,
+        ...Object.fromEntries(${JSON.stringify(PROXY_URL_NAMES)}.map((name) => [name, proxyUrl])),
         NO_PROXY: noProxy,
         no_proxy: noProxy,
       }
