@@ -7,8 +7,9 @@
  *      gateway
  *   2  delivery, harness               the engine and the write path
  *   3  config                          repository configuration
- *   4  runs, pulls, triggers, web,     the app's services
- *      audit, metrics, setup
+ *   4  runs, pulls, triggers, web,     the app's services, and named sandboxes
+ *      audit, metrics, setup,          for people and agents (and their MCP server)
+ *      sandboxes, mcp
  *   5  runtime, doctor, cli, src/*.ts  composition: settings, wiring, the set-up's checks,
  *                                      entry points
  */
@@ -17,7 +18,7 @@ const LAYERS = [
   ["sandbox", "agents", "github", "gateway"],
   ["delivery", "harness"],
   ["config"],
-  ["runs", "pulls", "triggers", "web", "audit", "metrics", "setup"],
+  ["runs", "pulls", "triggers", "web", "audit", "metrics", "setup", "sandboxes", "mcp"],
   ["runtime", "doctor", "cli"],
 ];
 

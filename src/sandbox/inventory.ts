@@ -1,3 +1,6 @@
+/** The label (Docker) or manifest label (local) that carries a named sandbox's name. */
+export const SANDBOX_NAME_LABEL = "harness-sandbox-name";
+
 /** A sandbox this app created, as the reaper sees it. */
 export interface SandboxRecord {
   kind: "local" | "daytona" | "docker";
@@ -8,6 +11,11 @@ export interface SandboxRecord {
   repo?: string;
   /** ISO-8601 creation time. */
   createdAt?: string;
+  /**
+   * A sandbox a person or an agent made by name (`harness sandboxes create`, the MCP server): it
+   * outlives the process that made it and is kept until deleted by that name, never reaped.
+   */
+  name?: string;
   /** Local sandboxes: another process that made it is still alive (e.g. a `harness run` in a terminal). */
   ownerAlive?: boolean;
 }

@@ -19,8 +19,11 @@ export interface Sandbox {
   /** Execute a command inside the sandbox. `cwd` must be inside `workDir`. */
   exec(opts: ExecOptions): Promise<ExecResult>;
 
-  /** Write files into the sandbox; paths are relative to `workDir` and must stay inside it. */
-  uploadFiles(files: Array<{ path: string; content: string }>): Promise<void>;
+  /**
+   * Write files into the sandbox (text as UTF-8, or bytes as they are); paths are relative to
+   * `workDir` and must stay inside it.
+   */
+  uploadFiles(files: Array<{ path: string; content: string | Uint8Array }>): Promise<void>;
 
   /** Read a UTF-8 file from the sandbox; the path is relative to `workDir` and confined to it. */
   downloadFile(path: string): Promise<string>;

@@ -47,6 +47,20 @@ export class SandboxPausedError extends HarnessError {
   }
 }
 
+/** A named sandbox asked for that does not exist (never made, or deleted). */
+export class SandboxNotFoundError extends HarnessError {
+  constructor(message: string) {
+    super("sandbox_not_found", message);
+  }
+}
+
+/** A sandbox name already in use. */
+export class SandboxNameTakenError extends HarnessError {
+  constructor(message: string) {
+    super("sandbox_name_taken", message);
+  }
+}
+
 /** A setting that stops the process from starting; the message says what to change. */
 export class SettingsError extends HarnessError {
   constructor(message: string) {

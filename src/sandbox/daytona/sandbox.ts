@@ -214,7 +214,7 @@ class DaytonaSandbox implements Sandbox {
     }
   }
 
-  async uploadFiles(files: Array<{ path: string; content: string }>): Promise<void> {
+  async uploadFiles(files: Array<{ path: string; content: string | Uint8Array }>): Promise<void> {
     this.assertRunning();
     const targets = files.map((file) => ({
       destination: assertPathConfined(file.path, this.workDir),
@@ -226,7 +226,11 @@ class DaytonaSandbox implements Sandbox {
     try {
       await Promise.all(folders.map((folder) => this.remote.fs.createFolder(folder, "755")));
       await this.remote.fs.uploadFiles(
-        targets.map((target) => ({ source: Buffer.from(target.content, "utf8"), destination: target.destination })),
+        targets.map((target) => ({
+          source:
+            typeof target.content === "string" ? Buffer.from(target.content, "utf8") : Buffer.from(target.content),
+          destination: target.destination,
+        })),
       );
     } catch (error) {
       throw translateError(error, { redact: this.redact, during: "uploading files" });

@@ -37,7 +37,7 @@ export interface ContainerCommand {
    */
   confineTo?: string | undefined;
   timeout: number;
-  stdin?: string | undefined;
+  stdin?: string | Uint8Array | undefined;
   signal?: AbortSignal | undefined;
   stdout(chunk: Buffer): void;
   stderr(chunk: Buffer): void;

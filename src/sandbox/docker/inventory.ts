@@ -1,4 +1,4 @@
-import type { SandboxInventory, SandboxRecord } from "../inventory.js";
+import { SANDBOX_NAME_LABEL, type SandboxInventory, type SandboxRecord } from "../inventory.js";
 import { dockerClient, dockerHost, statusOf, translateDockerError } from "./client.js";
 import { DOCKER_APP_LABEL, DOCKER_REPO_LABEL, DOCKER_RUN_LABEL } from "./sandbox.js";
 
@@ -28,6 +28,7 @@ export function dockerInventory(options: { host?: string } = {}): SandboxInvento
           id: name ?? info.Id,
           ...(labels[DOCKER_RUN_LABEL] ? { runId: labels[DOCKER_RUN_LABEL] } : {}),
           ...(labels[DOCKER_REPO_LABEL] ? { repo: labels[DOCKER_REPO_LABEL] } : {}),
+          ...(labels[SANDBOX_NAME_LABEL] ? { name: labels[SANDBOX_NAME_LABEL] } : {}),
           createdAt: new Date(info.Created * 1000).toISOString(),
         };
       });

@@ -2,6 +2,11 @@
 export interface DockerOptions {
   /** The image every sandbox is created from; it must hold `sh`, git and coreutils. */
   image: string;
+  /**
+   * The container's name; by default `harness-<run id>-<random>`. A name the engine already has
+   * is refused (`SandboxNameTakenError`) rather than replaced.
+   */
+  containerName?: string;
   /** The engine: `unix:///path` or `tcp://host:port` (default DOCKER_HOST, else the local socket). */
   host?: string;
   /** The unprivileged user commands run as inside the container (default 10001:10001); never 0. */

@@ -7,7 +7,13 @@ import { StringDecoder } from "node:string_decoder";
 import type Docker from "dockerode";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
 import { snapshotCheckout } from "../checkout-commit.js";
-import { InvalidInputError, PathConfinementError, SandboxError } from "../../util/errors.js";
+import {
+  InvalidInputError,
+  PathConfinementError,
+  SandboxError,
+  SandboxNameTakenError,
+  SandboxPausedError,
+} from "../../util/errors.js";
 import { assertPathConfined } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
 import { MAX_OUTPUT_BYTES } from "../../util/sanitize.js";
@@ -61,6 +67,8 @@ import { tarArchive } from "./tar.js";
 export const DOCKER_APP_LABEL = { key: "app", value: "harness" } as const;
 export const DOCKER_RUN_LABEL = "harness-run";
 export const DOCKER_REPO_LABEL = "harness-repo";
+/** The branch the checkout is on, so a sandbox opened again by name knows it. */
+export const DOCKER_BRANCH_LABEL = "harness-branch";
 /** Prefix of every container name this provider makes. */
 export const DOCKER_NAME_PREFIX = "harness-";
 
@@ -93,7 +101,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   const source = resolveSource(opts);
   const redactToken = createRedactor([opts.githubToken]);
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
-  const name = `${DOCKER_NAME_PREFIX}${safeId(opts.runId)}-${randomBytes(4).toString("hex")}`;
+  const name = docker.containerName ?? `${DOCKER_NAME_PREFIX}${safeId(opts.runId)}-${randomBytes(4).toString("hex")}`;
 
   // The run's sockets and the host's copy of the checkout live here until the container has them.
   const base = await mkdtemp(join(tmpdir(), `harness-docker-${safeId(opts.runId)}-`));
@@ -158,6 +166,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       ...opts.labels,
       [DOCKER_APP_LABEL.key]: DOCKER_APP_LABEL.value,
       [DOCKER_REPO_LABEL]: source.display,
+      [DOCKER_BRANCH_LABEL]: opts.branch,
       ...(opts.runId ? { [DOCKER_RUN_LABEL]: opts.runId } : {}),
     };
     const spec = containerSpec({
@@ -180,6 +189,11 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       container = await client.createContainer(spec);
       await container.start();
     } catch (error) {
+      if (statusOf(error) === 409 && docker.containerName)
+        throw new SandboxNameTakenError(
+          `A container named ${docker.containerName} already exists on the Docker Engine at ${host}: ` +
+            `choose another name, or delete that sandbox first`,
+        );
       throw translateDockerError(error, { host, during: "creating the sandbox's container", image: docker.image });
     }
     const checkout = await preparing;
@@ -218,6 +232,49 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   }
 }
 
+/**
+ * A sandbox this provider made earlier, possibly in another process, found again by its
+ * container name: running or paused as the engine has it. Only a sandbox made without a relay
+ * can be opened again (the relay's sockets belonged to the process that made it); resolves to
+ * undefined when the engine has no such container of this app.
+ */
+export async function openDockerSandbox(
+  containerName: string,
+  docker: Pick<DockerOptions, "host">,
+): Promise<DockerSandbox | undefined> {
+  const host = dockerHost(docker.host);
+  const client = dockerClient(host);
+  const container = client.getContainer(containerName);
+  let info: Docker.ContainerInspectInfo;
+  try {
+    info = await container.inspect();
+  } catch (error) {
+    if (statusOf(error) === 404) return undefined;
+    throw translateDockerError(error, { host, during: `finding the sandbox ${containerName}` });
+  }
+  const labels = info.Config.Labels;
+  if (labels[DOCKER_APP_LABEL.key] !== DOCKER_APP_LABEL.value) return undefined;
+  const [uid, gid] = (info.Config.User || "").split(":").map(Number);
+  if (uid === undefined || gid === undefined || !(uid > 0) || !(gid > 0))
+    throw new SandboxError(`The container ${containerName} does not run as an unprivileged user: delete it`);
+  if (!info.State.Running)
+    throw new SandboxError(
+      `The sandbox ${containerName} has stopped (exit ${String(info.State.ExitCode)}): ` +
+        `delete it and create it again`,
+    );
+  return new DockerSandbox(client, container, host, {
+    name: containerName,
+    uid,
+    gid,
+    proxied: false,
+    branch: labels[DOCKER_BRANCH_LABEL] ?? "",
+    modelGatewayUrl: undefined,
+    clonedFrom: undefined,
+    release: () => Promise.resolve(),
+    paused: info.State.Paused,
+  });
+}
+
 /** Name of the checkout inside the volume (so WORK_DIR is VOLUME/WORK_NAME). */
 const WORK_NAME = posix.basename(WORK_DIR);
 
@@ -231,6 +288,8 @@ interface SandboxState {
   clonedFrom: { path: string; origin: string | undefined } | undefined;
   /** Frees what the sandbox holds on the host (the egress proxy, its socket folder). */
   release: () => Promise<void>;
+  /** Opened again while the engine had it paused. */
+  paused?: boolean;
 }
 
 export class DockerSandbox implements Sandbox {
@@ -252,6 +311,12 @@ export class DockerSandbox implements Sandbox {
     this.modelGatewayUrl = state.modelGatewayUrl;
     this.clonedFrom = state.clonedFrom;
     this.user = `${String(state.uid)}:${String(state.gid)}`;
+    this.paused = state.paused === true;
+  }
+
+  /** The branch the checkout was made on. */
+  get branch(): string {
+    return this.state.branch;
   }
 
   async exec(execOpts: ExecOptions): Promise<ExecResult> {
@@ -293,7 +358,7 @@ export class DockerSandbox implements Sandbox {
     };
   }
 
-  async uploadFiles(files: Array<{ path: string; content: string }>): Promise<void> {
+  async uploadFiles(files: Array<{ path: string; content: string | Uint8Array }>): Promise<void> {
     this.assertUsable();
     const targets = files.map((file) => ({ target: assertPathConfined(file.path, WORK_DIR), content: file.content }));
     if (targets.length === 0) return;
@@ -450,15 +515,14 @@ export class DockerSandbox implements Sandbox {
 
   private assertUsable(): void {
     if (this.tornDown) throw new SandboxError("This sandbox has been torn down");
-    if (this.paused) throw new SandboxError("This sandbox is paused: resume it before using it");
+    if (this.paused) throw new SandboxPausedError(this.id);
   }
 
   private async run(command: Omit<Parameters<typeof runInContainer>[1], "user"> & { user?: string }) {
     try {
       return await runInContainer(this.container, { ...command, user: command.user ?? this.user });
     } catch (error) {
-      if (statusOf(error) === 409 && /paused/i.test(engineMessage(error)))
-        throw new SandboxError("This sandbox is paused: resume it before using it");
+      if (statusOf(error) === 409 && /paused/i.test(engineMessage(error))) throw new SandboxPausedError(this.id);
       throw translateDockerError(error, { host: this.host, during: `running ${command.argv[0] ?? ""} in the sandbox` });
     }
   }
@@ -466,7 +530,7 @@ export class DockerSandbox implements Sandbox {
   /** One of the harness's own commands in the checkout, output bounded. */
   private async housekeeping(
     argv: string[],
-    stdin?: string,
+    stdin?: string | Uint8Array,
     user?: string,
     env: Record<string, string> = {},
   ): Promise<{ exitCode: number; stdout: string; stderr: string }> {
