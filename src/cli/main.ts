@@ -17,11 +17,6 @@ import { startGateway, type RunningGateway } from "../gateway/local-gateway.js";
 import type { BudgetStop } from "../gateway/model-gateway.js";
 import { upstreamsFromEnvironment } from "../gateway/upstreams.js";
 import { MemorySpendStore } from "../runs/spend/memory.js";
-import { activeRunIds } from "../runs/queue/sqlite.js";
-import { reapOrphans } from "../runs/reaper.js";
-import { daytonaInventory } from "../sandbox/daytona/inventory.js";
-import { localInventory } from "../sandbox/local/inventory.js";
-import { dockerInventory } from "../sandbox/docker/inventory.js";
 import { createDockerSandbox } from "../sandbox/docker/sandbox.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona/snapshot.js";
@@ -34,6 +29,8 @@ import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { registerDoctorCommand } from "./doctor.js";
+import { registerSandboxesCommand } from "./sandboxes.js";
+import { UsageError } from "./usage-error.js";
 
 /** Exit codes: 0 success, 1 the run failed, 2 the command line was wrong. */
 export const EXIT_OK = 0;
@@ -73,12 +70,8 @@ interface RunFlags {
   json?: boolean;
 }
 
-/** A usage mistake found after parsing (e.g. a flag that needs another). */
-class UsageError extends HarnessError {
-  constructor(message: string) {
-    super("usage", message);
-  }
-}
+/** Errors that mean the command asked for something wrong (exit 2), not that doing it failed. */
+const USAGE_CODES = new Set(["invalid_input", "path_confinement", "sandbox_not_found", "sandbox_name_taken"]);
 
 export async function main(
   argv: readonly string[],
@@ -100,7 +93,7 @@ export async function main(
     io.stderr.write(`harness: ${redact(describeError(error))}\n`);
     return error instanceof UsageError ||
       error instanceof BlueprintError ||
-      (error instanceof HarnessError && error.code === "invalid_input") ||
+      (error instanceof HarnessError && USAGE_CODES.has(error.code)) ||
       (error instanceof HarnessError && (error.code === "invalid_repo" || error.code === "settings"))
       ? EXIT_USAGE
       : EXIT_RUN_FAILED;
@@ -190,50 +183,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       io.stdout.write("\nA blueprint can also be a YAML file: harness run --blueprint ./my-blueprint.yml …\n");
     });
 
-  program
-    .command("sandboxes")
-    .description("List or delete sandboxes this app left behind (local temp dirs, or Daytona and Docker by label)")
-    .argument("<action>", "list or reap")
-    .addOption(
-      new Option(
-        "--sandbox <kind>",
-        "which sandboxes (default: daytona when DAYTONA_API_KEY is set, else local)",
-      ).choices(["local", "daytona", "docker"]),
-    )
-    .option(
-      "--min-age <minutes>",
-      "reap only sandboxes older than this (a sandbox being created has no run yet)",
-      positiveNumber,
-      10,
-    )
-    .action(async (action: string, flags: { sandbox?: "local" | "daytona" | "docker"; minAge: number }) => {
-      if (action !== "list" && action !== "reap") throw new UsageError(`Unknown action "${action}": use list or reap`);
-      const kind = flags.sandbox ?? (io.env["DAYTONA_API_KEY"] ? "daytona" : "local");
-      const inventory =
-        kind === "daytona"
-          ? daytonaInventory(daytonaOptionsFromEnv(io.env))
-          : kind === "docker"
-            ? dockerInventory(io.env["DOCKER_HOST"] ? { host: io.env["DOCKER_HOST"] } : {})
-            : localInventory(io.env["TMPDIR"] || undefined);
-      try {
-        const active = activeRunIds(io.env["HARNESS_DB"] || "./data/harness.db");
-        if (action === "list") {
-          for (const record of await inventory.list()) {
-            io.stdout.write(
-              `${record.kind}\t${record.id}\t${record.runId ?? "-"}\t${record.repo ?? "-"}\t` +
-                `${record.createdAt ?? "-"}\t${record.runId && active.has(record.runId) ? "active" : "orphan"}\n`,
-            );
-          }
-          return;
-        }
-        const reaped = await reapOrphans(inventory, (runId) => active.has(runId), { minAgeMs: flags.minAge * 60_000 });
-        for (const record of reaped)
-          io.stdout.write(`reaped ${record.kind} ${record.id}${record.runId ? ` (run ${record.runId})` : ""}\n`);
-        io.stderr.write(`${String(reaped.length)} sandbox${reaped.length === 1 ? "" : "es"} reaped\n`);
-      } finally {
-        await inventory.close?.();
-      }
-    });
+  registerSandboxesCommand(program, io, setExitCode);
 
   const daytonaCommand = program.command("daytona").description("Daytona helpers");
   daytonaCommand

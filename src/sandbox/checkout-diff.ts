@@ -1,5 +1,7 @@
-import { randomBytes } from "node:crypto";
+import { SandboxError } from "../util/errors.js";
+import { shellQuote } from "../util/shell.js";
 import { filterOverrides, sandboxGit, type SandboxExec } from "./checkout-commit.js";
+import { SANDBOX_GIT_SAFETY } from "./git-safety.js";
 
 /** What a checkout changed since a commit, as git prints it. */
 export interface CheckoutDiff {
@@ -8,12 +10,15 @@ export interface CheckoutDiff {
   truncated: boolean;
 }
 
+const GIT_TIMEOUT_MS = 120_000;
+
 /**
  * The checkout's change since `base`, untracked files included, without changing anything in
- * it: the work tree is staged into an index of its own in the sandbox's /tmp (never the
- * checkout's), with the harness's git safety settings and the checkout's filter drivers off, and
- * diffed against `base` with no external diff or text conversion. The text is the sandbox's
- * word, for whoever asked to see it; nothing is built on it.
+ * it: the work tree is staged into an index of its own (never the checkout's), with the
+ * harness's git safety settings and the checkout's filter drivers off, and diffed against `base`
+ * with no external diff or text conversion. One command does it all, since a sandbox may give
+ * each command a /tmp of its own. The text is the sandbox's word, for whoever asked to see it;
+ * nothing is built on it.
  */
 export async function diffCheckout(
   exec: SandboxExec,
@@ -21,20 +26,24 @@ export async function diffCheckout(
   base: string,
   maxBytes: number,
 ): Promise<CheckoutDiff> {
-  const git = sandboxGit(exec, workDir);
-  const index = `/tmp/harness-diff-index-${randomBytes(6).toString("hex")}`;
-  const env = { ...(await filterOverrides(git)), GIT_INDEX_FILE: index };
-  try {
-    await git(["read-tree", "HEAD"], { env });
-    await git(["add", "--all", "--", "."], { env });
-    const diff = await git(
-      ["diff", "--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--find-renames", base, "--"],
-      { env, maxOutput: maxBytes },
+  const env = await filterOverrides(sandboxGit(exec, workDir));
+  const git = shellQuote(["git", ...SANDBOX_GIT_SAFETY]);
+  const diff = shellQuote(["diff", "--cached", "--no-ext-diff", "--no-textconv", "--no-color", "--find-renames"]);
+  const script = [
+    'GIT_INDEX_FILE="${TMPDIR:-/tmp}/harness-diff-$$.index"; export GIT_INDEX_FILE',
+    `trap 'rm -f -- "$GIT_INDEX_FILE" "$GIT_INDEX_FILE.lock"' EXIT`,
+    `${git} read-tree HEAD && ${git} add --all -- . && ${git} ${diff} "$1" --`,
+  ].join("\n");
+  const result = await exec({
+    argv: ["sh", "-c", script, "sh", base],
+    cwd: workDir,
+    timeout: GIT_TIMEOUT_MS,
+    maxOutput: maxBytes,
+    ...(Object.keys(env).length > 0 ? { env } : {}),
+  });
+  if (result.exitCode !== 0)
+    throw new SandboxError(
+      `git diff failed in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`,
     );
-    return { text: diff.stdout, truncated: diff.truncated === true };
-  } finally {
-    await exec({ argv: ["rm", "-f", "--", index, `${index}.lock`], cwd: workDir, timeout: 10_000 }).catch(
-      () => undefined,
-    );
-  }
+  return { text: result.stdout, truncated: result.truncated === true };
 }

@@ -210,6 +210,9 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       throw translateDockerError(error, { host, during: "copying the checkout into the sandbox" });
     }
     await rm(checkout.path, { recursive: true, force: true, maxRetries: 3 });
+    // Without relayed sockets nothing of the sandbox is left on the host: one that outlives this
+    // process (a named sandbox) leaves no folder behind.
+    if (!relayed) await rm(base, { recursive: true, force: true, maxRetries: 3 });
     const sandbox = new DockerSandbox(client, container, host, {
       name,
       uid,
