@@ -19,6 +19,8 @@ export const TIMED_FILES = [
   "test/delivery/secret-scan.test.ts",
 ];
 
+const UNIT_DIRS = ["util", "config", "triggers", "agents", "gateway", "metrics", "audit", "doctor", "docs", "harness", "github", "pulls"];
+
 // Most files wait on child processes, git and sockets rather than on the CPU, so three at a
 // time on two cores roughly halves the wall time. HARNESS_TEST_WORKERS sets another number.
 const workers = Number(process.env["HARNESS_TEST_WORKERS"]) > 0 ? Number(process.env["HARNESS_TEST_WORKERS"]) : 3;
@@ -41,7 +43,22 @@ export default defineConfig({
         test: {
           name: "shared",
           include: ["test/**/*.test.ts"],
+          exclude: [
+            ...configDefaults.exclude,
+            ...TIMED_FILES,
+            ...UNIT_DIRS.map((dir) => `test/${dir}/**/*.test.ts`),
+          ],
+          maxWorkers: workers,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: "unit",
+          include: UNIT_DIRS.map((dir) => `test/${dir}/**/*.test.ts`),
           exclude: [...configDefaults.exclude, ...TIMED_FILES],
+          isolate: false,
           maxWorkers: workers,
           sequence: { groupOrder: 0 },
         },
