@@ -43,6 +43,7 @@ import {
   WORK_DIR,
 } from "./container-spec.js";
 import { runInContainer } from "./exec.js";
+import { createContainerPulling } from "./image-pull.js";
 import {
   DEFAULT_CPUS,
   DEFAULT_MEMORY_BYTES,
@@ -94,6 +95,8 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   const redactToken = createRedactor([opts.githubToken]);
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
   const name = `${DOCKER_NAME_PREFIX}${safeId(opts.runId)}-${randomBytes(4).toString("hex")}`;
+  // The run's own choice (a repository's `sandbox.image`) over the operator's.
+  const image = opts.dockerImage ?? docker.image;
 
   // The run's sockets and the host's copy of the checkout live here until the container has them.
   const base = await mkdtemp(join(tmpdir(), `harness-docker-${safeId(opts.runId)}-`));
@@ -162,7 +165,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     };
     const spec = containerSpec({
       name,
-      image: docker.image,
+      image,
       labels,
       uid,
       gid,
@@ -176,11 +179,11 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       cmd,
     });
     await earlier;
+    container = await createContainerPulling(client, spec, { host, image, timeoutMs: operationTimeout });
     try {
-      container = await client.createContainer(spec);
       await container.start();
     } catch (error) {
-      throw translateDockerError(error, { host, during: "creating the sandbox's container", image: docker.image });
+      throw translateDockerError(error, { host, during: "starting the sandbox's container", image });
     }
     const checkout = await preparing;
     try {
