@@ -1,12 +1,14 @@
+import { imageAllowed } from "../sandbox/docker/image-reference.js";
 import { parseRepoConfig, PERMISSION_LEVELS, RepoConfigError, type RepoConfig } from "./repo-config.js";
 
 /*
  * An organisation's `.github/harness.yml` (in its `.github` repository) is both the default for
  * every repository and a floor none of them can go below: a repository's own file overrides it
  * key by key, but may not lower the permission bar, add bots or setup secrets, pick another
- * sandbox, ask for more resources, time, money or rounds, open the network wider, loosen how
- * reviews are followed, or turn on what the organisation turned off (`FLOOR_RULES`). A breach is an error
- * naming both values rather than a silent clamp, so the maintainer learns why.
+ * sandbox or an image the organisation does not list, ask for more resources, time, money or
+ * rounds, open the network wider, loosen how reviews are followed, or turn on what the
+ * organisation turned off (`FLOOR_RULES`). A breach is an error naming both values rather than
+ * a silent clamp, so the maintainer learns why.
  */
 
 /** A config file as YAML gave it: keys as written, values unchecked. */
@@ -47,6 +49,8 @@ export function resolveRepoConfig(files: ConfigFiles, orgRepo: string): RepoConf
     if (error instanceof RepoConfigError) throw new RepoConfigError(error.problems.map(inOrg));
     throw error;
   }
+  const orgOwn = orgListProblems(orgRaw, org).map(inOrg);
+  if (orgOwn.length > 0) throw new RepoConfigError(orgOwn);
   const effective = parseRepoConfig(mergeRawConfigs(orgRaw, repoRaw));
   const problems = orgFloorProblems(orgRaw, org, effective, orgRepo);
   if (problems.length > 0) throw new RepoConfigError(problems);
@@ -85,6 +89,9 @@ export function mergeRawConfigs(org: RawConfig, repo: RawConfig): RawConfig {
  * - `ceiling`: a number the repository may lower, never raise;
  * - `subset`: a list the repository may shorten, never add to (compared case-insensitively);
  * - `fixed`: only the organisation may set it;
+ * - `among`: the repository's value must be one the organisation's list at `list` admits
+ *   (`matches` says which); without that list, the organisation's own value is `fixed`;
+ * - `organisation-only`: a repository may not set it at all (it says what others may do);
  * - `off-stays-off` / `on-stays-on`: a switch the organisation turned off (on) stays so;
  * - `free`: the repository's own choice, for the reason given (the power it could add is
  *   bounded by another key's floor).
@@ -95,6 +102,8 @@ export type FloorRule =
   | { kind: "ceiling" }
   | { kind: "subset"; verb: "allow" | "list" }
   | { kind: "fixed" }
+  | { kind: "among"; list: string; matches: (value: string, allowed: readonly string[]) => boolean }
+  | { kind: "organisation-only" }
   | { kind: "off-stays-off" }
   | { kind: "on-stays-on" }
   | { kind: "free"; why: string };
@@ -112,6 +121,8 @@ export const FLOOR_RULES: Readonly<Record<string, FloorRule>> = {
   allowed_bots: { kind: "subset", verb: "allow" },
   "sandbox.provider": { kind: "fixed" },
   "sandbox.snapshot": { kind: "fixed" },
+  "sandbox.image": { kind: "among", list: "sandbox.images", matches: imageAllowed },
+  "sandbox.images": { kind: "organisation-only" },
   "sandbox.resources.cpu": { kind: "ceiling" },
   "sandbox.resources.memory": { kind: "ceiling" },
   "sandbox.resources.disk": { kind: "ceiling" },
@@ -170,17 +181,63 @@ export function orgFloorProblems(orgRaw: RawConfig, org: RepoConfig, effective: 
   const problems: string[] = [];
   for (const [key, rule] of Object.entries(FLOOR_RULES)) {
     const path = key.split(".");
-    if (rule.kind === "free" || !hasPath(orgRaw, path)) continue;
-    const problem = breach(key, rule, valueAt(org, path), valueAt(effective, path));
+    if (rule.kind === "free") continue;
+    if (rule.kind === "organisation-only") {
+      const ours = valueAt(effective, path);
+      if (ours !== undefined && JSON.stringify(ours) !== JSON.stringify(valueAt(org, path)))
+        problems.push(
+          `\`${key}\` is the organisation's to set, in its \`.github\` repository (${orgRepo}), ` +
+            `not a repository's: remove it from .github/harness.yml`,
+        );
+      continue;
+    }
+    if (rule.kind === "among" && hasPath(orgRaw, rule.list.split("."))) {
+      const allowed = valueAt(org, rule.list.split("."));
+      const ours = valueAt(effective, path);
+      if (typeof ours === "string" && Array.isArray(allowed) && !rule.matches(ours, allowed.map(String)))
+        problems.push(notAmong(key, ours, rule.list, allowed, orgRepo));
+      continue;
+    }
+    if (!hasPath(orgRaw, path)) continue;
+    // Without its list, the organisation's own value is the only one.
+    const binding = rule.kind === "among" ? ({ kind: "fixed" } as const) : rule;
+    const problem = breach(key, binding, valueAt(org, path), valueAt(effective, path));
     if (problem) problems.push(problem(`the organisation's \`${key}: ${show(valueAt(org, path))}\` (${orgRepo})`));
   }
   return problems;
 }
 
+/**
+ * Where the organisation's own file sets a value its own list does not admit (its
+ * `sandbox.image` outside its `sandbox.images`): every repository would inherit the breach.
+ */
+function orgListProblems(orgRaw: RawConfig, org: RepoConfig): string[] {
+  return Object.entries(FLOOR_RULES).flatMap(([key, rule]) => {
+    if (rule.kind !== "among" || !hasPath(orgRaw, key.split("."))) return [];
+    const value = valueAt(org, key.split("."));
+    const allowed = valueAt(org, rule.list.split("."));
+    if (typeof value !== "string" || !Array.isArray(allowed) || rule.matches(value, allowed.map(String))) return [];
+    return [notAmong(key, value, rule.list, allowed)];
+  });
+}
+
+/**
+ * A value outside a list of allowed ones, naming the list and the two ways out: the
+ * repository's (`orgRepo` given) or the organisation's own file's.
+ */
+function notAmong(key: string, value: string, list: string, allowed: unknown[], orgRepo?: string): string {
+  const mine = `\`${key}: ${show(value)}\``;
+  return orgRepo === undefined
+    ? `${mine} is not among its own \`${list}: ${show(allowed)}\`; add it there or choose one of those`
+    : `${mine} is not one the organisation allows: its \`${list}\` (${orgRepo}) admits only ` +
+        `${listed(allowed.map(String))}; choose one of those for \`${key}\`, or ask the organisation ` +
+        `to add yours to \`${list}\``;
+}
+
 /** What is wrong with the repository's value, as a sentence around the organisation's. */
 function breach(
   key: string,
-  rule: Exclude<FloorRule, { kind: "free" }>,
+  rule: Exclude<FloorRule, { kind: "free" | "among" | "organisation-only" }>,
   theirs: unknown,
   ours: unknown,
 ): ((theirsText: string) => string) | undefined {

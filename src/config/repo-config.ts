@@ -1,4 +1,5 @@
 import { z } from "zod";
+import { imagePatternProblem, imageReferenceProblem } from "../sandbox/docker/image-reference.js";
 import { parseRepositoryAllowlist } from "../sandbox/egress/allowlist.js";
 import { parseCommandLine } from "../util/command-line.js";
 import { HarnessError } from "../util/errors.js";
@@ -6,6 +7,9 @@ import { HarnessError } from "../util/errors.js";
 /** Repository permission levels, weakest first, as GitHub's permission API reports them. */
 export const PERMISSION_LEVELS = ["none", "read", "triage", "write", "maintain", "admin"] as const;
 export type PermissionLevel = (typeof PERMISSION_LEVELS)[number];
+
+/** Entries an organisation's list of allowed images may have. */
+const MAX_ALLOWED_IMAGES = 100;
 
 /** A command given as one string (`npm test`) or as an argv list (`[npm, test]`). */
 const commandSchema = z.union([z.string().trim().min(1), z.array(z.string()).min(1)]);
@@ -71,6 +75,17 @@ export const repoConfigSchema = z
       .object({
         provider: z.enum(["local", "daytona", "docker"]).optional(),
         snapshot: z.string().trim().min(1).optional(),
+        /** On Docker: the image the run's container starts from (default the operator's HARNESS_DOCKER_IMAGE). */
+        image: z.string().trim().min(1).superRefine(imageReferenceIssue(imageReferenceProblem)).optional(),
+        /**
+         * The organisation's file only: the images its repositories may choose with `image`, each a
+         * reference or the start of one followed by `*` (`ghcr.io/acme/*`).
+         */
+        images: z
+          .array(z.string().trim().min(1).superRefine(imageReferenceIssue(imagePatternProblem)))
+          .min(1)
+          .max(MAX_ALLOWED_IMAGES)
+          .optional(),
         /**
          * `shallow` (Daytona's default: the latest commit only) or `full`, for steps that read the
          * repository's history (`git log`, `git blame`, bisecting). The local sandbox always has it all.
@@ -185,6 +200,14 @@ export const repoConfigSchema = z
   });
 
 export type RepoConfig = z.output<typeof repoConfigSchema>;
+
+/** A refinement that reports `problem`'s sentence for a value it finds wrong. */
+function imageReferenceIssue(problem: (text: string) => string | undefined) {
+  return (value: string, ctx: z.RefinementCtx): void => {
+    const found = problem(value);
+    if (found !== undefined) ctx.addIssue({ code: "custom", message: found });
+  };
+}
 
 /** Problems beyond these are counted, not listed: the message goes into an issue comment. */
 const MAX_PROBLEMS = 20;

@@ -1,6 +1,7 @@
 import { readFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
 import type { DockerOptions } from "../sandbox/docker/options.js";
+import { imagePatternProblem } from "../sandbox/docker/image-reference.js";
 import type { DaytonaOptions, LocalIsolation } from "../sandbox/types.js";
 import { sandboxUserSettingProblem } from "../sandbox/local/sandbox-user.js";
 import { parseAllowlist } from "../sandbox/egress/allowlist.js";
@@ -58,6 +59,11 @@ export type AppSettings =
       daytona: DaytonaOptions;
       /** The Docker sandbox's image and engine; set whenever `docker` is among the allowed sandboxes. */
       docker?: DockerOptions;
+      /**
+       * HARNESS_DOCKER_IMAGES, with HARNESS_DOCKER_IMAGE: the images a repository may choose with
+       * `sandbox.image` (references, or starts of one ending in `*`); absent, any image.
+       */
+      dockerImages?: string[];
       /**
        * How the local sandbox isolates runs: namespaces (bubblewrap) unless the operator opted
        * out with HARNESS_UNISOLATED_LOCAL=1. Absent means namespaces.
@@ -216,6 +222,7 @@ export function settingsFromEnv(
     allowedSandboxes: [...new Set([sandbox, ...allowed])],
     daytona: daytonaOptionsFromEnv(env),
     ...(docker ? { docker } : {}),
+    ...dockerImagesFrom(env, docker),
     localSandbox,
     setupSecrets: setupSecretsFrom(env),
     network: networkFrom(env),
@@ -476,6 +483,28 @@ export function dockerOptionsFromEnv(env: NodeJS.ProcessEnv): DockerOptions | un
   const image = env["HARNESS_DOCKER_IMAGE"]?.trim();
   if (!image) return undefined;
   return { image, ...(env["DOCKER_HOST"] ? { host: env["DOCKER_HOST"] } : {}) };
+}
+
+/**
+ * HARNESS_DOCKER_IMAGES (comma-separated): the images repositories may choose, each checked
+ * here so a typo stops start-up rather than refusing every run. The operator's own image is
+ * always among them.
+ */
+function dockerImagesFrom(env: NodeJS.ProcessEnv, docker: DockerOptions | undefined): { dockerImages?: string[] } {
+  const listed = (env["HARNESS_DOCKER_IMAGES"] ?? "")
+    .split(",")
+    .map((item) => item.trim())
+    .filter(Boolean);
+  if (listed.length === 0 || !docker) return {};
+  for (const entry of listed) {
+    const problem = imagePatternProblem(entry);
+    if (problem !== undefined)
+      throw new SettingsError(
+        `HARNESS_DOCKER_IMAGES: "${entry.slice(0, 80)}" ${problem} ` +
+          `(list references like ghcr.io/acme/runner:1.4, or starts of them like ghcr.io/acme/*, comma-separated)`,
+      );
+  }
+  return { dockerImages: [...new Set([docker.image, ...listed])] };
 }
 
 /** Daytona settings from DAYTONA_* variables, the same for the app and the CLI. */

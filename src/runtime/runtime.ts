@@ -166,6 +166,7 @@ export async function buildRuntime(
     defaultSandbox: settings.sandbox,
     allowedSandboxes: settings.allowedSandboxes,
     daytona: settings.daytona,
+    ...(settings.dockerImages ? { dockerImages: settings.dockerImages } : {}),
     localIsolation,
     ...(repoCache ? { repoCache } : {}),
     unisolatedWarning: UNISOLATED_WARNING,

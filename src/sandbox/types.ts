@@ -252,6 +252,11 @@ export interface SandboxOptions {
   /** Daytona-specific options (ignored by the local sandbox). */
   daytona?: DaytonaOptions;
   /**
+   * The image a Docker sandbox starts from, over the provider's own (a repository's
+   * `sandbox.image`); pulled when the engine does not have it. Ignored by the other providers.
+   */
+  dockerImage?: string;
+  /**
    * Warm mirrors the local sandbox clones with (ignored by Daytona and by worktree mode), and
    * the scope whose mirrors this run may use: its installation, never another's.
    */

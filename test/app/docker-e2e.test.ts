@@ -1,18 +1,22 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_SANDBOX_UID } from "../../src/sandbox/docker/options.js";
-import { DOCKER_APP_LABEL, DOCKER_RUN_LABEL } from "../../src/sandbox/docker/sandbox.js";
+import { DOCKER_APP_LABEL, DOCKER_REPO_LABEL, DOCKER_RUN_LABEL } from "../../src/sandbox/docker/sandbox.js";
 import type { HarnessServer } from "../../src/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
-import { testEngine, testImage, type TestEngine } from "../helpers/docker-engine.js";
+import { imageWithFiles, testEngine, testImage, type TestEngine } from "../helpers/docker-engine.js";
 import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
 import { startTestServer } from "../helpers/test-server.js";
 
 // The App with HARNESS_SANDBOX=docker, end to end: a signed webhook through the real server, a
 // container on a real Docker Engine (this machine's, or one the test starts) from an image
 // built here, the result out as a bundle through the write path, and a pull request on the
-// fake GitHub.
+// fake GitHub. A repository may run in an image of its own choosing, within the organisation's list.
 const SECRET = "docker-e2e-webhook-secret";
+/** What the repository's own image holds and the operator's does not. */
+const IMAGE_MARK = "the image acme/gadgets chose\n";
+/** The organisation's list of the images its repositories may choose. */
+const ALLOWED_IMAGES = "harness-e2e-chosen:*";
 const engine: TestEngine = await testEngine();
 if (!engine.available) console.warn(`The App on Docker, end to end: skipped: ${engine.reason}`);
 const live = engine.available ? engine : undefined;
@@ -20,12 +24,42 @@ const live = engine.available ? engine : undefined;
 let github: FakeGitHub;
 let server: HarnessServer;
 let readLogs: () => string = () => "";
+let chosenImage = "";
 
 beforeAll(async () => {
   if (!live) return;
   const image = await testImage(live.docker);
+  chosenImage = await imageWithFiles(live.docker, image, "harness-e2e-chosen", {
+    "etc/harness-image-mark": IMAGE_MARK,
+  });
   github = await startFakeGitHub();
   const app = await installHarness(github, { appId: 4900 });
+  await github.addRepo({
+    owner: "acme",
+    name: ".github",
+    files: { ".github/harness.yml": `sandbox:\n  images: ["${ALLOWED_IMAGES}"]\n` },
+  });
+  for (const [name, sandboxImage] of [
+    ["gadgets", chosenImage],
+    ["gizmos", "ghcr.io/elsewhere/miner:1"],
+  ] as const) {
+    await github.addRepo({
+      owner: "acme",
+      name,
+      files: {
+        "README.md": `# ${name}\n`,
+        ".github/harness.yml": [
+          "agent: command",
+          'agent_command: ["sh", "-c", "cat /etc/harness-image-mark > IMAGE.txt; echo Noted the image"]',
+          "sandbox:",
+          "  network: none",
+          `  image: ${sandboxImage}`,
+          "",
+        ].join("\n"),
+      },
+    });
+    github.setCollaborator("acme", name, "maintainer", "write");
+  }
   // The agent is a command in the image: no host path reaches a container.
   await github.setFile(
     "acme",
@@ -58,26 +92,39 @@ afterAll(async () => {
   if (live.started) await live.stop();
 });
 
+/** `/harness <intent>` from the maintainer on a new issue of acme/`name`, waited for; the issue's number. */
+async function ask(name: string, intent: string): Promise<number> {
+  const issue = github.createIssue("acme", name, { title: intent, body: intent, user: "reporter" });
+  const posted = github.addComment("acme", name, issue.number, { body: `/harness ${intent}`, user: "maintainer" });
+  const delivery = await sendWebhook(
+    server.url,
+    SECRET,
+    "issue_comment",
+    issueCommentCreated({
+      repo: github.repo("acme", name),
+      issue: { number: issue.number, title: issue.title, body: issue.body },
+      comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
+      installationId: INSTALLATION_ID,
+    }),
+  );
+  expect(delivery.status).toBe(200);
+  await server.settle();
+  return issue.number;
+}
+
+/** Harness's containers still on the engine for `label=value` (other files share the engine). */
+async function containersLabelled(label: string, value: string): Promise<unknown[]> {
+  return (
+    (await live?.docker.listContainers({
+      all: true,
+      filters: { label: [`${DOCKER_APP_LABEL.key}=${DOCKER_APP_LABEL.value}`, `${label}=${value}`] },
+    })) ?? []
+  );
+}
+
 describe.skipIf(!live)("the App on Docker", () => {
   test("a /harness comment becomes a pull request made in a container, as an unprivileged user", async () => {
-    const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "Add HELLO.md", user: "reporter" });
-    const posted = github.addComment("acme", "widgets", issue.number, {
-      body: "/harness add HELLO.md",
-      user: "maintainer",
-    });
-    const delivery = await sendWebhook(
-      server.url,
-      SECRET,
-      "issue_comment",
-      issueCommentCreated({
-        repo: github.repo("acme", "widgets"),
-        issue: { number: issue.number, title: issue.title, body: issue.body },
-        comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
-        installationId: INSTALLATION_ID,
-      }),
-    );
-    expect(delivery.status).toBe(200);
-    await server.settle();
+    const issueNumber = await ask("widgets", "add HELLO.md");
 
     const [pull] = github.pullRequests("acme", "widgets");
     if (!pull?.pull) throw new Error(`no pull request was opened:\n${readLogs()}`);
@@ -86,17 +133,35 @@ describe.skipIf(!live)("the App on Docker", () => {
     // The container's own unprivileged user (DEFAULT_SANDBOX_UID), not the host's sandbox user.
     expect(uid).toBe(DEFAULT_SANDBOX_UID);
     const status = github
-      .issueComments("acme", "widgets", issue.number)
+      .issueComments("acme", "widgets", issueNumber)
       .find((comment) => comment.body.includes("<!-- harness:run="));
     expect(status?.body).toContain("### ✅ Harness opened a pull request");
     // Nothing is left running: the container went with the run.
     // Other files share the engine: only this run's containers count.
     const runId = /<!-- harness:run=([^ ]+) -->/.exec(status?.body ?? "")?.[1] ?? "";
     expect(runId).not.toBe("");
-    const left = await live?.docker.listContainers({
-      all: true,
-      filters: { label: [`${DOCKER_APP_LABEL.key}=${DOCKER_APP_LABEL.value}`, `${DOCKER_RUN_LABEL}=${runId}`] },
-    });
-    expect(left ?? []).toEqual([]);
+    expect(await containersLabelled(DOCKER_RUN_LABEL, runId)).toEqual([]);
+  });
+
+  test("a repository's sandbox.image on the organisation's list is the image its run's container ran", async () => {
+    await ask("gadgets", "note the image");
+    const [pull] = github.pullRequests("acme", "gadgets");
+    if (!pull?.pull) throw new Error(`no pull request was opened:\n${readLogs()}`);
+    // Only the chosen image holds this file: the operator's would have left IMAGE.txt empty.
+    expect(await github.readFile("acme", "gadgets", "IMAGE.txt", pull.pull.headRef)).toBe(IMAGE_MARK);
+    expect(await containersLabelled(DOCKER_REPO_LABEL, "acme/gadgets")).toEqual([]);
+  });
+
+  test("an image off the organisation's list is refused in one comment naming the list; no container", async () => {
+    const issueNumber = await ask("gizmos", "note the image");
+    const comments = github.issueComments("acme", "gizmos", issueNumber).filter((c) => c.user.login !== "maintainer");
+    expect(comments).toHaveLength(1);
+    expect(comments[0]?.body).toContain(
+      "`sandbox.image: ghcr.io/elsewhere/miner:1` is not one the organisation allows: its `sandbox.images` " +
+        `(acme/.github) admits only \`${ALLOWED_IMAGES}\`; choose one of those for \`sandbox.image\`, ` +
+        "or ask the organisation to add yours to `sandbox.images`",
+    );
+    expect(github.pullRequests("acme", "gizmos")).toEqual([]);
+    expect(await containersLabelled(DOCKER_REPO_LABEL, "acme/gizmos")).toEqual([]);
   });
 });

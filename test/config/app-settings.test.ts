@@ -86,6 +86,25 @@ describe("settings from the environment", () => {
     });
   });
 
+  test("HARNESS_DOCKER_IMAGES: the images repositories may choose, the operator's own always among them", () => {
+    const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_SANDBOX: "docker" };
+    const listed = settingsFromEnv({
+      ...base,
+      HARNESS_DOCKER_IMAGE: "acme/runner:2026.11",
+      HARNESS_DOCKER_IMAGES: " ghcr.io/acme/*, node:22 ,",
+    });
+    expect(listed).toMatchObject({ dockerImages: ["acme/runner:2026.11", "ghcr.io/acme/*", "node:22"] });
+    // Unset: no list, so any image a repository names.
+    expect(settingsFromEnv({ ...base, HARNESS_DOCKER_IMAGE: "acme/runner:1" })).not.toHaveProperty("dockerImages");
+    expect(() =>
+      settingsFromEnv({
+        ...base,
+        HARNESS_DOCKER_IMAGE: "acme/runner:1",
+        HARNESS_DOCKER_IMAGES: "ghcr.io/acme/*,Bad Image",
+      }),
+    ).toThrow(/^HARNESS_DOCKER_IMAGES: "Bad Image" is not a Docker image reference .*comma-separated\)$/);
+  });
+
   test("app mode: Probot's variables and ours", () => {
     const settings = settingsFromEnv({
       APP_ID: "42",

@@ -107,6 +107,57 @@ describe("the organisation's values are a floor", () => {
     ]);
   });
 
+  test("sandbox.images: a repository's sandbox.image outside the organisation's list is refused, naming it", () => {
+    const org = { sandbox: { provider: "docker", images: ["ghcr.io/acme/*", "node:22"] } };
+    expect(resolveRepoConfig({ org, repo: { sandbox: { image: "ghcr.io/acme/runner:1.4" } } }, ORG).sandbox.image).toBe(
+      "ghcr.io/acme/runner:1.4",
+    );
+    // The same image written in full is the same image.
+    expect(
+      resolveRepoConfig({ org, repo: { sandbox: { image: "docker.io/library/node:22" } } }, ORG).sandbox.image,
+    ).toBe("docker.io/library/node:22");
+    // Saying nothing leaves the operator's image: the list bounds what repositories choose.
+    expect(resolveRepoConfig({ org, repo: {} }, ORG).sandbox.image).toBeUndefined();
+    expect(problemsOf(org, { sandbox: { image: "ghcr.io/acme-evil/miner:1" } })).toEqual([
+      "`sandbox.image: ghcr.io/acme-evil/miner:1` is not one the organisation allows: its `sandbox.images` " +
+        "(acme/.github) admits only `ghcr.io/acme/*`, `node:22`; choose one of those for `sandbox.image`, " +
+        "or ask the organisation to add yours to `sandbox.images`",
+    ]);
+  });
+
+  test("sandbox.images is the organisation's alone: a repository may neither widen nor write it", () => {
+    const org = { sandbox: { images: ["ghcr.io/acme/*"] } };
+    expect(problemsOf(org, { sandbox: { images: ["*"], image: "evil/miner" } })).toEqual([
+      "`sandbox.image: evil/miner` is not one the organisation allows: its `sandbox.images` (acme/.github) " +
+        "admits only `ghcr.io/acme/*`; choose one of those for `sandbox.image`, " +
+        "or ask the organisation to add yours to `sandbox.images`",
+      "`sandbox.images` is the organisation's to set, in its `.github` repository (acme/.github), " +
+        "not a repository's: remove it from .github/harness.yml",
+    ]);
+    expect(problemsOf({}, { sandbox: { images: ["ghcr.io/acme/*"] } })).toEqual([
+      "`sandbox.images` is the organisation's to set, in its `.github` repository (acme/.github), " +
+        "not a repository's: remove it from .github/harness.yml",
+    ]);
+    // The organisation's own `.github` repository reads the same file twice: that is no breach.
+    expect(resolveRepoConfig({ org, repo: org }, ORG).sandbox.images).toEqual(["ghcr.io/acme/*"]);
+  });
+
+  test("sandbox.image: the organisation's is fixed without a list, and must be on its own list with one", () => {
+    expect(problemsOf({ sandbox: { image: "ghcr.io/acme/runner:1" } }, { sandbox: { image: "node:22" } })).toEqual([
+      "`sandbox.image: node:22` differs from the organisation's `sandbox.image: ghcr.io/acme/runner:1` " +
+        "(acme/.github); only the organisation may change it",
+    ]);
+    const listed = { sandbox: { image: "ghcr.io/acme/runner:1", images: ["ghcr.io/acme/*", "node:22"] } };
+    expect(resolveRepoConfig({ org: listed, repo: {} }, ORG).sandbox.image).toBe("ghcr.io/acme/runner:1");
+    expect(resolveRepoConfig({ org: listed, repo: { sandbox: { image: "node:22" } } }, ORG).sandbox.image).toBe(
+      "node:22",
+    );
+    expect(problemsOf({ sandbox: { image: "node:22", images: ["ghcr.io/acme/*"] } }, {})).toEqual([
+      "acme/.github (the organisation's `.github` repository): `sandbox.image: node:22` is not among its own " +
+        "`sandbox.images: [ghcr.io/acme/*]`; add it there or choose one of those",
+    ]);
+  });
+
   test("resources, timeout_minutes, fix_attempts and max_turns are ceilings", () => {
     const org = {
       sandbox: { resources: { cpu: 4, memory: 8, disk: 20 } },

@@ -29,3 +29,25 @@ describe(".github/harness.yml: sandbox.network and setup secrets", () => {
     expect(() => parseRepoConfig(raw)).toThrow(message);
   });
 });
+
+describe(".github/harness.yml: sandbox.image and sandbox.images", () => {
+  test("an image reference and a list of allowed ones parse as written", () => {
+    expect(
+      parseRepoConfig({ sandbox: { image: " ghcr.io/acme/runner:1.4 ", images: ["ghcr.io/acme/*", "node:22"] } })
+        .sandbox,
+    ).toEqual({ image: "ghcr.io/acme/runner:1.4", images: ["ghcr.io/acme/*", "node:22"] });
+  });
+
+  test.each([
+    [{ sandbox: { image: "Acme/Runner" } }, /^\.github\/harness\.yml is invalid: `sandbox\.image` has upper-case/],
+    [{ sandbox: { image: "ghcr.io/acme/runner:1 --privileged" } }, /`sandbox\.image` is not a Docker image reference/],
+    [{ sandbox: { image: `ghcr.io/${"a".repeat(600)}` } }, /`sandbox\.image` is longer than 512 characters/],
+    [{ sandbox: { image: "" } }, /`sandbox\.image`/],
+    [{ sandbox: { images: [] } }, /`sandbox\.images`/],
+    [{ sandbox: { images: ["ghcr.io/acme/*", "ghcr.io/*/x"] } }, /`sandbox\.images\.1` is not a Docker image/],
+    [{ sandbox: { images: Array.from({ length: 101 }, () => "node:22") } }, /`sandbox\.images`/],
+  ])("%j is refused with the key named", (raw, message) => {
+    expect(() => parseRepoConfig(raw)).toThrow(RepoConfigError);
+    expect(() => parseRepoConfig(raw)).toThrow(message);
+  });
+});

@@ -60,6 +60,14 @@ const SHIPPED: ShippedCapability[] = [
     evidence: [{ file: "src/sandbox/daytona/sandbox.ts", contains: "export async function createDaytonaSandbox" }],
   },
   {
+    name: "a Docker image per repository",
+    named: /\bimage of its choosing\b/i,
+    evidence: [
+      { file: "src/sandbox/docker/image-reference.ts", contains: "export function imageAllowed" },
+      { file: "src/sandbox/docker/image-pull.ts", contains: "export async function createContainerPulling" },
+    ],
+  },
+  {
     name: "an isolated run of a repository on this machine",
     named: /clones\s+a repository on this machine/i,
     evidence: [{ file: "src/harness/local-delivery.ts", contains: "export async function deliverToLocalRepository" }],

@@ -17,6 +17,7 @@ import {
 import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import Docker from "dockerode";
+import { tarArchive } from "../../src/sandbox/docker/tar.js";
 import { runProcess } from "../../src/sandbox/process.js";
 
 /**
@@ -265,6 +266,51 @@ export async function testImage(docker: Docker, options: { node?: boolean } = {}
   } finally {
     await rm(root, { recursive: true, force: true });
   }
+}
+
+/**
+ * `base` with small files added (paths relative to `/`, in folders the image has), as an image
+ * of its own: a container of `base` that never runs is given the files and committed. A second
+ * image, told apart by its files, without a build or a registry; tagged by a hash of what went
+ * in, so it is made once per engine.
+ */
+export async function imageWithFiles(
+  docker: Docker,
+  base: string,
+  repository: string,
+  files: Record<string, string>,
+): Promise<string> {
+  const tag = createHash("sha256")
+    .update(JSON.stringify([base, Object.entries(files).sort()]))
+    .digest("hex")
+    .slice(0, 16);
+  const name = `${repository}:${tag}`;
+  try {
+    await docker.getImage(name).inspect();
+    return name;
+  } catch {
+    // Not made yet on this engine.
+  }
+  const container = await docker.createContainer({ Image: base, Cmd: ["true"], Labels: { "harness-test": "image" } });
+  try {
+    await container.putArchive(
+      tarArchive(
+        Object.entries(files).map(([path, content]) => ({
+          name: path,
+          type: "file" as const,
+          mode: 0o644,
+          uid: 0,
+          gid: 0,
+          content: Buffer.from(content, "utf8"),
+        })),
+      ),
+      { path: "/" },
+    );
+    await container.commit({ repo: repository, tag });
+  } finally {
+    await container.remove({ force: true });
+  }
+  return name;
 }
 
 /** A program's real file, the links leading to it, and every shared library it loads. */

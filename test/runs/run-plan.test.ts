@@ -52,3 +52,57 @@ describe("planRun: whose problem a failed plan is", () => {
     expect(outcome.remedy).toMatch(/^Ask again in a minute/);
   });
 });
+
+describe("planRun: the operator's allowed Docker images", () => {
+  const dockerDeps: PlanDeps = {
+    defaultSandbox: "docker",
+    allowedSandboxes: ["docker"],
+    dockerImages: ["acme/runner:1", "ghcr.io/acme/*"],
+    environment: {},
+  };
+  const configAsking = (yaml: string) =>
+    octokitAnswering((path) =>
+      path === ".github/harness.yml"
+        ? Promise.resolve({
+            data: {
+              type: "file",
+              size: Buffer.byteLength(yaml),
+              encoding: "base64",
+              content: Buffer.from(yaml).toString("base64"),
+            },
+          })
+        : Promise.reject(Object.assign(new Error("Not Found"), { status: 404 })),
+    );
+
+  test("an image on the list is the run's; one off it ends the run before it starts, naming the list", async () => {
+    const listed = await planRun(
+      request(1),
+      dockerDeps,
+      configAsking('agent: command\nagent_command: ["true"]\nsandbox:\n  image: ghcr.io/acme/node:22\n'),
+    );
+    expect(listed.ok).toBe(true);
+    const refused = await planRun(
+      request(1),
+      dockerDeps,
+      configAsking('agent: command\nagent_command: ["true"]\nsandbox:\n  image: ghcr.io/evil/miner:1\n'),
+    );
+    expect(refused).toEqual({
+      ok: false,
+      error:
+        ".github/harness.yml asks for the Docker image ghcr.io/evil/miner:1 (`sandbox.image`), which this Harness " +
+        "does not run: its operator allows only `acme/runner:1`, `ghcr.io/acme/*`",
+      remedy:
+        "Choose one of those for `sandbox.image` in .github/harness.yml on the default branch (or leave it out " +
+        "for the operator's image), or ask the operator to add yours to HARNESS_DOCKER_IMAGES, then ask again",
+    });
+  });
+
+  test("a run that does not go to Docker is not held to the list", async () => {
+    const local = await planRun(
+      request(1),
+      { ...dockerDeps, defaultSandbox: "local", allowedSandboxes: ["local"] },
+      configAsking('agent: command\nagent_command: ["true"]\nsandbox:\n  image: ghcr.io/evil/miner:1\n'),
+    );
+    expect(local).toMatchObject({ ok: true, plan: { sandboxKind: "local" } });
+  });
+});

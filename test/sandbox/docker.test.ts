@@ -393,15 +393,31 @@ describe.skipIf(!live)("the Docker sandbox on a real engine", () => {
     }
   });
 
-  test("an image the engine does not have gives one error saying what to do, and leaves nothing", async () => {
+  test("the run's image wins; one the engine lacks and cannot pull is one error saying what to do", async () => {
     if (!live) return;
+    // The operator's image is there; the run's own is not, nor in any registry this engine reaches.
     const attempt = createDockerSandbox(
-      { repo, branch: "harness/run", runId: "no-image-run", network: { mode: "none" } },
-      { image: "harness-no-such-image:missing", host: live.host },
+      {
+        repo,
+        branch: "harness/run",
+        runId: "no-image-run",
+        network: { mode: "none" },
+        dockerImage: "harness-no-such-image:missing",
+      },
+      { image, host: live.host },
     );
-    await expect(attempt).rejects.toThrow(
-      /Docker image "harness-no-such-image:missing" is not on the Docker Engine .*build or pull it/,
+    const error = await attempt.then(
+      () => undefined,
+      (reason: unknown) => reason,
     );
+    expect(error).toBeInstanceOf(SandboxError);
+    const message = (error as Error).message;
+    expect(message).toMatch(/^The Docker image "harness-no-such-image:missing" is not on the Docker Engine at \S+, /);
+    expect(message).toMatch(/, and it could not be pulled: \S/);
+    expect(message).not.toContain("HTTP code");
+    expect(message).toContain("Check the image's name and tag");
+    expect(message).toContain("docker pull harness-no-such-image:missing");
+    expect(message).toMatch(/or choose an image the engine has$/);
     const containers = await live.docker.listContainers({
       all: true,
       filters: { label: ["harness-run=no-image-run"] },

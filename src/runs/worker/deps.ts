@@ -48,6 +48,8 @@ export interface WorkerDeps {
   defaultSandbox: SandboxKind;
   allowedSandboxes: readonly SandboxKind[];
   daytona?: DaytonaOptions;
+  /** The images a repository may choose with `sandbox.image` (HARNESS_DOCKER_IMAGES); absent, any. */
+  dockerImages?: readonly string[];
   /** How the local sandbox isolates runs (default: namespaces). */
   localIsolation?: LocalIsolation;
   /** Warm mirrors the local sandbox clones with; each run uses only its installation's. */

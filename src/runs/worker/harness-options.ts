@@ -92,6 +92,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
             }
           : {}),
         network: network.policy,
+        ...(sandboxKind === "docker" && config.sandbox.image ? { dockerImage: config.sandbox.image } : {}),
         ...(sandboxKind === "daytona"
           ? {
               daytona: {

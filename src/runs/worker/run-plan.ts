@@ -7,6 +7,7 @@ import { describeGitHubError } from "../../github/errors.js";
 import { BlueprintError } from "../../harness/blueprint-file.js";
 import type { Blueprint } from "../../harness/blueprint.js";
 import type { LocalIsolation, NetworkPolicy, SandboxKind } from "../../sandbox/types.js";
+import { imageAllowed } from "../../sandbox/docker/image-reference.js";
 import { describeError } from "../../util/errors.js";
 import type { RunRequest } from "../request.js";
 import type { SetupSecretGrant } from "../../config/setup-secrets.js";
@@ -16,6 +17,8 @@ import type { NetworkMode } from "../../config/network-policy.js";
 export interface PlanDeps {
   defaultSandbox: SandboxKind;
   allowedSandboxes: readonly SandboxKind[];
+  /** The images a repository may choose with `sandbox.image` (HARNESS_DOCKER_IMAGES); absent, any. */
+  dockerImages?: readonly string[];
   localIsolation?: LocalIsolation;
   setupSecrets?: readonly SetupSecretGrant[];
   network?: { ceiling: NetworkMode; allow: readonly string[] };
@@ -85,6 +88,18 @@ export async function planRun(
   }
   const setupSecrets = Object.fromEntries(asked.map((name) => [name, granted[name] ?? ""]));
   const sandboxKind = chooseSandbox(config, deps);
+  const image = sandboxKind === "docker" ? config.sandbox.image : undefined;
+  if (image !== undefined && deps.dockerImages && !imageAllowed(image, deps.dockerImages)) {
+    return {
+      ok: false,
+      error:
+        `.github/harness.yml asks for the Docker image ${image} (\`sandbox.image\`), which this Harness does not ` +
+        `run: its operator allows only ${listedImages(deps.dockerImages)}`,
+      remedy:
+        "Choose one of those for `sandbox.image` in .github/harness.yml on the default branch (or leave it out for " +
+        "the operator's image), or ask the operator to add yours to HARNESS_DOCKER_IMAGES, then ask again",
+    };
+  }
   const localIsolation = deps.localIsolation ?? { mode: "namespaces" };
   const agent = blueprint.nodes.some((node) => node.kind === "agent")
     ? createAgent(config.agent, config.agent_command ? { command: config.agent_command } : {})
@@ -131,6 +146,15 @@ function grantedSetupSecrets(deps: PlanDeps, repo: RunRequest["repo"]): Record<s
   }
   return granted;
 }
+
+/** A few allowed images, backticked, and the count of the rest: an operator's list can be long. */
+function listedImages(images: readonly string[]): string {
+  const shown = images.slice(0, MAX_IMAGES_SHOWN).map((entry) => `\`${entry}\``);
+  const more = images.length - MAX_IMAGES_SHOWN;
+  return more > 0 ? `${shown.join(", ")} and ${String(more)} more` : shown.join(", ");
+}
+
+const MAX_IMAGES_SHOWN = 10;
 
 function chooseSandbox(config: RepoConfig, deps: PlanDeps): SandboxKind {
   const asked = config.sandbox.provider;

@@ -41,7 +41,13 @@ export function engineMessage(error: unknown): string {
     if (json !== null && typeof json === "object" && "message" in json && typeof json.message === "string")
       return json.message;
   }
-  return describeError(error);
+  // A streamed answer (a pull's) keeps its reason only in the text, after the same prefix.
+  return describeError(error).replace(/^\(HTTP code \d+\) [^-]*- /, "");
+}
+
+/** The engine's answer to a container asked of an image it does not have. */
+export function isMissingImage(error: unknown): boolean {
+  return statusOf(error) === 404 && /no such image|not found|pull access/i.test(engineMessage(error));
 }
 
 const UNREACHABLE = new Set(["ECONNREFUSED", "ENOENT", "EACCES", "ECONNRESET", "EHOSTUNREACH", "ETIMEDOUT", "EPIPE"]);
@@ -62,9 +68,8 @@ export function translateDockerError(
         `start it (systemctl start docker, or dockerd) or point DOCKER_HOST at a running one`,
     );
   }
-  const status = statusOf(error);
   const message = engineMessage(error);
-  if (status === 404 && context.image !== undefined && /no such image|not found|pull access/i.test(message)) {
+  if (context.image !== undefined && isMissingImage(error)) {
     return new SandboxError(
       `The Docker image "${context.image}" is not on the Docker Engine at ${context.host}: ` +
         `build or pull it there first (docker build -t ${context.image} …, or docker pull ${context.image}), ` +

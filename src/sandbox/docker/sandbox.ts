@@ -8,6 +8,7 @@ import type Docker from "dockerode";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
 import { snapshotCheckout } from "../checkout-commit.js";
 import {
+  describeError,
   InvalidInputError,
   PathConfinementError,
   SandboxError,
@@ -49,6 +50,7 @@ import {
   WORK_DIR,
 } from "./container-spec.js";
 import { runInContainer } from "./exec.js";
+import { createContainerPulling } from "./image-pull.js";
 import {
   DEFAULT_CPUS,
   DEFAULT_MEMORY_BYTES,
@@ -102,6 +104,8 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   const redactToken = createRedactor([opts.githubToken]);
   const operationTimeout = opts.operationTimeout ?? DEFAULT_OPERATION_TIMEOUT;
   const name = docker.containerName ?? `${DOCKER_NAME_PREFIX}${safeId(opts.runId)}-${randomBytes(4).toString("hex")}`;
+  // The run's own choice (a repository's `sandbox.image`) over the operator's.
+  const image = opts.dockerImage ?? docker.image;
 
   // The run's sockets and the host's copy of the checkout live here until the container has them.
   const base = await mkdtemp(join(tmpdir(), `harness-docker-${safeId(opts.runId)}-`));
@@ -171,7 +175,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     };
     const spec = containerSpec({
       name,
-      image: docker.image,
+      image,
       labels,
       uid,
       gid,
@@ -186,15 +190,19 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     });
     await earlier;
     try {
-      container = await client.createContainer(spec);
-      await container.start();
+      container = await createContainerPulling(client, spec, { host, image, timeoutMs: operationTimeout });
     } catch (error) {
-      if (statusOf(error) === 409 && docker.containerName)
+      if (docker.containerName && /already in use/i.test(describeError(error)))
         throw new SandboxNameTakenError(
           `A container named ${docker.containerName} already exists on the Docker Engine at ${host}: ` +
             `choose another name, or delete that sandbox first`,
         );
-      throw translateDockerError(error, { host, during: "creating the sandbox's container", image: docker.image });
+      throw error;
+    }
+    try {
+      await container.start();
+    } catch (error) {
+      throw translateDockerError(error, { host, during: "starting the sandbox's container", image });
     }
     const checkout = await preparing;
     try {
