@@ -19,7 +19,20 @@ export const TIMED_FILES = [
   "test/delivery/secret-scan.test.ts",
 ];
 
-const UNIT_DIRS = ["util", "config", "triggers", "agents", "gateway", "metrics", "audit", "doctor", "docs", "harness", "github", "pulls"];
+const UNIT_DIRS = [
+  "util",
+  "config",
+  "triggers",
+  "agents",
+  "gateway",
+  "metrics",
+  "audit",
+  "doctor",
+  "docs",
+  "harness",
+  "github",
+  "pulls",
+];
 
 // Most files wait on child processes, git and sockets rather than on the CPU, so three at a
 // time on two cores roughly halves the wall time. HARNESS_TEST_WORKERS sets another number.
@@ -43,11 +56,7 @@ export default defineConfig({
         test: {
           name: "shared",
           include: ["test/**/*.test.ts"],
-          exclude: [
-            ...configDefaults.exclude,
-            ...TIMED_FILES,
-            ...UNIT_DIRS.map((dir) => `test/${dir}/**/*.test.ts`),
-          ],
+          exclude: [...configDefaults.exclude, ...TIMED_FILES, ...UNIT_DIRS.map((dir) => `test/${dir}/**/*.test.ts`)],
           maxWorkers: workers,
           sequence: { groupOrder: 0 },
         },
