@@ -34,6 +34,7 @@ import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { registerDoctorCommand } from "./doctor.js";
+import { registerMcpCommand } from "./mcp.js";
 
 /** Exit codes: 0 success, 1 the run failed, 2 the command line was wrong. */
 export const EXIT_OK = 0;
@@ -256,6 +257,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     });
 
   registerDoctorCommand(program, io, setExitCode);
+  registerMcpCommand(program, io);
 
   return program;
 }
