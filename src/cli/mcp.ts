@@ -34,7 +34,8 @@ export function registerMcpCommand(program: Command, io: McpCommandIo): void {
     .action(async () => {
       const log = stderrLog(io.stderr);
       const manager = await sandboxManagerFor(io.env, { allowLocalRepositories: true, local: true });
-      const server = createSandboxMcpServer({ manager, filter: createSecretFilter(secretsFromEnv(io.env)), log });
+      const filter = createSecretFilter(secretsFromEnv(io.env));
+      const server = createSandboxMcpServer({ manager, filter, log });
       const stdin = readable(io.stdin ?? process.stdin);
       const stopped = new Promise<void>((resolve) => {
         stdin.once("end", resolve);
@@ -52,7 +53,7 @@ export function registerMcpCommand(program: Command, io: McpCommandIo): void {
       });
       try {
         server.server.onerror = (error) => {
-          log.warn({ err: describeError(error) }, "MCP message refused");
+          log.warn({ err: filter.message(describeError(error)) }, "MCP message refused");
         };
         await server.connect(
           new StdioServerTransport(stdin, writable(io.stdout), { maxBufferSize: MAX_REQUEST_BYTES }),
