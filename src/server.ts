@@ -23,6 +23,7 @@ import { observeWebhook } from "./metrics/webhook-latency.js";
 import { auditEndpoint } from "./audit/audit-endpoint.js";
 import { createGitHubAuth } from "./web/auth/github-auth.js";
 import { ModelGatewayRoute } from "./runtime/model-gateway.js";
+import { startMcpRoute, type McpRoute } from "./runtime/mcp-route.js";
 import { createDoctorPage, type CheckReport } from "./web/doctor-page.js";
 import { createRunPages } from "./web/run-pages.js";
 
@@ -64,6 +65,7 @@ export async function startHarnessServer(
   let handle: (req: IncomingMessage, res: ServerResponse) => Promise<void>;
   let gatewayRoute: ModelGatewayRoute | undefined;
   let runtime: Runtime | undefined;
+  let mcpRoute: McpRoute | undefined;
   let accepting = true;
   let listeningUrl = "";
 
@@ -162,6 +164,13 @@ export async function startHarnessServer(
       );
     const serveMetrics = metricsEndpoint(metrics, { log: probot.log });
     const serveAudit = auditEndpoint(built.audit, { token: settings.auditToken, log: probot.log });
+    mcpRoute = await startMcpRoute(settings, overrides.environment ?? process.env, {
+      refuse: (...args) => {
+        closer.refuse(...args);
+      },
+      log: probot.log,
+    });
+    const mcp = mcpRoute;
     gatewayRoute = built.gateway ? new ModelGatewayRoute(built.gateway.running) : undefined;
     const gateway = gatewayRoute;
     const routeOf = webhookRouter(settings.webhookPath);
@@ -171,6 +180,7 @@ export async function startHarnessServer(
       if (gateway?.handles(req)) return gateway.serve(req, res);
       if (await serveMetrics(req, res)) return;
       if (await serveAudit(req, res)) return;
+      if (mcp && (await mcp.handle(req, res))) return;
       if (auth && (await auth.handle(req, res))) return;
       if (pages && (await pages(req, res))) return;
       if (doctorPage && (await doctorPage(req, res))) return;
@@ -225,6 +235,7 @@ export async function startHarnessServer(
     async close(graceMs = 30_000) {
       accepting = false;
       await runtime?.close(graceMs);
+      await mcpRoute?.close();
       await new Promise<void>((resolve) => {
         server.close(() => {
           resolve();

@@ -121,6 +121,11 @@ export type AppSettings =
       /** HARNESS_AUDIT_TOKEN: the bearer token `/audit.jsonl` asks for; without it the export is off. */
       auditToken?: string;
       /**
+       * HARNESS_MCP_TOKEN: the bearer token `POST /mcp` (the sandbox tools over MCP) asks for;
+       * without it the endpoint is off.
+       */
+      mcpToken?: string;
+      /**
        * Run pages and GitHub sign-in, on when the App's OAuth credentials are set. Without them
        * the pages are off and status comments carry no link.
        */
@@ -271,6 +276,7 @@ export function settingsFromEnv(
     },
     replyWindowMs: positive(env["HARNESS_REPLY_WINDOW_MINUTES"], 60, "HARNESS_REPLY_WINDOW_MINUTES") * 60_000,
     ...auditFrom(env),
+    ...mcpFrom(env),
     role,
     warnings,
   };
@@ -312,6 +318,20 @@ function auditFrom(env: NodeJS.ProcessEnv): { auditToken?: string } {
         `use at least 32, e.g. the output of \`openssl rand -hex 32\``,
     );
   return { auditToken: token };
+}
+
+/** The endpoint runs commands in sandboxes for whoever holds the token: a real secret, or off. */
+function mcpFrom(env: NodeJS.ProcessEnv): { mcpToken?: string } {
+  const token = env["HARNESS_MCP_TOKEN"];
+  if (!token) return {};
+  if (token.length < 32)
+    throw new SettingsError(
+      `HARNESS_MCP_TOKEN is too short (${String(token.length)} characters): ` +
+        `use at least 32, e.g. the output of \`openssl rand -hex 32\``,
+    );
+  // Sent as `Authorization: Bearer <token>`, which ends at the first space.
+  if (/\s/.test(token)) throw new SettingsError("HARNESS_MCP_TOKEN must not contain spaces or line breaks");
+  return { mcpToken: token };
 }
 
 /** Said at start and on every run when the operator turned the local sandbox's isolation off. */

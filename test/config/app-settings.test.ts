@@ -422,3 +422,21 @@ describe("agent environment (HARNESS_AGENT_ENV) and provider settings", () => {
     }
   });
 });
+
+describe("HARNESS_MCP_TOKEN (POST /mcp, the sandbox tools)", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+
+  test("unset, the endpoint is off; a long token turns it on", () => {
+    expect(settingsFromEnv(base)).not.toHaveProperty("mcpToken");
+    const token = fakeToken("", 40);
+    expect(settingsFromEnv({ ...base, HARNESS_MCP_TOKEN: token })).toMatchObject({ mcpToken: token });
+  });
+
+  test.each([
+    ["a".repeat(31), /HARNESS_MCP_TOKEN is too short \(31 characters\): use at least 32/],
+    [`${"a".repeat(20)} ${"b".repeat(20)}`, /HARNESS_MCP_TOKEN must not contain spaces or line breaks/],
+  ])("a token that would not keep the endpoint shut stops start-up", (token, expected) => {
+    expect(() => settingsFromEnv({ ...base, HARNESS_MCP_TOKEN: token })).toThrow(SettingsError);
+    expect(() => settingsFromEnv({ ...base, HARNESS_MCP_TOKEN: token })).toThrow(expected);
+  });
+});
