@@ -143,6 +143,16 @@ const SHIPPED: ShippedCapability[] = [
     named: /\baudit trail\b/i,
     evidence: [{ file: "src/audit/audit-log.ts", contains: "export interface AuditLog" }],
   },
+  {
+    name: "named sandboxes driven from the CLI",
+    named: /\bharness sandboxes\b/,
+    evidence: [{ file: "src/cli/sandboxes.ts", contains: "export function registerSandboxesCommand" }],
+  },
+  {
+    name: "the MCP server",
+    named: /\bMCP server\b/,
+    evidence: [{ file: "src/mcp/sandbox-server.ts", contains: "export function createSandboxMcpServer" }],
+  },
 ];
 
 /** Where the Status stops listing what works: its "Not yet." part, or any word of things to come. */
