@@ -43,7 +43,8 @@ export async function diffCheckout(
   });
   if (result.exitCode !== 0)
     throw new SandboxError(
-      `git diff failed in the sandbox: ${(result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ")}`,
+      `git diff failed in the sandbox (exit ${String(result.exitCode)}${result.timedOut ? ", timed out" : ""}): ` +
+        ((result.stderr || result.stdout).trim().split("\n").slice(-2).join(" ") || "it printed nothing"),
     );
   return { text: result.stdout, truncated: result.truncated === true };
 }

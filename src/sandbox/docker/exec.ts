@@ -7,7 +7,7 @@ const KILL_GRACE_MS = 2_000;
 /** How long to wait for the output stream to close once the command's group was killed. */
 const DRAIN_GRACE_MS = 1_000;
 /** How long the engine may take to report an exit code after the output closed. */
-const EXIT_CODE_DEADLINE_MS = 2_000;
+const EXIT_CODE_DEADLINE_MS = 10_000;
 
 /**
  * Every command runs under this wrapper. Docker starts each exec as the leader of a session and
