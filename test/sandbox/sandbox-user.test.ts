@@ -190,14 +190,27 @@ async function notOwnedBy(dir: string, uid: number): Promise<string[]> {
 
 describe.each(PROVIDERS)("an agent of a harness running as root ($kind sandbox)", (provider) => {
   const runs = test.skipIf(!isRoot || provider.unavailable !== undefined);
+  // One sandbox for the three, none of which needs a fresh checkout (made while the first test's git server is up).
+  let shared: Sandbox | undefined;
+  const sandbox = async (): Promise<Sandbox> => {
+    if (!shared) {
+      shared = await providerSandbox(provider);
+      // Kept past the test that made it; removed with the others at the end.
+      sandboxes.splice(sandboxes.indexOf(shared), 1);
+    }
+    return shared;
+  };
+  afterAll(async () => {
+    await shared?.teardown();
+  });
 
   runs("is an unprivileged user on the host, never uid 0: its processes and the files it writes", async () => {
     expect(provider.hostUid).toBeDefined();
     expect(provider.hostUid).not.toBe(0);
-    const sandbox = await providerSandbox(provider);
+    const box = await sandbox();
     const marker = `29.${String(Date.now() % 1_000_000)}`;
     const running = sh(
-      sandbox,
+      box,
       `sleep ${marker} & sh -c 'sleep ${marker}' & echo made > made.txt; mkdir -p deep/er; echo x > deep/er/f; wait`,
     );
     // As the host sees them: /proc's real, effective, saved and file-system uids, not what `id` says inside.
@@ -207,14 +220,14 @@ describe.each(PROVIDERS)("an agent of a harness running as root ($kind sandbox)"
     for (const { pid } of sleepers) process.kill(pid, "SIGTERM");
     await running;
     for (const file of ["made.txt", "deep/er/f"])
-      expect((await stat(await provider.hostPath(sandbox, file))).uid).toBe(provider.hostUid);
+      expect((await stat(await provider.hostPath(box, file))).uid).toBe(provider.hostUid);
   });
 
   runs("cannot write a host sysctl, not even with the value it already has", async () => {
     const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
-    const sandbox = await providerSandbox(provider);
+    const box = await sandbox();
     const result = await sh(
-      sandbox,
+      box,
       'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern',
     );
     expect(result.exitCode).not.toBe(0);
@@ -224,11 +237,11 @@ describe.each(PROVIDERS)("an agent of a harness running as root ($kind sandbox)"
 
   runs("the core_pattern chain fails: the pattern cannot name a checkout script, so a crash runs nothing", async () => {
     const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
-    const sandbox = await providerSandbox(provider);
+    const box = await sandbox();
     const proof = join(root.path, `ran-as-root-${randomBytes(4).toString("hex")}`);
     try {
       const result = await sh(
-        sandbox,
+        box,
         `printf '#!/bin/sh\\ntouch ${proof}\\n' > evil.sh && chmod +x evil.sh && ` +
           `(echo "|$PWD/evil.sh" > /proc/sys/kernel/core_pattern || echo refused); ` +
           "ulimit -c unlimited; sh -c 'kill -SEGV $$'; sleep 1; true",
