@@ -5,7 +5,7 @@ import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { shellQuote } from "../../src/util/shell.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
-import { overriding } from "../helpers/sandbox-providers.js";
+import { overriding } from "../helpers/sandbox-overrides.js";
 
 /*
  * Agents that attack the write path. Each is a shell script run as the `command` agent in the

@@ -9,7 +9,8 @@ import type { LocalIsolation, Sandbox, SandboxOptions } from "../../src/sandbox/
 import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 import { git } from "../helpers/git.js";
-import { closeProviders, overriding, PROVIDERS, warnUnavailable } from "../helpers/sandbox-providers.js";
+import { overriding } from "../helpers/sandbox-overrides.js";
+import { closeProviders, PROVIDERS, warnUnavailable } from "../helpers/sandbox-providers.js";
 import {
   ATTACKS,
   BOT_IDENTITY,

@@ -17,13 +17,8 @@ import { InvalidInputError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
 import { git, makeBareRepo, makeRepo, scratchDir } from "../helpers/git.js";
-import {
-  closeProviders,
-  overriding,
-  PROVIDERS,
-  warnUnavailable,
-  type IsolatedProvider,
-} from "../helpers/sandbox-providers.js";
+import { overriding } from "../helpers/sandbox-overrides.js";
+import { closeProviders, PROVIDERS, warnUnavailable, type IsolatedProvider } from "../helpers/sandbox-providers.js";
 
 /*
  * The isolated sandboxes as the App runs them — the local one (namespaces) and a Docker
