@@ -1,10 +1,11 @@
-import { chmod, cp, readdir, readFile, writeFile } from "node:fs/promises";
-import { dirname, join } from "node:path";
+import { chmod, readdir, readFile, writeFile } from "node:fs/promises";
+import { join } from "node:path";
 import type { GitHubClient, NewPullRequest } from "../../src/github/client.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startGitHubLikeServer, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { shellQuote } from "../../src/util/shell.js";
 import { git, makeBareRepo, scratchDir } from "../helpers/git.js";
+import { overriding } from "../helpers/sandbox-overrides.js";
 
 /*
  * Agents that attack the write path. Each is a shell script run as the `command` agent in the
@@ -149,7 +150,8 @@ export function refsOf(bare: string): Record<string, string> {
 
 /**
  * Wraps a sandbox factory so that, before a sandbox is removed, what plants wrote into an
- * isolated sandbox's HOME (`.leaks`) is copied to `leakDir` for the test to read.
+ * isolated sandbox's HOME (`.leaks`) is copied to `leakDir` for the test to read: read out by a
+ * command inside, so it works whatever the sandbox's HOME is on the host (if anything).
  */
 export function keepingLeaks(
   create: (options: SandboxOptions) => Promise<Sandbox>,
@@ -157,14 +159,27 @@ export function keepingLeaks(
 ): (options: SandboxOptions) => Promise<Sandbox> {
   return async (options) => {
     const sandbox = await create(options);
-    const teardown = sandbox.teardown.bind(sandbox);
-    return Object.assign(Object.create(sandbox) as Sandbox, {
+    return overriding(sandbox, {
       teardown: async () => {
-        await cp(join(dirname(sandbox.workDir), "home", ".leaks"), leakDir, { recursive: true }).catch(() => undefined);
-        await teardown();
+        await copyLeaks(sandbox, leakDir).catch(() => undefined);
+        await sandbox.teardown();
       },
     });
   };
+}
+
+/** Each file of `$HOME/.leaks` inside, as its name and content, each ended by a NUL. */
+const LIST_LEAKS =
+  'cd "$HOME/.leaks" 2>/dev/null || exit 0; for f in *; do [ -f "$f" ] || continue; ' +
+  'printf "%s\\0" "$f"; cat -- "$f"; printf "\\0"; done';
+
+async function copyLeaks(sandbox: Sandbox, leakDir: string): Promise<void> {
+  const listed = await sandbox.exec({ argv: ["sh", "-c", LIST_LEAKS], cwd: sandbox.workDir, timeout: 30_000 });
+  const parts = listed.stdout.split("\0");
+  for (let index = 0; index + 1 < parts.length; index += 2) {
+    const name = parts[index] ?? "";
+    if (name !== "" && !name.includes("/")) await writeFile(join(leakDir, name), parts[index + 1] ?? "");
+  }
 }
 
 /** The bot identity the attack tests' runs commit as. */

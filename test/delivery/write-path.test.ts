@@ -1,14 +1,16 @@
 import { readFile } from "node:fs/promises";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, test } from "vitest";
 import { commandAgent } from "../../src/agents/command.js";
 import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { runHarness, type HarnessOptions, type HarnessRequest, type HarnessSandbox } from "../../src/harness/run.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
-import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
+import type { LocalIsolation, Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { enforceRepositoryRules, type GitHubLikeServer } from "../fakes/github-git-rejections.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
 import { git } from "../helpers/git.js";
+import { overriding } from "../helpers/sandbox-overrides.js";
+import { closeProviders, PROVIDERS, warnUnavailable } from "../helpers/sandbox-providers.js";
 import {
   ATTACKS,
   BOT_IDENTITY,
@@ -22,9 +24,12 @@ import {
 } from "./hostile-agents.js";
 
 /*
- * The write path on the local sandbox, tried as an attacker would: real git processes, real
- * smart HTTP against a GitHub-like server, a real agent process planting things in its checkout.
+ * The write path, tried as an attacker would: real git processes, real smart HTTP against a
+ * GitHub-like server, a real agent process planting things in its checkout — in the local
+ * sandbox (a directory, and namespaces) and in a Docker container alike.
  */
+
+warnUnavailable("write-path.test");
 
 const token = fakeToken("ghs_", 37);
 const identity = BOT_IDENTITY;
@@ -46,45 +51,91 @@ afterEach(async () => {
   await world.close();
 });
 
+afterAll(async () => {
+  await closeProviders();
+});
+
 type Overrides = Omit<Partial<HarnessOptions>, "request" | "sandbox"> & {
   request?: Partial<HarnessRequest>;
   sandbox?: Partial<HarnessSandbox>;
 };
 
-function options(agent: string, overrides: Overrides = {}): HarnessOptions {
+/**
+ * Where a run's agent runs: a sandbox, and how its agent (a script on the host) is started there.
+ * The local sandbox runs the host file (made readable inside when isolated); a container is
+ * handed it as a scratch file, outside the checkout, before the agent starts.
+ */
+interface Place {
+  label: string;
+  /** Why its cases skip on this machine; undefined when they run. */
+  unavailable: string | undefined;
+  agentArgv(agent: string): string[];
+  sandbox(agent: string): HarnessSandbox;
+  /**
+   * What git says inside when the agent pushes by itself and finds no credential; undefined
+   * where the sandbox reaches no server at all (its attack run shows the push moved nothing).
+   */
+  selfPushRefused: RegExp | undefined;
+}
+
+const AGENT_SCRIPT = "hostile-agent.sh";
+const docker = PROVIDERS.find((provider) => provider.kind === "docker");
+
+const localPlace = (label: string, isolation: LocalIsolation): Place => ({
+  label,
+  unavailable: isolation.mode === "namespaces" ? PROVIDERS.find((p) => p.kind === "local")?.unavailable : undefined,
+  agentArgv: (agent) => [agent],
+  sandbox: () => ({
+    create: keepingLeaks(createLocalSandbox, leakDir),
+    options: { githubServerUrl: server.url, localIsolation: { ...isolation, readOnlyPaths: [root.path] } },
+  }),
+  selfPushRefused: /could not read Username|Authentication failed|terminal prompts disabled/,
+});
+
+const PLACES: readonly Place[] = [
+  localPlace("the local sandbox, a directory only (worktree mode)", { mode: "none" }),
+  localPlace("the local sandbox, namespaces (the App's local sandbox)", { mode: "namespaces" }),
+  {
+    label: "a Docker container",
+    unavailable: docker ? docker.unavailable : "no Docker provider",
+    agentArgv: () => ["sh", docker?.scratchPathFor(AGENT_SCRIPT) ?? "-"],
+    sandbox: (agent) => ({
+      create: keepingLeaks(async (sandboxOptions) => {
+        if (!docker) throw new Error("no Docker provider");
+        const sandbox = await docker.create(sandboxOptions);
+        await sandbox.writeScratchFile(AGENT_SCRIPT, await readFile(agent, "utf8"));
+        return sandbox;
+      }, leakDir),
+      options: { githubServerUrl: server.url },
+    }),
+    // No network at all: no server answers, so there is no credential prompt to see.
+    selfPushRefused: undefined,
+  },
+];
+
+function options(agent: string, overrides: Overrides = {}, place: Place = PLACES[0] as Place): HarnessOptions {
   const { request, sandbox, ...rest } = overrides;
   return {
     blueprint: builtinBlueprint("default"),
-    agent: { driver: commandAgent({ argv: [agent] }) },
+    agent: { driver: commandAgent({ argv: place.agentArgv(agent) }) },
     github: { token, commitIdentity: identity, push: true, client: recordingPullRequests(7) },
     ...rest,
     request: { runId: "attack1", repo: "acme/widgets", branch: "harness/attack", intent: "Say hello", ...request },
-    sandbox: { create: createLocalSandbox, options: { githubServerUrl: server.url }, ...sandbox },
+    sandbox: { ...place.sandbox(agent), ...sandbox },
   };
 }
 
-const isolations = [
-  ["a directory only (worktree mode)", { mode: "none" }],
-  ["namespaces (the App's local sandbox)", { mode: "namespaces" }],
-] as const;
+describe.each(PLACES)(
+  "an agent that plants git configuration or hooks cannot reach the token or push elsewhere ($label)",
+  (place) => {
+    const runs = test.skipIf(place.unavailable !== undefined);
 
-describe.each(isolations)(
-  "an agent that plants git configuration or hooks cannot reach the token or push elsewhere (local sandbox, %s)",
-  (_label, isolation) => {
-    /** The local sandbox in this mode; the test's scripts are readable inside when isolated. */
-    const isolated = (): Overrides => ({
-      sandbox: {
-        create: keepingLeaks(createLocalSandbox, leakDir),
-        options: { githubServerUrl: server.url, localIsolation: { ...isolation, readOnlyPaths: [root.path] } },
-      },
-    });
-
-    test.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
+    runs.each(ATTACKS.map((attack) => [attack.name, attack] as const))("%s", async (_name, attack) => {
       const before = refsOf(bare);
       const evilBefore = refsOf(evilBare);
       const agent = await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url });
 
-      const report = await runHarness(options(agent, isolated()));
+      const report = await runHarness(options(agent, {}, place));
 
       expect(report.status, report.error).toBe("succeeded");
       expect(report.pushResult, JSON.stringify(report.pushResult)).toMatchObject({
@@ -116,23 +167,52 @@ describe.each(isolations)(
       expect(leaked.map((leak) => leak.name)).toEqual([]);
     });
 
-    test("an agent that pushes or fetches by itself finds no credential", async () => {
-      const attack = ATTACKS.find((candidate) => candidate.name.startsWith("its own commits"));
+    runs("control: a planted hook does run when git is let run it, and what it saw reaches the test", async () => {
+      const attack = ATTACKS[0];
       if (!attack) throw new Error("attack missing");
-      const before = git(bare, "rev-parse", "refs/heads/main");
-      const report = await runHarness(
-        options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url }), isolated()),
-      );
-      expect(report.status).toBe("succeeded");
-      const selfPush = await readFile(join(leakDir, "self-push.out"), "utf8");
-      expect(selfPush).toMatch(/could not read Username|Authentication failed|terminal prompts disabled/);
-      expect(selfPush).toMatch(/exit [1-9]/);
-      expect(await readFile(join(leakDir, "self-fetch.out"), "utf8")).toMatch(/exit [1-9]/);
-      expect(git(bare, "rev-parse", "refs/heads/main")).toBe(before);
-      // The forged commit was folded into the harness's one commit; its author is gone.
-      expect(git(bare, "log", "--format=%an", "refs/heads/main..refs/heads/harness/attack")).toBe(identity.name);
-      expect(git(bare, "show", "refs/heads/harness/attack:forged.txt")).toBe("forged");
+      const agent = await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url });
+      const { create, options: sandboxOptions } = place.sandbox(agent);
+      const sandbox = await create({
+        ...sandboxOptions,
+        repo: "acme/widgets",
+        branch: "harness/control",
+        githubToken: token,
+      });
+      try {
+        const planted = await sandbox.exec({ argv: place.agentArgv(agent), cwd: sandbox.workDir, timeout: 30_000 });
+        expect(planted.exitCode, planted.stderr).toBe(0);
+        // The agent's own commit, hooks on: what the harness's commit must never be.
+        const committed = await sandbox.exec({
+          argv: ["sh", "-c", "git add hello.txt && git -c user.name=a -c user.email=a@example.com commit -qm x"],
+          cwd: sandbox.workDir,
+          timeout: 30_000,
+        });
+        expect(committed.exitCode, committed.stderr).toBe(0);
+      } finally {
+        await sandbox.teardown();
+      }
+      expect((await leaks(leakDir)).map((leak) => leak.name)).toContain("hook-pre-commit.leak");
     });
+
+    const selfPushRefused = place.selfPushRefused;
+    if (selfPushRefused)
+      runs("an agent that pushes or fetches by itself finds no credential", async () => {
+        const attack = ATTACKS.find((candidate) => candidate.name.startsWith("its own commits"));
+        if (!attack) throw new Error("attack missing");
+        const before = git(bare, "rev-parse", "refs/heads/main");
+        const report = await runHarness(
+          options(await hostileAgent(root.path, attack, { leakDir, evilRoot, serverUrl: server.url }), {}, place),
+        );
+        expect(report.status).toBe("succeeded");
+        const selfPush = await readFile(join(leakDir, "self-push.out"), "utf8");
+        expect(selfPush).toMatch(selfPushRefused);
+        expect(selfPush).toMatch(/exit [1-9]/);
+        expect(await readFile(join(leakDir, "self-fetch.out"), "utf8")).toMatch(/exit [1-9]/);
+        expect(git(bare, "rev-parse", "refs/heads/main")).toBe(before);
+        // The forged commit was folded into the harness's one commit; its author is gone.
+        expect(git(bare, "log", "--format=%an", "refs/heads/main..refs/heads/harness/attack")).toBe(identity.name);
+        expect(git(bare, "show", "refs/heads/harness/attack:forged.txt")).toBe("forged");
+      });
   },
 );
 
@@ -159,89 +239,97 @@ describe("rejected pushes explain themselves (local sandbox)", () => {
   );
 });
 
-describe("a result that fails verification is not pushed, and the work is kept", () => {
-  /** The local sandbox, but `git bundle` inside it is swapped for one the test chooses. */
-  function tamperingSandbox(
-    tamper: (sandbox: Sandbox) => Promise<void>,
-  ): (sandboxOptions: SandboxOptions) => Promise<Sandbox> {
-    return async (sandboxOptions) => {
-      const sandbox = await createLocalSandbox(sandboxOptions);
-      return {
-        ...sandbox,
-        id: sandbox.id,
-        workDir: sandbox.workDir,
-        exec: async (execOptions) => {
-          const result = await sandbox.exec(execOptions);
-          if (execOptions.argv.includes("bundle") && result.exitCode === 0) await tamper(sandbox);
-          return result;
-        },
-        downloadBytes: (path, maxBytes) => sandbox.downloadBytes(path, maxBytes),
-        teardown: () => sandbox.teardown(),
+describe.each([PLACES[0], PLACES[2]] as Place[])(
+  "a result that fails verification is not pushed, and the work is kept ($label)",
+  (place) => {
+    const runs = test.skipIf(place.unavailable !== undefined);
+    /** The place's sandbox, but `git bundle` inside it is swapped for one the test chooses. */
+    function tamperingSandbox(
+      agent: string,
+      tamper: (sandbox: Sandbox) => Promise<void>,
+    ): (sandboxOptions: SandboxOptions) => Promise<Sandbox> {
+      return async (sandboxOptions) => {
+        const sandbox = await place.sandbox(agent).create(sandboxOptions);
+        return overriding(sandbox, {
+          exec: async (execOptions) => {
+            const result = await sandbox.exec(execOptions);
+            if (execOptions.argv.includes("bundle") && result.exitCode === 0) await tamper(sandbox);
+            return result;
+          },
+        });
       };
-    };
-  }
-  const bundlePath = ".harness-result-attack1.bundle";
+    }
+    const bundlePath = ".harness-result-attack1.bundle";
 
-  test.each([
-    ["extra refs", ["HEAD", "refs/heads/harness/attack", "^HEAD~2"], /carries 2 refs/],
-    ["a commit other than the one the run made", ["HEAD", "^HEAD~2"], /different commit/],
-  ])("a bundle with %s", async (_label, bundleArgs, reason) => {
-    const before = refsOf(bare);
-    const agent = await hostileAgent(
-      root.path,
-      { name: "none", plant: () => "true" },
-      { leakDir, evilRoot, serverUrl: server.url },
-    );
-    const report = await runHarness(
-      options(agent, {
-        sandbox: {
-          create: tamperingSandbox(async (sandbox) => {
-            const env = {
-              GIT_AUTHOR_NAME: "x",
-              GIT_AUTHOR_EMAIL: "x@x",
-              GIT_COMMITTER_NAME: "x",
-              GIT_COMMITTER_EMAIL: "x@x",
-            };
-            await sandbox.exec({
-              argv: ["git", "commit", "--quiet", "--allow-empty", "-m", "smuggled"],
-              cwd: sandbox.workDir,
-              timeout: 30_000,
-              env,
-            });
-            await sandbox.exec({
-              argv: ["git", "bundle", "create", "--quiet", bundlePath, ...bundleArgs],
-              cwd: sandbox.workDir,
-              timeout: 30_000,
-            });
-          }),
-        },
-      }),
-    );
-    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
-    expect(report.pushResult?.error).toMatch(reason);
-    expect(report.pushResult?.patch).toContain("+hello from the agent");
-    expect(refsOf(bare)).toEqual(before);
-  });
+    runs.each([
+      ["extra refs", ["HEAD", "refs/heads/harness/attack", "^HEAD~2"], /carries 2 refs/],
+      ["a commit other than the one the run made", ["HEAD", "^HEAD~2"], /different commit/],
+    ])("a bundle with %s", async (_label, bundleArgs, reason) => {
+      const before = refsOf(bare);
+      const agent = await hostileAgent(
+        root.path,
+        { name: "none", plant: () => "true" },
+        { leakDir, evilRoot, serverUrl: server.url },
+      );
+      const report = await runHarness(
+        options(
+          agent,
+          {
+            sandbox: {
+              create: tamperingSandbox(agent, async (sandbox) => {
+                const env = {
+                  GIT_AUTHOR_NAME: "x",
+                  GIT_AUTHOR_EMAIL: "x@x",
+                  GIT_COMMITTER_NAME: "x",
+                  GIT_COMMITTER_EMAIL: "x@x",
+                };
+                await sandbox.exec({
+                  argv: ["git", "commit", "--quiet", "--allow-empty", "-m", "smuggled"],
+                  cwd: sandbox.workDir,
+                  timeout: 30_000,
+                  env,
+                });
+                await sandbox.exec({
+                  argv: ["git", "bundle", "create", "--quiet", bundlePath, ...bundleArgs],
+                  cwd: sandbox.workDir,
+                  timeout: 30_000,
+                });
+              }),
+            },
+          },
+          place,
+        ),
+      );
+      expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
+      expect(report.pushResult?.error).toMatch(reason);
+      expect(report.pushResult?.patch).toContain("+hello from the agent");
+      expect(refsOf(bare)).toEqual(before);
+    });
 
-  test("bytes that are not a bundle are refused", async () => {
-    const agent = await hostileAgent(
-      root.path,
-      { name: "none", plant: () => "true" },
-      { leakDir, evilRoot, serverUrl: server.url },
-    );
-    const report = await runHarness(
-      options(agent, {
-        sandbox: {
-          create: tamperingSandbox(async (sandbox) => {
-            await sandbox.uploadFiles([{ path: bundlePath, content: "# v2 git bundle\nnot really\n\nPACK" }]);
-          }),
-        },
-      }),
-    );
-    expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
-    expect(report.pushResult?.error).toMatch(/failed verification/);
-  });
-});
+    runs("bytes that are not a bundle are refused", async () => {
+      const agent = await hostileAgent(
+        root.path,
+        { name: "none", plant: () => "true" },
+        { leakDir, evilRoot, serverUrl: server.url },
+      );
+      const report = await runHarness(
+        options(
+          agent,
+          {
+            sandbox: {
+              create: tamperingSandbox(agent, async (sandbox) => {
+                await sandbox.uploadFiles([{ path: bundlePath, content: "# v2 git bundle\nnot really\n\nPACK" }]);
+              }),
+            },
+          },
+          place,
+        ),
+      );
+      expect(report.pushResult).toMatchObject({ pushed: false, errorKind: "unverified" });
+      expect(report.pushResult?.error).toMatch(/failed verification/);
+    });
+  },
+);
 
 describe("secrets never leave in a push", () => {
   const apiKey = fakeToken("sk-ant-api03-", 80, "url-safe");

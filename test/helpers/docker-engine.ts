@@ -194,6 +194,10 @@ const IMAGE_PROGRAMS = [
   "true",
   "false",
   "ln",
+  // For the isolation suites' attacks and probes: a detached child, a heartbeat, a comparison.
+  "setsid",
+  "date",
+  "cmp",
 ];
 const IMAGE_REPOSITORY = "harness-sandbox-test";
 /** Bump to rebuild every cached image after changing how it is assembled. */

@@ -70,6 +70,7 @@ describe("the Docker sandbox's container spec", () => {
     labels: { app: "harness" },
     uid: 10001,
     gid: 10001,
+    initUid: 10002,
     memoryBytes: 1024,
     cpus: 1.5,
     pidsLimit: 64,
@@ -82,7 +83,8 @@ describe("the Docker sandbox's container spec", () => {
 
   test("asks for no capability, a read-only root, limits, no network, and only socket folders bound", () => {
     const spec = containerSpec(input);
-    expect(spec.User).toBe("10001:10001");
+    // The container's own first process: another uid than the commands', in their group.
+    expect(spec.User).toBe("10002:10001");
     expect(spec.HostConfig?.CapDrop).toEqual(["ALL"]);
     expect(spec.HostConfig?.SecurityOpt).toEqual(["no-new-privileges:true"]);
     expect(spec.HostConfig?.ReadonlyRootfs).toBe(true);
@@ -97,9 +99,11 @@ describe("the Docker sandbox's container spec", () => {
     expect(containerSpec({ ...input, network: "open" }).HostConfig?.NetworkMode).toBe("bridge");
   });
 
-  test("refuses root, and a bind anywhere but the relay folder", () => {
+  test("refuses root, commands as the container's own uid, and a bind anywhere but the relay folder", () => {
     expect(() => containerSpec({ ...input, uid: 0 })).toThrow(InvalidInputError);
     expect(() => containerSpec({ ...input, gid: 0 })).toThrow(InvalidInputError);
+    expect(() => containerSpec({ ...input, initUid: 0 })).toThrow(InvalidInputError);
+    expect(() => containerSpec({ ...input, initUid: 10001 })).toThrow(/another uid than its commands/);
     expect(() => containerSpec({ ...input, socketBinds: [{ host: "/", container: "/host" }] })).toThrow(
       InvalidInputError,
     );

@@ -3,7 +3,7 @@ import { existsSync, readdirSync, readFileSync } from "node:fs";
 import { chmod, lstat, mkdir, readdir, rm, stat, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
-import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { afterAll, afterEach, beforeEach, describe, expect, test } from "vitest";
 import { isolatedCommand, probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { RepoCache } from "../../src/sandbox/local/repo-cache.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
@@ -22,11 +22,13 @@ import { InvalidInputError, SettingsError } from "../../src/util/errors.js";
 import { startGitHttpServer, type GitHttpServer } from "../fakes/git-http-server.js";
 import { fakePem, fakeToken } from "../helpers/fake-secrets.js";
 import { makeBareRepo, scratchDir } from "../helpers/git.js";
+import { closeProviders, PROVIDERS, warnUnavailable, type IsolatedProvider } from "../helpers/sandbox-providers.js";
 
 /*
  * Who an isolated command is on the host. Run as root (as CI and most containers run Harness),
  * bubblewrap would map the agent to host root; these tests show it is the sandbox user instead,
  * and what that keeps an agent from: the host's sysctls, the core_pattern chain to real root.
+ * The same holds of a Docker container's commands, looked at from the host alike.
  */
 
 const PASSWD = [
@@ -111,6 +113,7 @@ if (!isRoot)
   console.warn("[sandbox-user.test] the host-root tests skipped: they need the tests to run as root, as CI does");
 else if (!probe.available) console.warn(`[sandbox-user.test] skipped: ${probe.reason}; fix: ${probe.fix}`);
 const realRoot = isRoot && probe.available;
+if (isRoot) warnUnavailable("sandbox-user.test");
 const user = sandboxUserFor();
 
 const token = fakeToken("ghs_", 37);
@@ -130,6 +133,10 @@ afterEach(async () => {
   await root.cleanup();
 });
 
+afterAll(async () => {
+  await closeProviders();
+});
+
 async function isolatedSandbox(overrides: Partial<SandboxOptions> = {}): Promise<Sandbox> {
   const sandbox = await createLocalSandbox({
     repo: "acme/widgets",
@@ -138,6 +145,18 @@ async function isolatedSandbox(overrides: Partial<SandboxOptions> = {}): Promise
     githubServerUrl: server.url,
     localIsolation: { mode: "namespaces" },
     ...overrides,
+  });
+  sandboxes.push(sandbox);
+  return sandbox;
+}
+
+/** The same, on `provider` as the App runs it. */
+async function providerSandbox(provider: IsolatedProvider): Promise<Sandbox> {
+  const sandbox = await provider.create({
+    repo: "acme/widgets",
+    branch: `harness/${randomBytes(3).toString("hex")}`,
+    githubToken: token,
+    githubServerUrl: server.url,
   });
   sandboxes.push(sandbox);
   return sandbox;
@@ -169,23 +188,76 @@ async function notOwnedBy(dir: string, uid: number): Promise<string[]> {
   return others;
 }
 
-describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)", () => {
-  test("is the sandbox user on the host, never uid 0: its processes and the files it writes", async () => {
-    expect(user).toBeDefined();
-    expect(user?.uid).not.toBe(0);
-    const sandbox = await isolatedSandbox();
-    const marker = `29.${String(Date.now() % 1_000_000)}`;
-    const running = sh(sandbox, `sleep ${marker} & echo made > made.txt; mkdir -p deep/er; echo x > deep/er/f; wait`);
-    await expect.poll(() => hostProcessesOf(`sleep\0${marker}`).length, { timeout: 10_000 }).toBeGreaterThan(0);
-    const sleepers = hostProcessesOf(`sleep\0${marker}`);
-    for (const { uids } of sleepers) expect(uids).toEqual(Array(4).fill(String(user?.uid)));
-    for (const { pid } of sleepers) process.kill(pid, "SIGTERM");
-    await running;
-    for (const file of ["made.txt", "deep/er/f"]) expect((await stat(join(sandbox.workDir, file))).uid).toBe(user?.uid);
-    // Inside it is uid 1000, as for everyone.
-    expect((await sh(sandbox, "id -u")).stdout.trim()).toBe("1000");
+describe.each(PROVIDERS)("an agent of a harness running as root ($kind sandbox)", (provider) => {
+  const runs = test.skipIf(!isRoot || provider.unavailable !== undefined);
+  // One sandbox for the three, none of which needs a fresh checkout (made while the first test's git server is up).
+  let shared: Sandbox | undefined;
+  const sandbox = async (): Promise<Sandbox> => {
+    if (!shared) {
+      shared = await providerSandbox(provider);
+      // Kept past the test that made it; removed with the others at the end.
+      sandboxes.splice(sandboxes.indexOf(shared), 1);
+    }
+    return shared;
+  };
+  afterAll(async () => {
+    await shared?.teardown();
   });
 
+  runs("is an unprivileged user on the host, never uid 0: its processes and the files it writes", async () => {
+    expect(provider.hostUid).toBeDefined();
+    expect(provider.hostUid).not.toBe(0);
+    const box = await sandbox();
+    const marker = `29.${String(Date.now() % 1_000_000)}`;
+    const running = sh(
+      box,
+      `sleep ${marker} & sh -c 'sleep ${marker}' & echo made > made.txt; mkdir -p deep/er; echo x > deep/er/f; wait`,
+    );
+    // As the host sees them: /proc's real, effective, saved and file-system uids, not what `id` says inside.
+    await expect.poll(() => hostProcessesOf(`sleep\0${marker}`).length, { timeout: 10_000 }).toBe(2);
+    const sleepers = hostProcessesOf(`sleep\0${marker}`);
+    for (const { uids } of sleepers) expect(uids).toEqual(Array(4).fill(String(provider.hostUid)));
+    for (const { pid } of sleepers) process.kill(pid, "SIGTERM");
+    await running;
+    for (const file of ["made.txt", "deep/er/f"])
+      expect((await stat(await provider.hostPath(box, file))).uid).toBe(provider.hostUid);
+  });
+
+  runs("cannot write a host sysctl, not even with the value it already has", async () => {
+    const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
+    const box = await sandbox();
+    const result = await sh(
+      box,
+      'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern',
+    );
+    expect(result.exitCode).not.toBe(0);
+    expect(result.stderr).toMatch(/Read-only file system|Permission denied/);
+    expect(readFileSync("/proc/sys/kernel/core_pattern", "utf8")).toBe(before);
+  });
+
+  runs("the core_pattern chain fails: the pattern cannot name a checkout script, so a crash runs nothing", async () => {
+    const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
+    const box = await sandbox();
+    const proof = join(root.path, `ran-as-root-${randomBytes(4).toString("hex")}`);
+    try {
+      const result = await sh(
+        box,
+        `printf '#!/bin/sh\\ntouch ${proof}\\n' > evil.sh && chmod +x evil.sh && ` +
+          `(echo "|$PWD/evil.sh" > /proc/sys/kernel/core_pattern || echo refused); ` +
+          "ulimit -c unlimited; sh -c 'kill -SEGV $$'; sleep 1; true",
+      );
+      expect(result.stdout).toContain("refused");
+      expect(readFileSync("/proc/sys/kernel/core_pattern", "utf8")).toBe(before);
+      expect(existsSync(proof)).toBe(false);
+    } finally {
+      // Should the protection ever fail, the host gets its own pattern back at once.
+      if (readFileSync("/proc/sys/kernel/core_pattern", "utf8") !== before)
+        await writeFile("/proc/sys/kernel/core_pattern", before);
+    }
+  });
+});
+
+describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)", () => {
   test("HARNESS_SANDBOX_USER chooses another user: checkout, HOME and what the agent writes are its", async () => {
     const sandbox = await isolatedSandbox({ localIsolation: { mode: "namespaces", sandboxUser: "4242:4343" } });
     const result = await sh(sandbox, 'echo made > made.txt && echo h > "$HOME/h" && echo "$HOME"');
@@ -199,18 +271,6 @@ describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)",
     ]) {
       expect(await stat(path)).toMatchObject({ uid: 4242, gid: 4343 });
     }
-  });
-
-  test("cannot write a host sysctl, not even with the value it already has", async () => {
-    const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
-    const sandbox = await isolatedSandbox();
-    const result = await sh(
-      sandbox,
-      'v=$(cat /proc/sys/kernel/core_pattern) && printf "%s\\n" "$v" > /proc/sys/kernel/core_pattern',
-    );
-    expect(result.exitCode).not.toBe(0);
-    expect(result.stderr).toMatch(/Read-only file system|Permission denied/);
-    expect(readFileSync("/proc/sys/kernel/core_pattern", "utf8")).toBe(before);
   });
 
   test("refused for two reasons: /proc/sys is read-only, and without that the uid is not root", async () => {
@@ -243,27 +303,6 @@ describe.skipIf(!realRoot)("an agent of a harness running as root (real bwrap)",
     const control = await attempt({ readOnlyProc: false, asRoot: true });
     expect(control.stderr).toBe("");
     expect(control.exitCode).toBe(0);
-  });
-
-  test("the core_pattern chain fails: the pattern cannot name a checkout script, so a crash runs nothing", async () => {
-    const before = readFileSync("/proc/sys/kernel/core_pattern", "utf8");
-    const sandbox = await isolatedSandbox();
-    const proof = join(root.path, `ran-as-root-${randomBytes(4).toString("hex")}`);
-    try {
-      const result = await sh(
-        sandbox,
-        `printf '#!/bin/sh\\ntouch ${proof}\\n' > evil.sh && chmod +x evil.sh && ` +
-          `(echo "|$PWD/evil.sh" > /proc/sys/kernel/core_pattern || echo refused); ` +
-          "ulimit -c unlimited; sh -c 'kill -SEGV $$'; sleep 1; true",
-      );
-      expect(result.stdout).toContain("refused");
-      expect(readFileSync("/proc/sys/kernel/core_pattern", "utf8")).toBe(before);
-      expect(existsSync(proof)).toBe(false);
-    } finally {
-      // Should the protection ever fail, the host gets its own pattern back at once.
-      if (readFileSync("/proc/sys/kernel/core_pattern", "utf8") !== before)
-        await writeFile("/proc/sys/kernel/core_pattern", before);
-    }
   });
 
   test(

@@ -20,8 +20,15 @@ export interface ContainerSpecInput {
   name: string;
   image: string;
   labels: Record<string, string>;
+  /** The sandbox's user: every command runs as it, and HOME is its. */
   uid: number;
   gid: number;
+  /**
+   * Who the container's own first process runs as (its init, the relay): not the sandbox's
+   * user, so that nothing a command does can signal it, and the harness can end everything
+   * of the sandbox's user a command left behind without ending the container.
+   */
+  initUid: number;
   memoryBytes: number;
   cpus: number;
   pidsLimit: number;
@@ -36,15 +43,18 @@ export interface ContainerSpecInput {
 }
 
 /**
- * What the engine is asked to create: never root (a fixed unprivileged uid, and no capability
- * even for a root process an image might start), a read-only root file system with only the
- * volume, HOME and /tmp writable, no privilege gain through setuid files, the engine's default
- * seccomp profile, limits on memory, CPU and processes, and no host path bound in but the
- * folders of the run's own sockets.
+ * What the engine is asked to create: never root (fixed unprivileged uids, one for the commands
+ * and another for the container's own first process, and no capability even for a root process
+ * an image might start), a read-only root file system with only the volume, HOME and /tmp
+ * writable, no privilege gain through setuid files, the engine's default seccomp profile, limits
+ * on memory, CPU and processes, and no host path bound in but the folders of the run's own
+ * sockets.
  */
 export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreateOptions {
-  if (input.uid === 0 || input.gid === 0)
+  if (input.uid === 0 || input.gid === 0 || input.initUid === 0)
     throw new InvalidInputError("The Docker sandbox's user must not be root (uid or gid 0)");
+  if (input.initUid === input.uid)
+    throw new InvalidInputError("The Docker container's own processes must run as another uid than its commands");
   for (const bind of input.socketBinds) {
     if (!bind.host.startsWith("/") || bind.host.includes(":") || bind.host.includes("\0"))
       throw new InvalidInputError(`A socket folder to bind must be an absolute path without ':', got ${bind.host}`);
@@ -56,7 +66,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     name: input.name,
     Image: input.image,
     Cmd: [...input.cmd],
-    User: `${String(input.uid)}:${String(input.gid)}`,
+    // Commands name their user on each exec; this is the first process's (in the sandbox's group,
+    // which the run's sockets are shared with).
+    User: `${String(input.initUid)}:${String(input.gid)}`,
     Env: [`PATH=${CONTAINER_PATH}`, `HOME=${HOME_DIR}`],
     Labels: input.labels,
     Hostname: "harness-sandbox",

@@ -144,8 +144,24 @@ export async function runInContainer(container: Docker.Container, command: Conta
   });
 }
 
+/**
+ * Ends, at once, every process of `user`'s uid in the container: what commands left running
+ * (a child started with setsid is in no group the command's kill reaches). Only the caller may
+ * know that no command of that uid is under way. The container's own processes run as another
+ * uid, which `kill -1` by an unprivileged user never reaches; the killing shell spares itself.
+ */
+export async function endProcessesOf(container: Docker.Container, user: string): Promise<void> {
+  // Done once its output closes (the shell has exited): no exit code is asked for.
+  await outputClosed(container, ["sh", "-c", "kill -s KILL -- -1 2>/dev/null; true"], user);
+}
+
 /** A short command of the harness's own, output discarded: its exit code. */
 async function quietExec(container: Docker.Container, argv: string[], user: string): Promise<number> {
+  return exitCodeOf(await outputClosed(container, argv, user));
+}
+
+/** Runs a short command of the harness's own, output discarded, until its output closes. */
+async function outputClosed(container: Docker.Container, argv: string[], user: string): Promise<Docker.Exec> {
   const exec = await container.exec({ Cmd: argv, User: user, AttachStdout: true, AttachStderr: true });
   const stream = await exec.start({ hijack: true, stdin: false });
   await new Promise<void>((resolve) => {
@@ -157,7 +173,7 @@ async function quietExec(container: Docker.Container, argv: string[], user: stri
       resolve();
     });
   });
-  return exitCodeOf(exec);
+  return exec;
 }
 
 /** The exit code once the engine has it; -1 when it never says (the stream was cut). */

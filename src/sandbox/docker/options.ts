@@ -9,7 +9,10 @@ export interface DockerOptions {
   containerName?: string;
   /** The engine: `unix:///path` or `tcp://host:port` (default DOCKER_HOST, else the local socket). */
   host?: string;
-  /** The unprivileged user commands run as inside the container (default 10001:10001); never 0. */
+  /**
+   * The unprivileged user commands run as inside the container (default 10001:10001); never 0.
+   * The container's own first process (its init, the relay) runs as uid + 1, in the same group.
+   */
   uid?: number;
   gid?: number;
   /** Memory limit in bytes, swap included (default 4 GiB); the tmpfs HOME and /tmp count towards it. */

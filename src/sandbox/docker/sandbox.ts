@@ -49,7 +49,7 @@ import {
   VOLUME,
   WORK_DIR,
 } from "./container-spec.js";
-import { runInContainer } from "./exec.js";
+import { endProcessesOf, runInContainer } from "./exec.js";
 import { createContainerPulling } from "./image-pull.js";
 import {
   DEFAULT_CPUS,
@@ -87,9 +87,11 @@ const HOUSEKEEPING_TIMEOUT_MS = 120_000;
  * the host but the folders of the run's own sockets, and the container never sees a token.
  * Commands run through the engine's exec API as an unprivileged uid, with no capabilities, a
  * read-only root file system, the engine's default seccomp profile and limits on memory, CPU
- * and processes. Without a network (none, or an allowlist), the container has none at all and
- * reaches the model gateway and the egress proxy through a relay inside it to their Unix
- * sockets, as the isolated local sandbox does (which needs node in the image).
+ * and processes; nothing a command starts outlives it (once no other command is under way,
+ * whatever is left of that uid is ended), as nothing outlives a command of the local sandbox.
+ * Without a network (none, or an allowlist), the container has none at all and reaches the
+ * model gateway and the egress proxy through a relay inside it to their Unix sockets, as the
+ * isolated local sandbox does (which needs node in the image).
  */
 export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOptions): Promise<DockerSandbox> {
   const host = dockerHost(docker.host);
@@ -97,6 +99,8 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   const uid = docker.uid ?? DEFAULT_SANDBOX_UID;
   const gid = docker.gid ?? DEFAULT_SANDBOX_GID;
   if (uid === 0 || gid === 0) throw new InvalidInputError("The Docker sandbox's user must not be root (uid or gid 0)");
+  // The container's own processes: never the commands' uid (see containerSpec).
+  const initUid = uid + 1;
   const network = opts.network ?? { mode: "open" };
   const allowlist = allowlistOf(network);
   await assertValidBranchName(opts.branch);
@@ -179,6 +183,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       labels,
       uid,
       gid,
+      initUid,
       memoryBytes: docker.memoryBytes ?? DEFAULT_MEMORY_BYTES,
       cpus: docker.cpus ?? DEFAULT_CPUS,
       pidsLimit: docker.pidsLimit ?? DEFAULT_PIDS_LIMIT,
@@ -311,6 +316,12 @@ export class DockerSandbox implements Sandbox {
   private tornDown = false;
   private paused = false;
   private readonly user: string;
+  /** Commands under way, the harness's own among them. */
+  private running = 0;
+  /** A command of the run's ended since the last sweep: what it left may still be running. */
+  private leftovers = false;
+  /** The sweep of what commands left, which every new command waits for. */
+  private sweeping: Promise<void> = Promise.resolve();
 
   constructor(
     private readonly docker: Docker,
@@ -348,6 +359,7 @@ export class DockerSandbox implements Sandbox {
         }
       };
     const exit = await this.run({
+      endsLeftovers: true,
       argv: execOpts.argv,
       confineTo: WORK_DIR,
       cwd,
@@ -529,12 +541,33 @@ export class DockerSandbox implements Sandbox {
     if (this.paused) throw new SandboxPausedError(this.id);
   }
 
-  private async run(command: Omit<Parameters<typeof runInContainer>[1], "user"> & { user?: string }) {
+  /**
+   * Runs one command. One of the run's (`endsLeftovers`) may leave processes behind, which a
+   * command of the local sandbox never can (its namespace goes with it): once no command is
+   * under way any more, every process of the sandbox's user still running is ended, before this
+   * resolves and before any new command starts. Commands running side by side keep theirs.
+   */
+  private async run(
+    command: Omit<Parameters<typeof runInContainer>[1], "user"> & { user?: string; endsLeftovers?: boolean },
+  ) {
+    await this.sweeping;
+    this.running += 1;
     try {
       return await runInContainer(this.container, { ...command, user: command.user ?? this.user });
     } catch (error) {
       if (statusOf(error) === 409 && /paused/i.test(engineMessage(error))) throw new SandboxPausedError(this.id);
       throw translateDockerError(error, { host: this.host, during: `running ${command.argv[0] ?? ""} in the sandbox` });
+    } finally {
+      this.running -= 1;
+      if (command.endsLeftovers) this.leftovers = true;
+      if (this.running === 0 && this.leftovers && !this.tornDown) {
+        this.leftovers = false;
+        // A container paused meanwhile cannot be asked: the next command to end asks again.
+        this.sweeping = endProcessesOf(this.container, this.user).catch(() => {
+          this.leftovers = true;
+        });
+        await this.sweeping;
+      }
     }
   }
 
