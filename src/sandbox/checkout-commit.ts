@@ -137,7 +137,10 @@ export async function commitCheckout(git: SandboxGit, request: CheckoutCommitReq
   } else {
     const staged = await git(["diff", "--cached", "--quiet"], { allowFailure: true, maxOutput: 4096 });
     if (staged.exitCode !== 0 && staged.exitCode !== 1)
-      throw new SandboxError(`git diff failed in the sandbox: ${staged.stderr.trim().split("\n").slice(-2).join(" ")}`);
+      throw new SandboxError(
+        `git diff failed in the sandbox (exit ${String(staged.exitCode)}): ` +
+          (staged.stderr.trim().split("\n").slice(-2).join(" ") || "it printed nothing"),
+      );
     changed = staged.exitCode === 1;
   }
   if (!changed) {

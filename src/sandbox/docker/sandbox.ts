@@ -71,6 +71,8 @@ export const DOCKER_RUN_LABEL = "harness-run";
 export const DOCKER_REPO_LABEL = "harness-repo";
 /** The branch the checkout is on, so a sandbox opened again by name knows it. */
 export const DOCKER_BRANCH_LABEL = "harness-branch";
+/** The uid:gid commands run as (the container's own first process runs as another uid). */
+export const DOCKER_USER_LABEL = "harness-user";
 /** Prefix of every container name this provider makes. */
 export const DOCKER_NAME_PREFIX = "harness-";
 
@@ -175,6 +177,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       [DOCKER_APP_LABEL.key]: DOCKER_APP_LABEL.value,
       [DOCKER_REPO_LABEL]: source.display,
       [DOCKER_BRANCH_LABEL]: opts.branch,
+      [DOCKER_USER_LABEL]: `${String(uid)}:${String(gid)}`,
       ...(opts.runId ? { [DOCKER_RUN_LABEL]: opts.runId } : {}),
     };
     const spec = containerSpec({
@@ -270,7 +273,7 @@ export async function openDockerSandbox(
   }
   const labels = info.Config.Labels;
   if (labels[DOCKER_APP_LABEL.key] !== DOCKER_APP_LABEL.value) return undefined;
-  const [uid, gid] = (info.Config.User || "").split(":").map(Number);
+  const [uid, gid] = (labels[DOCKER_USER_LABEL] ?? "").split(":").map(Number);
   if (uid === undefined || gid === undefined || !(uid > 0) || !(gid > 0))
     throw new SandboxError(`The container ${containerName} does not run as an unprivileged user: delete it`);
   if (!info.State.Running)
