@@ -7,7 +7,7 @@ import { reapOrphans } from "../../src/runs/reaper.js";
 import { VOLUME } from "../../src/sandbox/docker/container-spec.js";
 import { dockerInventory } from "../../src/sandbox/docker/inventory.js";
 import { createDockerSandbox, type DockerSandbox } from "../../src/sandbox/docker/sandbox.js";
-import { settleSpareBuilds } from "../../src/sandbox/docker/spare-container.js";
+import { settleSpareBuilds, takeSpare } from "../../src/sandbox/docker/spare-container.js";
 import {
   MAX_READY_SPARES,
   readSpare,
@@ -442,5 +442,22 @@ describe.skipIf(!live)("spare containers", () => {
     expect(await exists("volume", orphanVolume)).toBe(false);
     expect(await exists("container", kept?.id ?? "")).toBe(true);
     expect(SPARE_LABEL in (kept?.labels ?? {})).toBe(true);
+  }, 120_000);
+
+  test("two runs racing for one spare: exactly one gets it", async () => {
+    await settleSpareBuilds();
+    expect(await ready()).toHaveLength(1);
+    const ctx = {
+      client: docker(),
+      spare: spareFor(),
+      repo: "acme/widgets",
+      limits: { memoryBytes: 512 * 1024 ** 2, cpus: 1, pidsLimit: 256, tmpfsBytes: 64 * 1024 ** 2 },
+      timeout: 60_000,
+    };
+    const taken = await Promise.all([takeSpare(ctx), takeSpare(ctx), takeSpare(ctx)]);
+    const winners = taken.filter((each) => each !== undefined);
+    expect(winners).toHaveLength(1);
+    await winners[0]?.discard();
+    expect(await exists("volume", winners[0]?.volume ?? "")).toBe(false);
   }, 120_000);
 });

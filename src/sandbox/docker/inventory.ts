@@ -2,8 +2,8 @@ import type Docker from "dockerode";
 import { SANDBOX_NAME_LABEL, type SandboxInventory, type SandboxRecord } from "../inventory.js";
 import { dockerClient, dockerHost, statusOf, translateDockerError } from "./client.js";
 import { DOCKER_APP_LABEL, DOCKER_REPO_LABEL, DOCKER_RUN_LABEL } from "./labels.js";
-import { danglingSpareVolumes, ownedVolume } from "./spare-container.js";
-import { readSpare, spareName, staleSpares } from "./spare-labels.js";
+import { claim, danglingSpareVolumes, ownedVolume } from "./spare-container.js";
+import { readSpare, staleSpares } from "./spare-labels.js";
 
 /**
  * Containers on the engine carrying this app's label, running, paused or stopped: runs'
@@ -69,8 +69,7 @@ export function dockerInventory(options: { host?: string } = {}): SandboxInvento
         const info = await container.inspect();
         const spare = readSpare(info.Name, info.Config.Labels);
         // A ready spare is claimed first, as a run would: one a run took a moment ago is that run's.
-        if (spare?.state === "ready" && spare.key !== undefined)
-          await container.rename({ name: spareName(spare.key, "taken", info.Id.slice(0, 8)) });
+        if (spare?.state === "ready" && !(await claim(docker(), spare))) return;
         // Its anonymous volume (the checkout) goes with it; a named one (a spare's) right after.
         await container.remove({ force: true, v: true });
         const volume = ownedVolume(info.Config.Labels);

@@ -25,6 +25,7 @@ import {
   spareFits,
   spareKey,
   spareLabels,
+  claimedName,
   spareName,
   staleSpares,
   type SpareFor,
@@ -109,13 +110,7 @@ export async function takeSpare(ctx: SpareContext, now: () => number = Date.now)
     // Its volume is the checkout, mounted where every sandbox's is; a stopped container only.
     const mounted = info.Mounts.some((mount) => mount.Name === volume && mount.Destination === VOLUME);
     if (!mounted || info.State !== "exited") continue;
-    const container = ctx.client.getContainer(info.Id);
-    try {
-      await container.rename({ name: spareName(key, "taken", randomBytes(4).toString("hex")) });
-    } catch {
-      // Another run took it a moment ago.
-      continue;
-    }
+    if (!(await claim(ctx.client, record))) continue;
     return {
       volume,
       base,
@@ -195,7 +190,8 @@ async function buildSpare(ctx: SpareContext, key: string, source: SpareSource, s
   // Read afresh after each step: a shutdown may stop the build while it waits.
   const stopped = (): boolean => signal.aborted;
   if (!refs || stopped()) return;
-  const stage = await mkdtemp(join(tmpdir(), "harness-docker-spare-"));
+  // Not `harness-*`, which are sandboxes' folders to the local inventory.
+  const stage = await mkdtemp(join(tmpdir(), "harness.docker-spare-"));
   const volume = `${SPARE_VOLUME_PREFIX}${randomBytes(8).toString("hex")}`;
   const suffix = randomBytes(4).toString("hex");
   let container: Docker.Container | undefined;
@@ -290,15 +286,9 @@ export async function sweepSpares(client: Docker, now: number = Date.now()): Pro
   );
   for (const { info, record } of records) {
     if (!stale.has(record.name)) continue;
-    if (record.state === "ready" && record.key !== undefined) {
+    if (record.state === "ready") {
       // Claimed first, as a run would: one a run took a moment ago is that run's.
-      try {
-        await client
-          .getContainer(info.Id)
-          .rename({ name: spareName(record.key, "taken", randomBytes(4).toString("hex")) });
-      } catch {
-        continue;
-      }
+      if (!(await claim(client, record))) continue;
     } else if (record.state !== "building" && now - info.Created * 1000 < FOREIGN_GRACE_MS) {
       continue;
     }
@@ -322,6 +312,21 @@ export async function danglingSpareVolumes(client: Docker): Promise<Array<{ name
   return orNone(listed.Volumes)
     .filter((volume) => volume.Name.startsWith(SPARE_VOLUME_PREFIX))
     .map((volume) => ({ name: volume.Name, startedAt: Number(volume.Labels[SPARE_STARTED_LABEL]) || 0 }));
+}
+
+/**
+ * Claims a ready spare: renamed by its ready name to the one name every claimer uses, so exactly
+ * one rename succeeds (see `claimedName`). False when another claimed it first.
+ */
+export async function claim(client: Docker, record: SpareRecord): Promise<boolean> {
+  const name = claimedName(record);
+  if (name === undefined) return false;
+  try {
+    await client.getContainer(record.name).rename({ name });
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Removes a container and then the named volume it owned (gone already, or still held: left). */

@@ -77,6 +77,15 @@ export function spareName(key: string, state: SpareState, suffix: string): strin
   return `${SPARE_NAME_PREFIX}${key}-${state}-${suffix}`;
 }
 
+/**
+ * The name a ready spare is claimed under: the same for every claimer, so the engine lets only
+ * one rename win (a second finds the ready name gone, or the container already bearing it).
+ */
+export function claimedName(record: SpareRecord): string | undefined {
+  const match = NAME.exec(record.name);
+  return record.state === "ready" && match ? record.name.replace(/-ready-([0-9a-f]{8})$/, "-taken-$1") : undefined;
+}
+
 /** The labels a spare for `spare` is made with. */
 export function spareLabels(
   spare: SpareFor,
