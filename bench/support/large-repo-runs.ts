@@ -389,7 +389,7 @@ async function waitForSpare(docker: Docker, previous: { sentAt: number; endedAt:
   }
 }
 
-/** Removes this bench's spares and their volumes. */
+/** Removes this bench's spares and their volumes (one a stopped build left without its container too). */
 async function removeSpares(docker: Docker, since: number): Promise<void> {
   for (const info of await benchSpares(docker, since).catch(() => [])) {
     await docker
@@ -403,6 +403,15 @@ async function removeSpares(docker: Docker, since: number): Promise<void> {
         .remove()
         .catch(() => undefined);
   }
+  const volumes = await docker
+    .listVolumes({ filters: { label: [SPARE_LABEL, `${DOCKER_REPO_LABEL}=acme/widgets`], dangling: ["true"] } })
+    .catch(() => undefined);
+  for (const volume of volumes?.Volumes ?? [])
+    if (Number(volume.Labels[SPARE_STARTED_LABEL]) >= since)
+      await docker
+        .getVolume(volume.Name)
+        .remove()
+        .catch(() => undefined);
 }
 
 /**

@@ -198,8 +198,9 @@ async function buildSpare(ctx: SpareContext, key: string, source: SpareSource, s
   let volumeMade = false;
   let ready = false;
   // Stopping mid-build (shutdown) removes the container under whatever step is waiting on it.
+  let stopping: Promise<unknown> | undefined;
   const stop = (): void => {
-    void container?.remove({ force: true }).catch(() => undefined);
+    stopping = container?.remove({ force: true }).catch(() => undefined);
   };
   signal.addEventListener("abort", stop, { once: true });
   try {
@@ -254,6 +255,8 @@ async function buildSpare(ctx: SpareContext, key: string, source: SpareSource, s
   } finally {
     signal.removeEventListener("abort", stop);
     if (!ready) {
+      // The volume goes once no container holds it.
+      await stopping;
       if (container) await container.remove({ force: true }).catch(() => undefined);
       if (volumeMade)
         await client
