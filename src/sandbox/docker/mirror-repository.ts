@@ -37,8 +37,10 @@ const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 export type HostGit = (
   args: string[],
   cwd: string,
-  options?: { token?: string; stdin?: string },
+  options?: { token?: string; stdin?: string; maxOutput?: number },
 ) => Promise<ExecResult>;
+/** A ref listing is read whole, up to this (about a million refs); a longer one is refused, never cut. */
+const MAX_REF_LISTING_BYTES = 128 * 1024 * 1024;
 
 /** The harness's git on the host, without any config of this machine's; `background` runs it niced. */
 export function hostGit(timeout: number, background = false): HostGit {
@@ -49,6 +51,7 @@ export function hostGit(timeout: number, background = false): HostGit {
       env: gitEnv(options.token),
       timeout,
       ...(options.stdin !== undefined ? { stdin: options.stdin } : {}),
+      ...(options.maxOutput !== undefined ? { maxOutput: options.maxOutput } : {}),
     });
 }
 
@@ -83,8 +86,10 @@ export async function refsOfClone(git: HostGit, clone: string): Promise<Containe
   const listed = await git(
     ["for-each-ref", "--format=%(objectname) %(refname)", "refs/remotes/origin/", "refs/tags/"],
     clone,
+    { maxOutput: MAX_REF_LISTING_BYTES },
   );
-  if (listed.exitCode !== 0) throw new SandboxError(`Reading the clone's refs failed: ${listed.stderr.trim()}`);
+  if (listed.exitCode !== 0 || listed.truncated)
+    throw new SandboxError(`Reading the clone's refs failed: ${listed.stderr.trim() || "too many to read"}`);
   const refs = parseRefs(listed.stdout, (name) => (name === "refs/remotes/origin/HEAD" ? undefined : name));
   if (defaultBranch !== undefined) refs.set(`refs/heads/${defaultBranch}`, head.stdout.trim());
   return { refs, defaultBranch, head: head.stdout.trim() };
@@ -96,8 +101,10 @@ export async function refsOfMirror(
   mirror: string,
   defaultBranch: string,
 ): Promise<ContainerRefs | undefined> {
-  const listed = await git(["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"], mirror);
-  if (listed.exitCode !== 0) return undefined;
+  const listed = await git(["for-each-ref", "--format=%(objectname) %(refname)", "refs/heads/"], mirror, {
+    maxOutput: MAX_REF_LISTING_BYTES,
+  });
+  if (listed.exitCode !== 0 || listed.truncated) return undefined;
   const refs = parseRefs(listed.stdout, (name) => name.replace(/^refs\/heads\//, "refs/remotes/origin/"));
   const head = refs.get(`refs/remotes/origin/${defaultBranch}`);
   if (head === undefined) return undefined;

@@ -162,9 +162,10 @@ export async function startWarmCheckout(input: WarmCheckoutInput): Promise<WarmC
       }
       // At once: the token it fetches with is revoked as soon as the sandbox is ready.
       lease.refresh(token);
-      refs = await refsOfClone(git, clone);
+      refs = await refsOfClone(git, clone).catch(() => undefined);
       if (!refs) {
-        // An empty repository: nothing to check out, as the plain clone has it.
+        // An empty repository (nothing to check out, as the plain clone has it), or refs past
+        // what is read whole.
         mirrorUsable = false;
         if (spare) await clearCheckout(step(container));
         await plain(container);
