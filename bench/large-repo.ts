@@ -6,9 +6,12 @@
  * request three times on three issues. Timed from sending the signed webhook to the app logging
  * that the agent step started (the agent's own first instruction follows within a process
  * spawn). Local sandbox (isolated): the first run builds the repository cache, the next ones use
- * it; `--no-cache` runs with HARNESS_REPO_CACHE=off (what every run cost before the cache).
+ * it; `--no-cache` runs with HARNESS_REPO_CACHE=off (what every run cost before the cache; on
+ * Docker too).
  * Docker (`--sandbox docker`): the running engine (or one the test helper starts) and the tests'
- * small image, runs without a network. Fake Daytona (`--sandbox daytona`, `--latency` ms injected
+ * small image, runs without a network; the first run builds the repository cache, and each later
+ * run starts once the spare container written for it (while the run before worked) is ready,
+ * which the table shows as the wait after the previous run. Fake Daytona (`--sandbox daytona`, `--latency` ms injected
  * per request): the Daytona requests made between the webhook and the agent start, and their
  * sequential round trips.
  * Each run starts once the previous run's sandbox is gone (an idle worker).
@@ -94,7 +97,7 @@ console.log(
         ? ", cache off"
         : ", cache on"
       : docker
-        ? `, engine ${docker.host}, image ${docker.image}`
+        ? `, cache ${NO_CACHE ? "off" : "on"}, engine ${docker.host}, image ${docker.image}`
         : `, ${String(LATENCY)} ms per Daytona request`),
 );
 console.log(`load before: ${load()}`);
@@ -117,15 +120,20 @@ try {
 }
 
 const daytona = sandbox === "daytona";
+const onDocker = sandbox === "docker";
 console.log(
   "| run | webhook → agent start s | webhook → terminal s | outcome |" +
-    (daytona ? " Daytona requests before the agent | sequential round trips |" : ""),
+    (daytona ? " Daytona requests before the agent | sequential round trips |" : "") +
+    (onDocker ? " waited for its spare after the previous run s |" : ""),
 );
-console.log(`|---|---|---|---|${daytona ? "---|---|" : ""}`);
+console.log(`|---|---|---|---|${daytona ? "---|---|" : ""}${onDocker ? "---|" : ""}`);
 for (const r of results) {
   console.log(
     `| ${String(r.run)} | ${s(r.toAgentMs)} | ${s(r.toTerminalMs)} | ${r.outcome} |` +
-      (r.daytonaRequests !== undefined ? ` ${String(r.daytonaRequests)} | ${String(r.daytonaDepth)} |` : ""),
+      (r.daytonaRequests !== undefined ? ` ${String(r.daytonaRequests)} | ${String(r.daytonaDepth)} |` : "") +
+      (onDocker
+        ? ` ${r.run === 1 || NO_CACHE ? "—" : r.spareWaitMs !== undefined ? s(r.spareWaitMs) : "none ready"} |`
+        : ""),
   );
 }
 const later = results.filter((r) => r.run > 1);

@@ -11,6 +11,10 @@ import { issueCommentCreated, sendWebhook } from "../../test/fakes/github/webhoo
 import { startAppProcess, waitFor, type AppProcess } from "../../test/helpers/app-process.js";
 import { git, scratchDir } from "../../test/helpers/git.js";
 import { installHarness } from "../../test/helpers/harness-world.js";
+import type Docker from "dockerode";
+import { dockerClient } from "../../src/sandbox/docker/client.js";
+import { DOCKER_REPO_LABEL, DOCKER_VOLUME_LABEL } from "../../src/sandbox/docker/labels.js";
+import { SPARE_LABEL, SPARE_STARTED_LABEL } from "../../src/sandbox/docker/spare-labels.js";
 import { LOCAL_SANDBOX_PREFIX } from "../../src/sandbox/local/sandbox.js";
 import { discardSparesUnder } from "../../src/sandbox/local/spare-checkout.js";
 import { sequentialDepth } from "./round-trips.js";
@@ -47,6 +51,12 @@ export interface LargeRepoRun {
   toAgentMs: number;
   toTerminalMs: number;
   outcome: string;
+  /**
+   * Docker, runs after the first: how long after the previous run's terminal comment the bench
+   * waited for the spare container written for this run (0: it was ready already), or undefined
+   * when none became ready.
+   */
+  spareWaitMs?: number;
   daytonaRequests?: number;
   daytonaDepth?: number;
 }
@@ -171,6 +181,7 @@ export async function runLargeRepo(options: LargeRepoOptions): Promise<LargeRepo
   const trace = options.trace === true;
   const timeline = trace || options.timeline === true;
   const results: LargeRepoRun[] = [];
+  const benchStarted = Date.now();
   const dir = await scratchDir("bench-large-repo-");
   const github = await startFakeGitHub();
   let daytona: FakeDaytona | undefined;
@@ -233,6 +244,8 @@ export async function runLargeRepo(options: LargeRepoOptions): Promise<LargeRepo
         fakeDaytona.requests.some((r) => r.method === "GET" && r.path === "/api/sandbox" && r.respondedAt),
       );
 
+    const docker = options.sandbox === "docker" && options.docker ? dockerClient(options.docker.host) : undefined;
+    let previous: { sentAt: number; endedAt: number } | undefined;
     const sandboxDirs = async (): Promise<number> =>
       (await readdir(tmpdir())).filter((name) => name.startsWith(LOCAL_SANDBOX_PREFIX)).length;
     const idleSandboxes = await sandboxDirs();
@@ -244,6 +257,9 @@ export async function runLargeRepo(options: LargeRepoOptions): Promise<LargeRepo
           timeoutMs: 120_000,
           intervalMs: 50,
         });
+      // The previous run's background work is part of an idle worker too: on Docker, the spare
+      // container written for this run (while the previous run's agent worked) is waited for.
+      const spareWaitMs = docker && previous && !options.noCache ? await waitForSpare(docker, previous) : undefined;
       const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "A HELLO file.", user: "r" });
       const posted = github.addComment("acme", "widgets", issue.number, {
         body: "/harness add HELLO",
@@ -323,11 +339,13 @@ export async function runLargeRepo(options: LargeRepoOptions): Promise<LargeRepo
         for (const line of lines.sort((a, b) => a.at - b.at)) console.log(`  +${s(line.at - sentAt)} s ${line.text}`);
       }
       if (!/^### ✅/m.test(status())) console.log(`run ${String(run)} did not open a PR:\n${status()}`);
+      previous = { sentAt, endedAt: Date.now() };
       results.push({
         run,
         toAgentMs: startedAt - sentAt,
         toTerminalMs: Date.now() - sentAt,
         outcome: /^### (\S+)/m.exec(status())?.[1] ?? "?",
+        ...(spareWaitMs !== undefined && spareWaitMs >= 0 ? { spareWaitMs } : {}),
         ...(daytonaBefore
           ? { daytonaRequests: daytonaBefore.length, daytonaDepth: sequentialDepth(daytonaBefore) }
           : {}),
@@ -337,11 +355,63 @@ export async function runLargeRepo(options: LargeRepoOptions): Promise<LargeRepo
     await app?.stop("SIGTERM");
     await daytona?.close();
     await github.close();
+    // The spares the app left on the engine for a next run that will not come.
+    if (options.sandbox === "docker" && options.docker)
+      await removeSpares(dockerClient(options.docker.host), benchStarted);
     // The app's cache goes with the scratch folder; the spare checkout it left in the temp folder too.
     await discardSparesUnder(dir.path);
     await dir.cleanup();
   }
   return results;
+}
+
+/** This bench's spares of acme/widgets on the engine: the fake GitHub's repository, written since `since`. */
+async function benchSpares(docker: Docker, since: number): Promise<Docker.ContainerInfo[]> {
+  const found = await docker.listContainers({
+    all: true,
+    filters: { label: [SPARE_LABEL, `${DOCKER_REPO_LABEL}=acme/widgets`] },
+  });
+  return found.filter((info) => Number(info.Labels[SPARE_STARTED_LABEL]) >= since);
+}
+
+/**
+ * Waits (at most ten minutes) for the spare written after the previous run's webhook to be ready;
+ * resolves to how long after that run's end it was waited for (0: ready by then), or -1 if none was.
+ */
+async function waitForSpare(docker: Docker, previous: { sentAt: number; endedAt: number }): Promise<number> {
+  const deadline = Date.now() + 600_000;
+  for (;;) {
+    const spares = await benchSpares(docker, previous.sentAt);
+    if (spares.some((info) => info.Names.some((name) => name.includes("-ready-"))))
+      return Math.max(0, Date.now() - previous.endedAt);
+    if (Date.now() > deadline) return -1;
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
+
+/** Removes this bench's spares and their volumes (one a stopped build left without its container too). */
+async function removeSpares(docker: Docker, since: number): Promise<void> {
+  for (const info of await benchSpares(docker, since).catch(() => [])) {
+    await docker
+      .getContainer(info.Id)
+      .remove({ force: true })
+      .catch(() => undefined);
+    const volume = info.Labels[DOCKER_VOLUME_LABEL];
+    if (volume)
+      await docker
+        .getVolume(volume)
+        .remove()
+        .catch(() => undefined);
+  }
+  const volumes = await docker
+    .listVolumes({ filters: { label: [SPARE_LABEL, `${DOCKER_REPO_LABEL}=acme/widgets`], dangling: ["true"] } })
+    .catch(() => undefined);
+  for (const volume of volumes?.Volumes ?? [])
+    if (Number(volume.Labels[SPARE_STARTED_LABEL]) >= since)
+      await docker
+        .getVolume(volume.Name)
+        .remove()
+        .catch(() => undefined);
 }
 
 /**

@@ -51,7 +51,8 @@ export function registerSandboxesCommand(program: Command, io: SandboxesIo, setE
       if (kind === "docker") for (const problem of named.unavailable) io.stderr.write(`harness: ${problem}\n`);
       await withInventory(io.env, kind, async (inventory, active) => {
         for (const record of await inventory.list()) {
-          if (record.name !== undefined) continue;
+          // Named sandboxes were listed above; spares are no run's.
+          if (record.name !== undefined || record.spare) continue;
           io.stdout.write(`${recordLine(record, active)}\n`);
         }
       });

@@ -4,7 +4,8 @@ import type { Log } from "../util/log.js";
 
 /**
  * Sandboxes that belong to no active run, older than `minAgeMs` (a sandbox being created has
- * no active run yet for a moment), are deleted; a named sandbox is a person's, never reaped. Returns what was reaped.
+ * no active run yet for a moment), are deleted; a named sandbox is a person's, never reaped; a
+ * spare only once stale. Returns what was reaped.
  */
 export async function reapOrphans(
   inventory: SandboxInventory,
@@ -15,6 +16,8 @@ export async function reapOrphans(
   const minAge = options.minAgeMs ?? 10 * 60_000;
   const orphans = (await inventory.list()).filter((record) => {
     if (record.ownerAlive || record.name !== undefined) return false;
+    // A spare belongs to no run: it goes only once it is stale.
+    if (record.spare && !record.spare.stale) return false;
     if (record.runId && isActive(record.runId)) return false;
     const created = record.createdAt ? Date.parse(record.createdAt) : Number.NaN;
     return Number.isNaN(created) || now() - created >= minAge;

@@ -32,6 +32,7 @@ import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { dockerInventory } from "../sandbox/docker/inventory.js";
 import type { DockerOptions } from "../sandbox/docker/options.js";
 import { createDockerSandbox } from "../sandbox/docker/sandbox.js";
+import { stopSpareBuilds } from "../sandbox/docker/spare-container.js";
 import { RepoCache } from "../sandbox/local/repo-cache.js";
 import { createLocalSandbox } from "../sandbox/local/sandbox.js";
 import type { Sandbox, SandboxKind, SandboxOptions } from "../sandbox/types.js";
@@ -278,6 +279,8 @@ export async function buildRuntime(
       await reaper?.stop();
       await acknowledgements.idle();
       await queue.close(graceMs);
+      // A spare container being written for a next run is dropped, not waited for.
+      await stopSpareBuilds();
       await repoCache?.settle();
       await gateway?.close();
       await Promise.allSettled([journal.close(), pending.close(), audit.close(), pulls.close(), spend.close()]);

@@ -18,6 +18,12 @@ export interface SandboxRecord {
   name?: string;
   /** Local sandboxes: another process that made it is still alive (e.g. a `harness run` in a terminal). */
   ownerAlive?: boolean;
+  /**
+   * Not a run's sandbox but a spare (Docker): a checkout written ahead for a repository's next
+   * run, or a spare's volume no container holds. Never listed as a run's; removed only when
+   * `stale` (unfinished past its deadline, too old, behind a newer one, or left by a crash).
+   */
+  spare?: { stale: boolean; volume?: true };
 }
 
 /** Where sandboxes live, and how to remove one. */

@@ -257,8 +257,10 @@ export interface SandboxOptions {
    */
   dockerImage?: string;
   /**
-   * Warm mirrors the local sandbox clones with (ignored by Daytona and by worktree mode), and
-   * the scope whose mirrors this run may use: its installation, never another's.
+   * Warm mirrors the local sandbox clones with and the Docker sandbox's host streams into its
+   * container, where a spare checkout written from them waits for the repository's next run
+   * (ignored by Daytona and by worktree mode), and the scope whose mirrors and spares this run
+   * may use: its installation, never another's.
    */
   repoCache?: { mirrors: RepositoryMirrors; scope: string; repositoryId: string };
   /**

@@ -1,11 +1,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { DEFAULT_SANDBOX_UID } from "../../src/sandbox/docker/options.js";
 import { DOCKER_APP_LABEL, DOCKER_REPO_LABEL, DOCKER_RUN_LABEL } from "../../src/sandbox/docker/sandbox.js";
+import { DOCKER_VOLUME_LABEL } from "../../src/sandbox/docker/labels.js";
+import { settleSpareBuilds } from "../../src/sandbox/docker/spare-container.js";
+import { SPARE_LABEL, SPARE_REPOSITORY_LABEL } from "../../src/sandbox/docker/spare-labels.js";
 import type { HarnessServer } from "../../src/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { imageWithFiles, testEngine, testImage, type TestEngine } from "../helpers/docker-engine.js";
 import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
+import { scratchDir } from "../helpers/git.js";
 import { startTestServer } from "../helpers/test-server.js";
 
 // The App with HARNESS_SANDBOX=docker, end to end: a signed webhook through the real server, a
@@ -25,10 +29,12 @@ let github: FakeGitHub;
 let server: HarnessServer;
 let readLogs: () => string = () => "";
 let chosenImage = "";
+let cacheRoot: { path: string; cleanup: () => Promise<void> };
 
 beforeAll(async () => {
   if (!live) return;
   const image = await testImage(live.docker);
+  cacheRoot = await scratchDir("harness-docker-e2e-cache-");
   chosenImage = await imageWithFiles(live.docker, image, "harness-e2e-chosen", {
     "etc/harness-image-mark": IMAGE_MARK,
   });
@@ -79,7 +85,14 @@ beforeAll(async () => {
     privateKey: app.privateKeyPem ?? "",
     webhookSecret: SECRET,
     readOnlyPaths: [],
-    settings: { sandbox: "docker", allowedSandboxes: ["docker"], docker: { image, host: live.host } },
+    settings: {
+      sandbox: "docker",
+      allowedSandboxes: ["docker"],
+      docker: { image, host: live.host },
+      // The warm mirrors, as the App keeps them beside its store: a repository's next run takes
+      // over the spare container written while its previous run worked.
+      repoCache: { root: cacheRoot.path, maxBytes: 1024 ** 3 },
+    },
   });
   server = started.server;
   readLogs = started.logs;
@@ -88,6 +101,19 @@ beforeAll(async () => {
 afterAll(async () => {
   if (!live) return;
   await server.close(1_000);
+  // The spares left for next runs that will not come: this file's repositories' only.
+  for (const name of ["widgets", "gadgets"]) {
+    const spares = await live.docker.listContainers({
+      all: true,
+      filters: { label: [`${SPARE_REPOSITORY_LABEL}=${String(github.repo("acme", name).id)}`] },
+    });
+    for (const spare of spares) {
+      await live.docker.getContainer(spare.Id).remove({ force: true });
+      const volume = spare.Labels[DOCKER_VOLUME_LABEL];
+      if (volume) await live.docker.getVolume(volume).remove();
+    }
+  }
+  await cacheRoot.cleanup();
   await github.close();
   if (live.started) await live.stop();
 });
@@ -112,14 +138,27 @@ async function ask(name: string, intent: string): Promise<number> {
   return issue.number;
 }
 
-/** Harness's containers still on the engine for `label=value` (other files share the engine). */
+/**
+ * Harness's containers still on the engine for `label=value` (other files share the engine),
+ * but spares: those are no run's, and wait for the repository's next one.
+ */
 async function containersLabelled(label: string, value: string): Promise<unknown[]> {
-  return (
+  const found =
     (await live?.docker.listContainers({
       all: true,
       filters: { label: [`${DOCKER_APP_LABEL.key}=${DOCKER_APP_LABEL.value}`, `${label}=${value}`] },
-    })) ?? []
-  );
+    })) ?? [];
+  return found.filter((info) => info.Labels[SPARE_LABEL] === undefined);
+}
+
+/** The ready spares of acme/`name` on the engine. */
+async function readySpares(name: string): Promise<string[]> {
+  const found =
+    (await live?.docker.listContainers({
+      all: true,
+      filters: { label: [`${SPARE_REPOSITORY_LABEL}=${String(github.repo("acme", name).id)}`] },
+    })) ?? [];
+  return found.flatMap((info) => info.Names).filter((each) => each.includes("-ready-"));
 }
 
 describe.skipIf(!live)("the App on Docker", () => {
@@ -141,6 +180,24 @@ describe.skipIf(!live)("the App on Docker", () => {
     const runId = /<!-- harness:run=([^ ]+) -->/.exec(status?.body ?? "")?.[1] ?? "";
     expect(runId).not.toBe("");
     expect(await containersLabelled(DOCKER_RUN_LABEL, runId)).toEqual([]);
+  });
+
+  test("a repository's next run takes over the spare container written while its previous run worked", async () => {
+    // The first test's run wrote a spare for the next run of acme/widgets, in the background.
+    await settleSpareBuilds();
+    const [written] = await readySpares("widgets");
+    expect(written).toBeDefined();
+    await ask("widgets", "add HELLO.md again");
+    const pulls = github.pullRequests("acme", "widgets");
+    expect(pulls).toHaveLength(2);
+    const second = pulls[1];
+    if (!second?.pull) throw new Error(`no pull request was opened:\n${readLogs()}`);
+    expect(await github.readFile("acme", "widgets", "HELLO.md", second.pull.headRef)).toBe("Hello from Docker\n");
+    // Taken (and gone with that run), and a new one written for the run after.
+    await settleSpareBuilds();
+    const now = await readySpares("widgets");
+    expect(now).not.toContain(written);
+    expect(now).toHaveLength(1);
   });
 
   test("a repository's sandbox.image on the organisation's list is the image its run's container ran", async () => {

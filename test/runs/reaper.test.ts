@@ -7,6 +7,7 @@ import { main } from "../../src/cli/main.js";
 import { reapOrphans } from "../../src/runs/reaper.js";
 import { daytonaInventory } from "../../src/sandbox/daytona/inventory.js";
 import { localInventory } from "../../src/sandbox/local/inventory.js";
+import type { SandboxInventory, SandboxRecord } from "../../src/sandbox/inventory.js";
 import { SqliteRunQueue } from "../../src/runs/queue/sqlite.js";
 import { createDaytonaSandbox } from "../../src/sandbox/daytona/sandbox.js";
 import { startFakeDaytona } from "../fakes/daytona/server.js";
@@ -41,6 +42,31 @@ describe("the orphan reaper", () => {
     expect(existsSync(join(dir.path, "harness-orphan-aaaa"))).toBe(false);
     for (const kept of ["harness-live-bbbb", "harness-young-cccc", "harness-notours-dddd", "harness-cli-eeee"])
       expect(existsSync(join(dir.path, kept))).toBe(true);
+  });
+
+  test("a spare belongs to no run: it is removed only once stale, and old enough", async () => {
+    const old = new Date(Date.now() - 3600_000).toISOString();
+    const records: SandboxRecord[] = [
+      { kind: "docker", id: "harness-spare-ready", createdAt: old, spare: { stale: false } },
+      { kind: "docker", id: "harness-spare-stale", createdAt: old, spare: { stale: true } },
+      {
+        kind: "docker",
+        id: "harness-spare-volume-young",
+        createdAt: new Date().toISOString(),
+        spare: { stale: true, volume: true },
+      },
+    ];
+    const removed: string[] = [];
+    const inventory: SandboxInventory = {
+      list: () => Promise.resolve(records),
+      remove: (record) => {
+        removed.push(record.id);
+        return Promise.resolve();
+      },
+    };
+    const reaped = await reapOrphans(inventory, () => false);
+    expect(reaped.map((record) => record.id)).toEqual(["harness-spare-stale"]);
+    expect(removed).toEqual(["harness-spare-stale"]);
   });
 
   test("Daytona: lists sandboxes by the app's label and deletes the orphans only", async () => {

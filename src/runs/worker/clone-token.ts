@@ -34,9 +34,9 @@ export async function withCloneToken(
   use: (clone: CloneToken) => Promise<void>,
   options: {
     /**
-     * The clone happens on this host (the local sandbox), where the warm cache's mirror fetches
-     * with the token afterwards. Elsewhere (Daytona) the token was inside the sandbox, which
-     * must lose it at once.
+     * The clone happens on this host (the local sandbox, and Docker's, whose host clones for
+     * the container), where the warm cache's mirror fetches with the token afterwards. Elsewhere
+     * (Daytona) the token was inside the sandbox, which must lose it at once.
      */
     mirrorOnHost: boolean;
   },

@@ -52,7 +52,7 @@ export interface WorkerDeps {
   dockerImages?: readonly string[];
   /** How the local sandbox isolates runs (default: namespaces). */
   localIsolation?: LocalIsolation;
-  /** Warm mirrors the local sandbox clones with; each run uses only its installation's. */
+  /** Warm mirrors the local and Docker sandboxes clone with; each run uses only its installation's. */
   repoCache?: RepositoryMirrors;
   /** Which repositories may have which setup secrets; values come from `environment` by name. */
   setupSecrets?: readonly SetupSecretGrant[];

@@ -82,7 +82,9 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
         replaceEarlierAttempts: true,
         ...(request.issue.pullRequest ? { checkoutExisting: true } : {}),
         ...(sandboxKind === "local" ? { localIsolation } : {}),
-        ...(sandboxKind === "local" && deps.repoCache
+        // The warm mirrors live on this host: the local sandbox clones with them, and a Docker
+        // run's host streams them into its container (and takes the spare written from them).
+        ...((sandboxKind === "local" || sandboxKind === "docker") && deps.repoCache
           ? {
               repoCache: {
                 mirrors: deps.repoCache,

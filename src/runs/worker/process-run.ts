@@ -111,7 +111,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         // After the comment's final edit: the CI line is added to it, and kept up to date, in place.
         await watchAfterPush(run, octokit, plan.config, report);
       },
-      { mirrorOnHost: plan.sandboxKind === "local" },
+      { mirrorOnHost: plan.sandboxKind === "local" || plan.sandboxKind === "docker" },
     );
   } catch (error) {
     log.error({ err: run.redact(describeError(error)) }, "run failed before it could finish");

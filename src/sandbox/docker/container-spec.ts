@@ -40,6 +40,13 @@ export interface ContainerSpecInput {
   socketBinds: ReadonlyArray<{ host: string; container: string }>;
   /** The container's first process: it only keeps the container alive, or runs the relays. */
   cmd: readonly string[];
+  /**
+   * A named volume (a spare's, written by the harness alone) mounted as the container's one
+   * writable volume instead of a fresh anonymous one. Never a host path.
+   */
+  volume?: string;
+  /** CPU weight against other containers (default the engine's 1024): lower for the harness's background work. */
+  cpuShares?: number;
 }
 
 /**
@@ -55,6 +62,8 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     throw new InvalidInputError("The Docker sandbox's user must not be root (uid or gid 0)");
   if (input.initUid === input.uid)
     throw new InvalidInputError("The Docker container's own processes must run as another uid than its commands");
+  if (input.volume !== undefined && !/^[A-Za-z0-9][A-Za-z0-9_.-]*$/.test(input.volume))
+    throw new InvalidInputError(`A sandbox's volume must be a volume's name, not a path: ${input.volume}`);
   for (const bind of input.socketBinds) {
     if (!bind.host.startsWith("/") || bind.host.includes(":") || bind.host.includes("\0"))
       throw new InvalidInputError(`A socket folder to bind must be an absolute path without ':', got ${bind.host}`);
@@ -72,8 +81,9 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
     Env: [`PATH=${CONTAINER_PATH}`, `HOME=${HOME_DIR}`],
     Labels: input.labels,
     Hostname: "harness-sandbox",
-    // An anonymous volume: removed with the container, and never a host path.
-    Volumes: { [VOLUME]: {} },
+    // An anonymous volume: removed with the container, and never a host path. A named one is
+    // removed by whoever removes the container (its `harness-volume` label names it).
+    ...(input.volume === undefined ? { Volumes: { [VOLUME]: {} } } : {}),
     NetworkDisabled: input.network === "none",
     HostConfig: {
       NetworkMode: input.network === "none" ? "none" : input.openNetwork,
@@ -89,6 +99,10 @@ export function containerSpec(input: ContainerSpecInput): Docker.ContainerCreate
       Memory: input.memoryBytes,
       MemorySwap: input.memoryBytes,
       NanoCpus: Math.round(input.cpus * 1e9),
+      ...(input.cpuShares !== undefined ? { CpuShares: input.cpuShares } : {}),
+      ...(input.volume !== undefined
+        ? { Mounts: [{ Type: "volume" as const, Source: input.volume, Target: VOLUME }] }
+        : {}),
       Tmpfs: {
         [HOME_DIR]: tmpfs(`uid=${String(input.uid)},gid=${String(input.gid)},mode=0700`),
         "/tmp": tmpfs("mode=1777"),

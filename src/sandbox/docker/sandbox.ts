@@ -65,14 +65,24 @@ import { assertValidBranchName } from "../branch-name.js";
 import { prepareCheckout, resolveSource, tarStream } from "./checkout.js";
 import { tarArchive } from "./tar.js";
 
-/** Label every harness container carries, so operators and the reaper can find them. */
-export const DOCKER_APP_LABEL = { key: "app", value: "harness" } as const;
-export const DOCKER_RUN_LABEL = "harness-run";
-export const DOCKER_REPO_LABEL = "harness-repo";
-/** The branch the checkout is on, so a sandbox opened again by name knows it. */
-export const DOCKER_BRANCH_LABEL = "harness-branch";
-/** The uid:gid commands run as (the container's own first process runs as another uid). */
-export const DOCKER_USER_LABEL = "harness-user";
+import {
+  DOCKER_APP_LABEL,
+  DOCKER_BRANCH_LABEL,
+  DOCKER_REPO_LABEL,
+  DOCKER_RUN_LABEL,
+  DOCKER_USER_LABEL,
+  DOCKER_VOLUME_LABEL,
+} from "./labels.js";
+import { ownedVolume, removeQuietly } from "./spare-container.js";
+import { startWarmCheckout, type WarmCheckout } from "./warm-checkout.js";
+
+export {
+  DOCKER_APP_LABEL,
+  DOCKER_BRANCH_LABEL,
+  DOCKER_REPO_LABEL,
+  DOCKER_RUN_LABEL,
+  DOCKER_USER_LABEL,
+} from "./labels.js";
 /** Prefix of every container name this provider makes. */
 export const DOCKER_NAME_PREFIX = "harness-";
 
@@ -94,6 +104,11 @@ const HOUSEKEEPING_TIMEOUT_MS = 120_000;
  * Without a network (none, or an allowlist), the container has none at all and reaches the
  * model gateway and the egress proxy through a relay inside it to their Unix sockets, as the
  * isolated local sandbox does (which needs node in the image).
+ *
+ * With the installation's warm mirrors (`opts.repoCache`, a repository from GitHub) the host
+ * clones only what the mirror lacks, and a large repository's next run takes over the spare
+ * container written for it in the background (`warm-checkout.ts`, `spare-container.ts`): its
+ * own new container mounts the spare's volume, and only what changed since is streamed in.
  */
 export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOptions): Promise<DockerSandbox> {
   const host = dockerHost(docker.host);
@@ -118,10 +133,18 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
   let egress: EgressProxy | undefined;
   let container: Docker.Container | undefined;
   let prepared: Promise<unknown> | undefined;
+  let warm: WarmCheckout | undefined;
+  const limits = {
+    memoryBytes: docker.memoryBytes ?? DEFAULT_MEMORY_BYTES,
+    cpus: docker.cpus ?? DEFAULT_CPUS,
+    pidsLimit: docker.pidsLimit ?? DEFAULT_PIDS_LIMIT,
+    tmpfsBytes: docker.tmpfsBytes ?? DEFAULT_TMPFS_BYTES,
+  };
   const cleanUp = async (): Promise<void> => {
     await container?.remove({ force: true, v: true }).catch(() => undefined);
     // The clone may still be writing into base.
     await prepared?.catch(() => undefined);
+    await warm?.abandon();
     await egress?.close().catch(() => undefined);
     await rm(base, { recursive: true, force: true, maxRetries: 3 });
   };
@@ -131,10 +154,28 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       opts.replaceEarlierAttempts && opts.runId
         ? removeEarlierAttempts(client, opts.runId).catch(() => undefined)
         : Promise.resolve();
-    const preparing = prepareCheckout(source, join(base, "checkout"), opts, operationTimeout, redactToken);
+    if (source.kind === "remote" && opts.repoCache && !docker.containerName) {
+      warm = await startWarmCheckout({
+        client,
+        host,
+        source,
+        opts,
+        repoCache: opts.repoCache,
+        image,
+        uid,
+        gid,
+        limits,
+        dir: base,
+        timeout: operationTimeout,
+        redact: redactToken,
+      });
+    }
+    const preparing = warm
+      ? undefined
+      : prepareCheckout(source, join(base, "checkout"), opts, operationTimeout, redactToken);
     prepared = preparing;
     // Awaited below or in cleanUp: never an unhandled rejection when creating the container failed first.
-    preparing.catch(() => undefined);
+    preparing?.catch(() => undefined);
 
     const relays: Relay[] = [];
     const socketBinds: Array<{ host: string; container: string }> = [];
@@ -172,6 +213,7 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
         })
       : keepAlive;
 
+    const volume = warm?.volume;
     const labels = {
       ...opts.labels,
       [DOCKER_APP_LABEL.key]: DOCKER_APP_LABEL.value,
@@ -179,6 +221,8 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       [DOCKER_BRANCH_LABEL]: opts.branch,
       [DOCKER_USER_LABEL]: `${String(uid)}:${String(gid)}`,
       ...(opts.runId ? { [DOCKER_RUN_LABEL]: opts.runId } : {}),
+      // The spare's volume is this run's now: removed with its container.
+      ...(volume !== undefined ? { [DOCKER_VOLUME_LABEL]: volume } : {}),
     };
     const spec = containerSpec({
       name,
@@ -187,14 +231,12 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       uid,
       gid,
       initUid,
-      memoryBytes: docker.memoryBytes ?? DEFAULT_MEMORY_BYTES,
-      cpus: docker.cpus ?? DEFAULT_CPUS,
-      pidsLimit: docker.pidsLimit ?? DEFAULT_PIDS_LIMIT,
-      tmpfsBytes: docker.tmpfsBytes ?? DEFAULT_TMPFS_BYTES,
+      ...limits,
       network: offline ? "none" : "open",
       openNetwork: docker.openNetwork ?? "bridge",
       socketBinds,
       cmd,
+      ...(volume !== undefined ? { volume } : {}),
     });
     await earlier;
     try {
@@ -212,20 +254,32 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     } catch (error) {
       throw translateDockerError(error, { host, during: "starting the sandbox's container", image });
     }
-    const checkout = await preparing;
+    let clonedFrom: { path: string; origin: string | undefined } | undefined;
     try {
       // The scratch folder: the harness's (uid 0 of the container, which holds no capability),
       // readable by the sandbox's group, so commands read what is put there but change nothing.
-      await container.putArchive(tarArchive([{ name: "scratch", type: "directory", mode: 0o750, uid: 0, gid }]), {
-        path: VOLUME,
-      });
-      await container.putArchive(tarStream(dirname(checkout.path), basename(checkout.path), WORK_NAME, uid, gid), {
-        path: VOLUME,
-      });
+      // A spare's volume has it already, as empty.
+      if (volume === undefined)
+        await container.putArchive(tarArchive([{ name: "scratch", type: "directory", mode: 0o750, uid: 0, gid }]), {
+          path: VOLUME,
+        });
     } catch (error) {
       throw translateDockerError(error, { host, during: "copying the checkout into the sandbox" });
     }
-    await rm(checkout.path, { recursive: true, force: true, maxRetries: 3 });
+    if (warm) {
+      await warm.writeInto(container);
+    } else if (preparing) {
+      const checkout = await preparing;
+      clonedFrom = checkout.clonedFrom;
+      try {
+        await container.putArchive(tarStream(dirname(checkout.path), basename(checkout.path), WORK_NAME, uid, gid), {
+          path: VOLUME,
+        });
+      } catch (error) {
+        throw translateDockerError(error, { host, during: "copying the checkout into the sandbox" });
+      }
+      await rm(checkout.path, { recursive: true, force: true, maxRetries: 3 });
+    }
     // Without relayed sockets nothing of the sandbox is left on the host: one that outlives this
     // process (a named sandbox) leaves no folder behind.
     if (!relayed) await rm(base, { recursive: true, force: true, maxRetries: 3 });
@@ -237,13 +291,16 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
       branch: opts.branch,
       modelGatewayUrl:
         relays.length > 0 ? `http://127.0.0.1:${String(GATEWAY_PORT)}` : offline ? undefined : opts.modelGateway?.url,
-      clonedFrom: checkout.clonedFrom,
+      clonedFrom,
+      volume,
       release: async () => {
         await egress?.close().catch(() => undefined);
         await rm(base, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
       },
     });
     if (relayed) await sandbox.waitForRelay(docker.startTimeoutMs ?? 10_000, docker.nodePath ?? DEFAULT_NODE_PATH);
+    // While this run's agent works: the spare for the next run of this repository.
+    warm?.ready();
     return sandbox;
   } catch (error) {
     await cleanUp();
@@ -289,6 +346,7 @@ export async function openDockerSandbox(
     branch: labels[DOCKER_BRANCH_LABEL] ?? "",
     modelGatewayUrl: undefined,
     clonedFrom: undefined,
+    volume: ownedVolume(labels),
     release: () => Promise.resolve(),
     paused: info.State.Paused,
   });
@@ -305,6 +363,8 @@ interface SandboxState {
   branch: string;
   modelGatewayUrl: string | undefined;
   clonedFrom: { path: string; origin: string | undefined } | undefined;
+  /** The named volume (a spare's, taken) the container mounts: removed with it. */
+  volume: string | undefined;
   /** Frees what the sandbox holds on the host (the egress proxy, its socket folder). */
   release: () => Promise<void>;
   /** Opened again while the engine had it paused. */
@@ -500,8 +560,9 @@ export class DockerSandbox implements Sandbox {
   async teardown(): Promise<void> {
     if (this.tornDown) return;
     this.tornDown = true;
-    // Force removes a running or paused container; its anonymous volume goes with it.
-    await this.container.remove({ force: true, v: true }).catch(() => undefined);
+    // Force removes a running or paused container; its anonymous volume goes with it, a named
+    // one (a spare's it took) right after.
+    await removeQuietly(this.docker, this.container.id, this.state.volume);
     await this.state.release().catch(() => undefined);
   }
 
@@ -710,14 +771,7 @@ async function removeEarlierAttempts(client: Docker, runId: string): Promise<voi
     all: true,
     filters: { label: [`${DOCKER_APP_LABEL.key}=${DOCKER_APP_LABEL.value}`, `${DOCKER_RUN_LABEL}=${runId}`] },
   });
-  await Promise.all(
-    found.map((info) =>
-      client
-        .getContainer(info.Id)
-        .remove({ force: true, v: true })
-        .catch(() => undefined),
-    ),
-  );
+  await Promise.all(found.map((info) => removeQuietly(client, info.Id, ownedVolume(info.Labels))));
 }
 
 function safeId(runId: string | undefined): string {
