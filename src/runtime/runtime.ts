@@ -112,7 +112,7 @@ export async function buildRuntime(
   const localIsolation = await localIsolationFor(settings);
   // A queue that cannot be reached stops start-up with the address, not a process that
   // looks alive and takes webhooks it can never queue.
-  if (settings.queue?.kind === "bullmq" && !overrides.queue) await assertRedisReachable(settings.queue.redisUrl);
+  if (settings.queue?.kind === "bullmq" && !overrides.queue) await assertRedisReachable(settings.queue.redis);
   const environment = overrides.environment ?? process.env;
   const redactor = createRedactor(secretsFromEnv(environment));
   // Every run is recorded in the journal beside the queue (state, steps, PR, report), so every

@@ -1,0 +1,92 @@
+import { createServer, type Server } from "node:net";
+import { Cluster } from "ioredis";
+import { afterAll, beforeAll, describe, expect, test } from "vitest";
+import { assertRedisReachable, openRedis, type RedisTarget } from "../../src/store/redis-connection.js";
+import { RedisScript } from "../../src/store/redis-script.js";
+import { testRedisTopologies } from "../helpers/redis.js";
+
+const topologies = testRedisTopologies();
+const cluster = topologies.find((topology) => topology.name === "Redis Cluster")?.target as RedisTarget;
+
+const COPY = new RedisScript(`
+redis.call('SET', KEYS[2], redis.call('GET', KEYS[1]) or '')
+return 1
+`);
+const COPY_BUILT = new RedisScript(`
+redis.call('SET', ARGV[1], redis.call('GET', KEYS[1]) or '')
+return 1
+`);
+
+describe("the test run's Redis Cluster refuses what a cluster refuses", () => {
+  // The stores' suites run on it to catch keys in two slots: it must be a real cluster, spread
+  // over its masters, or they would pass whatever the keys.
+  const client = openRedis(cluster);
+  afterAll(() => {
+    client.disconnect();
+  });
+
+  test("its slots are spread over three masters", async () => {
+    await client.ping();
+    expect(client).toBeInstanceOf(Cluster);
+    expect((client as Cluster).nodes("master")).toHaveLength(3);
+  });
+
+  test("a script whose keys lie in two slots fails; the same keys under one hash tag run", async () => {
+    const tag = `topology-${String(process.pid)}`;
+    await expect(COPY.run(client, [`${tag}:a`, `${tag}:b`], [])).rejects.toThrow(/CROSSSLOT/);
+    expect(await COPY.run(client, [`{${tag}}:a`, `{${tag}}:b`], [])).toEqual(["1"]);
+    await client.del(`{${tag}}:a`, `{${tag}}:b`);
+  });
+
+  test("a key a script builds itself must carry its KEYS' hash tag", async () => {
+    const tag = `topology-built-${String(process.pid)}`;
+    await expect(COPY_BUILT.run(client, [`{${tag}}:a`], [`${tag}:elsewhere`])).rejects.toThrow(/non local key|slot/i);
+    expect(await COPY_BUILT.run(client, [`{${tag}}:a`], [`{${tag}}:b`])).toEqual(["1"]);
+    await client.del(`{${tag}}:a`, `{${tag}}:b`);
+  });
+});
+
+describe("reaching Redis at start-up", () => {
+  let silent: Server;
+  let silentPort = 0;
+  beforeAll(async () => {
+    // Accepts connections and never answers: a Redis that hangs.
+    silent = createServer(() => undefined);
+    await new Promise<void>((resolve) => silent.listen(0, "127.0.0.1", resolve));
+    const address = silent.address();
+    silentPort = typeof address === "object" && address ? address.port : 0;
+  });
+  afterAll(async () => {
+    silent.close();
+    await new Promise((resolve) => setImmediate(resolve));
+  });
+
+  test.each(topologies.map((topology) => [topology.name, topology.target] as const))(
+    "%s that answers passes",
+    async (_name, target) => {
+      await expect(assertRedisReachable(target, 2_000)).resolves.toBeUndefined();
+    },
+  );
+
+  test("a cluster that does not answer fails at once, naming its nodes and the setting", async () => {
+    const unreachable: RedisTarget = { mode: "cluster", nodes: [{ host: "127.0.0.1", port: silentPort }] };
+    await expect(assertRedisReachable(unreachable, 500)).rejects.toThrow(
+      new RegExp(
+        `^Cannot reach the Redis Cluster at 127\\.0\\.0\\.1:${String(silentPort)} \\(REDIS_CLUSTER_NODES\\): .*` +
+          "Start Redis, or fix REDIS_CLUSTER_NODES",
+      ),
+    );
+  });
+
+  test("sentinels that know no master by that name fail, naming the name and the settings", async () => {
+    const sentinel = topologies.find((topology) => topology.name === "Redis Sentinel")?.target;
+    if (sentinel?.mode !== "sentinel") throw new Error("the test run has no sentinel group");
+    const unknown: RedisTarget = { ...sentinel, name: "no-such-master" };
+    await expect(assertRedisReachable(unknown, 1_000)).rejects.toThrow(
+      new RegExp(
+        'Cannot reach the Redis master "no-such-master" through the sentinels at 127\\.0\\.0\\.1:\\d+ ' +
+          "\\(REDIS_SENTINELS, REDIS_SENTINEL_NAME\\)",
+      ),
+    );
+  });
+});
