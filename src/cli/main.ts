@@ -29,6 +29,7 @@ import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { registerDoctorCommand } from "./doctor.js";
+import { registerRedisCommand } from "./redis.js";
 import { registerSandboxesCommand } from "./sandboxes.js";
 import { UsageError } from "./usage-error.js";
 
@@ -206,6 +207,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
     });
 
   registerDoctorCommand(program, io, setExitCode);
+  registerRedisCommand(program, io);
 
   return program;
 }

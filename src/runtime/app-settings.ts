@@ -12,7 +12,7 @@ import { type SandboxKind } from "../sandbox/types.js";
 import type { SetupSecretGrant } from "../config/setup-secrets.js";
 import { SettingsError } from "../util/errors.js";
 import type { RedisTarget } from "../store/redis-connection.js";
-import { redisTargetFromEnv } from "../store/redis-settings.js";
+import { redisPrefixFromEnv, redisTargetFromEnv } from "../store/redis-settings.js";
 import { parseAgentEnvNames, providerSettingsProblems } from "../agents/provider-settings.js";
 import { createAgent } from "../agents/registry.js";
 import type { AgentDriver } from "../agents/types.js";
@@ -545,10 +545,7 @@ function queueFrom(env: NodeJS.ProcessEnv): QueueSettings {
   if (kind === "sqlite") return { kind: "sqlite", path: env["HARNESS_DB"] || "./data/harness.db" };
   if (kind === "bullmq") {
     const redis = redisTargetFromEnv(env);
-    const prefix = env["HARNESS_REDIS_PREFIX"] || "harness";
-    if (!/^[A-Za-z0-9_.-]+$/.test(prefix))
-      throw new SettingsError(`HARNESS_REDIS_PREFIX may hold letters, digits, "_", "." and "-" only, got "${prefix}"`);
-    return { kind: "bullmq", redis, prefix };
+    return { kind: "bullmq", redis, prefix: redisPrefixFromEnv(env) };
   }
   throw new SettingsError(`HARNESS_QUEUE must be "sqlite", "bullmq" or "memory", got "${kind}"`);
 }

@@ -83,6 +83,16 @@ export function redisTargetFromEnv(env: NodeJS.ProcessEnv): RedisTarget {
   };
 }
 
+/** `HARNESS_REDIS_PREFIX` (default `harness`): what every key of the deployment starts with. */
+export function redisPrefixFromEnv(env: NodeJS.ProcessEnv): string {
+  const prefix = env["HARNESS_REDIS_PREFIX"] || "harness";
+  if (!/^[A-Za-z0-9_.-]{1,64}$/.test(prefix))
+    throw new SettingsError(
+      `HARNESS_REDIS_PREFIX may hold 1 to 64 letters, digits, "_", "." and "-", got "${shown(prefix)}"`,
+    );
+  return prefix;
+}
+
 /** `host:port,host:port`: every entry checked, the first wrong one named. */
 function hostList(name: string, text: string, examplePort: number): RedisHost[] {
   const example = `10.0.0.1:${String(examplePort)},10.0.0.2:${String(examplePort)}`;

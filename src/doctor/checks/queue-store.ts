@@ -2,6 +2,7 @@ import { constants as fsConstants } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { assertRedisReachable, describeRedisTarget, redisSettingNames } from "../../store/redis-connection.js";
+import { hasKeysBeforeHashTags, OLD_LAYOUT_FIX, OLD_LAYOUT_PROBLEM } from "../../store/redis-key-migration.js";
 import { describeError } from "../../util/errors.js";
 import { failed, passed, type Check } from "../check.js";
 import { appSettings, type DoctorContext } from "../context.js";
@@ -32,6 +33,8 @@ export function queueStoreCheck(): Check<DoctorContext> {
               "or use HARNESS_QUEUE=sqlite on a single machine",
           );
         }
+        if (await hasKeysBeforeHashTags(queue.redis, queue.prefix).catch(() => false))
+          return failed(`${capitalised(shown)} answers, but ${OLD_LAYOUT_PROBLEM}`, OLD_LAYOUT_FIX);
         return passed(`${capitalised(shown)} answers (key prefix ${queue.prefix})`);
       }
       return sqliteWritable(resolve(queue.path));
