@@ -3,13 +3,12 @@
  *
  * A cluster runs a Lua script or a MULTI only when every key it touches hashes to one slot, and
  * a key's slot is that of its hash tag (the text between its first `{` and the next `}`) when it
- * has one. So each store's keys carry one tag per store, not one per deployment and, but for the
- * journal, not one per entity:
- * - per store, because its scripts span its entities: the queue's admission weighs a repository's
- *   and an installation's runs together, a pending request counts against its issue and its
- *   requester, eviction from the ledger picks any pull request, a spend hold counts on a run, a
- *   repository and an installation at once. Per-entity tags would split what a script must see
- *   whole.
+ * has one. So the keys of each store share one tag of the store's own:
+ * - per store, not per entity, because its scripts span its entities: the queue's admission
+ *   weighs a repository's and an installation's runs together, a pending request counts against
+ *   its issue and its requester, eviction from the ledger picks any pull request, a spend hold
+ *   counts on a run, a repository and an installation at once. Per-entity tags would split what
+ *   a script must see whole.
  * - not one tag for all of Harness, so the stores spread over up to seven slots, and so over
  *   the masters of a cluster, rather than loading one master with everything.
  * - the journal, which carries nearly all the bytes (every run's output), keeps a tag per run
