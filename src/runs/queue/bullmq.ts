@@ -226,6 +226,8 @@ export class BullmqRunQueue implements RunQueue {
   private readonly redis: RedisClient;
   private readonly queue: Queue<JobData>;
   private readonly worker: Worker<JobData> | undefined;
+  /** The worker's own connection: BullMQ takes it as shared and leaves closing it to us. */
+  private readonly workerRedis: RedisClient | undefined;
   private readonly prefix: string;
   private readonly workerId: string;
   private readonly concurrency: number;
@@ -264,8 +266,9 @@ export class BullmqRunQueue implements RunQueue {
     this.queue = new Queue<JobData>(QUEUE_NAME, { connection: this.redis, prefix: this.prefix });
     this.queue.on("error", onError);
     if (this.concurrency > 0) {
+      this.workerRedis = openRedis(options.redis, { maxRetriesPerRequest: null });
       this.worker = new Worker<JobData>(QUEUE_NAME, async (job, token) => this.process(job, token), {
-        connection: openRedis(options.redis, { maxRetriesPerRequest: null }),
+        connection: this.workerRedis,
         prefix: this.prefix,
         concurrency: this.concurrency,
         lockDuration: this.leaseMs,
@@ -424,7 +427,8 @@ export class BullmqRunQueue implements RunQueue {
     const closingWorker = this.worker?.close();
     await this.held.drain(graceMs);
     await closingWorker?.catch(() => undefined);
-    await this.worker?.disconnect().catch(() => undefined);
+    // Not the worker's disconnect(): on a cluster it can wait for an end that never comes.
+    this.workerRedis?.disconnect();
     await this.queue.close().catch(() => undefined);
     this.redis.disconnect();
   }
