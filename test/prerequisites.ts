@@ -22,7 +22,8 @@ export default async function checkPrerequisites(): Promise<() => Promise<void>>
     await installDebianPackage("bubblewrap", "the local sandbox's isolation, which the App runs by default");
   if (!process.env["HARNESS_TEST_REDIS_SERVER"] && !onPath("redis-server"))
     await installDebianPackage("redis-server", "the binary only: the tests start their own on a free port");
-  // The Redis servers start while the rest is set up: a cluster takes 2 s to call itself ready.
+  // The Redis servers start while the rest is set up: a cluster calls itself ready 2 s after it
+  // started at the earliest, which test/redis-cluster-ready.ts, the last set-up, waits for.
   const redis = startPrivateRedises();
   let stopDocker: () => Promise<void>;
   try {

@@ -38,7 +38,9 @@ export async function startPrivateRedis(binary = BINARY()): Promise<PrivateRedis
 /**
  * A Redis Cluster of `masters` nodes and no replicas, its 16,384 slots split evenly. Slots are
  * given and nodes introduced directly (CLUSTER ADDSLOTSRANGE, CLUSTER MEET), which is what
- * `redis-cli --cluster create` does, without its fixed waits.
+ * `redis-cli --cluster create` does, without its fixed waits. It answers once every node agrees
+ * (untilClusterAgrees): a master calls itself ready 2 s after it started at the earliest, so a
+ * caller can do other work first.
  */
 export interface PrivateRedisCluster {
   nodes: HostPort[];
@@ -79,14 +81,6 @@ export async function startPrivateRedisCluster(masters = 3): Promise<PrivateRedi
             .map((server) => client.call("CLUSTER", "MEET", "127.0.0.1", String(server.port))),
         ),
       );
-      await until("the cluster to agree on its slots", async () => {
-        for (const client of clients) {
-          const info = String(await client.call("CLUSTER", "INFO"));
-          if (!info.includes("cluster_state:ok") || !info.includes(`cluster_known_nodes:${String(masters)}`))
-            return false;
-        }
-        return true;
-      });
     } finally {
       for (const client of clients) client.disconnect();
     }
@@ -95,6 +89,23 @@ export async function startPrivateRedisCluster(masters = 3): Promise<PrivateRedi
     throw error;
   }
   return { nodes: servers.map((server) => ({ host: "127.0.0.1", port: server.port })), stop };
+}
+
+/** Resolves once every node of the cluster knows every other and calls the cluster ok. */
+export async function untilClusterAgrees(nodes: readonly HostPort[]): Promise<void> {
+  const clients = nodes.map((node) => new Redis(node.port, node.host, { maxRetriesPerRequest: 1 }));
+  try {
+    await until("the Redis Cluster to agree on its slots", async () => {
+      for (const client of clients) {
+        const info = String(await client.call("CLUSTER", "INFO"));
+        if (!info.includes("cluster_state:ok") || !info.includes(`cluster_known_nodes:${String(nodes.length)}`))
+          return false;
+      }
+      return true;
+    });
+  } finally {
+    for (const client of clients) client.disconnect();
+  }
 }
 
 /**
