@@ -40,16 +40,24 @@ export interface RedisSentinelTarget extends RedisAccess {
  * acknowledged but had not yet passed on is gone after a failover; waiting for a replica's copy
  * (Redis WAIT) is what lets an acknowledged request survive one.
  */
-export type RedisTarget = (RedisNodeTarget | RedisClusterTarget | RedisSentinelTarget) & { waitReplicas?: number };
+export type RedisTarget = (RedisNodeTarget | RedisClusterTarget | RedisSentinelTarget) & {
+  waitReplicas?: number;
+  /** How long a write waits for them before it is refused, in ms (default 5 s). */
+  waitTimeoutMs?: number;
+};
 
 /** A connection to any of them: one node and a sentinel-found master are `Redis`, a cluster `Cluster`. */
 export type RedisClient = Redis | Cluster;
 
-/** How long a write waits for its replicas before it is reported as failed. */
-export const WAIT_REPLICAS_TIMEOUT_MS = 5_000;
+/** How long a write waits for its replicas, unless the target says otherwise, before it is refused. */
+const WAIT_TIMEOUT_MS = 5_000;
 
-/** The replicas each connection's writes wait for, by connection (set where it is opened). */
-const replicasToWaitFor = new WeakMap<RedisClient, number>();
+/** What each connection's writes wait for, by connection (set where it is opened). */
+export interface ReplicaWait {
+  replicas: number;
+  timeoutMs: number;
+}
+const replicaWaits = new WeakMap<RedisClient, ReplicaWait>();
 
 /** A target as given: a string is one node's URL (how the tests and benchmarks name a Redis). */
 export function redisTarget(target: RedisTarget | string): RedisTarget {
@@ -97,13 +105,17 @@ export function redisSettingNames(target: RedisTarget | string): string {
 export function openRedis(target: RedisTarget | string, options: RedisOptions = {}): RedisClient {
   const resolved = redisTarget(target);
   const client = connect(resolved, options);
-  replicasToWaitFor.set(client, resolved.waitReplicas ?? 0);
+  replicaWaits.set(client, {
+    replicas: resolved.waitReplicas ?? 0,
+    timeoutMs: resolved.waitTimeoutMs ?? WAIT_TIMEOUT_MS,
+  });
   return client;
 }
 
-function connect(target: RedisTarget, options: RedisOptions): RedisClient {
+/** `cluster`: options of a cluster as a whole, beside those of each of its nodes. */
+function connect(target: RedisTarget, options: RedisOptions, cluster: ClusterOptions = {}): RedisClient {
   if (target.mode === "node") return new Redis(target.url, { enableReadyCheck: true, ...options });
-  if (target.mode === "cluster") return new Cluster(target.nodes, clusterOptions(target, options));
+  if (target.mode === "cluster") return new Cluster(target.nodes, { ...clusterOptions(target, options), ...cluster });
   return new Redis(sentinelOptions(target, options));
 }
 
@@ -149,35 +161,35 @@ export async function writeAndWait(
   redis: RedisClient,
   write: (pipeline: ReturnType<RedisClient["pipeline"]>) => void,
 ): Promise<unknown[]> {
-  const replicas = replicasToWaitFor.get(redis) ?? 0;
+  const wait = replicaWaitOf(redis);
   const pipeline = redis.pipeline();
   write(pipeline);
   const count = pipeline.length;
-  if (replicas > 0) pipeline.wait(replicas, WAIT_REPLICAS_TIMEOUT_MS);
+  if (wait.replicas > 0) pipeline.wait(wait.replicas, wait.timeoutMs);
   const replies = (await pipeline.exec()) ?? [];
   const results: unknown[] = [];
   for (const [error, reply] of replies.slice(0, count)) {
     if (error) throw error;
     results.push(reply);
   }
-  if (replicas > 0) assertReplicated(replicas, replies[count]);
+  if (wait.replicas > 0) assertReplicated(wait, replies[count]);
   return results;
 }
 
-/** How many replicas the connection's writes wait for (0: none). */
-export function replicasFor(redis: RedisClient): number {
-  return replicasToWaitFor.get(redis) ?? 0;
+/** What the connection's writes wait for (no replicas for a connection not opened by openRedis). */
+export function replicaWaitOf(redis: RedisClient): ReplicaWait {
+  return replicaWaits.get(redis) ?? { replicas: 0, timeoutMs: WAIT_TIMEOUT_MS };
 }
 
-/** Throws unless WAIT's reply says the write reached `replicas` replicas. */
-export function assertReplicated(replicas: number, reply: [Error | null, unknown] | undefined): void {
+/** Throws unless WAIT's reply says the write reached the replicas it must. */
+export function assertReplicated(wait: ReplicaWait, reply: [Error | null, unknown] | undefined): void {
   const [error, reached] = reply ?? [new Error("no reply to WAIT"), 0];
   if (error) throw error;
-  if (Number(reached) >= replicas) return;
+  if (Number(reached) >= wait.replicas) return;
   throw new RunStoreError(
-    `Redis copied a write to ${String(reached)} of the ${String(replicas)} replica(s) it must reach ` +
-      `(REDIS_WAIT_REPLICAS) within ${String(WAIT_REPLICAS_TIMEOUT_MS / 1000)} s, so it is not counted as done: ` +
-      "a replica is down or catching up (right after a failover, until the old master rejoins as a replica)",
+    `Redis copied a write to ${String(reached)} of the ${String(wait.replicas)} replica(s) it must reach ` +
+      `(REDIS_WAIT_REPLICAS) within ${String(wait.timeoutMs)} ms, so it is not counted as done: a replica ` +
+      "is down or catching up (right after a failover, until the old master rejoins as a replica)",
   );
 }
 
@@ -187,15 +199,18 @@ export function assertReplicated(replicas: number, reply: [Error | null, unknown
  */
 export async function assertRedisReachable(target: RedisTarget | string, timeoutMs = 5_000): Promise<void> {
   const resolved = redisTarget(target);
-  const probe = connect(resolved, {
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    connectTimeout: timeoutMs,
-    retryStrategy: () => null,
-    enableOfflineQueue: false,
-    ...(resolved.mode === "sentinel" ? { sentinelRetryStrategy: () => null } : {}),
-  });
-  if (probe instanceof Cluster) probe.options.clusterRetryStrategy = () => null;
+  const probe = connect(
+    resolved,
+    {
+      lazyConnect: true,
+      maxRetriesPerRequest: 0,
+      connectTimeout: timeoutMs,
+      retryStrategy: () => null,
+      enableOfflineQueue: false,
+      ...(resolved.mode === "sentinel" ? { sentinelRetryStrategy: () => null } : {}),
+    },
+    { clusterRetryStrategy: () => null },
+  );
   probe.on("error", () => undefined);
   try {
     await withTimeout(probe.connect(), timeoutMs);

@@ -1,5 +1,5 @@
 import { createHash } from "node:crypto";
-import { assertReplicated, replicasFor, WAIT_REPLICAS_TIMEOUT_MS, type RedisClient } from "./redis-connection.js";
+import { assertReplicated, replicaWaitOf, type RedisClient } from "./redis-connection.js";
 
 /**
  * A Lua script run atomically in Redis, sent by hash (EVALSHA) and loaded on first use or after
@@ -29,8 +29,8 @@ export class RedisScript {
 
   /** Runs it; the reply as Redis gave it. */
   async call(redis: RedisClient, keys: readonly string[], args: ReadonlyArray<string | number>): Promise<unknown> {
-    const replicas = this.options.readOnly ? 0 : replicasFor(redis);
-    if (replicas === 0) {
+    const wait = replicaWaitOf(redis);
+    if (this.options.readOnly || wait.replicas === 0) {
       try {
         return await redis.evalsha(this.sha, keys.length, ...keys, ...args);
       } catch (error) {
@@ -43,12 +43,12 @@ export class RedisScript {
       const pipeline = redis.pipeline();
       if (command === "evalsha") pipeline.evalsha(this.sha, keys.length, ...keys, ...args);
       else pipeline.eval(this.source, keys.length, ...keys, ...args);
-      pipeline.wait(replicas, WAIT_REPLICAS_TIMEOUT_MS);
+      pipeline.wait(wait.replicas, wait.timeoutMs);
       const [ran, waited] = (await pipeline.exec()) ?? [];
       const [error, reply] = ran ?? [new Error("no reply to the script"), null];
       if (command === "evalsha" && isNoScript(error)) continue;
       if (error) throw error;
-      assertReplicated(replicas, waited);
+      assertReplicated(wait, waited);
       return reply;
     }
     throw new Error("unreachable: EVAL never answers NOSCRIPT");

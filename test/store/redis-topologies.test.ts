@@ -3,7 +3,8 @@ import { Cluster } from "ioredis";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { assertRedisReachable, openRedis, type RedisTarget } from "../../src/store/redis-connection.js";
 import { RedisScript } from "../../src/store/redis-script.js";
-import { testRedisTopologies } from "../helpers/redis.js";
+import { RedisPendingRequestStore } from "../../src/runs/pending/redis.js";
+import { deleteRedisKeys, testRedisTopologies } from "../helpers/redis.js";
 
 const topologies = testRedisTopologies();
 const cluster = topologies.find((topology) => topology.name === "Redis Cluster")?.target as RedisTarget;
@@ -55,6 +56,31 @@ describe("the test run's Redis Cluster refuses what a cluster refuses", () => {
     await expect(COPY_BUILT.run(client, [`{${tag}}:a`], [elsewhere])).rejects.toThrow(/non local key/i);
     expect(await COPY_BUILT.run(client, [`{${tag}}:a`], [`{${tag}}:b`])).toEqual(["1"]);
     await client.del(`{${tag}}:a`, `{${tag}}:b`);
+  });
+});
+
+describe("writes that wait for replicas", () => {
+  const sentinel = topologies.find((topology) => topology.name === "Redis Sentinel")?.target as RedisTarget;
+  const prefix = `topology-wait-${String(process.pid)}`;
+  afterAll(() => deleteRedisKeys(sentinel, prefix));
+
+  test("a write its replicas do not all hold in time is refused, saying how many it reached and why", async () => {
+    // The suite's group has one replica: asking for two can never be met.
+    const store = new RedisPendingRequestStore({
+      redis: { ...sentinel, waitReplicas: 2, waitTimeoutMs: 100 },
+      prefix,
+    });
+    try {
+      const put = store.put({ issueKey: "9#1", intent: "fix", requester: { login: "a", id: 1 }, commentId: 1 });
+      await expect(put).rejects.toThrow(
+        "Redis copied a write to 1 of the 2 replica(s) it must reach (REDIS_WAIT_REPLICAS) within 100 ms, " +
+          "so it is not counted as done",
+      );
+      // Reads do not wait: what the store can tell is still told.
+      expect(await store.list("9#2")).toEqual([]);
+    } finally {
+      await store.close();
+    }
   });
 });
 
