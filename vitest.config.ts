@@ -44,6 +44,7 @@ export default defineConfig({
       "test/prerequisites.ts",
       "test/fakes/github/openapi/global-setup.ts",
       "test/fakes/daytona/models/global-setup.ts",
+      "test/redis-cluster-ready.ts",
     ],
     setupFiles: ["test/fakes/github/openapi/fail-on-violations.ts", "test/fakes/daytona/models/fail-on-violations.ts"],
     testTimeout: 20_000,

@@ -50,8 +50,7 @@ const PRODUCER_ROLE = arg("role", "") === "producer";
 const TICKS_PER_SECOND = 20;
 const LINE_BYTES = 100;
 
-type Store =
-  { kind: "memory" } | { kind: "sqlite"; path: string } | { kind: "redis"; redisUrl: string; prefix: string };
+type Store = { kind: "memory" } | { kind: "sqlite"; path: string } | { kind: "redis"; redis: string; prefix: string };
 interface ProducerJob {
   store: Store;
   repo: string;
@@ -97,7 +96,7 @@ const store: Store =
   KIND === "redis"
     ? {
         kind: "redis",
-        redisUrl: process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379",
+        redis: process.env["REDIS_URL"] ?? "redis://127.0.0.1:6379",
         prefix: `bench-stream-${String(process.pid)}`,
       }
     : KIND === "memory"

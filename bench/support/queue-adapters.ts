@@ -25,20 +25,25 @@ export async function openQueue(spec: AdapterSpec, processor: RunProcessor, conc
   const limits = { maxQueuedPerRepository: 0, maxQueuedPerInstallation: 0 };
   if (spec.kind === "sqlite") return new SqliteRunQueue(processor, { path: spec.path, concurrency, limits });
   const { BullmqRunQueue } = await import("../../src/runs/queue/bullmq.js");
-  return new BullmqRunQueue(processor, { redisUrl: spec.redisUrl, prefix: spec.prefix, concurrency, limits });
+  return new BullmqRunQueue(processor, { redis: spec.redisUrl, prefix: spec.prefix, concurrency, limits });
 }
 
-/** Deletes every key under a bench prefix (the adapter keeps its records for redelivery dedup). */
+/**
+ * Deletes every key under a bench prefix (the adapter keeps its records for redelivery dedup),
+ * hash-tagged (`{prefix}…`) or not.
+ */
 export async function deleteRedisKeys(redisUrl: string, prefix: string): Promise<number> {
   const redis = new Redis(redisUrl, { maxRetriesPerRequest: 3 });
   let deleted = 0;
   try {
-    let cursor = "0";
-    do {
-      const [next, keys] = await redis.scan(cursor, "MATCH", `${prefix}*`, "COUNT", 1000);
-      cursor = next;
-      if (keys.length > 0) deleted += await redis.unlink(...keys);
-    } while (cursor !== "0");
+    for (const pattern of [`${prefix}*`, `{${prefix}*`]) {
+      let cursor = "0";
+      do {
+        const [next, keys] = await redis.scan(cursor, "MATCH", pattern, "COUNT", 1000);
+        cursor = next;
+        if (keys.length > 0) deleted += await redis.unlink(...keys);
+      } while (cursor !== "0");
+    }
   } finally {
     redis.disconnect();
   }

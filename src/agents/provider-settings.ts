@@ -21,9 +21,14 @@ export const PROVIDER_SWITCHES: Readonly<Record<string, string>> = {
 
 /**
  * Names that are never handed to an agent, whatever the operator lists: GitHub credentials and
- * Harness's own secrets (the App's key, the webhook secret, Daytona's key, the queue's URL).
+ * Harness's own secrets (the App's key, the webhook secret, Daytona's key, where the queue's
+ * Redis is and its credentials).
  */
-const NEVER_PASSED = /^(GITHUB|GH|GIT)_|^(HARNESS|DAYTONA|PRIVATE_KEY|WEBHOOK)(_|$)|^(APP_ID|REDIS_URL)$/i;
+const NEVER_PASSED = new RegExp(
+  "^(GITHUB|GH|GIT)_|^(HARNESS|DAYTONA|PRIVATE_KEY|WEBHOOK)(_|$)|" +
+    "^(APP_ID|REDIS_(URL|CLUSTER_NODES|SENTINELS|USERNAME|PASSWORD|SENTINEL_PASSWORD))$",
+  "i",
+);
 
 /** GitHub token shapes (classic, fine-grained, app installation, OAuth, refresh). */
 const GITHUB_TOKEN_VALUE = /\bgh[pousr]_[A-Za-z0-9]{20,}|\bgithub_pat_[A-Za-z0-9_]{20,}/;

@@ -20,6 +20,6 @@ export function createAuditLog(settings: AuditLogSettings | undefined, options: 
       return new SqliteAuditLog({ ...options, path: settings.path });
     case "bullmq":
     case "redis":
-      return new RedisAuditLog({ ...options, redis: settings.redisUrl, prefix: settings.prefix });
+      return new RedisAuditLog({ ...options, redis: settings.redis, prefix: settings.prefix });
   }
 }

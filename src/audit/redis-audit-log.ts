@@ -1,4 +1,6 @@
-import { Redis } from "ioredis";
+import { isRedisClient, openRedis, type RedisClient, type RedisTarget } from "../store/redis-connection.js";
+import { storeNamespace } from "../store/redis-keys.js";
+import { RedisScript } from "../store/redis-script.js";
 import type { Redactor } from "../util/redact.js";
 import {
   auditLimits,
@@ -15,9 +17,9 @@ import {
 } from "./audit-log.js";
 
 export interface RedisAuditLogOptions extends AuditLogOptions {
-  /** A Redis URL (the trail opens and closes its own connection) or a connection to share. */
-  redis: string | Redis;
-  /** Namespaces every key (`<prefix>:audit…`), so deployments and tests can share a Redis. */
+  /** Where Redis is (the trail opens and closes its own connection; a string is a URL) or a connection to share. */
+  redis: RedisTarget | string | RedisClient;
+  /** Namespaces every key (`{<prefix>:audit}…`), so deployments and tests can share a Redis. */
   prefix: string;
   /** How long a run's index outlives the run's last entry, in seconds (default 30 days, like the journal). */
   runIndexTtlSeconds?: number;
@@ -33,7 +35,7 @@ const RUN_INDEX_CAP = 10_000;
  * KEYS: the stream, then (when the entry has a run) the run's index.
  * ARGV: body, max entries, index ttl, index cap.
  */
-const RECORD = `
+const RECORD = new RedisScript(`
 local seq = 1
 if redis.call('EXISTS', KEYS[1]) == 1 then
   local info = redis.call('XINFO', 'STREAM', KEYS[1])
@@ -49,7 +51,7 @@ if #KEYS > 1 then
   redis.call('EXPIRE', KEYS[2], ARGV[3])
 end
 return seq
-`;
+`);
 
 /**
  * The stream's newest seq, and the window start it implies: MAXLEN ~ trims whole stream nodes
@@ -63,13 +65,17 @@ local windowStart = head - tonumber(ARGV[1])
 `;
 
 /** KEYS: the stream. ARGV: max entries, after seq, count. */
-const AFTER = `${WINDOW}
+const AFTER = new RedisScript(
+  `${WINDOW}
 local start = math.max(tonumber(ARGV[2]), windowStart)
 return redis.call('XRANGE', KEYS[1], string.format('%d-0', start + 1), '+', 'COUNT', ARGV[3])
-`;
+`,
+  { readOnly: true },
+);
 
 /** KEYS: the stream, the run's index. ARGV: max entries, count. */
-const FOR_RUN = `${WINDOW}
+const FOR_RUN = new RedisScript(
+  `${WINDOW}
 local ids = redis.call('ZRANGEBYSCORE', KEYS[2], '(' .. string.format('%d', windowStart), '+inf', 'LIMIT', 0, ARGV[2])
 local out = {}
 for _, id in ipairs(ids) do
@@ -77,25 +83,19 @@ for _, id in ipairs(ids) do
   if #entry > 0 then out[#out + 1] = entry[1] end
 end
 return out
-`;
-
-declare module "ioredis" {
-  interface RedisCommander {
-    auditRecord(numberOfKeys: number, ...keysAndArgs: Array<string | number>): Promise<number>;
-    auditAfter(stream: string, maxEntries: number, afterSeq: number, count: number): Promise<unknown>;
-    auditForRun(stream: string, runIndex: string, maxEntries: number, count: number): Promise<unknown>;
-  }
-}
+`,
+  { readOnly: true },
+);
 
 /**
  * The audit trail in Redis, for web and worker processes on several machines: one stream,
- * `<prefix>:audit`, capped at `maxEntries` (XADD MAXLEN ~), whose ids carry the seq; and per run a
- * sorted set of its entries' ids (`<prefix>:audit:run:<runId>`, with a TTL), so a run page reads
- * its entries without scanning the trail. Its keys carry no hash tag: like the BullMQ queue with
- * Harness's prefixes, it needs one Redis, not Redis Cluster.
+ * `{<prefix>:audit}`, capped at `maxEntries` (XADD MAXLEN ~), whose ids carry the seq; and per run a
+ * sorted set of its entries' ids (`{<prefix>:audit}:run:<runId>`, with a TTL), so a run page reads
+ * its entries without scanning the trail. The stream and the indexes share one hash tag, since
+ * recording an entry writes both in one script.
  */
 export class RedisAuditLog implements AuditLog {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly ownsConnection: boolean;
   private readonly prefix: string;
   private readonly limits: AuditLimits;
@@ -104,48 +104,44 @@ export class RedisAuditLog implements AuditLog {
   private readonly runIndexTtlSeconds: number;
 
   constructor(options: RedisAuditLogOptions) {
-    this.ownsConnection = typeof options.redis === "string";
-    this.redis = typeof options.redis === "string" ? new Redis(options.redis) : options.redis;
+    this.ownsConnection = !isRedisClient(options.redis);
+    this.redis = isRedisClient(options.redis) ? options.redis : openRedis(options.redis);
     // Failed commands reject where they are awaited; the connection's own events would only repeat it.
     if (this.ownsConnection) this.redis.on("error", () => undefined);
-    this.prefix = `${options.prefix}:audit`;
+    this.prefix = storeNamespace(options.prefix, "audit");
     this.limits = auditLimits(options.limits);
     this.redactor = auditRedactor(options.redactor);
     this.now = options.now ?? (() => new Date());
     this.runIndexTtlSeconds = options.runIndexTtlSeconds ?? 30 * 24 * 3600;
-    this.redis.defineCommand("auditRecord", { lua: RECORD });
-    this.redis.defineCommand("auditAfter", { numberOfKeys: 1, lua: AFTER });
-    this.redis.defineCommand("auditForRun", { numberOfKeys: 2, lua: FOR_RUN });
   }
 
   async record(entry: Omit<AuditEntry, "at"> & { at?: string }): Promise<void> {
     const bounded = boundEntry(entry, this.limits, this.redactor, this.now);
     const keys = bounded.runId === undefined ? [this.prefix] : [this.prefix, this.runIndexKey(bounded.runId)];
-    await this.redis.auditRecord(
-      keys.length,
-      ...keys,
+    await RECORD.call(this.redis, keys, [
       JSON.stringify(bounded),
       this.limits.maxEntries,
       this.runIndexTtlSeconds,
       RUN_INDEX_CAP,
-    );
+    ]);
   }
 
   async forRun(runId: string, limit?: number): Promise<AuditRecord[]> {
     const count = pageLimit(limit, DEFAULT_FOR_RUN_LIMIT);
     if (count === 0) return [];
-    return toRecords(await this.redis.auditForRun(this.prefix, this.runIndexKey(runId), this.limits.maxEntries, count));
+    return toRecords(
+      await FOR_RUN.call(this.redis, [this.prefix, this.runIndexKey(runId)], [this.limits.maxEntries, count]),
+    );
   }
 
   async after(afterSeq: number, limit: number): Promise<AuditRecord[]> {
     const count = pageLimit(limit, 0);
     if (count === 0) return [];
     return toRecords(
-      await this.redis.auditAfter(
-        this.prefix,
-        this.limits.maxEntries,
-        Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0,
-        count,
+      await AFTER.call(
+        this.redis,
+        [this.prefix],
+        [this.limits.maxEntries, Number.isFinite(afterSeq) ? Math.max(0, Math.floor(afterSeq)) : 0, count],
       ),
     );
   }

@@ -30,6 +30,7 @@ import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { registerDoctorCommand } from "./doctor.js";
 import { registerMcpCommand } from "./mcp.js";
+import { registerRedisCommand } from "./redis.js";
 import { registerSandboxesCommand } from "./sandboxes.js";
 import { UsageError } from "./usage-error.js";
 
@@ -208,6 +209,7 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
 
   registerDoctorCommand(program, io, setExitCode);
   registerMcpCommand(program, io);
+  registerRedisCommand(program, io);
 
   return program;
 }

@@ -11,6 +11,8 @@ import { DEFAULT_QUEUE_LIMITS, type QueueLimits } from "../runs/queue/port.js";
 import { type SandboxKind } from "../sandbox/types.js";
 import type { SetupSecretGrant } from "../config/setup-secrets.js";
 import { SettingsError } from "../util/errors.js";
+import type { RedisTarget } from "../store/redis-connection.js";
+import { redisPrefixFromEnv, redisTargetFromEnv } from "../store/redis-settings.js";
 import { parseAgentEnvNames, providerSettingsProblems } from "../agents/provider-settings.js";
 import { createAgent } from "../agents/registry.js";
 import type { AgentDriver } from "../agents/types.js";
@@ -140,8 +142,11 @@ export type AppModeSettings = Extract<AppSettings, { mode: "app" }>;
 export type QueueSettings =
   | { kind: "memory" }
   | { kind: "sqlite"; path: string }
-  /** `prefix` namespaces every Redis key, so several deployments can share one Redis. */
-  | { kind: "bullmq"; redisUrl: string; prefix: string };
+  /**
+   * `redis`: one node, a cluster or a master behind sentinels. `prefix` namespaces every Redis
+   * key, so several deployments can share one Redis.
+   */
+  | { kind: "bullmq"; redis: RedisTarget; prefix: string };
 
 /**
  * Reads the environment. With no app credentials at all the app starts in setup mode (the
@@ -559,16 +564,8 @@ function queueFrom(env: NodeJS.ProcessEnv): QueueSettings {
   if (kind === "memory") return { kind: "memory" };
   if (kind === "sqlite") return { kind: "sqlite", path: env["HARNESS_DB"] || "./data/harness.db" };
   if (kind === "bullmq") {
-    const redisUrl = env["REDIS_URL"];
-    if (!redisUrl) throw new SettingsError("HARNESS_QUEUE=bullmq needs REDIS_URL (for example redis://127.0.0.1:6379)");
-    if (!/^rediss?:\/\//.test(redisUrl))
-      throw new SettingsError(
-        `REDIS_URL must start with redis:// or rediss://, got "${redisUrl.replace(/\/\/[^@/]*@/, "//***@")}"`,
-      );
-    const prefix = env["HARNESS_REDIS_PREFIX"] || "harness";
-    if (!/^[A-Za-z0-9_.-]+$/.test(prefix))
-      throw new SettingsError(`HARNESS_REDIS_PREFIX may hold letters, digits, "_", "." and "-" only, got "${prefix}"`);
-    return { kind: "bullmq", redisUrl, prefix };
+    const redis = redisTargetFromEnv(env);
+    return { kind: "bullmq", redis, prefix: redisPrefixFromEnv(env) };
   }
   throw new SettingsError(`HARNESS_QUEUE must be "sqlite", "bullmq" or "memory", got "${kind}"`);
 }

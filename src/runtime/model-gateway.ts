@@ -44,7 +44,7 @@ export async function startAppGateway(options: AppGatewayOptions): Promise<AppGa
   if (upstreams.length === 0) return undefined;
   const grants: GrantStore =
     options.store?.kind === "bullmq" || options.store?.kind === "redis"
-      ? new RedisGrantStore({ redis: options.store.redisUrl, prefix: options.store.prefix })
+      ? new RedisGrantStore({ redis: options.store.redis, prefix: options.store.prefix })
       : new MemoryGrantStore();
   const { audit, log, metrics, prices } = options;
   const record = (entry: Parameters<AuditLog["record"]>[0]): void => {

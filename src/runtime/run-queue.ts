@@ -30,7 +30,7 @@ export function createRunQueue(settings: AppModeSettings, processor: RunProcesso
     return new SqliteRunQueue(processor, { path: queue.path, ...common, onStoreError: events.storeUnavailable });
   if (queue?.kind === "bullmq")
     return new BullmqRunQueue(processor, {
-      redisUrl: queue.redisUrl,
+      redis: queue.redis,
       prefix: queue.prefix,
       ...common,
       onConnectionError: events.storeUnavailable,

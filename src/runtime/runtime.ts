@@ -37,6 +37,7 @@ import { RepoCache } from "../sandbox/local/repo-cache.js";
 import { createLocalSandbox } from "../sandbox/local/sandbox.js";
 import type { Sandbox, SandboxKind, SandboxOptions } from "../sandbox/types.js";
 import { assertRedisReachable } from "../store/redis-connection.js";
+import { hasKeysBeforeHashTags, OLD_LAYOUT_FIX, OLD_LAYOUT_PROBLEM } from "../store/redis-key-migration.js";
 import { ConfigCache, TtlCache } from "../triggers/ttl-cache.js";
 import type { HandlerDeps } from "../triggers/handlers.js";
 import { describeError, SandboxError } from "../util/errors.js";
@@ -113,7 +114,12 @@ export async function buildRuntime(
   const localIsolation = await localIsolationFor(settings);
   // A queue that cannot be reached stops start-up with the address, not a process that
   // looks alive and takes webhooks it can never queue.
-  if (settings.queue?.kind === "bullmq" && !overrides.queue) await assertRedisReachable(settings.queue.redisUrl);
+  if (settings.queue?.kind === "bullmq" && !overrides.queue) {
+    await assertRedisReachable(settings.queue.redis);
+    // An upgrade without the one-off rename: said at every start until it is done.
+    if (await hasKeysBeforeHashTags(settings.queue.redis, settings.queue.prefix).catch(() => false))
+      log.warn({ fix: OLD_LAYOUT_FIX }, `Redis ${OLD_LAYOUT_PROBLEM}`);
+  }
   const environment = overrides.environment ?? process.env;
   const redactor = createRedactor(secretsFromEnv(environment));
   // Every run is recorded in the journal beside the queue (state, steps, PR, report), so every

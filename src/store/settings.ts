@@ -1,3 +1,5 @@
+import type { RedisTarget } from "./redis-connection.js";
+
 /**
  * Where Harness keeps what must outlive a request — runs, the journal, pending approvals, the
  * audit trail — following the queue: in memory beside the in-memory queue, in the HARNESS_DB
@@ -7,4 +9,4 @@
 export type StoreSettings =
   | { kind: "memory" }
   | { kind: "sqlite"; path: string }
-  | { kind: "bullmq" | "redis"; redisUrl: string; prefix: string };
+  | { kind: "bullmq" | "redis"; redis: RedisTarget | string; prefix: string };

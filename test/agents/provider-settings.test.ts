@@ -54,7 +54,8 @@ describe("provider settings and pass-through variables", () => {
     expect(parseAgentEnvNames("A, B ,A")).toEqual(["A", "B"]);
     expect(() => parseAgentEnvNames("GH_TOKEN")).toThrow(/never passed to an agent/);
     expect(() => parseAgentEnvNames("HARNESS_DB")).toThrow(/never passed to an agent/);
-    expect(() => parseAgentEnvNames("REDIS_URL")).toThrow(/never passed to an agent/);
+    for (const name of ["REDIS_URL", "REDIS_PASSWORD", "REDIS_SENTINEL_PASSWORD", "REDIS_CLUSTER_NODES"])
+      expect(() => parseAgentEnvNames(name)).toThrow(/never passed to an agent/);
   });
 
   test("a provider switch is checked against the agent; the command agent has no provider to contradict", () => {

@@ -8,7 +8,7 @@ import { MemoryAuditLog } from "../../src/audit/memory-audit-log.js";
 import { RedisAuditLog } from "../../src/audit/redis-audit-log.js";
 import { SqliteAuditLog } from "../../src/audit/sqlite-audit-log.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
 import { describeAuditLogConformance, requested, TOKEN, uniqueRunId } from "./audit-log-conformance.js";
 
 describeAuditLogConformance("memory", ({ limits, now, redactor }) => {
@@ -38,32 +38,34 @@ describeAuditLogConformance("SQLite", async ({ limits, now, redactor }) => {
 const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-audit-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-afterAll(() => deleteRedisKeys(redisUrl, prefixRoot));
 
 let redisCase = 0;
-describeAuditLogConformance("Redis", ({ limits, now, redactor }) => {
-  redisCase += 1;
-  const prefix = `${prefixRoot}:${String(redisCase)}`;
-  const opened: RedisAuditLog[] = [];
-  const open = (): RedisAuditLog => {
-    const log = new RedisAuditLog({
-      redis: redisUrl,
-      prefix,
-      now,
-      ...(limits ? { limits } : {}),
-      ...(redactor ? { redactor } : {}),
+for (const { name, target } of testRedisTopologies()) {
+  afterAll(() => deleteRedisKeys(target, prefixRoot));
+  describeAuditLogConformance(name, ({ limits, now, redactor }) => {
+    redisCase += 1;
+    const prefix = `${prefixRoot}:${String(redisCase)}`;
+    const opened: RedisAuditLog[] = [];
+    const open = (): RedisAuditLog => {
+      const log = new RedisAuditLog({
+        redis: target,
+        prefix,
+        now,
+        ...(limits ? { limits } : {}),
+        ...(redactor ? { redactor } : {}),
+      });
+      opened.push(log);
+      return log;
+    };
+    return Promise.resolve({
+      log: open(),
+      another: () => Promise.resolve(open()),
+      dispose: async () => {
+        for (const log of opened) await log.close();
+      },
     });
-    opened.push(log);
-    return log;
-  };
-  return Promise.resolve({
-    log: open(),
-    another: () => Promise.resolve(open()),
-    dispose: async () => {
-      for (const log of opened) await log.close();
-    },
   });
-});
+}
 
 function recorder(path: string, runId: string, count: number, tag: string): Promise<void> {
   const child = fork(
@@ -150,7 +152,7 @@ describe("createAuditLog", () => {
       } finally {
         await dir.cleanup();
       }
-      const redis = createAuditLog({ kind: "bullmq", redisUrl, prefix: `${prefixRoot}:factory` });
+      const redis = createAuditLog({ kind: "bullmq", redis: redisUrl, prefix: `${prefixRoot}:factory` });
       expect(redis).toBeInstanceOf(RedisAuditLog);
       await redis.close();
     },

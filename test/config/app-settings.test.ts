@@ -195,7 +195,11 @@ describe("queue settings", () => {
 
   test("BullMQ needs a redis:// REDIS_URL; the prefix, cluster cap and lease are settings", () => {
     expect(settingsFromEnv({ ...base, HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://10.0.0.5:6379" })).toMatchObject({
-      queue: { kind: "bullmq", redisUrl: "redis://10.0.0.5:6379", prefix: "harness" },
+      queue: {
+        kind: "bullmq",
+        redis: { mode: "node", url: "redis://10.0.0.5:6379", waitReplicas: 0 },
+        prefix: "harness",
+      },
       maxInFlight: 0,
       leaseMs: 60_000,
     });
@@ -222,6 +226,106 @@ describe("queue settings", () => {
     expect(
       settingsFromEnv({ ...base, HARNESS_ROLE: "worker", HARNESS_QUEUE: "bullmq", REDIS_URL: "redis://r" }),
     ).toMatchObject({ role: "worker" });
+  });
+});
+
+describe("Redis Cluster and Sentinel settings", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_QUEUE: "bullmq" };
+  const queueOf = (env: Record<string, string>) => {
+    const settings = settingsFromEnv({ ...base, ...env });
+    return settings.mode === "app" ? settings.queue : undefined;
+  };
+
+  test("REDIS_CLUSTER_NODES: a cluster by any of its nodes, with credentials and TLS of their own", () => {
+    expect(queueOf({ REDIS_CLUSTER_NODES: "10.0.0.1:6379, redis-2.internal:6380,[fd00::3]:6379" })).toEqual({
+      kind: "bullmq",
+      prefix: "harness",
+      redis: {
+        mode: "cluster",
+        nodes: [
+          { host: "10.0.0.1", port: 6379 },
+          { host: "redis-2.internal", port: 6380 },
+          { host: "fd00::3", port: 6379 },
+        ],
+        waitReplicas: 0,
+      },
+    });
+    const password = fakeToken("redis");
+    expect(
+      queueOf({ REDIS_CLUSTER_NODES: "r:6379", REDIS_USERNAME: "harness", REDIS_PASSWORD: password, REDIS_TLS: "1" }),
+    ).toMatchObject({ redis: { mode: "cluster", username: "harness", password, tls: true } });
+  });
+
+  test("REDIS_SENTINELS with REDIS_SENTINEL_NAME: each write waits for a replica unless told otherwise", () => {
+    expect(queueOf({ REDIS_SENTINELS: "s1:26379,s2:26379,s3:26379", REDIS_SENTINEL_NAME: "mymaster" })).toMatchObject({
+      redis: {
+        mode: "sentinel",
+        name: "mymaster",
+        sentinels: [
+          { host: "s1", port: 26379 },
+          { host: "s2", port: 26379 },
+          { host: "s3", port: 26379 },
+        ],
+        waitReplicas: 1,
+      },
+    });
+    const sentinelPassword = fakeToken("sentinel");
+    expect(
+      queueOf({
+        REDIS_SENTINELS: "s1:26379",
+        REDIS_SENTINEL_NAME: "mymaster",
+        REDIS_SENTINEL_PASSWORD: sentinelPassword,
+        REDIS_WAIT_REPLICAS: "0",
+      }),
+    ).toMatchObject({ redis: { sentinelPassword, waitReplicas: 0 } });
+    expect(queueOf({ REDIS_URL: "redis://r:6379", REDIS_WAIT_REPLICAS: "2" })).toMatchObject({
+      redis: { mode: "node", waitReplicas: 2 },
+    });
+  });
+
+  test.each([
+    [{}, /HARNESS_QUEUE=bullmq needs REDIS_URL .*, REDIS_CLUSTER_NODES .* or REDIS_SENTINELS/],
+    [
+      { REDIS_URL: "redis://r", REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "m" },
+      /Set one of REDIS_URL, REDIS_CLUSTER_NODES and REDIS_SENTINELS, not REDIS_URL and REDIS_SENTINELS/,
+    ],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1" }, /REDIS_CLUSTER_NODES must be host:port pairs .*; "10\.0\.0\.1" is not one/],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1:0" }, /"10\.0\.0\.1:0" is not one/],
+    [{ REDIS_CLUSTER_NODES: "10.0.0.1:65536" }, /"10\.0\.0\.1:65536" is not one/],
+    [{ REDIS_CLUSTER_NODES: "redis://10.0.0.1:6379" }, /"redis:\/\/10\.0\.0\.1:6379" is not one/],
+    [{ REDIS_CLUSTER_NODES: "::1:6379" }, /"::1:6379" is not one/],
+    [{ REDIS_CLUSTER_NODES: "," }, /REDIS_CLUSTER_NODES must list host:port pairs/],
+    [
+      { REDIS_CLUSTER_NODES: Array.from({ length: 65 }, (_, i) => `h${String(i)}:1`).join(",") },
+      /lists 65 hosts; at most 64/,
+    ],
+    [{ REDIS_CLUSTER_NODES: `${"a".repeat(5000)}:1` }, /REDIS_CLUSTER_NODES is 5002 characters long; at most 4096/],
+    [{ REDIS_CLUSTER_NODES: `${"a".repeat(300)}:1` }, /is not one/],
+    [{ REDIS_SENTINELS: "s:26379" }, /REDIS_SENTINELS needs REDIS_SENTINEL_NAME/],
+    [{ REDIS_SENTINELS: "s:26379", REDIS_SENTINEL_NAME: "my master" }, /REDIS_SENTINEL_NAME may hold/],
+    [{ REDIS_CLUSTER_NODES: "r:6379", REDIS_SENTINEL_NAME: "m" }, /REDIS_SENTINEL_NAME goes with REDIS_SENTINELS/],
+    [{ REDIS_CLUSTER_NODES: "r:6379", REDIS_TLS: "yes" }, /REDIS_TLS must be 1 or 0/],
+    [
+      { REDIS_CLUSTER_NODES: "r:6379", REDIS_WAIT_REPLICAS: "-1" },
+      /REDIS_WAIT_REPLICAS must be a whole number from 0 to 16/,
+    ],
+    [{ REDIS_CLUSTER_NODES: "r:6379", REDIS_WAIT_REPLICAS: "17" }, /REDIS_WAIT_REPLICAS must be a whole number/],
+    [{ REDIS_CLUSTER_NODES: "r:6379", REDIS_PASSWORD: "a\nb" }, /REDIS_PASSWORD holds a control character/],
+    [{ REDIS_CLUSTER_NODES: "r:6379", REDIS_PASSWORD: "p".repeat(1025) }, /REDIS_PASSWORD is longer than 1024/],
+    [
+      { REDIS_URL: "redis://r:6379", REDIS_PASSWORD: "p" },
+      /REDIS_PASSWORD goes with REDIS_CLUSTER_NODES or REDIS_SENTINELS; with REDIS_URL, put the credentials in the URL/,
+    ],
+    [{ REDIS_URL: `redis://${"r".repeat(3000)}` }, /REDIS_URL is 3008 characters long; at most 2048/],
+  ])("refused with the fix: %o", (env, message) => {
+    expect(() => settingsFromEnv({ ...base, ...(env as Record<string, string>) })).toThrow(message);
+  });
+
+  test("a refused password is never echoed", () => {
+    const password = fakeToken("redis");
+    expect(() => settingsFromEnv({ ...base, REDIS_CLUSTER_NODES: "r:6379", REDIS_PASSWORD: `${password}\n` })).toThrow(
+      expect.objectContaining({ message: expect.not.stringContaining(password) as unknown }) as Error,
+    );
   });
 });
 

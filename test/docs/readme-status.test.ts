@@ -153,6 +153,15 @@ const SHIPPED: ShippedCapability[] = [
     named: /\bMCP server\b/,
     evidence: [{ file: "src/mcp/sandbox-server.ts", contains: "export function createSandboxMcpServer" }],
   },
+  {
+    name: "Redis Cluster and Sentinel",
+    named: /\bRedis\s+Cluster\b[^]*\bSentinel\b/,
+    evidence: [
+      { file: "src/store/redis-settings.ts", contains: "REDIS_CLUSTER_NODES" },
+      { file: "src/store/redis-connection.ts", contains: "new Cluster(" },
+      { file: "src/store/redis-keys.ts", contains: "export function storeNamespace" },
+    ],
+  },
 ];
 
 /** Where the Status stops listing what works: its "Not yet." part, or any word of things to come. */

@@ -14,6 +14,7 @@ import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeApp, type FakeGitHub, type Permissions } from "../fakes/github/server.js";
 import { startModelServer, type ModelServer } from "../fakes/model-server/server.js";
 import { fakePemLines, fakeToken } from "../helpers/fake-secrets.js";
+import { Redis } from "ioredis";
 import { testRedisUrl } from "../helpers/redis.js";
 
 /*
@@ -196,6 +197,23 @@ describe("harness doctor", () => {
       ) as unknown,
       fix: expect.stringContaining("start Redis") as unknown,
     });
+  });
+
+  it("fails the queue store check when Redis holds keys named as before hash tags, with the one-off fix", async () => {
+    const prefix = `doctor-old-layout-${String(process.pid)}`;
+    const admin = new Redis(testRedisUrl(), { maxRetriesPerRequest: 1 });
+    try {
+      await admin.set(`${prefix}:h:seq`, "3");
+      const reports = await doctor(healthyEnv({ HARNESS_REDIS_PREFIX: prefix }));
+      expect(failures(reports).map((candidate) => candidate.id)).toEqual(["queue-store"]);
+      expect(report(reports, "queue-store")).toMatchObject({
+        detail: expect.stringContaining("holds keys named as before hash tags") as unknown,
+        fix: expect.stringContaining("harness redis rename-keys") as unknown,
+      });
+    } finally {
+      await admin.del(`${prefix}:h:seq`);
+      admin.disconnect();
+    }
   });
 
   it("checks a SQLite store's folder without writing a database", async () => {

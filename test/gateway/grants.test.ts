@@ -3,11 +3,11 @@ import { afterAll, afterEach, describe, expect, test } from "vitest";
 import { MemoryGrantStore, type Grant, type GrantStore } from "../../src/gateway/grants.js";
 import { RedisGrantStore } from "../../src/gateway/redis-grants.js";
 import { mintRunToken, runTokenHash } from "../../src/gateway/run-token.js";
-import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, testRedisTopologies } from "../helpers/redis.js";
 
-const redisUrl = testRedisUrl();
 const prefixRoot = `test-grants-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-afterAll(() => deleteRedisKeys(redisUrl, prefixRoot));
+const topologies = testRedisTopologies();
+for (const { target } of topologies) afterAll(() => deleteRedisKeys(target, prefixRoot));
 
 interface Stores {
   store: GrantStore;
@@ -24,17 +24,17 @@ const adapters: Array<[string, () => Stores]> = [
       return { store, another: () => store };
     },
   ],
-  [
-    "Redis",
+  ...topologies.map(({ name, target }): [string, () => Stores] => [
+    name,
     () => {
       redisCase += 1;
       const prefix = `${prefixRoot}:${String(redisCase)}`;
       return {
-        store: new RedisGrantStore({ redis: redisUrl, prefix }),
-        another: () => new RedisGrantStore({ redis: redisUrl, prefix }),
+        store: new RedisGrantStore({ redis: target, prefix }),
+        another: () => new RedisGrantStore({ redis: target, prefix }),
       };
     },
-  ],
+  ]),
 ];
 
 function grant(runId: string, expiresAt: number, upstream: Grant["upstream"] = "anthropic"): Grant {

@@ -11,7 +11,8 @@ import type { PullRequestLedger } from "../../src/pulls/ledger/port.js";
 import { RedisPullRequestLedger } from "../../src/pulls/ledger/redis.js";
 import { SqlitePullRequestLedger } from "../../src/pulls/ledger/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, redisKeys, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
+import type { RedisTarget } from "../../src/store/redis-connection.js";
 import { describePullRequestLedgerConformance } from "./ledger-conformance.js";
 
 const PULL = {
@@ -131,15 +132,14 @@ describe("SQLite pull request ledger", () => {
 const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-ledger-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-afterAll(() => deleteRedisKeys(redisUrl, prefixRoot));
 
 let redisCase = 0;
-function redisLedgers(options: LedgerOptions) {
+function redisLedgers(options: LedgerOptions, target: RedisTarget | string = redisUrl) {
   redisCase += 1;
   const prefix = `${prefixRoot}:${String(redisCase)}`;
   const opened: PullRequestLedger[] = [];
   const open = (): RedisPullRequestLedger => {
-    const ledger = new RedisPullRequestLedger({ ...options, redis: redisUrl, prefix });
+    const ledger = new RedisPullRequestLedger({ ...options, redis: target, prefix });
     opened.push(ledger);
     return ledger;
   };
@@ -153,7 +153,10 @@ function redisLedgers(options: LedgerOptions) {
   });
 }
 
-describePullRequestLedgerConformance("Redis", redisLedgers);
+for (const { name, target } of testRedisTopologies()) {
+  afterAll(() => deleteRedisKeys(target, prefixRoot));
+  describePullRequestLedgerConformance(name, (options) => redisLedgers(options, target));
+}
 
 describe("pull request ledger adapters", () => {
   const disposers: Array<() => Promise<void>> = [];
@@ -180,7 +183,7 @@ describe("pull request ledger adapters", () => {
   test("the factory's bullmq kind keeps the ledger in that Redis, under its prefix", async () => {
     const ledgers = await redisLedgers({});
     disposers.push(ledgers.dispose);
-    const created = createPullRequestLedger({ kind: "bullmq", redisUrl, prefix: ledgers.prefix });
+    const created = createPullRequestLedger({ kind: "bullmq", redis: redisUrl, prefix: ledgers.prefix });
     disposers.push(() => created.close());
     const tracked = await created.track(PULL);
     expect(await ledgers.ledger.get(9, 1)).toEqual(tracked);
@@ -189,8 +192,10 @@ describe("pull request ledger adapters", () => {
     disposers.push(async () => {
       await admin.quit();
     });
-    const keys = (await admin.keys(`${ledgers.prefix}:*`)).map((key) => key.slice(ledgers.prefix.length)).sort();
-    expect(keys).toEqual([":pulls:by-seq:all", ":pulls:by-seq:open", ":pulls:pull:9#1", ":pulls:seq"]);
+    const keys = (await redisKeys(admin, ledgers.prefix)).sort();
+    // One hash tag for the store, so a cluster runs its scripts.
+    const namespace = `{${ledgers.prefix}:pulls}`;
+    expect(keys).toEqual(["by-seq:all", "by-seq:open", "pull:9#1", "seq"].map((key) => `${namespace}:${key}`));
   });
 
   test("a shared Redis connection is used as it is and left open on close", async () => {
@@ -225,7 +230,7 @@ describe("pull request ledger adapters", () => {
     // its compare-and-set every time: another writer always gets in first.
     const attempt = ledger.update(9, 1, (pull) => {
       calls += 1;
-      void shared.set(`${prefix}:pulls:pull:9#1`, JSON.stringify({ ...pull, reviewWatermark: calls }));
+      void shared.set(`{${prefix}:pulls}:pull:9#1`, JSON.stringify({ ...pull, reviewWatermark: calls }));
       return { ...pull, rounds: pull.rounds + 1 };
     });
     await expect(attempt).rejects.toThrow(/could not update 9#1: it changed under 100 attempts/);

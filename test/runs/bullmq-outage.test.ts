@@ -51,7 +51,7 @@ describe.skipIf(!hasRedisServer)("BullMQ queue through a Redis outage", () => {
     async () => {
       const processor = new ControlledProcessor();
       const queue = new BullmqRunQueue(processor.process, {
-        redisUrl: url,
+        redis: url,
         prefix: "outage",
         concurrency: 2,
         leaseMs: 10_000,

@@ -4,31 +4,24 @@ import { afterAll, describe, expect, test } from "vitest";
 import { BullmqRunQueue } from "../../src/runs/queue/bullmq.js";
 import { assertRedisReachable } from "../../src/store/redis-connection.js";
 import { ControlledProcessor, describeQueueConformance, request } from "./queue-conformance.js";
-import { testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
 
 const REDIS_URL = testRedisUrl();
 
-const prefixes: string[] = [];
+// One root per test file run, so parallel files and earlier runs never share keys.
+const prefixRoot = `harness-test-${randomBytes(6).toString("hex")}`;
+let prefixes = 0;
 function freshPrefix(): string {
-  const prefix = `harness-test-${randomBytes(6).toString("hex")}`;
-  prefixes.push(prefix);
-  return prefix;
+  prefixes += 1;
+  return `${prefixRoot}:${String(prefixes)}`;
 }
 
-afterAll(async () => {
-  const redis = new Redis(REDIS_URL);
-  for (const prefix of prefixes) {
-    const keys = await redis.keys(`${prefix}:*`);
-    if (keys.length > 0) await redis.del(...keys);
-  }
-  redis.disconnect();
-});
-
-{
-  describeQueueConformance("BullMQ on Redis", (processor, { concurrency, limits }) =>
+for (const { name, target } of testRedisTopologies()) {
+  afterAll(() => deleteRedisKeys(target, prefixRoot));
+  describeQueueConformance(`BullMQ on ${name}`, (processor, { concurrency, limits }) =>
     Promise.resolve({
       queue: new BullmqRunQueue(processor, {
-        redisUrl: REDIS_URL,
+        redis: target,
         prefix: freshPrefix(),
         concurrency,
         waitPollMs: 200,
@@ -44,11 +37,11 @@ describe("BullMQ queue on Redis", () => {
     const prefix = freshPrefix();
     const processor = new ControlledProcessor();
     processor.autoFinish = false;
-    const web = new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 0 });
+    const web = new BullmqRunQueue(processor.process, { redis: REDIS_URL, prefix, concurrency: 0 });
     const workers = [1, 2].map(
       () =>
         new BullmqRunQueue(processor.process, {
-          redisUrl: REDIS_URL,
+          redis: REDIS_URL,
           prefix,
           concurrency: 3,
           maxInFlight: 2,
@@ -76,7 +69,7 @@ describe("BullMQ queue on Redis", () => {
   test("a cancel racing a finishing run leaves exactly one terminal state", async () => {
     const prefix = freshPrefix();
     const processor = new ControlledProcessor();
-    const queue = new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 1 });
+    const queue = new BullmqRunQueue(processor.process, { redis: REDIS_URL, prefix, concurrency: 1 });
     const redis = new Redis(REDIS_URL);
     try {
       const item = request(400);
@@ -85,7 +78,7 @@ describe("BullMQ queue on Redis", () => {
       processor.release(item.runId);
       const cancelled = await queue.cancel("4242#400");
       await queue.idle();
-      const state = await redis.hget(`${prefix}:h:run:${item.runId}`, "state");
+      const state = await redis.hget(`{${prefix}}:h:run:${item.runId}`, "state");
       // Whichever won, the run ended once: done when the finish came first, cancelled otherwise.
       expect(cancelled ? ["cancelled", "done"] : ["done"]).toContain(state);
       expect(processor.finished).toEqual([item.runId]);
@@ -100,13 +93,13 @@ describe("BullMQ queue on Redis", () => {
     const prefix = freshPrefix();
     const processor = new ControlledProcessor();
     processor.autoFinish = true;
-    const first = new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 1 });
+    const first = new BullmqRunQueue(processor.process, { redis: REDIS_URL, prefix, concurrency: 1 });
     const original = request(500, "4242:comment:9001");
     await first.enqueue(original);
     await processor.startedCount(1);
     await first.idle();
     await first.close();
-    const second = new BullmqRunQueue(processor.process, { redisUrl: REDIS_URL, prefix, concurrency: 1 });
+    const second = new BullmqRunQueue(processor.process, { redis: REDIS_URL, prefix, concurrency: 1 });
     try {
       expect(await second.enqueue({ ...request(500, "4242:comment:9001") })).toEqual({
         status: "duplicate",
@@ -130,7 +123,7 @@ describe("BullMQ queue on Redis", () => {
     // without closing, so its lock lapses and BullMQ puts the job back.
     const hung = new ControlledProcessor();
     const doomed = new BullmqRunQueue(hung.process, {
-      redisUrl: REDIS_URL,
+      redis: REDIS_URL,
       prefix,
       concurrency: 1,
       leaseMs: 500,
@@ -145,7 +138,7 @@ describe("BullMQ queue on Redis", () => {
       resolveInterrupted = resolve;
     });
     const survivor = new BullmqRunQueue(new ControlledProcessor().process, {
-      redisUrl: REDIS_URL,
+      redis: REDIS_URL,
       prefix,
       concurrency: 1,
       leaseMs: 500,

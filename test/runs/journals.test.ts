@@ -1,13 +1,12 @@
 import { randomBytes } from "node:crypto";
 import { join } from "node:path";
-import { Redis } from "ioredis";
 import { afterAll } from "vitest";
 import { MemoryRunJournal } from "../../src/runs/journal/memory.js";
 import { RedisRunJournal } from "../../src/runs/journal/redis.js";
 import { SqliteRunJournal } from "../../src/runs/journal/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
 import { describeJournalConformance } from "./journal-conformance.js";
-import { testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, testRedisTopologies } from "../helpers/redis.js";
 
 describeJournalConformance("memory", ({ limits, now }) => {
   const journal = new MemoryRunJournal({ now, ...(limits ? { limits } : {}) });
@@ -33,38 +32,34 @@ describeJournalConformance("SQLite", async ({ limits, now }) => {
   };
 });
 
-const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-journal-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-const admin = new Redis(redisUrl, { maxRetriesPerRequest: 2 });
 
-afterAll(async () => {
-  const keys = await admin.keys(`${prefixRoot}*`);
-  if (keys.length > 0) await admin.del(...keys);
-  await admin.quit();
-});
+for (const { name, target } of testRedisTopologies()) {
+  afterAll(() => deleteRedisKeys(target, prefixRoot));
 
-let redisCase = 0;
-describeJournalConformance("Redis", ({ limits, now }) => {
-  redisCase += 1;
-  const prefix = `${prefixRoot}-${String(redisCase)}`;
-  const opened: RedisRunJournal[] = [];
-  const open = (): RedisRunJournal => {
-    const journal = new RedisRunJournal({
-      redis: redisUrl,
-      prefix,
-      now,
-      blockMs: 2_000,
-      ...(limits ? { limits } : {}),
+  let redisCase = 0;
+  describeJournalConformance(name, ({ limits, now }) => {
+    redisCase += 1;
+    const prefix = `${prefixRoot}:${String(redisCase)}`;
+    const opened: RedisRunJournal[] = [];
+    const open = (): RedisRunJournal => {
+      const journal = new RedisRunJournal({
+        redis: target,
+        prefix,
+        now,
+        blockMs: 2_000,
+        ...(limits ? { limits } : {}),
+      });
+      opened.push(journal);
+      return journal;
+    };
+    return Promise.resolve({
+      journal: open(),
+      another: () => Promise.resolve(open()),
+      dispose: async () => {
+        for (const journal of opened) await journal.close();
+      },
     });
-    opened.push(journal);
-    return journal;
-  };
-  return Promise.resolve({
-    journal: open(),
-    another: () => Promise.resolve(open()),
-    dispose: async () => {
-      for (const journal of opened) await journal.close();
-    },
   });
-});
+}

@@ -14,8 +14,9 @@ import {
 } from "../../src/runs/pending/port.js";
 import { RedisPendingRequestStore } from "../../src/runs/pending/redis.js";
 import { SqlitePendingRequestStore } from "../../src/runs/pending/sqlite.js";
+import type { RedisTarget } from "../../src/store/redis-connection.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, redisKeys, testRedisTopologies, testRedisUrl, type RedisTopology } from "../helpers/redis.js";
 import { describePendingRequestConformance } from "./pending-requests-conformance.js";
 
 const HOUR = 3600_000;
@@ -243,84 +244,86 @@ test("the factory keeps requests in memory when no store is configured", async (
   await store.close();
 });
 
-const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-pending-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
 
-{
-  afterAll(() => deleteRedisKeys(redisUrl, prefixRoot));
-
-  let redisCase = 0;
-  const redisStores = (options: PendingRequestStoreOptions) => {
-    redisCase += 1;
-    const prefix = `${prefixRoot}:${String(redisCase)}`;
-    const opened: PendingRequestStore[] = [];
-    const open = (): RedisPendingRequestStore => {
-      const store = new RedisPendingRequestStore({ ...options, redis: redisUrl, prefix });
-      opened.push(store);
-      return store;
-    };
-    return Promise.resolve({
-      prefix,
-      store: open(),
-      another: () => Promise.resolve(open()),
-      dispose: async () => {
-        for (const store of opened) await store.close();
-      },
-    });
+let redisCase = 0;
+function redisStores(target: RedisTarget, options: PendingRequestStoreOptions) {
+  redisCase += 1;
+  const prefix = `${prefixRoot}:${String(redisCase)}`;
+  const opened: PendingRequestStore[] = [];
+  const open = (): RedisPendingRequestStore => {
+    const store = new RedisPendingRequestStore({ ...options, redis: target, prefix });
+    opened.push(store);
+    return store;
   };
-
-  describePendingRequestConformance("Redis", redisStores);
-
-  describe("Redis pending requests", () => {
-    const disposers: Array<() => Promise<void>> = [];
-    afterEach(async () => {
-      for (const dispose of disposers.splice(0).reverse()) await dispose();
-    });
-
-    test("every key the store writes has a TTL, so nothing outlives its requests", async () => {
-      const stores = await redisStores({});
-      disposers.push(stores.dispose);
-      await stores.store.put({
-        issueKey: "9#1",
-        intent: "fix the typo",
-        requester: { login: "alice", id: 1 },
-        commentId: 1,
-      });
-      await stores.store.put({
-        issueKey: "9#2",
-        intent: "and this",
-        requester: { login: "alice", id: 1 },
-        commentId: 2,
-      });
-      await stores.store.claimReply("9#1", "bob", 60_000);
-
-      const admin = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
-      disposers.push(async () => {
-        await admin.quit();
-      });
-      const keys = (await admin.keys(`${stores.prefix}:*`)).sort();
-      expect(keys.map((key) => key.slice(stores.prefix.length))).toEqual([
-        ":pending:issue:9#1",
-        ":pending:issue:9#2",
-        ":pending:person:1",
-        ":pending:reply:bob:9#1",
-      ]);
-      for (const key of keys) expect(await admin.pttl(key)).toBeGreaterThan(0);
-    });
-
-    test("the factory's bullmq kind keeps requests in that Redis, under its prefix", async () => {
-      const stores = await redisStores({});
-      disposers.push(stores.dispose);
-      const created = createPendingRequestStore({ kind: "bullmq", redisUrl, prefix: stores.prefix });
-      disposers.push(() => created.close());
-      const outcome = await created.put({
-        issueKey: "9#1",
-        intent: "fix the typo",
-        requester: { login: "alice", id: 1 },
-        commentId: 1,
-      });
-      expect(await stores.store.list("9#1")).toEqual(outcome.status === "stored" ? [outcome.request] : []);
-    });
+  return Promise.resolve({
+    prefix,
+    store: open(),
+    another: () => Promise.resolve(open()),
+    dispose: async () => {
+      for (const store of opened) await store.close();
+    },
   });
 }
+
+const topologies = testRedisTopologies();
+for (const { name, target } of topologies) {
+  afterAll(() => deleteRedisKeys(target, prefixRoot));
+  describePendingRequestConformance(name, (options) => redisStores(target, options));
+}
+
+describe("Redis pending requests", () => {
+  const { target } = topologies[0] as RedisTopology;
+  const redisUrl = testRedisUrl();
+  const disposers: Array<() => Promise<void>> = [];
+  afterEach(async () => {
+    for (const dispose of disposers.splice(0).reverse()) await dispose();
+  });
+
+  test("every key the store writes has a TTL, so nothing outlives its requests", async () => {
+    const stores = await redisStores(target, {});
+    disposers.push(stores.dispose);
+    await stores.store.put({
+      issueKey: "9#1",
+      intent: "fix the typo",
+      requester: { login: "alice", id: 1 },
+      commentId: 1,
+    });
+    await stores.store.put({
+      issueKey: "9#2",
+      intent: "and this",
+      requester: { login: "alice", id: 1 },
+      commentId: 2,
+    });
+    await stores.store.claimReply("9#1", "bob", 60_000);
+
+    const admin = new Redis(redisUrl, { maxRetriesPerRequest: 1 });
+    disposers.push(async () => {
+      await admin.quit();
+    });
+    const keys = (await redisKeys(admin, stores.prefix)).sort();
+    // One hash tag for the store, so a cluster runs its scripts.
+    expect(keys).toEqual([
+      `{${stores.prefix}:pending}:issue:9#1`,
+      `{${stores.prefix}:pending}:issue:9#2`,
+      `{${stores.prefix}:pending}:person:1`,
+      `{${stores.prefix}:pending}:reply:bob:9#1`,
+    ]);
+    for (const key of keys) expect(await admin.pttl(key)).toBeGreaterThan(0);
+  });
+
+  test("the factory's bullmq kind keeps requests in that Redis, under its prefix", async () => {
+    const stores = await redisStores(target, {});
+    disposers.push(stores.dispose);
+    const created = createPendingRequestStore({ kind: "bullmq", redis: redisUrl, prefix: stores.prefix });
+    disposers.push(() => created.close());
+    const outcome = await created.put({
+      issueKey: "9#1",
+      intent: "fix the typo",
+      requester: { login: "alice", id: 1 },
+      commentId: 1,
+    });
+    expect(await stores.store.list("9#1")).toEqual(outcome.status === "stored" ? [outcome.request] : []);
+  });
+});

@@ -9,7 +9,8 @@ import type { SpendStore } from "../../src/runs/spend/port.js";
 import { RedisSpendStore } from "../../src/runs/spend/redis.js";
 import { SqliteSpendStore } from "../../src/runs/spend/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, redisKeys, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
+import type { RedisTarget } from "../../src/store/redis-connection.js";
 import { describeSpendStoreConformance } from "./spend-conformance.js";
 
 const WIDGETS = { repoId: 101, installationId: 7 };
@@ -50,15 +51,14 @@ describeSpendStoreConformance("SQLite", sqliteStores);
 const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-spend-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-afterAll(() => deleteRedisKeys(redisUrl, prefixRoot));
 
 let redisCase = 0;
-function redisStores() {
+function redisStores(target: RedisTarget | string = redisUrl) {
   redisCase += 1;
   const prefix = `${prefixRoot}:${String(redisCase)}`;
   const opened: SpendStore[] = [];
   const open = (): RedisSpendStore => {
-    const store = new RedisSpendStore({ redis: redisUrl, prefix });
+    const store = new RedisSpendStore({ redis: target, prefix });
     opened.push(store);
     return store;
   };
@@ -72,7 +72,10 @@ function redisStores() {
   });
 }
 
-describeSpendStoreConformance("Redis", redisStores);
+for (const { name, target } of testRedisTopologies()) {
+  afterAll(() => deleteRedisKeys(target, prefixRoot));
+  describeSpendStoreConformance(name, () => redisStores(target));
+}
 
 describe("spend store adapters", () => {
   const disposers: Array<() => Promise<void>> = [];
@@ -165,8 +168,9 @@ describe("spend store adapters", () => {
     disposers.push(async () => {
       await admin.quit();
     });
-    const keys = (await admin.keys(`${stores.prefix}:*`)).sort();
-    const spend = `${stores.prefix}:spend:`;
+    const keys = (await redisKeys(admin, stores.prefix)).sort();
+    // One hash tag for the store, so a cluster runs its scripts.
+    const spend = `{${stores.prefix}:spend}:`;
     expect(keys.map((key) => key.slice(spend.length))).toEqual([
       "2026-11-22:installation:7",
       "2026-11-22:repo:101",
@@ -191,7 +195,7 @@ describe("spend store adapters", () => {
   test("the factory's bullmq kind keeps the spend in that Redis, under its prefix, every key expiring", async () => {
     const stores = await redisStores();
     disposers.push(stores.dispose);
-    const created = createSpendStore({ kind: "bullmq", redisUrl, prefix: stores.prefix });
+    const created = createSpendStore({ kind: "bullmq", redis: redisUrl, prefix: stores.prefix });
     disposers.push(() => created.close());
     await created.add("run-1", WIDGETS, 1.5, new Date("2026-11-22T09:00:00Z"));
     expect(await stores.store.spentToday(WIDGETS, new Date("2026-11-22T10:00:00Z"))).toEqual({
@@ -203,12 +207,10 @@ describe("spend store adapters", () => {
     disposers.push(async () => {
       await admin.quit();
     });
-    const keys = (await admin.keys(`${stores.prefix}:*`)).sort();
-    expect(keys.map((key) => key.slice(stores.prefix.length))).toEqual([
-      ":spend:2026-11-22:installation:7",
-      ":spend:2026-11-22:repo:101",
-      ":spend:run:run-1",
-    ]);
+    const keys = (await redisKeys(admin, stores.prefix)).sort();
+    expect(keys).toEqual(
+      ["2026-11-22:installation:7", "2026-11-22:repo:101", "run:run-1"].map((key) => `{${stores.prefix}:spend}:${key}`),
+    );
     for (const key of keys) {
       const ttl = await admin.ttl(key);
       expect(ttl).toBeGreaterThan(86_400);

@@ -1,7 +1,8 @@
 import { constants as fsConstants } from "node:fs";
 import { access, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
-import { assertRedisReachable, printableRedisUrl } from "../../store/redis-connection.js";
+import { assertRedisReachable, describeRedisTarget, redisSettingNames } from "../../store/redis-connection.js";
+import { hasKeysBeforeHashTags, OLD_LAYOUT_FIX, OLD_LAYOUT_PROBLEM } from "../../store/redis-key-migration.js";
 import { describeError } from "../../util/errors.js";
 import { failed, passed, type Check } from "../check.js";
 import { appSettings, type DoctorContext } from "../context.js";
@@ -21,21 +22,28 @@ export function queueStoreCheck(): Check<DoctorContext> {
       const queue = appSettings(context).queue ?? { kind: "sqlite", path: "./data/harness.db" };
       if (queue.kind === "memory") return passed("in memory (HARNESS_QUEUE=memory): queued runs are lost on restart");
       if (queue.kind === "bullmq") {
-        const shown = printableRedisUrl(queue.redisUrl);
+        const shown = describeRedisTarget(queue.redis);
         try {
-          await assertRedisReachable(queue.redisUrl, 5_000);
+          await assertRedisReachable(queue.redis, 5_000);
         } catch (error) {
           const cause = error instanceof Error && error.cause !== undefined ? error.cause : error;
           return failed(
-            `Redis at ${shown} (REDIS_URL) does not answer: ${describeError(cause)}`,
-            "start Redis, or correct REDIS_URL, or use HARNESS_QUEUE=sqlite on a single machine",
+            `${capitalised(shown)} does not answer: ${describeError(cause)}`,
+            `start Redis, or correct ${redisSettingNames(queue.redis)}, ` +
+              "or use HARNESS_QUEUE=sqlite on a single machine",
           );
         }
-        return passed(`Redis at ${shown} answers (key prefix ${queue.prefix})`);
+        if (await hasKeysBeforeHashTags(queue.redis, queue.prefix).catch(() => false))
+          return failed(`${capitalised(shown)} answers, but ${OLD_LAYOUT_PROBLEM}`, OLD_LAYOUT_FIX);
+        return passed(`${capitalised(shown)} answers (key prefix ${queue.prefix})`);
       }
       return sqliteWritable(resolve(queue.path));
     },
   };
+}
+
+function capitalised(text: string): string {
+  return text.charAt(0).toUpperCase() + text.slice(1);
 }
 
 async function sqliteWritable(path: string): Promise<ReturnType<typeof passed>> {

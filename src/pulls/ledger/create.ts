@@ -21,6 +21,6 @@ export function createPullRequestLedger(
       return new SqlitePullRequestLedger({ ...options, path: settings.path });
     case "bullmq":
     case "redis":
-      return new RedisPullRequestLedger({ ...options, redis: settings.redisUrl, prefix: settings.prefix });
+      return new RedisPullRequestLedger({ ...options, redis: settings.redis, prefix: settings.prefix });
   }
 }

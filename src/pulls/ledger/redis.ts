@@ -1,4 +1,3 @@
-import { Redis } from "ioredis";
 import type { LedgerOptions } from "./memory.js";
 import {
   changedRecord,
@@ -10,17 +9,19 @@ import {
   type PullRequestLedger,
   type TrackedPull,
 } from "./port.js";
+import { isRedisClient, openRedis, type RedisClient, type RedisTarget } from "../../store/redis-connection.js";
+import { storeNamespace } from "../../store/redis-keys.js";
 import { RedisScript } from "../../store/redis-script.js";
 
 export interface RedisLedgerOptions extends LedgerOptions {
-  /** A Redis URL (the ledger opens and closes its own connection) or a connection to share. */
-  redis: string | Redis;
-  /** Namespaces every key (`<prefix>:pulls:…`), so deployments and tests can share a Redis. */
+  /** Where Redis is (the ledger opens and closes its own connection; a string is a URL) or a connection to share. */
+  redis: RedisTarget | string | RedisClient;
+  /** Namespaces every key (`{<prefix>:pulls}:…`), so deployments and tests can share a Redis. */
   prefix: string;
 }
 
 /**
- * Key layout, under `<prefix>:pulls:`:
+ * Key layout, under `{<prefix>:pulls}:` (one hash tag: tracking one pull request may evict any other):
  * - `pull:<repoId>#<number>`: the record as JSON;
  * - `seq`: the last `seq` handed out;
  * - `by-seq:all`, `by-seq:open`, `by-seq:merged`, `by-seq:closed`: sorted sets of `<repoId>#<number>`
@@ -30,7 +31,7 @@ export interface RedisLedgerOptions extends LedgerOptions {
  * - `by-run`: hash of `openedByRunId` → `<repoId>#<number>`, for `openedBy` (`update` never changes
  *   a record's run, so only `track` and eviction write it).
  * The scripts keep record and sets in step. Those that read or delete records build their keys
- * from the prefix (as BullMQ's scripts do for job keys): fine on one Redis, not on a cluster.
+ * from the prefix: the keys share the store's hash tag, so a cluster runs them.
  */
 
 /**
@@ -100,27 +101,33 @@ return {'stored'}
  * KEYS: the set by seq. ARGV: the exclusive upper bound ('+inf' for none), the limit, the record key prefix.
  * Returns {records...}.
  */
-const PAGE = new RedisScript(`
+const PAGE = new RedisScript(
+  `
 local records = {}
 for _, member in ipairs(redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'LIMIT', 0, ARGV[2])) do
   local record = redis.call('GET', ARGV[3] .. member)
   if record then records[#records + 1] = record end
 end
 return records
-`);
+`,
+  { readOnly: true },
+);
 
 /**
  * The record a run opened, read with its entry in by-run so eviction cannot come between the two.
  * KEYS: by-run. ARGV: the run id, the record key prefix.
  * Returns {the record} or {} when there is none.
  */
-const OPENED_BY = new RedisScript(`
+const OPENED_BY = new RedisScript(
+  `
 local member = redis.call('HGET', KEYS[1], ARGV[1])
 if not member then return {} end
 local record = redis.call('GET', ARGV[2] .. member)
 if not record then return {} end
 return {record}
-`);
+`,
+  { readOnly: true },
+);
 
 /**
  * Attempts at an update before giving up: each lost attempt means another writer's update went
@@ -141,18 +148,18 @@ const MAX_UPDATE_ATTEMPTS = 100;
  * order of their keys rather than of their `seq`.
  */
 export class RedisPullRequestLedger implements PullRequestLedger {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly ownsConnection: boolean;
   private readonly prefix: string;
   private readonly maxPulls: number;
   private readonly clock: () => Date;
 
   constructor(options: RedisLedgerOptions) {
-    this.ownsConnection = typeof options.redis === "string";
-    this.redis = typeof options.redis === "string" ? new Redis(options.redis) : options.redis;
+    this.ownsConnection = !isRedisClient(options.redis);
+    this.redis = isRedisClient(options.redis) ? options.redis : openRedis(options.redis);
     // Failed commands reject where they are awaited; the connection's own events would only repeat it.
     if (this.ownsConnection) this.redis.on("error", () => undefined);
-    this.prefix = `${options.prefix}:pulls`;
+    this.prefix = storeNamespace(options.prefix, "pulls");
     this.maxPulls = options.maxPulls ?? MAX_TRACKED_PULLS;
     this.clock = options.now ?? (() => new Date());
   }

@@ -18,6 +18,6 @@ export function createJournal(
       return new SqliteRunJournal({ path: settings.path, ...limits });
     case "bullmq":
     case "redis":
-      return new RedisRunJournal({ redis: settings.redisUrl, prefix: settings.prefix, ...limits });
+      return new RedisRunJournal({ redis: settings.redis, prefix: settings.prefix, ...limits });
   }
 }

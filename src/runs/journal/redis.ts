@@ -1,4 +1,3 @@
-import { Redis } from "ioredis";
 import { AppendWakeups, followJournal, pause, type FollowSource } from "./follow.js";
 import {
   DEFAULT_JOURNAL_LIMITS,
@@ -14,10 +13,19 @@ import {
 import type { RunRequest } from "../request.js";
 import { patchFor, reopens, summaryOf } from "./run-summary.js";
 import { SharedReads } from "./shared-reads.js";
+import {
+  isRedisClient,
+  openRedis,
+  writeAndWait,
+  type RedisClient,
+  type RedisTarget,
+} from "../../store/redis-connection.js";
+import { journalNamespace } from "../../store/redis-keys.js";
+import { RedisScript } from "../../store/redis-script.js";
 
 export interface RedisJournalOptions {
-  /** A Redis URL (the journal opens and closes its own connection) or a connection to share. */
-  redis: string | Redis;
+  /** Where Redis is (the journal opens and closes its own connection; a string is a URL) or a connection to share. */
+  redis: RedisTarget | string | RedisClient;
   /** Namespaces every key (`<prefix>:journal:…`), so deployments and tests can share a Redis. */
   prefix: string;
   limits?: Partial<JournalLimits>;
@@ -32,12 +40,12 @@ export interface RedisJournalOptions {
  * Records a run only once, atomically: a redelivered `accepted` never resets a run under way.
  * KEYS: run hash. ARGV: ttl, then field/value pairs.
  */
-const ACCEPT = `
+const ACCEPT = new RedisScript(`
 if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
 redis.call('HSET', KEYS[1], unpack(ARGV, 2))
 redis.call('EXPIRE', KEYS[1], ARGV[1])
 return 1
-`;
+`);
 
 /**
  * Appends one entry and applies its summary patch atomically, so the sequence has no gaps or
@@ -50,17 +58,17 @@ return 1
  * reopens an ended run ('1'|'0'), then patch field/value pairs ('' clears a field).
  * Returns the new seq, or 0 when the entry was not recorded.
  */
-const APPEND =
+const APPEND = new RedisScript(
   `
 local state = redis.call('HGET', KEYS[1], 'state')
 if not state then return 0 end
 if (state == 'succeeded' or state == 'failed' or state == 'cancelled' or state == 'interrupted') ` +
-  `and ARGV[8] ~= '1' then return 0 end
+    `and ARGV[8] ~= '1' then return 0 end
 local bytes = tonumber(ARGV[3])
 local cap = tonumber(ARGV[4])
 local maxEvents = tonumber(ARGV[5])
 if ARGV[1] == 'event' and ARGV[7] ~= '1' ` +
-  `and tonumber(redis.call('HGET', KEYS[1], 'eventsKept') or '0') >= maxEvents then return 0 end
+    `and tonumber(redis.call('HGET', KEYS[1], 'eventsKept') or '0') >= maxEvents then return 0 end
 local seq = redis.call('HINCRBY', KEYS[1], 'lastSeq', 1)
 local id = seq .. '-0'
 if ARGV[1] == 'output' then
@@ -87,29 +95,17 @@ redis.call('EXPIRE', KEYS[2], ttl)
 redis.call('EXPIRE', KEYS[3], ttl)
 redis.call('EXPIRE', KEYS[4], ttl)
 return seq
-`;
+`,
+);
 
 type StreamEntry = [id: string, fields: string[]];
 
 interface Watcher {
-  connection: Redis;
+  connection: RedisClient;
   /** The highest seq seen: the next XREAD blocks for anything after it. */
   cursor: number;
   /** Followers waiting on it now. */
   waiting: number;
-}
-
-declare module "ioredis" {
-  interface RedisCommander {
-    journalAccept(key: string, ...args: Array<string | number>): Promise<number>;
-    journalAppend(
-      run: string,
-      events: string,
-      output: string,
-      ticks: string,
-      ...args: Array<string | number>
-    ): Promise<number>;
-  }
 }
 
 /**
@@ -117,9 +113,11 @@ declare module "ioredis" {
  * summary, a sorted set (by creation time) for the list, and per run two streams for its log
  * (steps and outcome; output, trimmed to its byte cap) and a small one of bare sequence numbers
  * that readers block on with XREAD. Every key has a TTL and the list is capped at `maxRuns`.
+ * A run's keys share a hash tag of its own (`<prefix>:journal:{<run id>}:…`), so a cluster
+ * spreads runs over its masters; nothing writes two runs' keys at once.
  */
 export class RedisRunJournal implements RunJournal {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly ownsConnection: boolean;
   private readonly prefix: string;
   private readonly limits: JournalLimits;
@@ -132,17 +130,15 @@ export class RedisRunJournal implements RunJournal {
   private closed = false;
 
   constructor(options: RedisJournalOptions) {
-    this.ownsConnection = typeof options.redis === "string";
-    this.redis = typeof options.redis === "string" ? new Redis(options.redis) : options.redis;
+    this.ownsConnection = !isRedisClient(options.redis);
+    this.redis = isRedisClient(options.redis) ? options.redis : openRedis(options.redis);
     // Failed commands reject where they are awaited; the connection's own events would only repeat it.
     if (this.ownsConnection) this.redis.on("error", () => undefined);
-    this.prefix = `${options.prefix}:journal`;
+    this.prefix = journalNamespace(options.prefix);
     this.limits = { ...DEFAULT_JOURNAL_LIMITS, ...options.limits };
     this.ttlSeconds = options.ttlSeconds ?? 30 * 24 * 3600;
     this.blockMs = options.blockMs ?? 5_000;
     this.now = options.now ?? (() => new Date());
-    this.redis.defineCommand("journalAccept", { numberOfKeys: 1, lua: ACCEPT });
-    this.redis.defineCommand("journalAppend", { numberOfKeys: 4, lua: APPEND });
   }
 
   async accepted(request: RunRequest): Promise<void> {
@@ -161,13 +157,15 @@ export class RedisRunJournal implements RunJournal {
       createdMs: now.getTime(),
       lastSeq: 0,
     };
-    const created = await this.redis.journalAccept(
-      this.key(request.runId, "run"),
-      this.ttlSeconds,
-      ...Object.entries(fields).flat(),
+    const [created] = await ACCEPT.run(
+      this.redis,
+      [this.key(request.runId, "run")],
+      [this.ttlSeconds, ...Object.entries(fields).flat()],
     );
-    if (created !== 1) return;
-    await this.redis.zadd(this.indexKey, now.getTime(), request.runId);
+    if (created !== "1") return;
+    // The list is another slot than the run's keys on a cluster: a second write, which waits for
+    // replicas like the first, so a run acknowledged is listed after a failover.
+    await writeAndWait(this.redis, (pipeline) => pipeline.zadd(this.indexKey, now.getTime(), request.runId));
     await this.forgetOldRuns();
   }
 
@@ -176,20 +174,20 @@ export class RedisRunJournal implements RunJournal {
     const body = JSON.stringify(event);
     const bytes = output ? Buffer.byteLength(event.text) : body.length;
     const patch = Object.entries(patchFor(event)).flatMap(([field, value]) => [field, value ?? ""]);
-    await this.redis.journalAppend(
-      this.key(runId, "run"),
-      this.key(runId, "events"),
-      this.key(runId, "output"),
-      this.key(runId, "ticks"),
-      output ? "output" : "event",
-      body,
-      bytes,
-      this.limits.maxOutputBytes,
-      this.limits.maxEvents,
-      this.ttlSeconds,
-      isFinal(event) ? "1" : "0",
-      reopens(event) ? "1" : "0",
-      ...patch,
+    await APPEND.call(
+      this.redis,
+      [this.key(runId, "run"), this.key(runId, "events"), this.key(runId, "output"), this.key(runId, "ticks")],
+      [
+        output ? "output" : "event",
+        body,
+        bytes,
+        this.limits.maxOutputBytes,
+        this.limits.maxEvents,
+        this.ttlSeconds,
+        isFinal(event) ? "1" : "0",
+        reopens(event) ? "1" : "0",
+        ...patch,
+      ],
     );
   }
 
@@ -204,15 +202,15 @@ export class RedisRunJournal implements RunJournal {
       if (score === null) return [];
       ids = await this.olderThan(Number(score), query.before, limit);
     }
-    const pipeline = this.redis.pipeline();
-    for (const id of ids) pipeline.hgetall(this.key(id, "run"));
-    const replies = (await pipeline.exec()) ?? [];
+    // One read per run, all sent at once: on a cluster they go to the runs' own masters (a
+    // pipeline would have to go to one).
+    const hashes = await Promise.all(ids.map((id) => this.redis.hgetall(this.key(id, "run"))));
     const summaries: RunSummary[] = [];
     const expired: string[] = [];
-    replies.forEach(([error, hash], index) => {
-      const summary = error ? undefined : toSummary(hash as Record<string, string>);
+    hashes.forEach((hash, index) => {
+      const summary = toSummary(hash);
       if (summary) summaries.push(summary);
-      else if (!error) expired.push(ids[index] ?? "");
+      else expired.push(ids[index] ?? "");
     });
     if (expired.length > 0) await this.redis.zrem(this.indexKey, ...expired);
     return summaries;
@@ -349,13 +347,11 @@ export class RedisRunJournal implements RunJournal {
     if (count <= this.limits.maxRuns) return;
     const oldest = await this.redis.zrange(this.indexKey, 0, count - this.limits.maxRuns - 1);
     if (oldest.length === 0) return;
-    await this.redis.del(
-      ...oldest.flatMap((id) => [
-        this.key(id, "run"),
-        this.key(id, "events"),
-        this.key(id, "output"),
-        this.key(id, "ticks"),
-      ]),
+    // A DEL per run: each run's keys share a slot, different runs' need not.
+    await Promise.all(
+      oldest.map((id) =>
+        this.redis.del(this.key(id, "run"), this.key(id, "events"), this.key(id, "output"), this.key(id, "ticks")),
+      ),
     );
     await this.redis.zrem(this.indexKey, ...oldest);
   }

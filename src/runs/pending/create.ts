@@ -20,6 +20,6 @@ export function createPendingRequestStore(
       return new SqlitePendingRequestStore({ ...options, path: settings.path });
     case "bullmq":
     case "redis":
-      return new RedisPendingRequestStore({ ...options, redis: settings.redisUrl, prefix: settings.prefix });
+      return new RedisPendingRequestStore({ ...options, redis: settings.redis, prefix: settings.prefix });
   }
 }

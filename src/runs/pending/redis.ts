@@ -1,4 +1,3 @@
-import { Redis } from "ioredis";
 import {
   checkCommentId,
   checkKey,
@@ -20,17 +19,20 @@ import {
   type TakeOnlyOutcome,
   pendingRequest,
 } from "./port.js";
+import { isRedisClient, openRedis, type RedisClient, type RedisTarget } from "../../store/redis-connection.js";
+import { storeNamespace } from "../../store/redis-keys.js";
 import { RedisScript } from "../../store/redis-script.js";
 
 export interface RedisPendingRequestOptions extends PendingRequestStoreOptions {
-  /** A Redis URL (the store opens and closes its own connection) or a connection to share. */
-  redis: string | Redis;
-  /** Namespaces every key (`<prefix>:pending:…`), so deployments and tests can share a Redis. */
+  /** Where Redis is (the store opens and closes its own connection; a string is a URL) or a connection to share. */
+  redis: RedisTarget | string | RedisClient;
+  /** Namespaces every key (`{<prefix>:pending}:…`), so deployments and tests can share a Redis. */
   prefix: string;
 }
 
 /**
- * Key layout, under `<prefix>:pending:`:
+ * Key layout, under `{<prefix>:pending}:` (one hash tag: a request counts against its issue and
+ * its requester, which one script must see together):
  * - `issue:<issueKey>`: hash, request id → `<expiresAt> <requesterId> <replyCommentId or -> <request as JSON>`;
  * - `person:<requesterId>`: sorted set of `<id>@<issueKey>`, scored by expiry, for the per-person cap;
  * - `reply:<login>:<scope>`: until when a refusal reply is claimed.
@@ -40,8 +42,7 @@ export interface RedisPendingRequestOptions extends PendingRequestStoreOptions {
  * Lua's JSON decoder rejected would jam the whole issue.
  *
  * The scripts that remove a request also remove it from its requester's set, whose key they
- * build from the stored requester id (as BullMQ's scripts do for job keys): fine on one Redis, not on
- * a cluster.
+ * build from the stored requester id: it shares the store's hash tag, so a cluster runs them.
  */
 
 /**
@@ -158,7 +159,7 @@ const TTL_SLACK_MS = 60_000;
  * claim has exactly one winner however many processes race.
  */
 export class RedisPendingRequestStore implements PendingRequestStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly ownsConnection: boolean;
   private readonly prefix: string;
   private readonly limits: PendingRequestLimits;
@@ -167,11 +168,11 @@ export class RedisPendingRequestStore implements PendingRequestStore {
 
   constructor(options: RedisPendingRequestOptions) {
     ({ limits: this.limits, now: this.now, newId: this.newId } = resolveStoreOptions(options));
-    this.ownsConnection = typeof options.redis === "string";
-    this.redis = typeof options.redis === "string" ? new Redis(options.redis) : options.redis;
+    this.ownsConnection = !isRedisClient(options.redis);
+    this.redis = isRedisClient(options.redis) ? options.redis : openRedis(options.redis);
     // Failed commands reject where they are awaited; the connection's own events would only repeat it.
     if (this.ownsConnection) this.redis.on("error", () => undefined);
-    this.prefix = `${options.prefix}:pending`;
+    this.prefix = storeNamespace(options.prefix, "pending");
   }
 
   async put(input: PendingRequestInput): Promise<PutOutcome> {

@@ -1,6 +1,5 @@
 import { createHash } from "node:crypto";
 import { DelayedError, Queue, Worker, type Job } from "bullmq";
-import type { Redis } from "ioredis";
 import { queueLimits } from "./quota.js";
 import { issueKey, type RunRequest } from "../request.js";
 import type {
@@ -14,13 +13,17 @@ import type {
   RunQueue,
 } from "./port.js";
 import { HeldRuns, interruptReason, newWorkerId } from "./attempt.js";
-import { openRedis } from "../../store/redis-connection.js";
+import { openRedis, type RedisClient, type RedisTarget } from "../../store/redis-connection.js";
+import { queueNamespace } from "../../store/redis-keys.js";
 import { RedisScript } from "../../store/redis-script.js";
 
 export interface BullmqQueueOptions extends DurableQueueOptions {
-  /** `REDIS_URL`. */
-  redisUrl: string;
-  /** Namespaces every key (`HARNESS_REDIS_PREFIX`), so deployments and tests can share a Redis. */
+  /** Where Redis is: one node, a cluster or a master behind sentinels (a string is one node's URL). */
+  redis: RedisTarget | string;
+  /**
+   * Namespaces every key (`HARNESS_REDIS_PREFIX`), so deployments and tests can share a Redis.
+   * Keys go under `{<prefix>}`, one hash tag for BullMQ's keys and the queue's own records.
+   */
   prefix?: string;
   /**
    * How long a run queued behind another on its issue waits before looking again, in ms (it is
@@ -57,6 +60,7 @@ const THIRTY_DAYS_S = 30 * 24 * 3600;
  * repository queued cap, installation queued cap, repository id, installation id, and (for a
  * dry run) the runs this process is acknowledging, counted unless their record exists.
  * Fair order: score = rank * 2^32 + sequence, rank = 1 + the installation's live runs.
+ * The acknowledged runs' keys are built in the script; they share the queue's hash tag.
  */
 const ENQUEUE = new RedisScript(
   `
@@ -219,9 +223,11 @@ return {'ok'}
  * Job data is the run id only; requests hold no token.
  */
 export class BullmqRunQueue implements RunQueue {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly queue: Queue<JobData>;
   private readonly worker: Worker<JobData> | undefined;
+  /** The worker's own connection: BullMQ takes it as shared and leaves closing it to us. */
+  private readonly workerRedis: RedisClient | undefined;
   private readonly prefix: string;
   private readonly workerId: string;
   private readonly concurrency: number;
@@ -239,7 +245,9 @@ export class BullmqRunQueue implements RunQueue {
     private readonly processor: RunProcessor,
     private readonly options: BullmqQueueOptions,
   ) {
-    this.prefix = options.prefix ?? "harness";
+    // BullMQ's prefix and the root of the queue's own keys: one hash tag, so BullMQ's scripts and
+    // ours each find all their keys on one node of a cluster.
+    this.prefix = queueNamespace(options.prefix ?? "harness");
     this.workerId = options.workerId ?? newWorkerId();
     this.concurrency = options.concurrency ?? 2;
     this.leaseMs = options.leaseMs ?? 60_000;
@@ -251,13 +259,16 @@ export class BullmqRunQueue implements RunQueue {
     const onError = (error: Error): void => {
       options.onConnectionError?.(error);
     };
-    this.redis = openRedis(options.redisUrl);
+    // Commands wait through a Redis outage instead of failing, so a run in progress carries on
+    // and its bookkeeping lands once Redis is back (BullMQ's workers need the same setting).
+    this.redis = openRedis(options.redis, { maxRetriesPerRequest: null });
     this.redis.on("error", onError);
     this.queue = new Queue<JobData>(QUEUE_NAME, { connection: this.redis, prefix: this.prefix });
     this.queue.on("error", onError);
     if (this.concurrency > 0) {
+      this.workerRedis = openRedis(options.redis, { maxRetriesPerRequest: null });
       this.worker = new Worker<JobData>(QUEUE_NAME, async (job, token) => this.process(job, token), {
-        connection: openRedis(options.redisUrl),
+        connection: this.workerRedis,
         prefix: this.prefix,
         concurrency: this.concurrency,
         lockDuration: this.leaseMs,
@@ -416,7 +427,8 @@ export class BullmqRunQueue implements RunQueue {
     const closingWorker = this.worker?.close();
     await this.held.drain(graceMs);
     await closingWorker?.catch(() => undefined);
-    await this.worker?.disconnect().catch(() => undefined);
+    // Not the worker's disconnect(): on a cluster it can wait for an end that never comes.
+    this.workerRedis?.disconnect();
     await this.queue.close().catch(() => undefined);
     this.redis.disconnect();
   }

@@ -18,6 +18,6 @@ export function createSpendStore(settings: StoreSettings | undefined): SpendStor
       return new SqliteSpendStore({ path: settings.path });
     case "bullmq":
     case "redis":
-      return new RedisSpendStore({ redis: settings.redisUrl, prefix: settings.prefix });
+      return new RedisSpendStore({ redis: settings.redis, prefix: settings.prefix });
   }
 }

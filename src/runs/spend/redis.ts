@@ -1,4 +1,3 @@
-import { Redis } from "ioredis";
 import {
   fromMicros,
   installationKey,
@@ -16,12 +15,14 @@ import {
   type SpentToday,
 } from "./port.js";
 import { checkedReservationId, holdFor, settlementFor } from "./reservation.js";
+import { isRedisClient, openRedis, type RedisClient, type RedisTarget } from "../../store/redis-connection.js";
+import { storeNamespace } from "../../store/redis-keys.js";
 import { RedisScript } from "../../store/redis-script.js";
 
 export interface RedisSpendOptions {
-  /** A Redis URL (the store opens and closes its own connection) or a connection to share. */
-  redis: string | Redis;
-  /** Namespaces every key (`<prefix>:spend:…`), so deployments and tests can share a Redis. */
+  /** Where Redis is (the store opens and closes its own connection; a string is a URL) or a connection to share. */
+  redis: RedisTarget | string | RedisClient;
+  /** Namespaces every key (`{<prefix>:spend}:…`), so deployments and tests can share a Redis. */
   prefix: string;
 }
 
@@ -137,18 +138,22 @@ return 1
  * KEYS: the run's total, its holds, their expiries. ARGV: at (ms).
  * Returns {spent micro-dollars, held micro-dollars}.
  */
-const RUN_SPEND = new RedisScript(`
+const RUN_SPEND = new RedisScript(
+  `
 local held = 0
 for _, id in ipairs(redis.call('ZRANGEBYSCORE', KEYS[3], '(' .. ARGV[1], '+inf')) do
   held = held + tonumber(redis.call('HGET', KEYS[2], id) or '0')
 end
 return {redis.call('GET', KEYS[1]) or '0', held}
-`);
+`,
+  { readOnly: true },
+);
 
 const LIMIT_NAMES: readonly SpendLimitName[] = ["run", "repository", "installation"];
 
 /**
- * The spend in Redis, for processes on several machines. Key layout, under `<prefix>:spend:`:
+ * The spend in Redis, for processes on several machines. Key layout, under `{<prefix>:spend}:`
+ * (one hash tag: a hold counts on a run's, a repository's and an installation's totals at once):
  * - `run:<runId>`: the mark that a finished run was added;
  * - totals in micro-dollars: `<day>:repo:<id>`, `<day>:installation:<id>` (added runs and
  *   settled calls) and `run-spend:<runId>` (a run's settled calls);
@@ -158,20 +163,19 @@ const LIMIT_NAMES: readonly SpendLimitName[] = ["run", "repository", "installati
  *   `settled:<id>` (the mark that its cost counted).
  * Every key expires after the days kept, so old days go by themselves. One Lua script per
  * operation makes each atomic and idempotent however many processes race. The reservation
- * scripts build keys from the prefix (as BullMQ's scripts do for job keys): fine on one Redis,
- * not on a cluster.
+ * scripts build keys from the prefix: they share the store's hash tag, so a cluster runs them.
  */
 export class RedisSpendStore implements SpendStore {
-  private readonly redis: Redis;
+  private readonly redis: RedisClient;
   private readonly ownsConnection: boolean;
   private readonly prefix: string;
 
   constructor(options: RedisSpendOptions) {
-    this.ownsConnection = typeof options.redis === "string";
-    this.redis = typeof options.redis === "string" ? new Redis(options.redis) : options.redis;
+    this.ownsConnection = !isRedisClient(options.redis);
+    this.redis = isRedisClient(options.redis) ? options.redis : openRedis(options.redis);
     // Failed commands reject where they are awaited; the connection's own events would only repeat it.
     if (this.ownsConnection) this.redis.on("error", () => undefined);
-    this.prefix = `${options.prefix}:spend`;
+    this.prefix = storeNamespace(options.prefix, "spend");
   }
 
   async add(runId: string, scope: SpendScope, usd: number, at: Date): Promise<void> {
