@@ -1,5 +1,5 @@
 import { readFileSync } from "node:fs";
-import { Command, CommanderError, InvalidArgumentError, Option } from "commander";
+import { Command, CommanderError, Option } from "commander";
 import { AGENTS, createAgent } from "../agents/registry.js";
 import type { RunReport } from "../contracts/types.js";
 import { agentEnvFrom, daytonaOptionsFromEnv, maxCostFrom, pricesFrom } from "../runtime/app-settings.js";
@@ -28,6 +28,7 @@ import { parseCommandLine } from "../util/command-line.js";
 import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
+import { positiveInteger, positiveNumber } from "./arguments.js";
 import { registerDoctorCommand } from "./doctor.js";
 import { registerMcpCommand } from "./mcp.js";
 import { registerRedisCommand } from "./redis.js";
@@ -371,22 +372,6 @@ export function defaultBranchName(intent: string, runId: string): string {
     .slice(0, 40)
     .replace(/-+$/, "");
   return `harness/${slug || "change"}-${runId}`;
-}
-
-function positiveInteger(allowZero: boolean) {
-  return (value: string): number => {
-    const parsed = Number(value);
-    if (!Number.isInteger(parsed) || parsed < (allowZero ? 0 : 1))
-      throw new InvalidArgumentError(`expected a whole number${allowZero ? "" : " above 0"}, got "${value}"`);
-    return parsed;
-  };
-}
-
-function positiveNumber(value: string): number {
-  const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed <= 0)
-    throw new InvalidArgumentError(`expected a positive number, got "${value}"`);
-  return parsed;
 }
 
 /** The package version, read from package.json (two levels up from both src/cli and dist/cli). */

@@ -10,10 +10,10 @@ import { localInventory } from "../sandbox/local/inventory.js";
 import { applySandbox } from "../sandboxes/apply.js";
 import type { SandboxManager } from "../sandboxes/manager.js";
 import type { NamedSandboxInfo } from "../sandboxes/provider.js";
-import { noreplyDomain } from "../github/bot-identity.js";
+import { defaultCommitIdentity } from "../github/bot-identity.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
 import { terminalText } from "../util/terminal-text.js";
-import { UsageError } from "./usage-error.js";
+import { positiveInteger, positiveNumber } from "./arguments.js";
 
 interface SandboxesIo {
   env: NodeJS.ProcessEnv;
@@ -62,7 +62,12 @@ export function registerSandboxesCommand(program: Command, io: SandboxesIo, setE
     .command("reap")
     .description("Delete the run sandboxes no queued or running run owns (named sandboxes are kept)")
     .addOption(kindOption())
-    .option("--min-age <minutes>", "only sandboxes older than this (one being created has no run yet)", minutes, 10)
+    .option(
+      "--min-age <minutes>",
+      "only sandboxes older than this (one being created has no run yet)",
+      positiveNumber,
+      10,
+    )
     .action(async (flags: { sandbox?: RunSandboxKind; minAge: number }) => {
       await withInventory(io.env, flags.sandbox ?? defaultKind(io.env), async (inventory, active) => {
         const reaped = await reapOrphans(inventory, (runId) => active.has(runId), {
@@ -102,7 +107,7 @@ export function registerSandboxesCommand(program: Command, io: SandboxesIo, setE
     .argument("<name>")
     .argument("<command...>", "the program and its arguments (put -- before them)")
     .option("--cwd <path>", "where it runs, relative to the checkout", ".")
-    .option("--timeout <seconds>", "stop it after this long", seconds, 600)
+    .option("--timeout <seconds>", "stop it after this long", positiveInteger(false), 600)
     .action(async (name: string, command: string[], flags: { cwd: string; timeout: number }) => {
       const result = await withManager(io.env, (manager) =>
         manager.exec(name, { argv: command, cwd: flags.cwd, timeoutSeconds: flags.timeout }),
@@ -150,10 +155,7 @@ export function registerSandboxesCommand(program: Command, io: SandboxesIo, setE
         applySandbox(manager, name, {
           repository: flags.repo,
           ...(flags.branch !== undefined ? { branch: flags.branch } : {}),
-          identity: {
-            name: "harness",
-            email: `harness@${noreplyDomain(io.env["GITHUB_SERVER_URL"] || "https://github.com")}`,
-          },
+          identity: defaultCommitIdentity(io.env["GITHUB_SERVER_URL"] || undefined),
           now: new Date(),
           secrets: secretsFromEnv(io.env).map((value) => ({ name: "a secret the operator configured", value })),
           redact,
@@ -219,16 +221,4 @@ function recordLine(record: SandboxRecord, active: Set<string>): string {
 /** A command's output as it came, unless it goes to a terminal, which gets no control characters. */
 function shown(text: string, stream: { isTTY?: boolean }): string {
   return stream.isTTY ? terminalText(text) : text;
-}
-
-function minutes(value: string): number {
-  const parsed = Number(value);
-  if (!Number.isFinite(parsed) || parsed <= 0) throw new UsageError(`expected minutes above 0, got "${value}"`);
-  return parsed;
-}
-
-function seconds(value: string): number {
-  const parsed = Number(value);
-  if (!Number.isInteger(parsed) || parsed <= 0) throw new UsageError(`expected whole seconds above 0, got "${value}"`);
-  return parsed;
 }

@@ -1,6 +1,14 @@
 import type { OctokitLike } from "./octokit-client.js";
 import { type CommitIdentity } from "../contracts/types.js";
 
+/**
+ * Who commits are by when no App identity is known (the CLI): `harness` at the noreply domain of
+ * the GitHub at `serverUrl`, never a real mailbox.
+ */
+export function defaultCommitIdentity(serverUrl: string | undefined): CommitIdentity {
+  return { name: "harness", email: `harness@${noreplyDomain(serverUrl ?? "https://github.com")}` };
+}
+
 export interface BotIdentity extends CommitIdentity {
   /** The app's slug, e.g. `harness`; its bot user is `<slug>[bot]`. */
   slug: string;

@@ -1,4 +1,4 @@
-import { noreplyDomain } from "../github/bot-identity.js";
+import { defaultCommitIdentity } from "../github/bot-identity.js";
 import { randomInt } from "node:crypto";
 import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
 import {
@@ -802,6 +802,3 @@ function formatMinutes(ms: number): string {
  * Who commits when nobody said: `harness` at the noreply domain of the GitHub the repository is
  * on, so an Enterprise Server does not see a github.com address it cannot attribute.
  */
-function defaultCommitIdentity(serverUrl: string | undefined): { name: string; email: string } {
-  return { name: "harness", email: `harness@${noreplyDomain(serverUrl ?? "https://github.com")}` };
-}

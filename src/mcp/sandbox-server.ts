@@ -323,31 +323,24 @@ export function createSandboxMcpServer(options: SandboxServerOptions): McpServer
     }),
   );
 
-  server.registerTool(
-    "sandbox_pause",
-    {
-      title: "Pause a sandbox",
-      description: "Freeze everything running in the sandbox; it runs nothing until sandbox_resume.",
-      inputSchema: { name: nameField },
-    },
-    guarded("sandbox_pause", async (args) => {
-      await manager.pause(args.name);
-      return answer(`Paused the sandbox ${args.name}`);
-    }),
-  );
-
-  server.registerTool(
-    "sandbox_resume",
-    {
-      title: "Resume a sandbox",
-      description: "Let a paused sandbox run again.",
-      inputSchema: { name: nameField },
-    },
-    guarded("sandbox_resume", async (args) => {
-      await manager.resume(args.name);
-      return answer(`Resumed the sandbox ${args.name}`);
-    }),
-  );
+  for (const [verb, title, description, done] of [
+    [
+      "pause",
+      "Pause a sandbox",
+      "Freeze everything running in the sandbox; it runs nothing until sandbox_resume.",
+      "Paused",
+    ],
+    ["resume", "Resume a sandbox", "Let a paused sandbox run again.", "Resumed"],
+  ] as const) {
+    server.registerTool(
+      `sandbox_${verb}`,
+      { title, description, inputSchema: { name: nameField } },
+      guarded(`sandbox_${verb}`, async (args) => {
+        await manager[verb](args.name);
+        return answer(`${done} the sandbox ${args.name}`);
+      }),
+    );
+  }
 
   server.registerTool(
     "sandbox_delete",

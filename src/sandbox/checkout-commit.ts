@@ -1,4 +1,5 @@
 import type { CommitIdentity, ExecOptions, ExecResult } from "../contracts/types.js";
+import { isCommitId } from "../util/commit-id.js";
 import { InvalidInputError, SandboxError } from "../util/errors.js";
 import {
   FILTER_CONFIG_LISTING,
@@ -27,8 +28,6 @@ export const DEFAULT_SNAPSHOT_MESSAGE = "Harness snapshot";
 export const MAX_COMMIT_MESSAGE_BYTES = 64 * 1024;
 
 const GIT_TIMEOUT_MS = 120_000;
-/** A commit id: SHA-1 or SHA-256, lower-case hex. */
-const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 /** Enough for a commit id and its newline; anything longer is not one. */
 const COMMIT_ID_MAX_BYTES = 256;
 
@@ -69,7 +68,7 @@ export function sandboxGit(exec: SandboxExec, workDir: string, signal?: AbortSig
 /** The commit id git printed, or an error: the text comes from the sandbox and is checked, not trusted. */
 export function parseCommitId(output: string): string {
   const id = output.trim();
-  if (!COMMIT_ID.test(id))
+  if (!isCommitId(id))
     throw new SandboxError(
       `git in the sandbox answered with something that is not a commit id (${JSON.stringify(id.slice(0, 80))})`,
     );

@@ -1,3 +1,5 @@
+import { isCommitId } from "../util/commit-id.js";
+
 /**
  * A named sandbox's base: the commit its branch started from, which `diff` and `apply` measure
  * against. Kept in the sandbox's scratch folder, which the harness writes and the sandbox's
@@ -5,10 +7,8 @@
  */
 export const BASE_FILE = "sandbox-base";
 
-const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
-
 /** The commit id read back, or undefined when the text is not one. */
 export function parseBase(text: string): string | undefined {
   const id = text.trim();
-  return COMMIT_ID.test(id) ? id : undefined;
+  return isCommitId(id) ? id : undefined;
 }

@@ -1,4 +1,5 @@
 import { spawn } from "node:child_process";
+import { isCommitId } from "../../util/commit-id.js";
 import { existsSync } from "node:fs";
 import { mkdir, readdir, writeFile } from "node:fs/promises";
 import { join } from "node:path";
@@ -32,7 +33,6 @@ const UPDATE_BUNDLE = "harness-update.bundle";
 const UPDATE_REFS = "harness-update.packed-refs";
 /** Background work yields the CPU to the runs' own. */
 const NICE = ["/usr/bin/nice", "/bin/nice"].find((path) => existsSync(path));
-const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 
 export type HostGit = (
   args: string[],
@@ -116,7 +116,7 @@ function parseRefs(listing: string, rename: (name: string) => string | undefined
   const refs = new Map<string, string>();
   for (const line of listing.split("\n")) {
     const [object, name] = line.split(" ");
-    if (object === undefined || name === undefined || !COMMIT_ID.test(object)) continue;
+    if (object === undefined || name === undefined || !isCommitId(object)) continue;
     const renamed = rename(name);
     if (renamed !== undefined) refs.set(renamed, object);
   }

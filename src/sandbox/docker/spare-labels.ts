@@ -1,4 +1,5 @@
 import { createHash } from "node:crypto";
+import { isCommitId } from "../../util/commit-id.js";
 import { DOCKER_VOLUME_LABEL } from "./labels.js";
 
 /*
@@ -62,7 +63,6 @@ export interface SpareRecord {
   labels: Record<string, string>;
 }
 
-const COMMIT_ID = /^(?:[0-9a-f]{40}|[0-9a-f]{64})$/;
 const NAME = /^harness-spare-([0-9a-f]{16})-(building|ready|taken)-[0-9a-f]{8}$/;
 const VOLUME_NAME = /^harness-spare-volume-[0-9a-f]{16}$/;
 
@@ -117,7 +117,7 @@ export function readSpare(name: string, labels: Record<string, string>): SpareRe
     match !== null &&
     labels[SPARE_KEY_LABEL] === match[1] &&
     base !== undefined &&
-    COMMIT_ID.test(base) &&
+    isCommitId(base) &&
     volume !== undefined &&
     VOLUME_NAME.test(volume) &&
     Number.isSafeInteger(started) &&
