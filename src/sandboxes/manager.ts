@@ -3,7 +3,13 @@ import type { ExecResult } from "../contracts/types.js";
 import { diffCheckout, type CheckoutDiff } from "../sandbox/checkout-diff.js";
 import { SANDBOX_NAME_LABEL } from "../sandbox/inventory.js";
 import type { Sandbox } from "../sandbox/types.js";
-import { describeError, InvalidInputError, SandboxNameTakenError, SandboxNotFoundError } from "../util/errors.js";
+import {
+  describeError,
+  InvalidInputError,
+  SandboxBackendUnreachableError,
+  SandboxNameTakenError,
+  SandboxNotFoundError,
+} from "../util/errors.js";
 import { classifyRepoRef, isLocalPath } from "../util/github.js";
 import { assertSandboxName, defaultSandboxName, sandboxBranch } from "./names.js";
 import type { NamedSandboxInfo, NamedSandboxProvider } from "./provider.js";
@@ -79,7 +85,9 @@ export class SandboxManager {
     const repo = this.checkRepo(request.repo);
     const name = request.name ?? defaultSandboxName(repo, this.options.random);
     assertSandboxName(name);
-    if ((await this.find(name)) !== undefined)
+    // A Docker Engine that is down does not stop a local sandbox being made: names are looked up
+    // in local sandboxes first, so a container of the same name there is shadowed, never touched.
+    if ((await this.find(name)).found !== undefined)
       throw new SandboxNameTakenError(`A sandbox named ${name} already exists: choose another name, or delete it`);
     const branch = sandboxBranch(name);
     const sandbox = await provider.create({
@@ -188,16 +196,25 @@ export class SandboxManager {
   /** Deletes the sandbox and everything it ran, whatever its state. */
   async delete(name: string): Promise<void> {
     assertSandboxName(name);
-    for (const provider of this.providers()) if (await provider.remove(name)) return;
-    throw this.notFound(name);
+    let unreachable: SandboxBackendUnreachableError | undefined;
+    for (const provider of this.providers()) {
+      try {
+        if (await provider.remove(name)) return;
+      } catch (error) {
+        if (!(error instanceof SandboxBackendUnreachableError)) throw error;
+        unreachable ??= error;
+      }
+    }
+    throw unreachable ?? this.notFound(name);
   }
 
   /** The sandbox, its base commit and provider, for `apply`. */
   async open(name: string): Promise<{ sandbox: Sandbox; provider: NamedSandboxProvider }> {
     assertSandboxName(name);
-    const found = await this.find(name);
-    if (!found) throw this.notFound(name);
-    return found;
+    const { found, unreachable } = await this.find(name);
+    if (found) return found;
+    // Not here, and a provider that might hold it could not be asked: say that, not "no such sandbox".
+    throw unreachable ?? this.notFound(name);
   }
 
   /** Tears down what lives only as long as this process (local sandboxes); Docker's stay. */
@@ -205,12 +222,21 @@ export class SandboxManager {
     await Promise.all(this.providers().map((provider) => provider.close()));
   }
 
-  private async find(name: string): Promise<{ sandbox: Sandbox; provider: NamedSandboxProvider } | undefined> {
+  private async find(name: string): Promise<{
+    found?: { sandbox: Sandbox; provider: NamedSandboxProvider };
+    unreachable?: SandboxBackendUnreachableError;
+  }> {
+    let unreachable: SandboxBackendUnreachableError | undefined;
     for (const provider of this.providers()) {
-      const sandbox = await provider.open(name);
-      if (sandbox) return { sandbox, provider };
+      try {
+        const sandbox = await provider.open(name);
+        if (sandbox) return { found: { sandbox, provider } };
+      } catch (error) {
+        if (!(error instanceof SandboxBackendUnreachableError)) throw error;
+        unreachable ??= error;
+      }
     }
-    return undefined;
+    return unreachable ? { unreachable } : {};
   }
 
   private notFound(name: string): SandboxNotFoundError {

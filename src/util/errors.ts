@@ -40,6 +40,19 @@ export class SandboxError extends HarnessError {
   }
 }
 
+/**
+ * The service a sandbox provider runs on (the Docker Engine) cannot be reached at all: what it
+ * holds is unknown, not absent, so other providers' sandboxes are still usable.
+ */
+export class SandboxBackendUnreachableError extends SandboxError {
+  constructor(
+    readonly backend: "docker",
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
 /** A command or snapshot asked of a paused sandbox (`Sandbox.pause`): it runs nothing until resumed. */
 export class SandboxPausedError extends HarnessError {
   constructor(sandboxId: string) {

@@ -1,6 +1,7 @@
 import { join } from "node:path";
 import { afterAll, beforeAll, describe, expect, test } from "vitest";
 import { probeIsolation } from "../../src/sandbox/local/isolation.js";
+import { dockerSandboxProvider } from "../../src/sandboxes/docker-provider.js";
 import { localSandboxProvider } from "../../src/sandboxes/local-provider.js";
 import { SandboxManager } from "../../src/sandboxes/manager.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
@@ -68,4 +69,33 @@ describe.skipIf(!probe.available)("named local sandboxes", () => {
     expect((await sandboxes.list()).sandboxes).toEqual([]);
     await sandboxes.close();
   });
+
+  test("a Docker Engine that is down leaves local sandboxes usable and is named where it matters", async () => {
+    // Nothing listens on this socket: every call to the engine fails to connect.
+    const deadEngine = `unix://${join(dir.path, "no-docker.sock")}`;
+    const sandboxes = new SandboxManager({
+      providers: {
+        local: localSandboxProvider({ isolation: { mode: "namespaces", network: "none" } }),
+        docker: dockerSandboxProvider({ host: deadEngine, image: "debian:stable" }),
+      },
+      defaultProvider: "local",
+      allowLocalRepositories: true,
+    });
+    try {
+      await sandboxes.create({ repo, name: "beside-docker", provider: "local" });
+      expect((await sandboxes.exec("beside-docker", { argv: ["true"] })).exitCode).toBe(0);
+      const listed = await sandboxes.list();
+      expect(listed.sandboxes.map((entry) => entry.name)).toEqual(["beside-docker"]);
+      expect(listed.unavailable).toEqual([expect.stringMatching(/^docker: .*not reachable/)]);
+      // A name found nowhere reachable may be on the engine that is down: the answer says so.
+      await expect(sandboxes.exec("elsewhere", { argv: ["true"] })).rejects.toThrow(
+        /Docker Engine at .*no-docker\.sock is not reachable/,
+      );
+      await expect(sandboxes.delete("elsewhere")).rejects.toThrow(/not reachable/);
+      await sandboxes.delete("beside-docker");
+      await expect(sandboxes.create({ repo, name: "in-docker", provider: "docker" })).rejects.toThrow(/not reachable/);
+    } finally {
+      await sandboxes.close();
+    }
+  }, 60_000);
 });

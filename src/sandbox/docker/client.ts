@@ -1,5 +1,5 @@
 import Docker from "dockerode";
-import { describeError, SandboxError } from "../../util/errors.js";
+import { describeError, SandboxBackendUnreachableError, SandboxError } from "../../util/errors.js";
 
 /** The engine a host string names: `unix:///path`, `tcp://host:port` or `http://host:port`. */
 export const DEFAULT_DOCKER_HOST = "unix:///var/run/docker.sock";
@@ -63,7 +63,8 @@ export function translateDockerError(
   if (error instanceof SandboxError) return error;
   const code = (error as NodeJS.ErrnoException | undefined)?.code;
   if (code !== undefined && UNREACHABLE.has(code)) {
-    return new SandboxError(
+    return new SandboxBackendUnreachableError(
+      "docker",
       `The Docker Engine at ${context.host} is not reachable (${code}) while ${context.during}: ` +
         `start it (systemctl start docker, or dockerd) or point DOCKER_HOST at a running one`,
     );
