@@ -548,7 +548,8 @@ describe("fake Daytona server driven by the real @daytonaio/sdk", () => {
     const home = await box.getWorkDir();
     await box.fs.uploadFiles([{ source: Buffer.from("kept"), destination: `${home ?? ""}/kept.txt` }]);
     const fakeBox = fake.sandbox(box.id);
-    const states: string[] = [];
+    // Seeded now: on a busy machine the stop's request can be served before the first tick.
+    const states: string[] = [fakeBox.state];
     const watch = setInterval(() => {
       if (states.at(-1) !== fakeBox.state) states.push(fakeBox.state);
     }, 1);
