@@ -401,6 +401,12 @@ describe("what an operator relies on", () => {
     expect(rule.seriesQuery).toContain("harness_queue_depth");
     // Every process reports the whole queue: the largest per state, never a sum over processes.
     expect(rule.metricsQuery).toBe("sum(max by (state) (<<.Series>>{<<.LabelMatchers>>}))");
+    // The Helm values docs/deploy.md gives carry the same rule.
+    const guide = readFileSync(join(ROOT, "docs", "deploy.md"), "utf8");
+    const snippet = /```yaml\n(# adapter-values\.yaml\n[\s\S]*?)```/.exec(guide.replace(/^ {3}/gm, ""))?.[1];
+    expect(snippet, "docs/deploy.md's adapter-values.yaml").toBeDefined();
+    const values = parse(snippet!) as { rules: { external: unknown[] } };
+    expect(values.rules.external).toEqual([rule]);
   });
 
   test("each disruption budget selects the pods of exactly one Deployment, and leaves one to stop", () => {
