@@ -28,12 +28,14 @@ RUN npm run build \
 # --- runtime ---------------------------------------------------------------------------------
 FROM ${NODE_IMAGE} AS runtime
 # git: the local sandbox and the engine's own git calls. tini: PID 1 that forwards SIGTERM to
-# Node (which drains runs, see main.ts) and reaps the processes runs leave behind.
+# Node (which drains runs, see main.ts) and reaps the processes runs leave behind. The user's ids
+# are fixed at 999, the ids bookworm's useradd gave it when they were not: a Kubernetes pod names
+# its user by number (deploy/kubernetes), and a /data volume keeps its owner across rebuilds.
 RUN apt-get update \
  && apt-get install -y --no-install-recommends git ca-certificates tini \
  && rm -rf /var/lib/apt/lists/* \
- && groupadd --system harness \
- && useradd --system --gid harness --create-home --home-dir /home/harness --shell /usr/sbin/nologin harness \
+ && groupadd --system --gid 999 harness \
+ && useradd --system --uid 999 --gid harness --create-home --home-dir /home/harness --shell /usr/sbin/nologin harness \
  && mkdir -p /data \
  && chown harness:harness /data
 WORKDIR /app
