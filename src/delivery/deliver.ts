@@ -36,10 +36,11 @@ export const MAX_SCANNED_DIFF_BYTES = 32 * 1024 * 1024;
  */
 export const MAX_RESULT_OBJECT_BYTES = 16 * 1024 * 1024;
 /**
- * While the bundle is imported, objects above this are hashed as they stream in rather than held
- * whole (git's own threshold is 512 MiB). Only for the import: for a diff it would mean "binary".
+ * While the bundle is made and imported, objects above this stream through git rather than being
+ * held whole (git's own threshold is 512 MiB, so an agent's 500 MiB file would cost as much
+ * memory in each). Only for those two: for a diff it would mean "binary".
  */
-const IMPORT_STREAMING_THRESHOLD = "1m";
+const STREAMING_THRESHOLD = "1m";
 /** Most bytes a result's objects may inflate to (bounds the work of reading a compressed flood). */
 const MAX_RESULT_INFLATED_BYTES = 2 * 1024 * 1024 * 1024;
 /** Longest a host git command that moves the result may take. */
@@ -170,7 +171,7 @@ async function deliverIn(dir: string, gitDir: string, request: DeliveryRequest):
   const packsBefore = await packsIn(gitDir);
   const imported = await hostGit(gitDir, ["fetch", "--quiet", "--no-tags", bundlePath, "HEAD:refs/harness/result"], {
     ...withToken([transport, "file"]),
-    config: [...tokenHeaderConfig(request.token), ["core.bigFileThreshold", IMPORT_STREAMING_THRESHOLD]],
+    config: [...tokenHeaderConfig(request.token), ["core.bigFileThreshold", STREAMING_THRESHOLD]],
     timeout: 300_000,
   });
   if (imported.exitCode !== 0) {
@@ -404,7 +405,18 @@ export function resultBundlePath(runId: string): string {
 async function exportBundle(request: DeliveryRequest, destination: string): Promise<void> {
   const path = resultBundlePath(request.runId);
   const result = await request.sandbox.exec({
-    argv: ["git", ...SANDBOX_GIT_SAFETY, "bundle", "create", "--quiet", path, "HEAD", `^${request.baseSha}`],
+    argv: [
+      "git",
+      ...SANDBOX_GIT_SAFETY,
+      "-c",
+      `core.bigFileThreshold=${STREAMING_THRESHOLD}`,
+      "bundle",
+      "create",
+      "--quiet",
+      path,
+      "HEAD",
+      `^${request.baseSha}`,
+    ],
     cwd: request.sandbox.workDir,
     timeout: 300_000,
     ...(request.signal ? { signal: request.signal } : {}),

@@ -31,7 +31,8 @@ afterAll(async () => {
     await Promise.all(left.map((info) => live.docker.getContainer(info.Id).remove({ force: true, v: true })));
   }
   await dir.cleanup();
-});
+  // Removing a container on vfs storage deletes a whole copy of its image: slow on a busy machine.
+}, 120_000);
 
 async function harness(...argv: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   const out = new PassThrough();

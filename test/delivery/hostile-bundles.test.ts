@@ -68,10 +68,10 @@ function handing(bundlePath: string): Sandbox {
   };
 }
 
-/** Bundles `HEAD` less the base, as the sandbox does, and delivers it. */
+/** Bundles `HEAD` less the base, as the sandbox does (large objects streamed), and delivers it. */
 async function deliver(overrides: Partial<DeliveryRequest> = {}): Promise<DeliveryOutcome> {
   const bundlePath = join(root.path, `r-${String(Math.random()).slice(2)}.bundle`);
-  git(work, "bundle", "create", "--quiet", bundlePath, "HEAD", `^${base}`);
+  git(work, "-c", "core.bigFileThreshold=1m", "bundle", "create", "--quiet", bundlePath, "HEAD", `^${base}`);
   return deliverBundle(bundlePath, git(work, "rev-parse", "HEAD"), overrides);
 }
 
@@ -182,7 +182,9 @@ describe("objects that inflate past what the bundle's size suggests", () => {
       const rssGrowth = process.memoryUsage().rss - rssBefore;
 
       expect(outcome).toMatchObject({ delivered: false, kind: "file_too_large" });
-      expect(!outcome.delivered && outcome.error).toMatch(/"zeros\.bin" is 256 MiB, over the 16 MiB limit for one file/);
+      expect(!outcome.delivered && outcome.error).toMatch(
+        /"zeros\.bin" is 256 MiB, over the 16 MiB limit for one file/,
+      );
       expect(outcome).not.toHaveProperty("diffstat");
       expectNothingPushed(before);
       expect(rssGrowth).toBeLessThan(100 * MiB);
