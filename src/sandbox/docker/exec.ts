@@ -191,7 +191,10 @@ export async function exitCodeOf(exec: Docker.Exec): Promise<number> {
  * The engine's multiplexed stream (without a TTY): frames of an 8-byte header — stream id
  * (1 stdout, 2 stderr), three zero bytes, a big-endian length — and that many bytes.
  */
-export function demultiplexer(stdout: (chunk: Buffer) => void, stderr: (chunk: Buffer) => void): (chunk: Buffer) => void {
+export function demultiplexer(
+  stdout: (chunk: Buffer) => void,
+  stderr: (chunk: Buffer) => void,
+): (chunk: Buffer) => void {
   let pending: Buffer = Buffer.alloc(0);
   return (chunk) => {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);

@@ -9,7 +9,7 @@ const KILL_GRACE_MS = 2_000;
 /** How long to wait for the output to close once the launcher's group was killed. */
 const DRAIN_GRACE_MS = 1_000;
 /** How long the launcher may take to say it is ready, or to answer a sweep. */
-const ANSWER_DEADLINE_MS = 10_000;
+const ANSWER_DEADLINE_MS = 5_000;
 /** The longest hello the launcher writes: `harness-launcher <pid>\n`. */
 const MAX_HELLO_BYTES = 64;
 /** The longest exit code after an end mark: `255\n` and some room. */
@@ -22,17 +22,24 @@ const MAX_EXIT_BYTES = 12;
  * shell text the host built with `shellQuote`: a call of `h` (run a command) or `k` (end every
  * process of the user but the launcher itself, which `kill -1` spares). Commands write straight
  * to the launcher's own output, so they stream as on the engine's path; a request's output is
- * framed by marks made of a random token sent with it (`<token>s` at the start, `<token>e` at
- * the end, and the exit code after it on stdout), which a command, started after the request
- * was read and with the shell's memory replaced by its own program, does not know. `h`'s
- * arguments: the token, the folder the cwd must resolve inside (empty: no check), the cwd, the
- * number of `NAME=value` words that follow, those words, then the argv.
+ * framed by marks made of a random token (`<token>s` at the start, `<token>e` at the end, and
+ * the exit code after it on stdout), which a command, started after its request was read and
+ * with the shell's memory replaced by its own program, does not know.
+ *
+ * `h`'s arguments: the token, the token of the next sweep's answer, the folder the cwd must
+ * resolve inside (empty: no check), the cwd, the number of `NAME=value` words that follow,
+ * those words, then the argv. `k` carries nothing: what a command left behind may read the
+ * launcher's input (its pipe is open to the same uid) and so may read `k`, but not the answer's
+ * token, sent before that command started. A stolen `k` goes unanswered; the host then sweeps
+ * through the engine. `a` (a token, the next sweep's token) gives the launcher the next sweep's
+ * token before a command the engine runs, and answers with the first, so the host knows it was
+ * read before that command started.
  */
 const LAUNCHER = [
   // An image's environment may export these names: the launcher's own must stay unexported.
-  "unset -v t n r l c",
+  "unset -v t s n r l c",
   "h() {",
-  '  t=$1; shift; printf %ss "$t"; printf %ss "$t" >&2',
+  '  t=$1; s=$2; shift 2; printf %ss "$t"; printf %ss "$t" >&2',
   '  (cd -P -- "$2" || exit 126',
   '   if [ -n "$1" ]; then case $PWD in "$1"|"$1"/*) ;; *)',
   '     echo "the working directory resolves to $PWD, outside the sandbox" >&2; exit 126;; esac; fi',
@@ -40,11 +47,13 @@ const LAUNCHER = [
   '   exec "$@") </dev/null',
   '  c=$?; printf "%se%s\\n" "$t" "$c"; printf %se "$t" >&2',
   "}",
-  'k() { kill -s KILL -- -1 2>/dev/null; printf "%ss%se0\\n" "$1" "$1"; printf %ss%se "$1" "$1" >&2; }',
+  'm() { printf "%ss%se0\\n" "$1" "$1"; printf %ss%se "$1" "$1" >&2; }',
+  'k() { [ -n "$s" ] || exit 2; kill -s KILL -- -1 2>/dev/null; m "$s"; s=; }',
+  'a() { s=$2; m "$1"; }',
   'printf "harness-launcher %s\\n" "$$"',
   "while IFS= read -r n; do",
   "  case $n in ''|*[!0-9]*) exit 2;; esac",
-  "  r=; while [ \"$n\" -gt 0 ]; do IFS= read -r l || exit 2; r=\"$r$l",
+  '  r=; while [ "$n" -gt 0 ]; do IFS= read -r l || exit 2; r="$r$l',
   '"; n=$((n - 1)); done',
   '  eval "$r"',
   "done",
@@ -110,6 +119,11 @@ class Framing {
     return this.states.stdout === "done" && this.states.stderr === "done";
   }
 
+  /** The launcher marked the start on stdout: it had read the request and was about to fork. */
+  get started(): boolean {
+    return this.states.stdout !== "before";
+  }
+
   feed(name: "stdout" | "stderr", chunk: Buffer): void {
     let rest: Buffer | undefined = chunk;
     while (rest !== undefined && rest.length > 0) {
@@ -158,6 +172,8 @@ export class CommandLauncher {
   private onSettle: (() => void) | undefined;
   private live = true;
   private busy = false;
+  /** The token of the next sweep's answer, given with the last command: none once used. */
+  private sweepToken: string | undefined;
 
   private constructor(
     private readonly container: Docker.Container,
@@ -201,7 +217,7 @@ export class CommandLauncher {
         AttachStderr: true,
         Tty: false,
       });
-      stream = (await exec.start({ hijack: true, stdin: true })) as Duplex;
+      stream = await exec.start({ hijack: true, stdin: true });
     } catch {
       return undefined;
     }
@@ -265,13 +281,17 @@ export class CommandLauncher {
    * Runs one command: resolves as the engine's exec path does (the command's exit code, or how it
    * was stopped). A timeout or cancel kills the launcher's whole process group through an engine
    * exec, the launcher with it, since a shell without job control cannot put the command in a
-   * group of its own; the next command starts another launcher.
+   * group of its own; the next command starts another launcher. Undefined when the launcher was
+   * gone before it started the command (it marks the start before it forks): the command never
+   * ran, and the engine's exec is to run it.
    */
-  async run(command: LaunchedCommand): Promise<ContainerExit> {
+  async run(command: LaunchedCommand): Promise<ContainerExit | undefined> {
     const env = Object.entries(command.env).map(([key, value]) => `${key}=${value}`);
     const token = randomBytes(16).toString("hex");
+    const sweepToken = randomBytes(16).toString("hex");
     const request = shellQuote([
       token,
+      sweepToken,
       command.confineTo ?? "",
       command.cwd,
       String(env.length),
@@ -279,7 +299,7 @@ export class CommandLauncher {
       ...command.argv,
     ]);
     const framing = new Framing(token, { stdout: command.stdout, stderr: command.stderr });
-    return new Promise<ContainerExit>((resolve) => {
+    return new Promise<ContainerExit | undefined>((resolve) => {
       let timedOut = false;
       let cancelled = false;
       let settled = false;
@@ -317,6 +337,10 @@ export class CommandLauncher {
           resolve({ exitCode: -1, timedOut, cancelled });
           return;
         }
+        if (!framing.started && !timedOut && !cancelled) {
+          resolve(undefined);
+          return;
+        }
         if (framing.exitCode !== undefined) {
           resolve({ exitCode: framing.exitCode, timedOut, cancelled });
           return;
@@ -344,16 +368,42 @@ export class CommandLauncher {
         this.onSettle();
         return;
       }
+      this.sweepToken = sweepToken;
       this.send(`h ${request}`);
     });
   }
 
   /**
    * Ends every process of the sandbox's user but the launcher (`kill -1` spares its sender):
-   * false when the launcher did not answer in time, and is then dropped.
+   * false when it cannot (no command since the last sweep gave it an answer's token), or did not
+   * answer in time, and is then dropped.
    */
   async sweep(): Promise<boolean> {
+    const token = this.sweepToken;
+    this.sweepToken = undefined;
+    if (token === undefined) return false;
+    return this.ask("k", token);
+  }
+
+  /** Whether the launcher holds a token for the next sweep's answer. */
+  get armed(): boolean {
+    return this.sweepToken !== undefined;
+  }
+
+  /**
+   * Gives the launcher the next sweep's token, for a command the engine runs next; to be asked
+   * only while no other process of the user is there to read it. False when it did not answer.
+   */
+  async arm(): Promise<boolean> {
     const token = randomBytes(16).toString("hex");
+    const sweepToken = randomBytes(16).toString("hex");
+    const answered = await this.ask(`a ${shellQuote([token, sweepToken])}`, token);
+    if (answered) this.sweepToken = sweepToken;
+    return answered;
+  }
+
+  /** Sends a request that answers with `token`'s marks alone; false (and dropped) when it did not. */
+  private async ask(request: string, token: string): Promise<boolean> {
     const framing = new Framing(token, { stdout: () => undefined, stderr: () => undefined });
     return new Promise<boolean>((resolve) => {
       const timer = setTimeout(() => {
@@ -374,7 +424,7 @@ export class CommandLauncher {
         this.onSettle();
         return;
       }
-      this.send(`k ${shellQuote([token])}`);
+      this.send(request);
     });
   }
 

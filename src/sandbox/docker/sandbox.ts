@@ -642,7 +642,14 @@ export class DockerSandbox implements Sandbox {
         Object.keys(command.env).every((key) => ENV_NAME.test(key)) &&
         alone();
       const launcher = eligible ? await this.readyLauncher() : undefined;
-      if (launcher && alone()) return await launcher.run(command);
+      if (launcher && alone()) {
+        const exit = await launcher.run(command);
+        // Undefined: the launcher was gone before it started the command, which never ran.
+        if (exit) return exit;
+      } else if (command.endsLeftovers && alone() && this.launcher?.usable && !this.launcher.armed) {
+        // The sweep after this command can then still go through the launcher, sparing it.
+        await this.launcher.arm();
+      }
       return await runInContainer(this.container, { ...command, user: command.user ?? this.user });
     } catch (error) {
       if (statusOf(error) === 409 && /paused/i.test(engineMessage(error))) throw new SandboxPausedError(this.id);
