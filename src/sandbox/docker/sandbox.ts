@@ -303,7 +303,6 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
         await rm(base, { recursive: true, force: true, maxRetries: 3 }).catch(() => undefined);
       },
     });
-    sandbox.startLauncher();
     if (relayed) await sandbox.waitForRelay(docker.startTimeoutMs ?? 10_000, docker.nodePath ?? DEFAULT_NODE_PATH);
     // While this run's agent works: the spare for the next run of this repository.
     warm?.ready();
@@ -344,7 +343,7 @@ export async function openDockerSandbox(
       `The sandbox ${containerName} has stopped (exit ${String(info.State.ExitCode)}): ` +
         `delete it and create it again`,
     );
-  const sandbox = new DockerSandbox(client, container, host, {
+  return new DockerSandbox(client, container, host, {
     name: containerName,
     uid,
     gid,
@@ -356,8 +355,6 @@ export async function openDockerSandbox(
     release: () => Promise.resolve(),
     paused: info.State.Paused,
   });
-  sandbox.startLauncher();
-  return sandbox;
 }
 
 /** Name of the checkout inside the volume (so WORK_DIR is VOLUME/WORK_NAME). */
@@ -539,6 +536,9 @@ export class DockerSandbox implements Sandbox {
   /** Freezes every process of the sandbox (memory and all kept) until `resume`. */
   async pause(): Promise<void> {
     this.assertUsable();
+    // An engine exec that is being started while the container freezes can hang the engine's
+    // calls on that container: the launcher's start is let finish first.
+    await this.launching;
     try {
       await this.container.pause();
     } catch (error) {
@@ -556,8 +556,6 @@ export class DockerSandbox implements Sandbox {
       throw translateDockerError(error, { host: this.host, during: "resuming the sandbox" });
     }
     this.paused = false;
-    // One that was running froze with the container and goes on; one that was not starts now.
-    this.startLauncher();
   }
 
   /**
@@ -681,10 +679,12 @@ export class DockerSandbox implements Sandbox {
   }
 
   /**
-   * Starts the launcher in the background unless one is running or starting; a sandbox whose
+   * Starts the launcher unless one is running or starting, when a command first needs it (a
+   * sandbox opened again by name, as the named sandboxes' tools do for every call, starts none
+   * it does not use); one that ran on through a pause goes on after resume. A sandbox whose
    * image cannot run it stops asking after a few tries and keeps the engine's exec.
    */
-  startLauncher(): void {
+  private startLauncher(): void {
     if (this.tornDown || this.paused || this.launching || (this.launcher && !this.launcher.gone)) return;
     if (this.launchFailures >= MAX_LAUNCH_FAILURES) return;
     const starting = CommandLauncher.start(this.container, this.user).then((launcher) => {
