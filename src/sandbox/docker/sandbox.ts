@@ -102,7 +102,8 @@ const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
  * the read-only token only in that one host git process's environment) and streams it into the
  * container's own volume as a tar owned by the container's user: nothing is bind-mounted from
  * the host but the folders of the run's own sockets, and the container never sees a token.
- * Commands run through the engine's exec API as an unprivileged uid, with no capabilities, a
+ * Commands run as an unprivileged uid (started by a long-lived launcher of that uid in the
+ * container, `launcher.ts`, or else each by the engine's exec API), with no capabilities, a
  * read-only root file system, the engine's default seccomp profile and limits on memory, CPU
  * and processes; nothing a command starts outlives it (once no other command is under way,
  * whatever is left of that uid is ended), as nothing outlives a command of the local sandbox.
@@ -536,8 +537,7 @@ export class DockerSandbox implements Sandbox {
   /** Freezes every process of the sandbox (memory and all kept) until `resume`. */
   async pause(): Promise<void> {
     this.assertUsable();
-    // An engine exec that is being started while the container freezes can hang the engine's
-    // calls on that container: the launcher's start is let finish first.
+    // No engine exec is left half started as the container freezes: the launcher's start ends first.
     await this.launching;
     try {
       await this.container.pause();
