@@ -172,6 +172,8 @@ export class CommandLauncher {
   private onSettle: (() => void) | undefined;
   private live = true;
   private busy = false;
+  /** Closed by the host (the sandbox torn down, or the launcher distrusted). */
+  private dropped = false;
   /** The token of the next sweep's answer, given with the last command: none once used. */
   private sweepToken: string | undefined;
 
@@ -273,6 +275,7 @@ export class CommandLauncher {
 
   /** Stops using the launcher: its input closes, so it exits at its next read. */
   close(): void {
+    this.dropped = true;
     this.live = false;
     this.stream.destroy();
   }
@@ -332,17 +335,23 @@ export class CommandLauncher {
         this.framing = undefined;
         this.onSettle = undefined;
         this.busy = false;
+        // Cut off by the host (the sandbox torn down under it): no exit code to ask for.
+        const cutOff = this.dropped;
         if (framing.broken || !framing.done) this.close();
         if (framing.broken) {
           resolve({ exitCode: -1, timedOut, cancelled });
           return;
         }
-        if (!framing.started && !timedOut && !cancelled) {
-          resolve(undefined);
-          return;
-        }
         if (framing.exitCode !== undefined) {
           resolve({ exitCode: framing.exitCode, timedOut, cancelled });
+          return;
+        }
+        if (cutOff) {
+          resolve({ exitCode: -1, timedOut, cancelled });
+          return;
+        }
+        if (!framing.started && !timedOut && !cancelled) {
+          resolve(undefined);
           return;
         }
         // The launcher died under the command (killed by it, or by a timeout): its own exit
