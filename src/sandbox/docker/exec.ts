@@ -156,7 +156,7 @@ export async function endProcessesOf(container: Docker.Container, user: string):
 }
 
 /** A short command of the harness's own, output discarded: its exit code. */
-async function quietExec(container: Docker.Container, argv: string[], user: string): Promise<number> {
+export async function quietExec(container: Docker.Container, argv: string[], user: string): Promise<number> {
   return exitCodeOf(await outputClosed(container, argv, user));
 }
 
@@ -177,7 +177,7 @@ async function outputClosed(container: Docker.Container, argv: string[], user: s
 }
 
 /** The exit code once the engine has it; -1 when it never says (the stream was cut). */
-async function exitCodeOf(exec: Docker.Exec): Promise<number> {
+export async function exitCodeOf(exec: Docker.Exec): Promise<number> {
   const deadline = Date.now() + EXIT_CODE_DEADLINE_MS;
   for (;;) {
     const info = await exec.inspect();
@@ -191,7 +191,10 @@ async function exitCodeOf(exec: Docker.Exec): Promise<number> {
  * The engine's multiplexed stream (without a TTY): frames of an 8-byte header — stream id
  * (1 stdout, 2 stderr), three zero bytes, a big-endian length — and that many bytes.
  */
-function demultiplexer(stdout: (chunk: Buffer) => void, stderr: (chunk: Buffer) => void): (chunk: Buffer) => void {
+export function demultiplexer(
+  stdout: (chunk: Buffer) => void,
+  stderr: (chunk: Buffer) => void,
+): (chunk: Buffer) => void {
   let pending: Buffer = Buffer.alloc(0);
   return (chunk) => {
     pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);

@@ -50,6 +50,7 @@ import {
   WORK_DIR,
 } from "./container-spec.js";
 import { endProcessesOf, runInContainer } from "./exec.js";
+import { CommandLauncher } from "./launcher.js";
 import { createContainerPulling } from "./image-pull.js";
 import {
   DEFAULT_CPUS,
@@ -91,13 +92,18 @@ const RELAY_READY = `${EXEC_STATE_DIR}/relay-ready`;
 const RELAY_POLL_MS = 25;
 /** Commands the harness itself runs in the container (checks, reads, writes). */
 const HOUSEKEEPING_TIMEOUT_MS = 120_000;
+/** Launchers in a row that never said they were ready before the sandbox stops asking for one. */
+const MAX_LAUNCH_FAILURES = 3;
+/** What the launcher can export: the names the exec options' check lets through. */
+const ENV_NAME = /^[A-Za-z_][A-Za-z0-9_]*$/;
 
 /**
  * A sandbox in a container on a Docker Engine. The host prepares the checkout (clones it, with
  * the read-only token only in that one host git process's environment) and streams it into the
  * container's own volume as a tar owned by the container's user: nothing is bind-mounted from
  * the host but the folders of the run's own sockets, and the container never sees a token.
- * Commands run through the engine's exec API as an unprivileged uid, with no capabilities, a
+ * Commands run as an unprivileged uid (started by a long-lived launcher of that uid in the
+ * container, `launcher.ts`, or else each by the engine's exec API), with no capabilities, a
  * read-only root file system, the engine's default seccomp profile and limits on memory, CPU
  * and processes; nothing a command starts outlives it (once no other command is under way,
  * whatever is left of that uid is ended), as nothing outlives a command of the local sandbox.
@@ -385,6 +391,10 @@ export class DockerSandbox implements Sandbox {
   private leftovers = false;
   /** The sweep of what commands left, which every new command waits for. */
   private sweeping: Promise<void> = Promise.resolve();
+  /** The long-lived launcher that starts commands without an engine exec each (`launcher.ts`). */
+  private launcher: CommandLauncher | undefined;
+  private launching: Promise<CommandLauncher | undefined> | undefined;
+  private launchFailures = 0;
 
   constructor(
     private readonly docker: Docker,
@@ -527,6 +537,8 @@ export class DockerSandbox implements Sandbox {
   /** Freezes every process of the sandbox (memory and all kept) until `resume`. */
   async pause(): Promise<void> {
     this.assertUsable();
+    // No engine exec is left half started as the container freezes: the launcher's start ends first.
+    await this.launching;
     try {
       await this.container.pause();
     } catch (error) {
@@ -560,6 +572,7 @@ export class DockerSandbox implements Sandbox {
   async teardown(): Promise<void> {
     if (this.tornDown) return;
     this.tornDown = true;
+    this.launcher?.close();
     // Force removes a running or paused container; its anonymous volume goes with it, a named
     // one (a spare's it took) right after.
     await removeQuietly(this.docker, this.container.id, this.state.volume);
@@ -617,6 +630,24 @@ export class DockerSandbox implements Sandbox {
     await this.sweeping;
     this.running += 1;
     try {
+      // The launcher serves a command of the sandbox's own user without stdin, and only when no
+      // other process of that user is there (no command under way, nothing left unswept) to
+      // read the requests it is sent; else, and whenever it is not there, the engine's exec.
+      const alone = (): boolean => this.running === 1 && !this.leftovers;
+      const eligible =
+        command.user === undefined &&
+        command.stdin === undefined &&
+        Object.keys(command.env).every((key) => ENV_NAME.test(key)) &&
+        alone();
+      const launcher = eligible ? await this.readyLauncher() : undefined;
+      if (launcher && alone()) {
+        const exit = await launcher.run(command);
+        // Undefined: the launcher was gone before it started the command, which never ran.
+        if (exit) return exit;
+      } else if (command.endsLeftovers && alone() && this.launcher?.usable && !this.launcher.armed) {
+        // The sweep after this command can then still go through the launcher, sparing it.
+        await this.launcher.arm();
+      }
       return await runInContainer(this.container, { ...command, user: command.user ?? this.user });
     } catch (error) {
       if (statusOf(error) === 409 && /paused/i.test(engineMessage(error))) throw new SandboxPausedError(this.id);
@@ -627,12 +658,51 @@ export class DockerSandbox implements Sandbox {
       if (this.running === 0 && this.leftovers && !this.tornDown) {
         this.leftovers = false;
         // A container paused meanwhile cannot be asked: the next command to end asks again.
-        this.sweeping = endProcessesOf(this.container, this.user).catch(() => {
+        this.sweeping = this.endLeftovers().catch(() => {
           this.leftovers = true;
         });
         await this.sweeping;
       }
     }
+  }
+
+  /**
+   * Ends every process of the sandbox's user: through the launcher, which `kill -1` spares, or
+   * else through an engine exec, which ends a launcher too.
+   */
+  private async endLeftovers(): Promise<void> {
+    const launcher = this.launcher;
+    if (launcher?.usable && (await launcher.sweep())) return;
+    this.launcher?.close();
+    this.launcher = undefined;
+    await endProcessesOf(this.container, this.user);
+  }
+
+  /**
+   * Starts the launcher unless one is running or starting, when a command first needs it (a
+   * sandbox opened again by name, as the named sandboxes' tools do for every call, starts none
+   * it does not use); one that ran on through a pause goes on after resume. A sandbox whose
+   * image cannot run it stops asking after a few tries and keeps the engine's exec.
+   */
+  private startLauncher(): void {
+    if (this.tornDown || this.paused || this.launching || (this.launcher && !this.launcher.gone)) return;
+    if (this.launchFailures >= MAX_LAUNCH_FAILURES) return;
+    const starting = CommandLauncher.start(this.container, this.user).then((launcher) => {
+      this.launching = undefined;
+      this.launchFailures = launcher ? 0 : this.launchFailures + 1;
+      if (launcher && this.tornDown) launcher.close();
+      else this.launcher = launcher;
+      return launcher;
+    });
+    this.launching = starting;
+  }
+
+  /** The launcher when it can take a request now: one that died is replaced first. */
+  private async readyLauncher(): Promise<CommandLauncher | undefined> {
+    if (this.launcher?.gone) this.launcher = undefined;
+    if (!this.launcher) this.startLauncher();
+    if (this.launching) await this.launching;
+    return this.launcher?.usable ? this.launcher : undefined;
   }
 
   /** One of the harness's own commands in the checkout, output bounded. */
