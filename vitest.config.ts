@@ -19,6 +19,19 @@ export const TIMED_FILES = [
   "test/delivery/secret-scan.test.ts",
 ];
 
+/**
+ * Files that change what every module in their process sees (nock's interception of http, the
+ * PATH git is found on): each gets a fresh module graph. Every other file shares its worker's
+ * modules with the files before it (`isolate: false`), which spares re-importing Probot,
+ * Octokit and the SDKs for each of them.
+ */
+const ISOLATED_FILES = [
+  "test/app/handlers.test.ts",
+  "test/cli/run.test.ts",
+  "test/cli/run-daytona.test.ts",
+  "test/delivery/hostile-bundles.test.ts",
+];
+
 const UNIT_DIRS = [
   "util",
   "config",
@@ -32,6 +45,7 @@ const UNIT_DIRS = [
   "harness",
   "github",
   "pulls",
+  "deploy",
 ];
 
 // Most files wait on child processes, git and sockets rather than on the CPU, so three at a
@@ -57,10 +71,20 @@ export default defineConfig({
         test: {
           name: "shared",
           include: ["test/**/*.test.ts"],
-          exclude: [...configDefaults.exclude, ...TIMED_FILES, ...UNIT_DIRS.map((dir) => `test/${dir}/**/*.test.ts`)],
+          exclude: [
+            ...configDefaults.exclude,
+            ...TIMED_FILES,
+            ...ISOLATED_FILES,
+            ...UNIT_DIRS.map((dir) => `test/${dir}/**/*.test.ts`),
+          ],
+          isolate: false,
           maxWorkers: workers,
           sequence: { groupOrder: 0 },
         },
+      },
+      {
+        extends: true,
+        test: { name: "isolated", include: ISOLATED_FILES, maxWorkers: workers, sequence: { groupOrder: 0 } },
       },
       {
         extends: true,

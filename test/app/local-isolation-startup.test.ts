@@ -1,6 +1,7 @@
 import { describe, expect, test } from "vitest";
 import { fakePem } from "../helpers/fake-secrets.js";
-import { MAIN_ENTRY, startAppProcess, waitFor } from "../helpers/app-process.js";
+import { startAppProcess, waitFor } from "../helpers/app-process.js";
+import { harnessEntryArgs } from "../helpers/compiled-entry.js";
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
 
@@ -22,7 +23,7 @@ const appEnv = (extra: Record<string, string>): Record<string, string> => ({
 
 function run(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   return new Promise((resolve) => {
-    const child = spawn(process.execPath, ["--import", "tsx", MAIN_ENTRY], {
+    const child = spawn(process.execPath, harnessEntryArgs("main.ts"), {
       cwd: ROOT,
       env: { PORT: "0", HOST: "127.0.0.1", ...env },
       stdio: ["ignore", "pipe", "pipe"],

@@ -1,9 +1,10 @@
 import { execFile } from "node:child_process";
 import { promisify } from "node:util";
 import { describe, expect, test } from "vitest";
+import { harnessEntryArgs } from "../helpers/compiled-entry.js";
 
 const run = promisify(execFile);
-const cli = ["--import", "tsx", "src/cli.ts"];
+const cli = harnessEntryArgs("cli.ts");
 
 describe("harness CLI", () => {
   test("--help describes the tool and exits 0", async () => {

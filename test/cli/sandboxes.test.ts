@@ -19,6 +19,9 @@ let dir: { path: string; cleanup: () => Promise<void> };
 let repo = "";
 let image = "";
 
+/** The names this file's sandboxes are given. */
+const OUR_NAMES = ["tidy-1", "no-image", "taken", "nowhere"];
+
 beforeAll(async () => {
   dir = await scratchDir();
   repo = await makeRepo(join(dir.path, "work"));
@@ -27,8 +30,10 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (live) {
+    // Only this file's: the engine is shared with other files' named sandboxes.
     const left = await live.docker.listContainers({ all: true, filters: { label: [SANDBOX_NAME_LABEL] } });
-    await Promise.all(left.map((info) => live.docker.getContainer(info.Id).remove({ force: true, v: true })));
+    const ours = left.filter((info) => OUR_NAMES.includes(info.Labels[SANDBOX_NAME_LABEL] ?? ""));
+    await Promise.all(ours.map((info) => live.docker.getContainer(info.Id).remove({ force: true, v: true })));
   }
   await dir.cleanup();
   // Removing a container on vfs storage deletes a whole copy of its image: slow on a busy machine.

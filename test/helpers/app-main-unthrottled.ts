@@ -6,8 +6,13 @@
  * fake GitHub, which has none, it would turn a hundred writes on one installation into minutes
  * of waiting on a timer rather than on the app.
  */
-import { settingsFromEnv } from "../../src/runtime/app-settings.js";
-import { startHarnessServer } from "../../src/server.js";
+import { harnessModuleUrl } from "./compiled-entry.js";
+
+// The compiled modules when dist/ is current, as the app itself is started (compiled-entry.ts).
+const { settingsFromEnv } = (await import(
+  harnessModuleUrl("runtime/app-settings.js")
+)) as typeof import("../../src/runtime/app-settings.js");
+const { startHarnessServer } = (await import(harnessModuleUrl("server.js"))) as typeof import("../../src/server.js");
 
 const settings = settingsFromEnv(process.env);
 const server = await startHarnessServer(settings, {

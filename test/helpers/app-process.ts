@@ -1,10 +1,11 @@
 import { spawn } from "node:child_process";
 import { fileURLToPath } from "node:url";
+import { harnessEntryArgs } from "./compiled-entry.js";
 
 /*
- * The Harness app as a real child process, for tests that crash it or run several of it. It is
- * started from the TypeScript sources through tsx (no `npm run build` needed) and configured by
- * its environment only, as an operator would.
+ * The Harness app as a real child process, for tests that crash it or run several of it: the
+ * compiled app when dist/ is current, else the TypeScript sources through tsx (compiled-entry.ts),
+ * configured by its environment only, as an operator would.
  */
 
 const ROOT = fileURLToPath(new URL("../..", import.meta.url));
@@ -40,7 +41,9 @@ export interface StartAppOptions {
  */
 export async function startAppProcess(env: Record<string, string>, options: StartAppOptions = {}): Promise<AppProcess> {
   const name = options.name ?? "app";
-  const child = spawn(process.execPath, ["--import", "tsx", options.entry ?? MAIN_ENTRY], {
+  const entry = options.entry ?? MAIN_ENTRY;
+  const args = entry === MAIN_ENTRY ? harnessEntryArgs("main.ts") : ["--import", "tsx", entry];
+  const child = spawn(process.execPath, args, {
     cwd: ROOT,
     // The start-up set-up checks are their own test's (doctor-at-start): elsewhere they would add
     // GitHub calls to ones a test counts.

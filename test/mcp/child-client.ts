@@ -4,11 +4,12 @@ import { Client } from "@modelcontextprotocol/sdk/client/index.js";
 import { ReadBuffer, serializeMessage } from "@modelcontextprotocol/sdk/shared/stdio.js";
 import type { Transport } from "@modelcontextprotocol/sdk/shared/transport.js";
 import type { CallToolResult, JSONRPCMessage } from "@modelcontextprotocol/sdk/types.js";
+import { harnessEntryArgs } from "../helpers/compiled-entry.js";
 
-/** `harness mcp` as a client spawns it: `node --import tsx src/cli.ts mcp`, in the repository's root. */
+/** `harness mcp` as a client spawns it, in the repository's root (compiled when dist/ is current). */
 export const HARNESS_MCP = {
   command: process.execPath,
-  args: ["--import", "tsx", "src/cli.ts", "mcp"],
+  args: [...harnessEntryArgs("cli.ts"), "mcp"],
   cwd: fileURLToPath(new URL("../..", import.meta.url)),
 };
 

@@ -10,6 +10,7 @@ import { toolNames } from "../fakes/model-server/tools.js";
 import { testEngine, testImage } from "../helpers/docker-engine.js";
 import { makeRepo, scratchDir } from "../helpers/git.js";
 import { HARNESS_MCP } from "../mcp/child-client.js";
+import { compiledIsCurrent, harnessEntryArgs } from "../helpers/compiled-entry.js";
 import { removeSandboxContainers } from "../mcp/docker-leftovers.js";
 import { BIN_DIR, credentialsFor, describeRealAgent, MODELS, providerSettingsFor } from "./support.js";
 
@@ -86,7 +87,9 @@ describeRealAgent("claude-code", "the real Claude Code with harness mcp as its M
               harness: {
                 command: HARNESS_MCP.command,
                 // Absolute paths: Claude starts its servers in the project, not in this repository.
-                args: ["--import", import.meta.resolve("tsx"), join(HARNESS_MCP.cwd, "src/cli.ts"), "mcp"],
+                args: compiledIsCurrent()
+                  ? [...harnessEntryArgs("cli.ts"), "mcp"]
+                  : ["--import", import.meta.resolve("tsx"), join(HARNESS_MCP.cwd, "src/cli.ts"), "mcp"],
                 env: { DOCKER_HOST: engine.available ? engine.host : "", HARNESS_DOCKER_IMAGE: image },
               },
             },

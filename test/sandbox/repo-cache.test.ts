@@ -495,6 +495,15 @@ async function sparesOf(mirror: string): Promise<string[]> {
   return (await sparesUnder(mirror)).filter((spare) => !spare.includes("-building-"));
 }
 
+/** The mirror a spare's metadata names; none while another test's spare is still writing it. */
+function mirrorNamedBy(meta: string): string | undefined {
+  try {
+    return (JSON.parse(meta) as { mirror?: string }).mirror;
+  } catch {
+    return undefined;
+  }
+}
+
 /** Spare checkouts (ready or being written) whose mirror is at or under `path`. */
 async function sparesUnder(path: string): Promise<string[]> {
   const found: string[] = [];
@@ -502,7 +511,7 @@ async function sparesUnder(path: string): Promise<string[]> {
     if (!name.startsWith(SPARE_PREFIX)) continue;
     const folder = join(tmpdir(), name);
     const meta = await readFile(join(folder, SPARE_META), "utf8").catch(() => undefined);
-    const mirror = meta === undefined ? undefined : (JSON.parse(meta) as { mirror?: string }).mirror;
+    const mirror = meta === undefined ? undefined : mirrorNamedBy(meta);
     if (mirror !== undefined && (mirror === path || mirror.startsWith(`${path}/`))) found.push(folder);
   }
   return found;
