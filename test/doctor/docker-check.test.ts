@@ -1,5 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from "vitest";
-import { dockerCheck } from "../../src/doctor/checks/sandbox.js";
+import { dockerCheck, userNamespaces } from "../../src/doctor/checks/sandbox.js";
 import { settingsCheck } from "../../src/doctor/checks/settings.js";
 import { runDoctor } from "../../src/doctor/doctor.js";
 import type { CheckReport } from "../../src/doctor/runner.js";
@@ -67,10 +67,24 @@ describe("harness doctor: Docker", () => {
     const healthy = await docker({ HARNESS_DOCKER_IMAGE: image, DOCKER_HOST: host });
     expect(healthy.status, healthy.detail).toBe("ok");
     expect(healthy.detail).toMatch(new RegExp(`^Docker \\S+ at ${host.replace(/[/.]/g, "\\$&")}, with the image `));
+    // The tests' engine runs without remapping: the check says so, and how to turn it on.
+    expect(healthy.detail).toContain("no user-namespace remapping");
+    expect(healthy.detail).toContain('"userns-remap": "default"');
 
     const missing = await docker({ HARNESS_DOCKER_IMAGE: "harness-test/absent:never", DOCKER_HOST: host });
     expect(missing.status).toBe("fail");
     expect(missing.detail).toMatch(/has no image harness-test\/absent:never$/);
     expect(missing.fix).toContain("docker pull harness-test/absent:never");
+  });
+
+  it("tells an engine that remaps user namespaces from one that does not, from what the engine reports", () => {
+    // What /info's SecurityOptions holds on an engine started with --userns-remap=default.
+    const remapped = ["name=seccomp,profile=default", "name=userns"];
+    expect(userNamespaces({ SecurityOptions: remapped })).toMatch(/^user namespaces remapped/);
+    expect(userNamespaces({ SecurityOptions: ["name=seccomp,profile=default"] })).toMatch(
+      /^no user-namespace remapping/,
+    );
+    expect(userNamespaces({ SecurityOptions: ["name=usernsx"] })).toMatch(/^no user-namespace remapping/);
+    expect(userNamespaces({})).toMatch(/^no user-namespace remapping/);
   });
 });

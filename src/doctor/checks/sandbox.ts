@@ -157,7 +157,8 @@ export function dockerCheck(): Check<DoctorContext> {
               "or set HARNESS_DOCKER_IMAGE to an image it has",
           );
         }
-        return passed(`Docker ${version.Version} at ${host}, with the image ${image}`);
+        const info = (await client.info()) as { SecurityOptions?: unknown };
+        return passed(`Docker ${version.Version} at ${host}, with the image ${image}; ${userNamespaces(info)}`);
       } catch (error) {
         const code = (error as NodeJS.ErrnoException | undefined)?.code;
         if (code !== undefined && engineStatus(error) === undefined)
@@ -169,6 +170,19 @@ export function dockerCheck(): Check<DoctorContext> {
       }
     },
   };
+}
+
+/**
+ * Whether the engine maps a container's uids to a subordinate range of the host's. Without it a
+ * sandbox's unprivileged uid is that same uid on the host: not root, but whoever holds it there.
+ * Remapping is the engine's own setting (daemon.json), not one a container can ask for.
+ */
+export function userNamespaces(info: { SecurityOptions?: unknown }): string {
+  const options = Array.isArray(info.SecurityOptions) ? info.SecurityOptions : [];
+  const remapped = options.some((option) => typeof option === "string" && /(^|,)name=userns(,|$)/.test(option));
+  return remapped
+    ? "user namespaces remapped (a sandbox's uids are not the host's)"
+    : 'no user-namespace remapping: a sandbox\'s uid is the same uid on the host (set "userns-remap": "default" in the engine\'s daemon.json to map it elsewhere)';
 }
 
 function engineOf(context: DoctorContext): string {
