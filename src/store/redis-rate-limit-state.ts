@@ -25,7 +25,9 @@ local function save()
   redis.call('DEL', KEYS[1])
   local until_ = math.max(reset or 0, backoff or 0)
   if until_ <= now then return end
-  if reset then redis.call('HSET', KEYS[1], 'remaining', string.format('%d', remaining), 'reset', string.format('%d', reset)) end
+  if reset then
+    redis.call('HSET', KEYS[1], 'remaining', string.format('%d', remaining), 'reset', string.format('%d', reset))
+  end
   if backoff then redis.call('HSET', KEYS[1], 'backoff', string.format('%d', backoff)) end
   redis.call('PEXPIRE', KEYS[1], string.format('%d', until_ - now))
 end

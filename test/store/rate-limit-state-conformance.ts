@@ -4,7 +4,7 @@ import type { RateLimitState } from "../../src/contracts/rate-limit-state.js";
 /** A store under test; `another` opens a second handle on the same state (another process). */
 export interface RateLimitStateHarness {
   state: RateLimitState;
-  another(): RateLimitState;
+  another: () => RateLimitState;
   dispose(): Promise<void>;
 }
 
