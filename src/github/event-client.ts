@@ -6,7 +6,7 @@ import { serverErrorWait, type ServerErrorRetry } from "./retry-runner.js";
 import { buildRestRequest, restError, unansweredError, type RestRequest, type RestResponse } from "./rest-request.js";
 import type { WritePacing } from "./write-pacing.js";
 import { systemClock, type LimiterClock } from "./keyed-limiter.js";
-import type { RateLimitGate } from "./rate-limit-gate.js";
+import { installationRateLimitKey, type RateLimitGate } from "./rate-limit-gate.js";
 
 /*
  * The GitHub client a webhook handler gets (`context.octokit`). Probot would build a whole
@@ -110,7 +110,7 @@ export function createEventClients(
         },
       };
       options.observe?.((name) => headerText(answer.headers[name]));
-      options.gate?.observe(`installation:${String(installationId)}`, {
+      options.gate?.observe(installationRateLimitKey(installationId), {
         status: answer.status,
         header: (name) => headerText(answer.headers[name]),
         message: () => {

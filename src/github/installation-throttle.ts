@@ -2,6 +2,7 @@ import type { OctokitOptions } from "@octokit/core";
 import { GITHUB_RATE_LIMIT_RETRY, rateLimitHandlers, type RateLimitRetryOptions } from "./rate-limit-retry.js";
 import { systemClock, type KeyedLimiter, type LimiterClock } from "./keyed-limiter.js";
 import { MemoryRateLimitState } from "./memory-rate-limit-state.js";
+import type { OctokitLike } from "./octokit-client.js";
 import {
   createRateLimitGate,
   type RateLimitAnswer,
@@ -83,6 +84,16 @@ export function gatedLimiter(inner: KeyedLimiter, gate: RateLimitGate): KeyedLim
       inner.pause(id, ms);
     },
   };
+}
+
+/**
+ * The same client, its requests marked as acknowledgements: they may use the reserve runs leave
+ * (a run's status comment must still say it waits, and how it ended, when the budget is low).
+ */
+export function asAcknowledgement(octokit: OctokitLike): OctokitLike {
+  const defaults = (octokit.request as Partial<Pick<OctokitLike["request"], "defaults">>).defaults;
+  if (typeof defaults !== "function") return octokit;
+  return { request: octokit.request.defaults({ request: { rateLimitPriority: "acknowledgement" } }) };
 }
 
 function priorityOf(endpoint: unknown): RequestPriority {

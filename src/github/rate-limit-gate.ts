@@ -361,6 +361,11 @@ function numberHeader(text: string | null): number | undefined {
   return Number(text);
 }
 
+/** The gate's key for an installation, as the throttle names it. */
+export function installationRateLimitKey(installationId: number): string {
+  return `installation:${String(installationId)}`;
+}
+
 /** `14:05 UTC`, as the status comment and the errors say it. */
 export function utcTime(epochMs: number): string {
   const date = new Date(epochMs);

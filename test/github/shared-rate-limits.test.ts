@@ -3,7 +3,11 @@ import { Octokit } from "@octokit/core";
 import { throttling, type ThrottlingOptions } from "@octokit/plugin-throttling";
 import { afterAll, afterEach, beforeEach, describe, expect, test } from "vitest";
 import type { RateLimitState } from "../../src/contracts/rate-limit-state.js";
-import { createGitHubThrottle, installationThrottle } from "../../src/github/installation-throttle.js";
+import {
+  asAcknowledgement,
+  createGitHubThrottle,
+  installationThrottle,
+} from "../../src/github/installation-throttle.js";
 import type { LimiterClock } from "../../src/github/keyed-limiter.js";
 import { MemoryRateLimitState } from "../../src/github/memory-rate-limit-state.js";
 import {
@@ -221,6 +225,46 @@ describe("ten workers on one installation, sharing its limits through Redis", ()
       expect(request.at - refusedAt).toBeGreaterThanOrEqual(30_000);
     }
     expect(warnings.some((line) => line.startsWith("waiting for GitHub's secondary rate limit until"))).toBe(true);
+  });
+});
+
+describe("the reserve and the waits' listeners", () => {
+  test("below the reserve a run's request fails when the reset is far; a status comment's still goes", async () => {
+    await world(12);
+    const clock = jumpingClock(github);
+    const worker = processOf(new MemoryRateLimitState(), clock, { reserve: 5, maxWaitMs: 60_000 });
+    for (let i = 0; i < 7; i++) await worker.read();
+    // Five left, the reset an hour off: a run's request is refused here, in words that say why.
+    const refused = await settle(worker.read());
+    expect(refused.ok ? undefined : refused.error).toBeInstanceOf(RateLimitWaitError);
+    expect(worker.sent).toHaveLength(7);
+    const comment = asAcknowledgement(worker.client);
+    const answer = await comment.request("GET /repos/{owner}/{repo}/issues/{issue_number}", issue);
+    expect(answer.status).toBe(200);
+    expect(worker.sent).toHaveLength(8);
+  });
+
+  test("a long wait is told to the installation's listeners, with its end, and its end is told too", async () => {
+    await world(5_000);
+    const clock = jumpingClock(github);
+    const worker = processOf(new MemoryRateLimitState(), clock, { maxRetries: 0, announceMs: 10_000 });
+    const heard: Array<number | undefined> = [];
+    const stop = worker.gate.onWait("installation:77", (until) => heard.push(until));
+    github.injectFault({ method: "GET", pathPattern: /\/issues\/1$/ }, faults.secondaryRateLimit(5));
+    const start = clock.now();
+    expect((await settle(worker.read())).ok).toBe(false);
+    // A short back-off (5 s) is waited without a word to the comment.
+    expect((await worker.read()).status).toBe(200);
+    expect(heard).toEqual([]);
+    github.injectFault({ method: "GET", pathPattern: /\/issues\/1$/ }, faults.secondaryRateLimit(40));
+    expect((await settle(worker.read())).ok).toBe(false);
+    const refusedAt = clock.now();
+    expect((await worker.read()).status).toBe(200);
+    expect(heard).toHaveLength(2);
+    expect((heard[0] ?? 0) - refusedAt).toBeGreaterThanOrEqual(39_000);
+    expect(heard[1]).toBeUndefined();
+    expect(clock.now() - start).toBeGreaterThanOrEqual(45_000);
+    stop();
   });
 });
 
