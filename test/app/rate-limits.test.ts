@@ -1,0 +1,112 @@
+import { chmod, writeFile } from "node:fs/promises";
+import { join } from "node:path";
+import pino from "pino";
+import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { startHarnessServer, type HarnessServer } from "../../src/server.js";
+import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
+import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
+import { scratchDir } from "../helpers/git.js";
+import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
+
+// An installation whose hourly budget is nearly spent, end to end: the real server, signed
+// webhooks and the fake GitHub, whose budget resets an hour after its first use.
+const SECRET = "rate-limit-webhook-secret";
+const APP_ID = 4500;
+const BUDGET = 200;
+
+let github: FakeGitHub;
+let server: HarnessServer | undefined;
+let dir: { path: string; cleanup: () => Promise<void> };
+
+beforeEach(async () => {
+  dir = await scratchDir();
+  github = await startFakeGitHub({ rateLimit: BUDGET });
+});
+
+afterEach(async () => {
+  await server?.close(1_000);
+  server = undefined;
+  await github.close();
+  await dir.cleanup();
+});
+
+describe("an installation near the end of its GitHub budget", () => {
+  test("the request is acknowledged from the reserve; the run stops at it, its comment says until when", async () => {
+    const app = await installHarness(github, { appId: APP_ID });
+    const agent = join(dir.path, "agent.sh");
+    await writeFile(agent, "#!/bin/sh\necho hi > hi.txt\n");
+    await chmod(agent, 0o755);
+    await github.setFile("acme", "widgets", ".github/harness.yml", `agent: command\nagent_command: ["${agent}"]\n`);
+    // Someone else spent all but 30 of the installation's requests this hour.
+    const token = github.mintToken(INSTALLATION_ID);
+    let left = BUDGET;
+    while (left > 30) {
+      const answer = await fetch(`${github.apiUrl}/repos/acme/widgets`, {
+        headers: { authorization: `token ${token}` },
+      });
+      left = Number(answer.headers.get("x-ratelimit-remaining"));
+    }
+    // The shipped throttle (the shared helper turns it off), its write pacing shortened.
+    const logs: string[] = [];
+    const started = {
+      server: await startHarnessServer(
+        {
+          mode: "app",
+          port: 0,
+          host: "127.0.0.1",
+          appId: APP_ID,
+          privateKey: app.privateKeyPem ?? "",
+          webhookSecret: SECRET,
+          webhookPath: "/api/github/webhooks",
+          apiBaseUrl: github.apiUrl,
+          logLevel: "info",
+          logFormat: "json",
+          sandbox: "local",
+          allowedSandboxes: ["local"],
+          daytona: {},
+          concurrency: 1,
+          statusIntervalMs: 0,
+          reviewSettleMs: 0,
+          warnings: [],
+          localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
+          githubRateLimits: { reserve: 25, maxWaitMs: 60_000 },
+        },
+        {
+          environment: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
+          log: pino({ level: "info" }, { write: (line: string) => logs.push(line) }),
+          githubPacing: { writeIntervalMs: 1, notifyIntervalMs: 1 },
+        },
+      ),
+      logs: () => logs.join(""),
+    };
+    server = started.server;
+
+    const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "Add a greeting.", user: "reporter" });
+    const posted = github.addComment("acme", "widgets", issue.number, { body: "/harness greet", user: "maintainer" });
+    const requestsBefore = github.requests.length;
+    await sendWebhook(
+      server.url,
+      SECRET,
+      "issue_comment",
+      issueCommentCreated({
+        repo: github.repo("acme", "widgets"),
+        issue: { number: issue.number, title: issue.title, body: issue.body },
+        comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
+        installationId: INSTALLATION_ID,
+      }),
+    );
+    await server.settle();
+
+    const status = github
+      .issueComments("acme", "widgets", issue.number)
+      .find((comment) => comment.body.includes("<!-- harness:run="));
+    expect(status?.body, started.logs()).toContain("❌");
+    expect(status?.body).toMatch(
+      /GitHub's rate limit for this installation lasts until \d\d:\d\d UTC, longer than Harness waits \(1 min\)/,
+    );
+    // GitHub refused none of it: the run stopped short of the budget, with the reserve left.
+    const sent = github.requests.slice(requestsBefore).filter((request) => request.kind === "api");
+    expect(sent.filter((request) => request.status === 403)).toEqual([]);
+    expect(github.pullRequests("acme", "widgets")).toHaveLength(0);
+  }, 60_000);
+});
