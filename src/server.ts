@@ -11,7 +11,7 @@ import { createNodeFetch } from "./github/node-fetch.js";
 import { createOctokitFetch, githubRawFetch, OCTOKIT_REQUEST_OPTIONS } from "./github/octokit-fetch.js";
 import type { GitHubPacing } from "./github/installation-throttle.js";
 import { appOctokit } from "./github/app-octokit.js";
-import type { RateLimitGate } from "./github/rate-limit-gate.js";
+import type { RateLimitGate, RateLimitGateOptions } from "./github/rate-limit-gate.js";
 import { githubRateLimitGate } from "./runtime/github-rate-limits.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { newSetupCode } from "./setup/setup-code.js";
@@ -36,6 +36,8 @@ export interface ServerOverrides extends RuntimeOverrides {
   octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
   /** GitHub write pacing and rate-limit retries (tests shrink the intervals). */
   githubPacing?: Partial<GitHubPacing>;
+  /** How requests wait for installations' rate limits, beyond the settings (tests shrink the times). */
+  githubRateLimits?: Partial<RateLimitGateOptions>;
   fetch?: typeof globalThis.fetch;
   /** Setup mode's code, instead of a random one. */
   setupCode?: string;
@@ -104,7 +106,12 @@ export async function startHarnessServer(
           probot.log.warn(fields, message);
         },
       },
-      overrides.githubPacing?.retryAfterUnitMs !== undefined ? { unitMs: overrides.githubPacing.retryAfterUnitMs } : {},
+      {
+        ...(overrides.githubPacing?.retryAfterUnitMs !== undefined
+          ? { unitMs: overrides.githubPacing.retryAfterUnitMs }
+          : {}),
+        ...overrides.githubRateLimits,
+      },
     );
     const Paced = appOctokit({
       baseUrl: settings.apiBaseUrl,
