@@ -149,10 +149,9 @@ export function createEventClients(
           if (isWrite && triggersNotification(pathname))
             await options.limits.notifications.key(key).schedule(job, noop);
           if (isSearch) await options.limits.search.key(key).schedule(job, noop);
-          return await options.limits.global.key(key).schedule(job, async () => {
-            await options.gate?.admit(key, "acknowledgement");
-            return sendOnce(installationId, request);
-          });
+          // Before the global limiter, as for the Octokits: a wait holds none of its places.
+          await options.gate?.admit(key, "acknowledgement");
+          return await options.limits.global.key(key).schedule(job, () => sendOnce(installationId, request));
         } catch (error) {
           const rateWait =
             options.paced === false

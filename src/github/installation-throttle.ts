@@ -64,9 +64,11 @@ export function gatedLimiter(inner: KeyedLimiter, gate: RateLimitGate): KeyedLim
     key(id) {
       const limiter = inner.key(id);
       return {
-        schedule(job, fn, ...args) {
+        async schedule(job, fn, ...args) {
+          // Before the limiter, not in it: a run's request waiting for the reset must not hold
+          // one of the installation's places while an acknowledgement could go from the reserve.
+          await gate.admit(id, priorityOf(args[0]));
           return limiter.schedule(job, async () => {
-            await gate.admit(id, priorityOf(args[0]));
             try {
               const response = await fn(...args);
               gate.observe(id, answerOf(response));

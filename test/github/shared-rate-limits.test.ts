@@ -40,7 +40,7 @@ let opened: Array<{ close(): Promise<void> }>;
  */
 interface JumpingClock extends LimiterClock {
   advance(ms: number): void;
-  /** Wraps a request, so the clock does not move while it is in flight. */
+  /** Wraps a request (to the fake, or to the shared state), so the clock does not move while it is in flight. */
   inFlight<T>(request: () => Promise<T>): Promise<T>;
 }
 
@@ -104,12 +104,23 @@ const log = {
 function processOf(
   state: RateLimitState,
   clock: JumpingClock,
-  options: Partial<RateLimitGateOptions> & { maxRetries?: number } = {},
+  options: Partial<RateLimitGateOptions> & { maxRetries?: number; maxConcurrent?: number } = {},
 ) {
-  const { maxRetries, ...gateOptions } = options;
-  const gate = createRateLimitGate(state, log, { flushMs: 0, cacheMs: 1_000, ...gateOptions }, clock);
+  const { maxRetries, maxConcurrent, ...gateOptions } = options;
+  // The clock does not move while the shared state is answering either: Redis takes real time.
+  const counted: RateLimitState = {
+    record: (...args) => clock.inFlight(() => state.record(...args)),
+    read: (...args) => clock.inFlight(() => state.read(...args)),
+    reserve: (...args) => clock.inFlight(() => state.reserve(...args)),
+    close: () => state.close(),
+  };
+  const gate = createRateLimitGate(counted, log, { flushMs: 0, cacheMs: 1_000, ...gateOptions }, clock);
   opened.push(gate);
-  const pacing = { retryAfterUnitMs: 1_000, ...(maxRetries !== undefined ? { maxRetries } : {}) };
+  const pacing = {
+    retryAfterUnitMs: 1_000,
+    ...(maxRetries !== undefined ? { maxRetries } : {}),
+    ...(maxConcurrent !== undefined ? { maxConcurrent } : {}),
+  };
   const throttle = createGitHubThrottle(pacing, { gate, clock, log });
   const Client = Octokit.plugin(throttling).defaults(installationThrottle(pacing, throttle));
   const sent: Array<{ at: number; status?: number }> = [];
@@ -172,11 +183,11 @@ const settle = <T>(promise: Promise<T>) =>
 
 describe("ten workers on one installation, sharing its limits through Redis", () => {
   test("near the budget's end none is refused for it: the reserve is kept, the rest go after the reset", async () => {
-    await world(40);
+    await world(60);
     const clock = jumpingClock(github);
-    // Thirty requests of the hour's forty are left, and the window resets in ten seconds.
+    // Thirty requests of the hour's sixty are left, and the window resets in ten seconds.
     const starter = processOf(redisState(), clock, { reserve: 0 });
-    for (let i = 0; i < 10; i++) await starter.read();
+    for (let i = 0; i < 30; i++) await starter.read();
     await starter.gate.close();
     clock.advance(3_600_000 - 10_000);
     const probe = processOf(redisState(), clock, { reserve: 0 });
@@ -242,6 +253,31 @@ describe("the reserve and the waits' listeners", () => {
     const answer = await comment.request("GET /repos/{owner}/{repo}/issues/{issue_number}", issue);
     expect(answer.status).toBe(200);
     expect(worker.sent).toHaveLength(8);
+  });
+
+  test("a run's request waiting for the reset holds no place an acknowledgement needs", async () => {
+    await world(12);
+    const clock = jumpingClock(github);
+    // The hour's window began with another process's request, and resets in 30 s.
+    await processOf(new MemoryRateLimitState(), clock, { reserve: 0 }).read();
+    clock.advance(3_600_000 - 30_000);
+    // One request at a time for the installation: a waiting run's request would block the rest.
+    const worker = processOf(new MemoryRateLimitState(), clock, { reserve: 5, maxConcurrent: 1, announceMs: 0 });
+    for (let i = 0; i < 6; i++) await worker.read();
+    const resetAt = clock.now() + 30_000;
+    // Once the run's request waits, a status comment's edit comes (time stands still until it is answered).
+    let comment: Promise<unknown> | undefined;
+    worker.gate.onWait("installation:77", (until) => {
+      comment ??= clock.inFlight(() =>
+        asAcknowledgement(worker.client).request("GET /repos/{owner}/{repo}/issues/{issue_number}", issue),
+      );
+      expect(until).toBeGreaterThanOrEqual(resetAt);
+    });
+    expect((await worker.read()).status).toBe(200);
+    expect(await comment).toMatchObject({ status: 200 });
+    const [acknowledged, waited] = worker.sent.slice(6);
+    expect(acknowledged?.at).toBeLessThan(resetAt - 20_000);
+    expect(waited?.at).toBeGreaterThanOrEqual(resetAt - 1_000);
   });
 
   test("a long wait is told to the installation's listeners, with its end, and its end is told too", async () => {
