@@ -11,6 +11,8 @@ import { createNodeFetch } from "./github/node-fetch.js";
 import { createOctokitFetch, githubRawFetch, OCTOKIT_REQUEST_OPTIONS } from "./github/octokit-fetch.js";
 import type { GitHubPacing } from "./github/installation-throttle.js";
 import { appOctokit } from "./github/app-octokit.js";
+import type { RateLimitGate, RateLimitGateOptions } from "./github/rate-limit-gate.js";
+import { githubRateLimitGate } from "./runtime/github-rate-limits.js";
 import { createManifestFlow } from "./setup/manifest-flow.js";
 import { newSetupCode } from "./setup/setup-code.js";
 import { createLingeringClose, type LingeringClose } from "./triggers/lingering-close.js";
@@ -34,6 +36,8 @@ export interface ServerOverrides extends RuntimeOverrides {
   octokitDefaults?: Parameters<typeof ProbotOctokit.defaults>[0];
   /** GitHub write pacing and rate-limit retries (tests shrink the intervals). */
   githubPacing?: Partial<GitHubPacing>;
+  /** How requests wait for installations' rate limits, beyond the settings (tests shrink the times). */
+  githubRateLimits?: Partial<RateLimitGateOptions>;
   fetch?: typeof globalThis.fetch;
   /** Setup mode's code, instead of a random one. */
   setupCode?: string;
@@ -66,6 +70,7 @@ export async function startHarnessServer(
   let gatewayRoute: ModelGatewayRoute | undefined;
   let runtime: Runtime | undefined;
   let mcpRoute: McpRoute | undefined;
+  let rateLimits: RateLimitGate | undefined;
   let accepting = true;
   let listeningUrl = "";
 
@@ -93,6 +98,21 @@ export async function startHarnessServer(
     const metrics = new HarnessMetrics();
     const send = githubRawFetch(overrides.fetch ? { fetch: overrides.fetch } : {});
     const asked = askedOctokitOptions(overrides.octokitDefaults);
+    // Installations' rate limits as every process sees them (Redis beside a BullMQ queue).
+    rateLimits = githubRateLimitGate(
+      settings,
+      {
+        warn: (fields, message) => {
+          probot.log.warn(fields, message);
+        },
+      },
+      {
+        ...(overrides.githubPacing?.retryAfterUnitMs !== undefined
+          ? { unitMs: overrides.githubPacing.retryAfterUnitMs }
+          : {}),
+        ...overrides.githubRateLimits,
+      },
+    );
     const Paced = appOctokit({
       baseUrl: settings.apiBaseUrl,
       userAgent: `harness probot/${Probot.version}`,
@@ -101,6 +121,7 @@ export async function startHarnessServer(
       ...(asked.retry?.enabled === false ? { retry: false } : {}),
       ...(asked.throttle?.enabled === false ? { throttle: false } : {}),
       log: () => probot.log,
+      rateLimits,
       observe: (header) => {
         observeRateLimitHeaders(header, metrics);
       },
@@ -125,7 +146,13 @@ export async function startHarnessServer(
     await probot.load(() => undefined);
     const built = await buildRuntime(
       settings,
-      { log: probot.log, metrics, github: probot, ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}) },
+      {
+        log: probot.log,
+        metrics,
+        github: probot,
+        rateLimits,
+        ...(settings.web ? { publicUrl: settings.web.publicUrl } : {}),
+      },
       overrides,
     );
     runtime = built;
@@ -235,6 +262,7 @@ export async function startHarnessServer(
     async close(graceMs = 30_000) {
       accepting = false;
       await runtime?.close(graceMs);
+      await rateLimits?.close();
       await mcpRoute?.close();
       await new Promise<void>((resolve) => {
         server.close(() => {

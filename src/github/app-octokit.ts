@@ -6,6 +6,8 @@ import { createGitHubThrottle, installationThrottle, type GitHubPacing } from ".
 import { withoutPerRequestPlugins } from "./lean-octokit.js";
 import type { RawFetch } from "./node-fetch.js";
 import { SERVER_ERROR_RETRY } from "./retry-runner.js";
+import type { LimiterClock } from "./keyed-limiter.js";
+import type { RateLimitGate } from "./rate-limit-gate.js";
 
 export interface AppOctokitOptions {
   /** REST base URL (`https://api.github.com`, `https://ghe/api/v3`). */
@@ -20,6 +22,13 @@ export interface AppOctokitOptions {
   /** Read when GitHub slows a handler's request down. */
   log: () => EventClientOptions["log"];
   observe?: EventClientOptions["observe"];
+  /**
+   * The installations' rate limits as every process sees them (the composition root's: Redis
+   * when processes share a queue); absent, this process's own.
+   */
+  rateLimits?: RateLimitGate;
+  /** The limiters' and waits' clock (tests move it). */
+  clock?: LimiterClock;
 }
 
 /**
@@ -28,7 +37,16 @@ export interface AppOctokitOptions {
  * handlers the light event client (event-client.ts, event-auth.ts) paced by the same limiters.
  */
 export function appOctokit(options: AppOctokitOptions): typeof ProbotOctokit {
-  const throttle = createGitHubThrottle(options.pacing);
+  const log = {
+    warn: (fields: object, message: string) => {
+      options.log().warn(fields, message);
+    },
+  };
+  const throttle = createGitHubThrottle(options.pacing, {
+    log,
+    ...(options.rateLimits ? { gate: options.rateLimits } : {}),
+    ...(options.clock ? { clock: options.clock } : {}),
+  });
   const authStrategy = eventClientAuth((token) =>
     createEventClients({
       baseUrl: options.baseUrl.replace(/\/+$/, ""),
@@ -39,11 +57,9 @@ export function appOctokit(options: AppOctokitOptions): typeof ProbotOctokit {
       paced: options.throttle !== false,
       rateLimitRetry: throttle.rateLimitRetry,
       serverErrors: { ...SERVER_ERROR_RETRY, enabled: options.retry !== false, unitMs: throttle.unitMs },
-      log: {
-        warn: (fields, message) => {
-          options.log().warn(fields, message);
-        },
-      },
+      log,
+      ...(options.throttle !== false ? { gate: throttle.gate } : {}),
+      clock: throttle.clock,
       ...(options.observe ? { observe: options.observe } : {}),
     }),
   );

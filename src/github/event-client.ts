@@ -6,6 +6,7 @@ import { serverErrorWait, type ServerErrorRetry } from "./retry-runner.js";
 import { buildRestRequest, restError, unansweredError, type RestRequest, type RestResponse } from "./rest-request.js";
 import type { WritePacing } from "./write-pacing.js";
 import { systemClock, type LimiterClock } from "./keyed-limiter.js";
+import { installationRateLimitKey, type RateLimitGate } from "./rate-limit-gate.js";
 
 /*
  * The GitHub client a webhook handler gets (`context.octokit`). Probot would build a whole
@@ -47,6 +48,11 @@ export interface EventClientOptions {
   rateLimitRetry: RateLimitRetryOptions;
   serverErrors: ServerErrorRetry;
   log: { warn(fields: object, message: string): void };
+  /**
+   * The installation's shared rate limits: every request passes it first, as an acknowledgement
+   * (it may use the reserve runs leave), and every answer is told to it.
+   */
+  gate?: RateLimitGate;
   /** Every answer's headers, read by name (the rate-limit gauges). */
   observe?: (header: (name: string) => string | null) => void;
   clock?: LimiterClock;
@@ -64,6 +70,10 @@ export function createEventClients(
 ): (installationId: number, fallback: FallbackClient) => EventClient {
   const clock = options.clock ?? systemClock;
   const basePath = new URL(options.baseUrl).pathname.replace(/\/+$/, "");
+  // A secondary limit without `retry-after`: the gate's bounded default, as the Octokits wait it.
+  const fallbackSeconds = options.gate
+    ? Math.max(1, Math.round(options.gate.defaultBackOffMs / options.serverErrors.unitMs))
+    : 60;
   const handlers = (key: string) =>
     rateLimitHandlers(options.log, options.rateLimitRetry, (seconds) => {
       options.limits.write.pause(key, seconds * options.serverErrors.unitMs);
@@ -100,6 +110,14 @@ export function createEventClients(
         },
       };
       options.observe?.((name) => headerText(answer.headers[name]));
+      options.gate?.observe(installationRateLimitKey(installationId), {
+        status: answer.status,
+        header: (name) => headerText(answer.headers[name]),
+        message: () => {
+          const data = response.data as { message?: unknown } | undefined;
+          return typeof data?.message === "string" ? data.message : "";
+        },
+      });
       if (response.status < 300) return response;
       if (response.status === 401 && clock.now() - Date.parse(createdAt) < TOKEN_REPLICATION_MS) {
         // GitHub may not know a token minted a moment ago everywhere yet (as @octokit/auth-app).
@@ -131,10 +149,14 @@ export function createEventClients(
           if (isWrite && triggersNotification(pathname))
             await options.limits.notifications.key(key).schedule(job, noop);
           if (isSearch) await options.limits.search.key(key).schedule(job, noop);
+          // Before the global limiter, as for the Octokits: a wait holds none of its places.
+          await options.gate?.admit(key, "acknowledgement");
           return await options.limits.global.key(key).schedule(job, () => sendOnce(installationId, request));
         } catch (error) {
           const rateWait =
-            options.paced === false ? undefined : rateLimitWait(error, route, rateRetries, rateLimits, clock.now());
+            options.paced === false
+              ? undefined
+              : rateLimitWait(error, route, rateRetries, rateLimits, clock.now(), fallbackSeconds);
           if (rateWait !== undefined) {
             rateRetries += 1;
             await sleep(rateWait * options.serverErrors.unitMs);
@@ -167,7 +189,8 @@ export function createEventClients(
 /**
  * Seconds to wait before retrying a rate-limited request, or undefined when it is not one or the
  * handlers say not to: @octokit/plugin-throttling's reading of GitHub's answers (a secondary
- * limit: `retry-after`, else 60 s; a spent primary budget: until `x-ratelimit-reset`).
+ * limit: `retry-after`, else the gate's default back-off; a spent primary budget: until
+ * `x-ratelimit-reset`).
  */
 function rateLimitWait(
   error: unknown,
@@ -175,6 +198,7 @@ function rateLimitWait(
   retries: number,
   handlers: ReturnType<typeof rateLimitHandlers>,
   now: number,
+  fallbackSeconds: number,
 ): number | undefined {
   const { status, message, response } = (error ?? {}) as {
     status?: unknown;
@@ -185,7 +209,7 @@ function rateLimitWait(
   const [method = "", url = ""] = route.split(" ");
   const headers = response.headers;
   if (/\bsecondary rate\b/i.test(String(message))) {
-    const retryAfter = Number(headerText(headers["retry-after"])) || 60;
+    const retryAfter = Number(headerText(headers["retry-after"])) || fallbackSeconds;
     return handlers.onSecondaryRateLimit(retryAfter, { method, url }, undefined, retries) ? retryAfter : undefined;
   }
   const limited = ((response.data as { errors?: unknown } | undefined)?.errors ?? []) as Array<{ type?: unknown }>;

@@ -1,6 +1,14 @@
 import type { OctokitOptions } from "@octokit/core";
 import { GITHUB_RATE_LIMIT_RETRY, rateLimitHandlers, type RateLimitRetryOptions } from "./rate-limit-retry.js";
-import { systemClock } from "./keyed-limiter.js";
+import { systemClock, type KeyedLimiter, type LimiterClock } from "./keyed-limiter.js";
+import { MemoryRateLimitState } from "./memory-rate-limit-state.js";
+import type { OctokitLike } from "./octokit-client.js";
+import {
+  createRateLimitGate,
+  type RateLimitAnswer,
+  type RateLimitGate,
+  type RequestPriority,
+} from "./rate-limit-gate.js";
 import { createRetryRunner, SERVER_ERROR_RETRY, type ServerErrorRetry } from "./retry-runner.js";
 import { createWritePacing, GITHUB_WRITE_PACING, type WritePacing, type WritePacingOptions } from "./write-pacing.js";
 
@@ -9,19 +17,123 @@ export interface GitHubPacing extends WritePacingOptions, RateLimitRetryOptions 
   retryAfterUnitMs: number;
 }
 
-/** The limiters and retry rules one process paces an installation's requests with, whichever client sends them. */
+/**
+ * The limiters and retry rules one process paces an installation's requests with, whichever
+ * client sends them, and the gate that holds them to the installation's rate limits as every
+ * process sees them (rate-limit-gate.ts).
+ */
 export interface GitHubThrottle {
   limits: WritePacing;
   rateLimitRetry: RateLimitRetryOptions;
   /** Milliseconds per second of a `retry-after`. */
   unitMs: number;
+  gate: RateLimitGate;
+  clock: LimiterClock;
 }
 
-export function createGitHubThrottle(pacing: Partial<GitHubPacing> = {}): GitHubThrottle {
+interface Warn {
+  warn(fields: object, message: string): void;
+}
+
+/**
+ * `gate`: the shared rate limits (the composition root's, over Redis when processes share the
+ * queue); without one, an in-process gate (what this process saw is all it knows).
+ */
+export function createGitHubThrottle(
+  pacing: Partial<GitHubPacing> = {},
+  shared: { gate?: RateLimitGate; clock?: LimiterClock; log?: Warn } = {},
+): GitHubThrottle {
+  const clock = shared.clock ?? systemClock;
+  const unitMs = pacing.retryAfterUnitMs ?? 1_000;
   return {
-    limits: createWritePacing({ ...GITHUB_WRITE_PACING, ...pacing }),
+    limits: createWritePacing({ ...GITHUB_WRITE_PACING, ...pacing }, clock),
     rateLimitRetry: { ...GITHUB_RATE_LIMIT_RETRY, ...pacing },
-    unitMs: pacing.retryAfterUnitMs ?? 1_000,
+    unitMs,
+    gate: shared.gate ?? createRateLimitGate(new MemoryRateLimitState(), shared.log ?? console, { unitMs }, clock),
+    clock,
+  };
+}
+
+/**
+ * A limiter whose jobs first pass the rate-limit gate, and whose answers (or errors) are told to
+ * it. The plugin calls the global group as `schedule(job, request, endpointOptions)`: a request
+ * that sets `request: { rateLimitPriority: "acknowledgement" }` may use the reserve.
+ */
+export function gatedLimiter(inner: KeyedLimiter, gate: RateLimitGate): KeyedLimiter {
+  return {
+    key(id) {
+      const limiter = inner.key(id);
+      return {
+        async schedule(job, fn, ...args) {
+          // Before the limiter, not in it: a run's request waiting for the reset must not hold
+          // one of the installation's places while an acknowledgement could go from the reserve.
+          await gate.admit(id, priorityOf(args[0]));
+          return limiter.schedule(job, async () => {
+            try {
+              const response = await fn(...args);
+              gate.observe(id, answerOf(response));
+              return response;
+            } catch (error) {
+              const answer = errorAnswerOf(error);
+              if (answer) gate.observe(id, answer);
+              throw error;
+            }
+          });
+        },
+      };
+    },
+    pause(id, ms) {
+      inner.pause(id, ms);
+    },
+  };
+}
+
+/**
+ * The same client, its requests marked as acknowledgements: they may use the reserve runs leave
+ * (a run's status comment must still say it waits, and how it ended, when the budget is low).
+ */
+export function asAcknowledgement(octokit: OctokitLike): OctokitLike {
+  const defaults = (octokit.request as Partial<Pick<OctokitLike["request"], "defaults">>).defaults;
+  if (typeof defaults !== "function") return octokit;
+  return { request: octokit.request.defaults({ request: { rateLimitPriority: "acknowledgement" } }) };
+}
+
+function priorityOf(endpoint: unknown): RequestPriority {
+  const request = (endpoint as { request?: { rateLimitPriority?: unknown } } | undefined)?.request;
+  return request?.rateLimitPriority === "acknowledgement" ? "acknowledgement" : "run";
+}
+
+type Headers = Record<string, string | number | string[] | undefined>;
+
+function headerOf(headers: Headers | undefined): (name: string) => string | null {
+  return (name) => {
+    const value = headers?.[name];
+    if (value === undefined) return null;
+    return Array.isArray(value) ? value.join(", ") : String(value);
+  };
+}
+
+/** An answer as the gate reads it: Octokit's response, or the event client's. */
+export function answerOf(response: unknown): RateLimitAnswer {
+  const { status, headers } = (response ?? {}) as { status?: unknown; headers?: Headers };
+  return { status: typeof status === "number" ? status : 200, header: headerOf(headers), message: () => "" };
+}
+
+/** A failed request's answer, when GitHub gave one (Octokit's RequestError). */
+export function errorAnswerOf(error: unknown): RateLimitAnswer | undefined {
+  const { status, response, message } = (error ?? {}) as {
+    status?: unknown;
+    response?: { headers?: Headers; data?: unknown };
+    message?: unknown;
+  };
+  if (typeof status !== "number" || !response) return undefined;
+  return {
+    status,
+    header: headerOf(response.headers),
+    message: () => {
+      const data = response.data as { message?: unknown } | undefined;
+      return typeof data?.message === "string" ? data.message : String(message);
+    },
   };
 }
 
@@ -41,7 +153,8 @@ export function installationThrottle(
   pacing: Partial<GitHubPacing> = {},
   shared: GitHubThrottle = createGitHubThrottle(pacing),
 ): (options: OctokitOptions) => OctokitOptions {
-  const { limits, rateLimitRetry: retry, unitMs } = shared;
+  const { limits, rateLimitRetry: retry, unitMs, clock } = shared;
+  const global = gatedLimiter(limits.global, shared.gate);
   return (options) => {
     const throttle = (options["throttle"] ?? {}) as { id?: string };
     const installationId = (options.auth as { installationId?: unknown } | undefined)?.installationId;
@@ -64,12 +177,15 @@ export function installationThrottle(
         ...throttle,
         id: key,
         ...limits,
-        retryLimiter: createRetryRunner(systemClock, {
+        global,
+        retryLimiter: createRetryRunner(clock, {
           ...SERVER_ERROR_RETRY,
           ...asked,
           unitMs,
         }),
         retryAfterBaseValue: unitMs,
+        // A secondary limit without `retry-after`: the gate's bounded default, not the plugin's minute.
+        fallbackSecondaryRateRetryAfter: Math.max(1, Math.round(shared.gate.defaultBackOffMs / unitMs)),
         ...rateLimitHandlers(log, retry, (seconds) => {
           limits.write.pause(key, seconds * unitMs);
         }),

@@ -2,6 +2,7 @@ import { formatTokens } from "../util/token-count.js";
 import { redact } from "../util/redact.js";
 import { neutralText } from "./neutral-text.js";
 import { formatDuration } from "../util/duration.js";
+import { utcTime } from "./rate-limit-gate.js";
 
 /** Where a run is, as the status comment shows it. */
 export type RunPhase =
@@ -33,6 +34,11 @@ export interface StatusView {
   steps: StepView[];
   /** A line under the heading (e.g. "Queued behind the run for …"). */
   note?: string;
+  /**
+   * Epoch ms until which the run's GitHub requests wait for the installation's rate limit (its
+   * budget spent, or a secondary limit's back-off); absent when they do not wait.
+   */
+  rateLimitUntil?: number | undefined;
   durationMs?: number;
   prUrl?: string;
   prNumber?: number;
@@ -99,6 +105,8 @@ export function renderStatusComment(view: StatusView): string {
   const lines: string[] = [statusMarker(view.runId), `### ${heading}`, ""];
   lines.push(`> ${neutralText(oneLine(view.intent, 300))}`, `> — requested by @${view.requester}`, "");
   if (view.note) lines.push(view.note, "");
+  if (view.rateLimitUntil !== undefined)
+    lines.push(`⏳ Waiting for GitHub's rate limit on this installation until ${utcTime(view.rateLimitUntil)}`, "");
 
   if (view.phase === "succeeded" && view.prUrl) {
     const facts = [

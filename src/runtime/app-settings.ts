@@ -120,6 +120,13 @@ export type AppSettings =
       approvals?: { ttlMs: number; maxPerIssue: number; maxPerPerson: number };
       /** At most one refusal reply per person per issue within this window (HARNESS_REPLY_WINDOW_MINUTES). */
       replyWindowMs?: number;
+      /**
+       * How requests wait for an installation's GitHub rate limits: the core requests kept back
+       * for webhook acknowledgements, where runs' requests stop until the reset
+       * (HARNESS_GITHUB_RATE_LIMIT_RESERVE), and the longest wait before a request fails instead
+       * (HARNESS_GITHUB_RATE_LIMIT_MAX_WAIT_MINUTES).
+       */
+      githubRateLimits?: { reserve: number; maxWaitMs: number };
       /** HARNESS_AUDIT_TOKEN: the bearer token `/audit.jsonl` asks for; without it the export is off. */
       auditToken?: string;
       /**
@@ -280,6 +287,12 @@ export function settingsFromEnv(
       maxPerPerson: positive(env["HARNESS_MAX_PENDING_PER_PERSON"], 5, "HARNESS_MAX_PENDING_PER_PERSON"),
     },
     replyWindowMs: positive(env["HARNESS_REPLY_WINDOW_MINUTES"], 60, "HARNESS_REPLY_WINDOW_MINUTES") * 60_000,
+    githubRateLimits: {
+      reserve: integer(env["HARNESS_GITHUB_RATE_LIMIT_RESERVE"], 100, "HARNESS_GITHUB_RATE_LIMIT_RESERVE"),
+      maxWaitMs:
+        positive(env["HARNESS_GITHUB_RATE_LIMIT_MAX_WAIT_MINUTES"], 15, "HARNESS_GITHUB_RATE_LIMIT_MAX_WAIT_MINUTES") *
+        60_000,
+    },
     ...auditFrom(env),
     ...mcpFrom(env),
     role,

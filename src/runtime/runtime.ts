@@ -47,6 +47,7 @@ import { createRedactor, secretsFromEnv, type Redactor } from "../util/redact.js
 import { UNISOLATED_WARNING, type AppModeSettings } from "./app-settings.js";
 import { workerGitHub, type AppAuth } from "./github-app.js";
 import { localIsolationFor } from "./local-isolation.js";
+import type { RateLimitGate } from "../github/rate-limit-gate.js";
 import { createRunQueue } from "./run-queue.js";
 
 export interface RuntimeContext {
@@ -56,6 +57,8 @@ export interface RuntimeContext {
   github: AppAuth;
   /** Where the run pages are served, when they are. */
   publicUrl?: string;
+  /** The GitHub clients' rate-limit gate: runs hear its long waits, for their status comments. */
+  rateLimits?: Pick<RateLimitGate, "onWait">;
 }
 
 export interface RuntimeOverrides {
@@ -189,6 +192,7 @@ export async function buildRuntime(
       ? { dailyCostUsdPerInstallation: settings.dailyCostUsdPerInstallation }
       : {}),
     statusIntervalMs: settings.statusIntervalMs,
+    ...(context.rateLimits ? { rateLimitWaits: context.rateLimits } : {}),
     reporters: [runMetrics, journalReporter],
     draftRefusals: new DraftRefusals(),
     accessCache: new InstallationAccessCache(),

@@ -229,6 +229,26 @@ describe("queue settings", () => {
   });
 });
 
+describe("GitHub rate-limit settings", () => {
+  const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s" };
+  test("a reserve for acknowledgements and the longest wait, with defaults; nonsense refuses to start", () => {
+    expect(settingsFromEnv(base)).toMatchObject({ githubRateLimits: { reserve: 100, maxWaitMs: 15 * 60_000 } });
+    expect(
+      settingsFromEnv({
+        ...base,
+        HARNESS_GITHUB_RATE_LIMIT_RESERVE: "0",
+        HARNESS_GITHUB_RATE_LIMIT_MAX_WAIT_MINUTES: "5",
+      }),
+    ).toMatchObject({ githubRateLimits: { reserve: 0, maxWaitMs: 5 * 60_000 } });
+    expect(() => settingsFromEnv({ ...base, HARNESS_GITHUB_RATE_LIMIT_RESERVE: "-1" })).toThrow(
+      /HARNESS_GITHUB_RATE_LIMIT_RESERVE must be a whole number/,
+    );
+    expect(() => settingsFromEnv({ ...base, HARNESS_GITHUB_RATE_LIMIT_MAX_WAIT_MINUTES: "0" })).toThrow(
+      /HARNESS_GITHUB_RATE_LIMIT_MAX_WAIT_MINUTES must be greater than 0/,
+    );
+  });
+});
+
 describe("Redis Cluster and Sentinel settings", () => {
   const base = { APP_ID: "1", PRIVATE_KEY: pem, WEBHOOK_SECRET: "s", HARNESS_QUEUE: "bullmq" };
   const queueOf = (env: Record<string, string>) => {

@@ -14,6 +14,18 @@ describe("the status comment", () => {
     expect(runIdFromComment(body)).toBe("r1");
   });
 
+  test("a run waiting for GitHub's rate limit says so, and until when; the line goes when the wait ends", () => {
+    const waiting = renderStatusComment({
+      ...base,
+      phase: "running",
+      rateLimitUntil: Date.UTC(2026, 10, 22, 14, 5, 30),
+    });
+    expect(waiting).toContain(
+      "> — requested by @alice\n\n⏳ Waiting for GitHub's rate limit on this installation until 14:05 UTC\n",
+    );
+    expect(renderStatusComment({ ...base, phase: "running", rateLimitUntil: undefined })).not.toContain("rate limit");
+  });
+
   test("shows the steps as a checklist with state and duration", () => {
     const body = renderStatusComment({
       ...base,

@@ -6,6 +6,7 @@ import { type SetupSecretGrant } from "../../config/setup-secrets.js";
 import type { Reporter } from "../../contracts/events.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
 import type { TokenMinter } from "../../github/tokens.js";
+import type { RateLimitGate } from "../../github/rate-limit-gate.js";
 import type {
   DaytonaOptions,
   LocalIsolation,
@@ -38,6 +39,8 @@ export interface WorkerGateway {
 
 /** What the worker needs from the outside world, injected so tests need no globals. */
 export interface WorkerDeps {
+  /** Long waits for an installation's GitHub rate limit, told to the runs on it (their status comments). */
+  rateLimitWaits?: Pick<RateLimitGate, "onWait">;
   /** An installation client (issues, pull requests, contents, config). */
   installationOctokit(installationId: number): Promise<OctokitLike & ConfigCapableOctokit>;
   /** The app (JWT) client, for the bot identity. */

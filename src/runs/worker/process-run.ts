@@ -17,6 +17,7 @@ import { recordInThread } from "./pull-thread.js";
 import { pushedByEarlierAttempt } from "./earlier-follow-up.js";
 import { abandonCiRound, prepareCiRound, watchAfterPush, type CiRound } from "./ci-round.js";
 import { noteMissingAccess } from "./follow-up-access.js";
+import { installationRateLimitKey } from "../../github/rate-limit-gate.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
 
 /**
@@ -26,6 +27,10 @@ import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound 
 export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
   const run = startRun(request, signal, deps);
   const { status, log } = run;
+  // While the installation's requests wait for GitHub's rate limit, the comment says until when.
+  const stopHearing = deps.rateLimitWaits?.onWait(installationRateLimitKey(request.installationId), (until) => {
+    status.show({ rateLimitUntil: until });
+  });
   try {
     const octokit = await deps.installationOctokit(request.installationId);
     status.open(octokit, { minIntervalMs: deps.statusIntervalMs ?? 5_000, log });
@@ -124,5 +129,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
         "Ask again; if it keeps failing, an operator can find the run id in the logs",
       )
       .catch(() => undefined);
+  } finally {
+    stopHearing?.();
   }
 }

@@ -1,4 +1,5 @@
 import type { Reporter } from "../../contracts/events.js";
+import { asAcknowledgement } from "../../github/installation-throttle.js";
 import { issueThread } from "../../github/issue-thread.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
 import { renderStatusComment, type RunPhase, type StatusView } from "../../github/status-comment.js";
@@ -37,14 +38,16 @@ export class RunStatusComment {
   /** Starts editing the comment through this installation client. */
   open(octokit: OctokitLike, options: { minIntervalMs: number; log: Log }): void {
     const { request } = this;
-    const thread = issueThread(octokit, request.repo, request.issue.number);
+    // The comment may use the requests kept back for acknowledgements: it says why a run waits.
+    const commenting = asAcknowledgement(octokit);
+    const thread = issueThread(commenting, request.repo, request.issue.number);
     this.commentId = request.statusCommentId;
     this.updater = new StatusUpdater(
       {
         update: async (body) => {
           // The handler could not create the comment (GitHub was failing): the first update does,
           // unless an earlier attempt of this run already did.
-          this.commentId ??= await findStatusComment(octokit, request);
+          this.commentId ??= await findStatusComment(commenting, request);
           this.commentId = await thread.upsert(this.commentId, body);
         },
       },
