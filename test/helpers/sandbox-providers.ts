@@ -2,6 +2,7 @@ import { join } from "node:path";
 import { SCRATCH_DIR, VOLUME, WORK_DIR } from "../../src/sandbox/docker/container-spec.js";
 import { DEFAULT_SANDBOX_UID } from "../../src/sandbox/docker/options.js";
 import { createDockerSandbox } from "../../src/sandbox/docker/sandbox.js";
+import { remappingOf } from "../../src/sandbox/docker/user-namespaces.js";
 import { probeIsolation } from "../../src/sandbox/local/isolation.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
 import { sandboxUserFor } from "../../src/sandbox/local/sandbox-user.js";
@@ -52,6 +53,10 @@ const local: IsolatedProvider = {
   scratchPathFor: () => undefined,
 };
 
+const remapped = engine.available
+  ? remappingOf((await engine.docker.info()) as { SecurityOptions?: unknown; DockerRootDir?: unknown })
+  : undefined;
+
 const images = new Map<string, Promise<string>>();
 /** The test image on the shared engine, built once per file and variant. */
 function image(node: boolean): Promise<string> {
@@ -68,7 +73,8 @@ function image(node: boolean): Promise<string> {
 const docker: IsolatedProvider = {
   kind: "docker",
   unavailable: engine.available ? undefined : engine.reason,
-  hostUid: DEFAULT_SANDBOX_UID,
+  // On an engine that remaps user namespaces the container's uid is another one on the host.
+  hostUid: DEFAULT_SANDBOX_UID + (remapped?.uidBase ?? 0),
   async create(options, extra = {}) {
     if (!engine.available) throw new Error(engine.reason);
     return createDockerSandbox(

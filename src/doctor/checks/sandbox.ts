@@ -6,6 +6,7 @@ import {
   engineMessage,
   statusOf as engineStatus,
 } from "../../sandbox/docker/client.js";
+import { remapsUserNamespaces } from "../../sandbox/docker/user-namespaces.js";
 import { sandboxUserFor } from "../../sandbox/local/sandbox-user.js";
 import { describeError } from "../../util/errors.js";
 import { failed, passed, skipped, type Check } from "../check.js";
@@ -178,11 +179,10 @@ export function dockerCheck(): Check<DoctorContext> {
  * Remapping is the engine's own setting (daemon.json), not one a container can ask for.
  */
 export function userNamespaces(info: { SecurityOptions?: unknown }): string {
-  const options = Array.isArray(info.SecurityOptions) ? info.SecurityOptions : [];
-  const remapped = options.some((option) => typeof option === "string" && /(^|,)name=userns(,|$)/.test(option));
-  return remapped
+  return remapsUserNamespaces(info)
     ? "user namespaces remapped (a sandbox's uids are not the host's)"
-    : 'no user-namespace remapping: a sandbox\'s uid is the same uid on the host (set "userns-remap": "default" in the engine\'s daemon.json to map it elsewhere)';
+    : "no user-namespace remapping: a sandbox's uid is the same uid on the host " +
+        `(set "userns-remap": "default" in the engine's daemon.json to map it elsewhere)`;
 }
 
 function engineOf(context: DoctorContext): string {

@@ -49,6 +49,7 @@ import {
   VOLUME,
   WORK_DIR,
 } from "./container-spec.js";
+import { hostGid, remappedIds } from "./user-namespaces.js";
 import { endProcessesOf, runInContainer } from "./exec.js";
 import { CommandLauncher } from "./launcher.js";
 import { createContainerPulling } from "./image-pull.js";
@@ -189,16 +190,18 @@ export async function createDockerSandbox(opts: SandboxOptions, docker: DockerOp
     let proxy: Relay | undefined;
     if (offline && (allowlist || opts.modelGateway?.socketPath)) {
       const relayDir = join(base, "relay");
+      // On an engine that remaps user namespaces the container's group is another gid on the host.
+      const sharedGid = hostGid(gid, await remappedIds(client, host));
       await mkdir(relayDir, { mode: 0o750 });
       await writeFile(join(relayDir, "forwarder.mjs"), FORWARDER_SOURCE, { mode: 0o640 });
-      await shareWithContainer(relayDir, gid, 0o750);
-      await shareWithContainer(join(relayDir, "forwarder.mjs"), gid, 0o640);
+      await shareWithContainer(relayDir, sharedGid, 0o750);
+      await shareWithContainer(join(relayDir, "forwarder.mjs"), sharedGid, 0o640);
       socketBinds.push({ host: relayDir, container: `${RELAY_DIR}/relay` });
       if (allowlist) {
         const socketPath = join(relayDir, "proxy.sock");
         egress = await startEgressProxy({ socketPath, allowlist });
         // Connecting to a Unix socket takes write permission on it: the container's group gets it.
-        await shareWithContainer(socketPath, gid, 0o660);
+        await shareWithContainer(socketPath, sharedGid, 0o660);
         proxy = { port: PROXY_PORT, socketPath: `${RELAY_DIR}/relay/proxy.sock` };
       }
       const gatewaySocket = opts.modelGateway?.socketPath;
