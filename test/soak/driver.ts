@@ -34,6 +34,11 @@ export interface FaultWindow {
   forMs: number;
   /** Every n-th matching request fails (1/n of them). */
   every: number;
+  /**
+   * The window stays open past `forMs` until it has failed this many requests (default 1), so
+   * that a fault meant to happen happens however slow the machine makes the runs.
+   */
+  minHits?: number;
 }
 
 export interface SoakOptions {
@@ -94,6 +99,8 @@ export interface SoakResult {
     /** Deliveries that had to be sent again (their web process was dead or answered 5xx). */
     redelivered: number;
     outcomes: Record<string, number>;
+    /** Requests that did not end ✅: where, and the head of their status comment. */
+    failures: string[];
     runsPerMinute: number;
     /** Webhook accepted → 👀 on the comment (from the delivery's start). */
     ackMs: { p50: number; p99: number; max: number; count: number };
@@ -251,18 +258,25 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
         log(`failover at +${seconds(failover.at - go)} s: new master named after ${String(failover.switchedMs)} ms`);
       });
     const handles: { github502?: FaultHandle; secondaryLimit?: FaultHandle; daytona503?: DaytonaFaultHandle } = {};
-    const window = (spec: FaultWindow | undefined, name: string, open: () => { remove(): void }): void => {
+    const window = (
+      spec: FaultWindow | undefined,
+      name: string,
+      open: () => { readonly hits: number; remove(): void },
+    ): void => {
       if (!spec) return;
-      let handle: { remove(): void } | undefined;
+      let handle: { readonly hits: number; remove(): void } | undefined;
       at(spec.atMs, () => {
         handle = open();
         log(`${name}: on for ${String(spec.forMs / 1000)} s (1 request in ${String(spec.every)})`);
         return Promise.resolve();
       });
-      at(spec.atMs + spec.forMs, () => {
+      at(spec.atMs + spec.forMs, async () => {
+        await waitFor(`${name} to fail a request`, () => phase.drained || (handle?.hits ?? 0) >= (spec.minHits ?? 1), {
+          timeoutMs: Number.MAX_SAFE_INTEGER,
+          intervalMs: 50,
+        });
         handle?.remove();
-        log(`${name}: off`);
-        return Promise.resolve();
+        log(`${name}: off at +${seconds(Date.now() - go)} s, after failing ${String(handle?.hits ?? 0)} requests`);
       });
     };
     window(options.githubStorm, "GitHub 502 storm", () => {
@@ -519,6 +533,7 @@ async function judge(evidence: Evidence): Promise<SoakResult> {
   const runIdOf = new Map<Tracked, string>();
   const outcomes: Record<string, number> = {};
   const problems: string[] = [];
+  const failures: string[] = [];
   for (const item of accepted) {
     const { repo, issueNumber } = item.request;
     const where = `${repo.fullName}#${String(issueNumber)}`;
@@ -534,7 +549,12 @@ async function judge(evidence: Evidence): Promise<SoakResult> {
     const symbol = heading?.slice(4) ?? "none";
     outcomes[symbol] = (outcomes[symbol] ?? 0) + 1;
     runIdOf.set(item, /<!-- harness:run=([A-Za-z0-9_-]+) -->/.exec(body)?.[1] ?? "");
+    if (heading !== undefined && !heading.includes("✅"))
+      failures.push(`${where}: ${body.replace(/\s+/g, " ").slice(0, 1_000)}`);
   }
+  const distinctRuns = new Set([...runIdOf.values()].filter(Boolean)).size;
+  if (distinctRuns !== accepted.length)
+    problems.push(`${String(distinctRuns)} distinct run ids for ${String(accepted.length)} requests`);
   check(
     "every accepted request ends exactly once (one status comment, terminal, never changed after)",
     problems.length === 0,
@@ -759,6 +779,7 @@ async function judge(evidence: Evidence): Promise<SoakResult> {
       accepted: accepted.length,
       redelivered: tracked.filter((item) => item.attempts > 1).length,
       outcomes,
+      failures,
       runsPerMinute: wallSeconds > 0 ? (ended / wallSeconds) * 60 : 0,
       ackMs: { p50: percentile(acks, 0.5), p99: percentile(acks, 0.99), max: Math.max(0, ...acks), count: acks.length },
       githubRequestsPerRun: {
@@ -813,6 +834,7 @@ export function describeSoak(result: SoakResult): string {
     `CPU seconds, first webhook → last terminal: web ${f.cpu.web.toFixed(1)}, workers ${f.cpu.workers.toFixed(1)}, ` +
       `fakes (GitHub, Daytona, their git and sandbox processes) ${f.cpu.fakes.toFixed(1)}; machine busy ` +
       (f.cpu.machineBusy === undefined ? "?" : `${(f.cpu.machineBusy * 100).toFixed(0)} %`),
+    ...f.failures.map((failure) => `not ✅: ${failure}`),
     ...result.checks.map((each) => `${each.met ? "MET   " : "MISSED"} ${each.name}: ${each.detail}`),
   ];
   return lines.join("\n");
