@@ -53,6 +53,7 @@ for (const workers of WORKERS) {
     secondaryLimit: undefined,
     daytonaOutage: undefined,
     pacingScale: 0.02,
+    reaperMs: 10_000,
     seed: 1,
     drainTimeoutMs: 15 * 60_000,
   });

@@ -7,7 +7,8 @@
  *
  *   npx tsx bench/soak.ts [--requests 1000] [--minutes 10] [--repositories 100] [--installations 10]
  *     [--web 3] [--workers 3] [--agent-ms 1000] [--concurrency 4] [--max-in-flight 8]
- *     [--kill-every 20] [--kills N] [--pacing-scale 0.02] [--seed 1] [--drain-minutes 30] [--logs DIR] [--json]
+ *     [--kill-every 20] [--kills N] [--pacing-scale 0.02] [--seed 1] [--drain-minutes 30]
+ *     [--reaper-seconds 10] [--logs DIR] [--json]
  *
  * The fault windows sit at fixed fractions of `--minutes`. `--kills` defaults to as many as fit
  * in the sending time; `--pacing-scale 1` keeps GitHub's pacing as shipped (one write a second
@@ -56,6 +57,7 @@ const options: SoakOptions = {
   secondaryLimit: { ...window(0.35, 0.05, 4), retryAfterSeconds: 5 },
   daytonaOutage: window(0.65, 0.05, 3),
   pacingScale: number("pacing-scale", 0.02),
+  reaperMs: number("reaper-seconds", 10) * 1_000,
   seed: number("seed", 1),
   drainTimeoutMs: number("drain-minutes", 30) * 60_000,
   ...(process.argv.includes("--logs") ? { keepLogsIn: argValue("logs", "soak-logs") } : {}),

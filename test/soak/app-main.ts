@@ -9,13 +9,16 @@
 import { settingsFromEnv } from "../../src/runtime/app-settings.js";
 import { startHarnessServer } from "../../src/server.js";
 import { GITHUB_WRITE_PACING } from "../../src/github/write-pacing.js";
+import { daytonaInventory } from "../../src/sandbox/daytona/inventory.js";
 
 const scale = Number(process.env["HARNESS_SOAK_PACING_SCALE"] ?? "1");
 if (!(scale > 0 && scale <= 1)) throw new Error("HARNESS_SOAK_PACING_SCALE must be in (0, 1]");
+// The orphan reaper's pass, 10 minutes as shipped; the soak shortens it (`HARNESS_SOAK_REAPER_MS`)
+// so that what it is there to delete is deleted before the soak looks.
+const reaperMs = Number(process.env["HARNESS_SOAK_REAPER_MS"] ?? "0");
 const settings = settingsFromEnv(process.env);
-const server = await startHarnessServer(
-  settings,
-  scale === 1
+const server = await startHarnessServer(settings, {
+  ...(scale === 1
     ? {}
     : {
         githubPacing: {
@@ -23,8 +26,11 @@ const server = await startHarnessServer(
           notifyIntervalMs: GITHUB_WRITE_PACING.notifyIntervalMs * scale,
           retryAfterUnitMs: 1_000 * scale,
         },
-      },
-);
+      }),
+  ...(reaperMs > 0 && settings.mode === "app" && settings.sandbox === "daytona"
+    ? { reaper: { inventory: daytonaInventory(settings.daytona), intervalMs: reaperMs } }
+    : {}),
+});
 process.stderr.write(`Harness is listening on ${server.url}\n`);
 let stopping = false;
 const stop = (): void => {

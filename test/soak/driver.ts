@@ -1,6 +1,7 @@
 import { randomUUID } from "node:crypto";
 import { chmod, mkdir, readFile, writeFile } from "node:fs/promises";
 import { join } from "node:path";
+import { fileURLToPath } from "node:url";
 import { Redis } from "ioredis";
 import { startFakeDaytona, type FakeDaytona, type FaultHandle as DaytonaFaultHandle } from "../fakes/daytona/server.js";
 import { faults, startFakeGitHub, type FakeGitHub, type FaultHandle } from "../fakes/github/server.js";
@@ -23,7 +24,7 @@ import { buildSoakWorld, soakRequests, type SoakRequest } from "./world.js";
  * `npm run soak` (bench/soak.ts) at full size and by test/app/soak.test.ts scaled down.
  */
 
-export const SOAK_ENTRY = new URL("./app-main.ts", import.meta.url).pathname;
+export const SOAK_ENTRY = fileURLToPath(new URL("./app-main.ts", import.meta.url));
 const SECRET = "soak-webhook-secret";
 /** A terminal status comment: ✅, ➖, ❌ (failed, timed out, interrupted) or ⏹. */
 const TERMINAL = /^### (✅|➖|❌|⏹)/m;
@@ -71,6 +72,11 @@ export interface SoakOptions {
   daytonaOutage: FaultWindow | undefined;
   /** GitHub's clock in the app (see test/soak/app-main.ts): 1 as shipped. */
   pacingScale: number;
+  /**
+   * The orphan reaper's pass in the worker processes (10 min as shipped). A killed worker's
+   * sandbox whose run's retry needed none (it found the work pushed) is left to the reaper.
+   */
+  reaperMs: number;
   seed: number;
   /** How long to wait, after the last webhook, for every run to end. */
   drainTimeoutMs: number;
@@ -209,6 +215,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
       HARNESS_MAX_QUEUED_PER_REPO: "0",
       HARNESS_MAX_QUEUED_PER_INSTALLATION: "0",
       HARNESS_SOAK_PACING_SCALE: String(options.pacingScale),
+      HARNESS_SOAK_REAPER_MS: String(options.reaperMs),
       LOG_LEVEL: "info",
     });
     const bootStarted = Date.now();
@@ -405,7 +412,7 @@ export async function runSoak(options: SoakOptions): Promise<SoakResult> {
     for (const handle of Object.values(handles)) handle.remove();
     // Sandboxes are deleted as their runs end; the last ones may still be going.
     await waitFor("the last sandboxes to be deleted", () => liveSandboxes(daytona).length === 0, {
-      timeoutMs: 30_000,
+      timeoutMs: 30_000 + options.reaperMs,
       intervalMs: 250,
     }).catch(() => undefined);
 
@@ -612,6 +619,12 @@ async function judge(evidence: Evidence): Promise<SoakResult> {
 
   // Nothing left running: no sandbox, no sandbox process, no run past its timeout.
   const live = liveSandboxes(daytona);
+  // Leftovers the orphan reaper deleted: a killed worker's sandboxes no retry replaced.
+  let reaped = 0;
+  for (const slot of fleet.slots)
+    for (const each of slot.history)
+      for (const match of each.output().matchAll(/"reaped":\[([^\]]*)\]/g))
+        reaped += (match[1] ?? "").split(",").filter(Boolean).length;
   const strays = daytona.liveProcesses();
   const runIds = new Set(runIdOf.values());
   const foreign = [...daytona.sandboxes.values()].filter((sandbox) => !runIds.has(sandbox.labels["harness-run"] ?? ""));
@@ -636,7 +649,8 @@ async function judge(evidence: Evidence): Promise<SoakResult> {
     live.length === 0 && strays.length === 0 && overdue.length === 0 && foreign.length === 0,
     `${String(live.length)} sandboxes alive, ${String(strays.length)} processes, ` +
       `${String(overdue.length)} unfinished or past their timeout, ` +
-      `${String(foreign.length)} sandboxes of no request (timeout ${String(options.timeoutMinutes)} min)`,
+      `${String(foreign.length)} sandboxes of no request (timeout ${String(options.timeoutMinutes)} min); ` +
+      `${String(reaped)} left by killed workers deleted by the orphan reaper`,
   );
 
   // The cap on runs in flight, as Daytona sees it. A SIGKILLed worker's sandbox stays until the
