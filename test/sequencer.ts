@@ -7,7 +7,7 @@ import { BaseSequencer, type TestSpecification } from "vitest/node";
  * where they land on a fresh clone, where vitest has no timings of its own to sort by.
  */
 export const SLOWEST_FILES = [
-  "test/app/scale-out.test.ts",
+  "test/app/soak.test.ts",
   "test/app/e2e.test.ts",
   "test/real-agents/pi.test.ts",
   "test/real-agents/codex.test.ts",

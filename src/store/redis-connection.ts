@@ -146,10 +146,17 @@ function sentinelOptions(target: RedisSentinelTarget, options: RedisOptions): Re
     // A write that reached a master already demoted was refused, not applied: reconnect, which
     // asks the sentinels for the new master, and send it there. (ioredis's failoverDetector would
     // move sooner, but a failover announced while it reconnects ends the connection for good.)
-    reconnectOnError: (error) => (error.message.startsWith("READONLY") ? 2 : false),
+    // The WAIT sent right behind a write is refused there too, with its own words: it is sent
+    // again after the write, on the new master's connection, so it still covers that write.
+    reconnectOnError: (error) => (demoted(error.message) ? 2 : false),
     enableReadyCheck: true,
     ...options,
   };
+}
+
+/** Redis's answers from a node that is a replica now: a master demoted by a failover. */
+function demoted(message: string): boolean {
+  return message.startsWith("READONLY") || message.startsWith("ERR WAIT cannot be used with replica instances");
 }
 
 /**

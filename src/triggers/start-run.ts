@@ -155,7 +155,16 @@ export async function startRun(
     installationId,
   });
   try {
-    const admission = await deps.queue.admission(request, deps.acknowledging?.others(runId) ?? []);
+    let admission: EnqueueOutcome;
+    try {
+      admission = await deps.queue.admission(request, deps.acknowledging?.others(runId) ?? []);
+    } catch (error) {
+      // The store failed before anything was acknowledged (a Redis failover mid-write): the
+      // delivery is answered 200 all the same, so the issue is told here or never.
+      context.log.error({ runId, err: describeGitHubError(error) }, "could not queue the run");
+      await reply(context, start.repository, start.issue.number, couldNotQueue(runId, start, error));
+      return;
+    }
     if (admission.status === "duplicate") return;
     if (admission.status === "refused") {
       await refuseQueued(context, deps, start, admission);
@@ -251,13 +260,7 @@ async function queueAcknowledged(
     // The queue refused outright (shutting down, store broken): the issue must not keep a
     // "queued" spinner for a run that will never start.
     context.log.error({ runId, err: describeGitHubError(error) }, "could not queue the run");
-    const failed = renderStatusComment({
-      ...view,
-      phase: "failed",
-      error: redact(`Harness could not queue this run: ${describeGitHubError(error)}`),
-      remedy: "Ask again in a minute; if it keeps failing, tell the operator (the run store or queue is unavailable)",
-    });
-    await editOrPost(context, start, statusCommentId, failed);
+    await editOrPost(context, start, statusCommentId, couldNotQueue(runId, start, error, view));
     return;
   }
   if (outcome.status === "refused") {
@@ -302,6 +305,16 @@ async function queueAcknowledged(
   return outcome.status === "duplicate"
     ? undefined
     : { runId, ...(statusCommentId !== undefined ? { statusCommentId } : {}) };
+}
+
+/** The ❌ status comment of a request the queue could not take: it will never start. */
+function couldNotQueue(runId: string, start: StartRun, error: unknown, view?: StatusView): string {
+  return renderStatusComment({
+    ...(view ?? { runId, requester: start.requester.login, intent: start.intent, steps: [] }),
+    phase: "failed",
+    error: redact(`Harness could not queue this run: ${describeGitHubError(error)}`),
+    remedy: "Ask again in a minute; if it keeps failing, tell the operator (the run store or queue is unavailable)",
+  });
 }
 
 async function editOrPost(

@@ -34,7 +34,9 @@ class RecordingQueue implements RunQueue {
     return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: 0 });
   }
   ahead = 0;
+  admissionError: Error | undefined;
   admission(): Promise<EnqueueOutcome> {
+    if (this.admissionError) return Promise.reject(this.admissionError);
     return Promise.resolve(
       this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: this.ahead },
     );
@@ -272,6 +274,25 @@ describe("a queue that refuses the request", () => {
       /Harness could not queue this run: Cannot open the run store at \/data\/harness\.db/,
     );
     expect(edits[0]?.body).toMatch(/Ask again in a minute/);
+  });
+});
+
+describe("a store that fails before the request is acknowledged", () => {
+  test("posts a ❌ status comment saying the run could not be queued, instead of answering nothing", async () => {
+    queue.admissionError = new Error("UNBLOCKED force unblock from blocking operation, instance state changed");
+    const posted: Array<{ body: string }> = [];
+    github({ permission: "write" })
+      .post("/repos/acme/widgets/issues/7/comments", (body: { body: string }) => {
+        posted.push(body);
+        return true;
+      })
+      .reply(201, { id: 78 });
+    await receive("issue_comment", issueCommentCreated("/harness go"));
+    expect(posted).toHaveLength(1);
+    expect(posted[0]?.body).toMatch(/^### ❌/m);
+    expect(posted[0]?.body).toMatch(/Harness could not queue this run: UNBLOCKED force unblock/);
+    expect(posted[0]?.body).toMatch(/<!-- harness:run=[A-Za-z0-9_-]+ -->/);
+    expect(queue.requests).toEqual([]);
   });
 });
 

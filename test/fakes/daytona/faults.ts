@@ -6,6 +6,8 @@ export interface FaultMatcher {
   pathPattern?: string | RegExp;
   /** How many matching requests to affect; unlimited when absent. */
   times?: number;
+  /** Affect only every n-th matching request, letting the others through (a share, 1/n, failing). 1 when absent. */
+  every?: number;
 }
 
 export type Fault =
@@ -28,13 +30,15 @@ interface Entry {
   matcher: FaultMatcher;
   fault: Fault;
   hits: number;
+  /** Matching requests seen, affected or let through (for `every`). */
+  seen: number;
 }
 
 export class FaultRegistry {
   private entries: Entry[] = [];
 
   add(matcher: FaultMatcher, fault: Fault): FaultHandle {
-    const entry: Entry = { matcher, fault, hits: 0 };
+    const entry: Entry = { matcher, fault, hits: 0, seen: 0 };
     this.entries.push(entry);
     return {
       get hits() {
@@ -59,6 +63,8 @@ export class FaultRegistry {
       const pattern = matcher.pathPattern;
       if (pattern !== undefined && !(typeof pattern === "string" ? path.includes(pattern) : pattern.test(path)))
         continue;
+      entry.seen += 1;
+      if (entry.seen % Math.max(1, matcher.every ?? 1) !== 0) continue;
       entry.hits += 1;
       return entry.fault;
     }

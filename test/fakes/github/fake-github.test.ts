@@ -798,6 +798,19 @@ describe("fake GitHub: faults, rate limits, recording", () => {
     expect(w.fake.issueComments("acme", "widgets", 1)).toHaveLength(1);
   });
 
+  test("a fault with `every` answers only every n-th matching request, a proxy failing a share of them", async () => {
+    const w = await world();
+    const handle = w.fake.injectFault({ pathPattern: /^\/api\/v3\//, times: Infinity, every: 3 }, faults.badGateway());
+    const client = tokenClient(w, w.fake.mintToken(w.installationId));
+    const statuses: number[] = [];
+    for (let i = 0; i < 7; i++)
+      statuses.push(
+        (await attempt(() => client.request("GET /repos/{owner}/{repo}", { owner: "acme", repo: "widgets" }))).status,
+      );
+    expect(statuses).toEqual([200, 200, 502, 200, 200, 502, 200]);
+    expect(handle.hits).toBe(2);
+  });
+
   test("secondary rate limits and an exhausted primary limit look like GitHub's", async () => {
     const w = await world({ rateLimit: 3 });
     w.fake.createIssue("acme", "widgets", { title: "t" });

@@ -13,6 +13,11 @@ export interface FaultMatcher {
   pathPattern?: string | RegExp;
   /** How many matching requests to affect; 1 when absent, `Infinity` for all. */
   times?: number;
+  /**
+   * Affect only every n-th matching request (the n-th, the 2n-th, …), letting the others through:
+   * a proxy in front of GitHub failing a share of requests (1/n) rather than all of them. 1 when absent.
+   */
+  every?: number;
 }
 
 /** The answer a fault gives instead of the fake's own. */
@@ -81,6 +86,8 @@ interface Entry {
   pattern: RegExp | string | undefined;
   fault: Fault;
   hits: number;
+  /** Matching requests seen, affected or let through (for `every`). */
+  seen: number;
 }
 
 export class FaultRegistry {
@@ -89,7 +96,7 @@ export class FaultRegistry {
   add(matcher: FaultMatcher, fault: Fault): FaultHandle {
     const raw = matcher.pathPattern;
     const pattern = typeof raw === "string" && /\{[a-z_]+\*?\}/.test(raw) ? templateToRegExp(raw) : raw;
-    const entry: Entry = { matcher, pattern, fault, hits: 0 };
+    const entry: Entry = { matcher, pattern, fault, hits: 0, seen: 0 };
     this.entries.push(entry);
     return {
       get hits() {
@@ -116,6 +123,8 @@ export class FaultRegistry {
         !paths.some((path) => (typeof pattern === "string" ? path.includes(pattern) : pattern.test(path)))
       )
         continue;
+      entry.seen += 1;
+      if (entry.seen % Math.max(1, matcher.every ?? 1) !== 0) continue;
       entry.hits += 1;
       return entry.fault;
     }

@@ -1,0 +1,45 @@
+/**
+ * `src/main.ts` for the soak: the same settings from the environment and the same server, with
+ * Octokit's retry and GitHub pacing ON (the soak's 502s and secondary limits are there to meet
+ * them), but GitHub's clock shrunk by `HARNESS_SOAK_PACING_SCALE` (default 1: as shipped). At 0.02 a
+ * `retry-after: 5` waits 100 ms and the write pacing allows fifty writes a second per
+ * installation instead of one: the same decisions, in a fiftieth of the wait, so a soak on one
+ * machine is bound by the app's work rather than by timers.
+ */
+import { settingsFromEnv } from "../../src/runtime/app-settings.js";
+import { startHarnessServer } from "../../src/server.js";
+import { GITHUB_WRITE_PACING } from "../../src/github/write-pacing.js";
+import { daytonaInventory } from "../../src/sandbox/daytona/inventory.js";
+
+const scale = Number(process.env["HARNESS_SOAK_PACING_SCALE"] ?? "1");
+if (!(scale > 0 && scale <= 1)) throw new Error("HARNESS_SOAK_PACING_SCALE must be in (0, 1]");
+// The orphan reaper's pass, 10 minutes as shipped; the soak shortens it (`HARNESS_SOAK_REAPER_MS`)
+// so that what it is there to delete is deleted before the soak looks.
+const reaperMs = Number(process.env["HARNESS_SOAK_REAPER_MS"] ?? "0");
+const settings = settingsFromEnv(process.env);
+const server = await startHarnessServer(settings, {
+  ...(scale === 1
+    ? {}
+    : {
+        githubPacing: {
+          writeIntervalMs: GITHUB_WRITE_PACING.writeIntervalMs * scale,
+          notifyIntervalMs: GITHUB_WRITE_PACING.notifyIntervalMs * scale,
+          retryAfterUnitMs: 1_000 * scale,
+        },
+      }),
+  ...(reaperMs > 0 && settings.mode === "app" && settings.sandbox === "daytona"
+    ? { reaper: { inventory: daytonaInventory(settings.daytona), intervalMs: reaperMs } }
+    : {}),
+});
+process.stderr.write(`Harness is listening on ${server.url}\n`);
+let stopping = false;
+const stop = (): void => {
+  if (stopping) return;
+  stopping = true;
+  server.close().then(
+    () => process.exit(0),
+    () => process.exit(1),
+  );
+};
+process.on("SIGTERM", stop);
+process.on("SIGINT", stop);
