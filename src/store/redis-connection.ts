@@ -146,8 +146,11 @@ function sentinelOptions(target: RedisSentinelTarget, options: RedisOptions): Re
     // A write that reached a master already demoted was refused, not applied: reconnect, which
     // asks the sentinels for the new master, and send it there. (ioredis's failoverDetector would
     // move sooner, but a failover announced while it reconnects ends the connection for good.)
-    // The WAIT sent right behind a write is refused there too, with its own words: it is sent
-    // again after the write, on the new master's connection, so it still covers that write.
+    // The WAIT sent right behind such a write is refused there too, with its own words: it is
+    // sent again after the write, on the new master's connection, so it covers the write there.
+    // Not covered: a write applied just before the demotion whose WAIT arrived just after, which
+    // the resent WAIT would confirm though the old master's copy is discarded. Redis reads a
+    // client's pipelined commands in one pass, so the demotion rarely falls between the two.
     reconnectOnError: (error) => (demoted(error.message) ? 2 : false),
     enableReadyCheck: true,
     ...options,
