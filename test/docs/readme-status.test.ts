@@ -96,6 +96,21 @@ const SHIPPED: ShippedCapability[] = [
     evidence: [{ file: "src/runs/queue/bullmq.ts", contains: "export class BullmqRunQueue" }],
   },
   {
+    name: "rate limits shared by the fleet",
+    named: /\bGitHub rate limit shared\b/i,
+    evidence: [{ file: "src/github/rate-limit-gate.ts", contains: "export function createRateLimitGate" }],
+  },
+  {
+    name: "Kubernetes manifests",
+    named: /\bKubernetes manifests\b/,
+    evidence: [{ file: "deploy/kubernetes/kustomization.yaml", contains: "kind: Kustomization" }],
+  },
+  {
+    name: "the chaos soak",
+    named: /\bchaos soak\b/i,
+    evidence: [{ file: "test/soak/driver.ts", contains: "export async function runSoak" }],
+  },
+  {
     name: "the orphan reaper",
     named: /\borphan reaper\b/i,
     evidence: [{ file: "src/runs/reaper.ts", contains: "export class OrphanReaper" }],
