@@ -43,7 +43,7 @@ export function eventClientAuth(
           } as StrategyOptions)
         : probotAuth;
     const token = async (installationId: number): Promise<InstallationToken> => {
-      const auth = (await minting({ type: "installation", installationId })) as {
+      const auth = (await mintRetryingServerErrors(() => minting({ type: "installation", installationId }))) as {
         token?: unknown;
         createdAt?: unknown;
       };
@@ -67,4 +67,26 @@ export function eventClientAuth(
     };
     return Object.assign(auth, { hook: probotAuth.hook }) as unknown as ProbotAuth;
   };
+}
+
+/** Waits between attempts at a token when GitHub answers 5xx: four attempts within two seconds. */
+const TOKEN_RETRY_DELAYS_MS = [250, 500, 1_000];
+
+/**
+ * The token exchange runs on Probot's bare request, which retries nothing: every handler waiting
+ * for an installation's first token shares the one exchange, so a single 502 from GitHub would
+ * drop all of their webhooks unanswered. Server errors are tried again, briefly; anything else
+ * (a suspended installation, a wrong key) is the answer.
+ */
+async function mintRetryingServerErrors<T>(mint: () => Promise<T>): Promise<T> {
+  for (let attempt = 0; ; attempt += 1) {
+    try {
+      return await mint();
+    } catch (error) {
+      const status = (error as { status?: unknown } | undefined)?.status;
+      const delay = TOKEN_RETRY_DELAYS_MS[attempt];
+      if (typeof status !== "number" || status < 500 || delay === undefined) throw error;
+      await new Promise((resolve) => setTimeout(resolve, delay));
+    }
+  }
 }

@@ -939,6 +939,19 @@ describe("failures end in the right terminal comment, and the app keeps serving"
     expect(github.requests.filter((request) => request.path.includes("git-receive-pack"))).toEqual([]);
   });
 
+  test("GitHub 502 twice on the installation's first token: the request is still acknowledged and run", async () => {
+    github.injectFault(
+      { method: "POST", pathPattern: "/app/installations/{installation_id}/access_tokens", times: 2 },
+      { status: 502, body: { message: "Server Error" } },
+    );
+    await comment("/harness add a HELLO file");
+    await settle();
+    const statuses = statusComments();
+    expect(statuses).toHaveLength(1);
+    expect(statuses[0]?.body).toContain("### ✅");
+    expect(github.pullRequests("acme", "widgets")).toHaveLength(1);
+  });
+
   test("GitHub 502 on the status comment: the worker posts it later; 502 on the PR: ❌ PR creation failed", async () => {
     github.injectFault(
       { method: "POST", pathPattern: "/repos/{owner}/{repo}/issues/{issue_number}/comments", times: 1 },
