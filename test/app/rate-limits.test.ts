@@ -1,12 +1,12 @@
 import { chmod, writeFile } from "node:fs/promises";
 import { join } from "node:path";
-import pino from "pino";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import { startHarnessServer, type HarnessServer } from "../../src/server.js";
+import type { HarnessServer } from "../../src/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
 import { scratchDir } from "../helpers/git.js";
 import { installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
+import { startTestServer } from "../helpers/test-server.js";
 
 // An installation whose hourly budget is nearly spent, end to end: the real server, signed
 // webhooks and the fake GitHub, whose budget resets an hour after its first use.
@@ -32,38 +32,21 @@ afterEach(async () => {
 
 /** The server with the shipped throttle (the shared test helper turns it off), its write pacing shortened. */
 async function start(privateKey: string, announceMs?: number): Promise<{ server: HarnessServer; logs: () => string }> {
-  const logs: string[] = [];
-  const running = await startHarnessServer(
-    {
-      mode: "app",
-      port: 0,
-      host: "127.0.0.1",
-      appId: APP_ID,
-      privateKey,
-      webhookSecret: SECRET,
-      webhookPath: "/api/github/webhooks",
-      apiBaseUrl: github.apiUrl,
-      logLevel: "info",
-      logFormat: "json",
-      sandbox: "local",
-      allowedSandboxes: ["local"],
-      daytona: {},
-      concurrency: 1,
-      statusIntervalMs: 0,
-      reviewSettleMs: 0,
-      warnings: [],
-      localSandbox: { mode: "namespaces", readOnlyPaths: [dir.path] },
-      githubRateLimits: { reserve: 25, maxWaitMs: 60_000 },
-    },
-    {
-      environment: { PATH: process.env["PATH"], HOME: process.env["HOME"] },
-      log: pino({ level: "info" }, { write: (line: string) => logs.push(line) }),
+  const running = await startTestServer(github, {
+    appId: APP_ID,
+    privateKey,
+    webhookSecret: SECRET,
+    readOnlyPaths: [dir.path],
+    settings: { concurrency: 1, githubRateLimits: { reserve: 25, maxWaitMs: 60_000 } },
+    overrides: {
+      // Octokit as shipped: its retry and the throttle this file is about.
+      octokitDefaults: (defaults: object) => defaults,
       githubPacing: { writeIntervalMs: 1, notifyIntervalMs: 1 },
       ...(announceMs !== undefined ? { githubRateLimits: { announceMs } } : {}),
     },
-  );
-  server = running;
-  return { server: running, logs: () => logs.join("") };
+  });
+  server = running.server;
+  return running;
 }
 
 /** Spends the installation's budget down to `left`, in a window that resets `resetInMs` from now. */

@@ -1,7 +1,7 @@
 import { Writable } from "node:stream";
 import pino from "pino";
 import type { AppSettings } from "../../src/runtime/app-settings.js";
-import { startHarnessServer, type HarnessServer } from "../../src/server.js";
+import { startHarnessServer, type HarnessServer, type ServerOverrides } from "../../src/server.js";
 import type { FakeGitHub } from "../fakes/github/server.js";
 
 export interface TestServer {
@@ -24,6 +24,8 @@ export async function startTestServer(
     readOnlyPaths: string[];
     settings?: Partial<Extract<AppSettings, { mode: "app" }>>;
     environment?: NodeJS.ProcessEnv;
+    /** Over the defaults above (e.g. `octokitDefaults` that keep the shipped throttle). */
+    overrides?: ServerOverrides;
   },
 ): Promise<TestServer> {
   let logs = "";
@@ -59,6 +61,7 @@ export async function startTestServer(
       environment: options.environment ?? { PATH: process.env["PATH"], HOME: process.env["HOME"] },
       log: pino({ level: "info" }, sink),
       octokitDefaults: (defaults: object) => ({ ...defaults, retry: { enabled: false }, throttle: { enabled: false } }),
+      ...options.overrides,
     },
   );
   return { server, logs: () => logs };
