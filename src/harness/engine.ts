@@ -83,7 +83,7 @@ export interface RunSessions {
   /** The pull request the run works on, when it works on one already. */
   pullRequestUrl?: string;
   /** The heartbeat's scheduler and interval, and the bound on a record (defaults: a timer, 5 s, 8 MiB). */
-  every?: (intervalMs: number, tick: () => void) => () => void;
+  every?: (intervalMs: number, tick: () => Promise<void>) => () => void;
   intervalMs?: number;
   maxBytes?: number;
 }

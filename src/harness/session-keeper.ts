@@ -26,8 +26,11 @@ export interface SessionKeeperOptions {
   /** Masks known secrets in text (the run's redactor). */
   mask: (text: string) => string;
   now: () => Date;
-  /** Calls `tick` every `intervalMs` until the returned function is called (default: a timer). */
-  every?: (intervalMs: number, tick: () => void) => () => void;
+  /**
+   * Calls `tick` every `intervalMs` until the returned function is called (default: a timer);
+   * `tick` resolves when the copy it started is done.
+   */
+  every?: (intervalMs: number, tick: () => Promise<void>) => () => void;
   intervalMs?: number;
   maxBytes?: number;
   pullRequestUrl?: string | undefined;
@@ -71,10 +74,8 @@ export class SessionKeeper {
   /** Starts the heartbeat copies. */
   start(): void {
     const every = this.options.every ?? everyInterval;
-    this.stopTimer = every(this.options.intervalMs ?? SESSION_HEARTBEAT_MS, () => {
-      // A copy still under way is the heartbeat: copies never overlap.
-      if (!this.copying) void this.copy();
-    });
+    // A copy still under way is the heartbeat: copies never overlap.
+    this.stopTimer = every(this.options.intervalMs ?? SESSION_HEARTBEAT_MS, () => this.copying ?? this.copy());
   }
 
   /** A line of the agent's live output, which may name its session. */
@@ -241,8 +242,8 @@ export class SessionKeeper {
   }
 }
 
-function everyInterval(intervalMs: number, tick: () => void): () => void {
-  const timer = setInterval(tick, intervalMs);
+function everyInterval(intervalMs: number, tick: () => Promise<void>): () => void {
+  const timer = setInterval(() => void tick(), intervalMs);
   timer.unref();
   return () => {
     clearInterval(timer);
@@ -281,12 +282,12 @@ function maskJsonLine(line: string, mask: (text: string) => string): string | un
   } catch {
     return undefined;
   }
-  let changed = false;
+  const seen = { changed: false };
   const walk = (node: unknown, depth: number): unknown => {
     if (depth > MAX_JSON_DEPTH) throw new RangeError("too deep");
     if (typeof node === "string") {
       const masked = mask(node);
-      if (masked !== node) changed = true;
+      if (masked !== node) seen.changed = true;
       return masked;
     }
     if (Array.isArray(node)) return node.map((item) => walk(item, depth + 1));
@@ -294,7 +295,7 @@ function maskJsonLine(line: string, mask: (text: string) => string): string | un
       const out: Record<string, unknown> = {};
       for (const [key, item] of Object.entries(node)) {
         const maskedKey = mask(key);
-        if (maskedKey !== key) changed = true;
+        if (maskedKey !== key) seen.changed = true;
         out[maskedKey] = walk(item, depth + 1);
       }
       return out;
@@ -304,7 +305,7 @@ function maskJsonLine(line: string, mask: (text: string) => string): string | un
   try {
     const masked = walk(value, 0);
     // Nothing in any one string: what the text pass found spans the JSON (`"API_KEY": "…"`).
-    return changed ? JSON.stringify(masked) : undefined;
+    return seen.changed ? JSON.stringify(masked) : undefined;
   } catch {
     return undefined;
   }

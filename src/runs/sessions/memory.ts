@@ -16,7 +16,9 @@ export class MemorySessionStore implements SessionStore {
     this.maxRecords = options.maxRecords ?? DEFAULT_MAX_SESSION_RECORDS;
   }
 
-  put(record: AgentSessionRecord): Promise<void> {
+  async put(record: AgentSessionRecord): Promise<void> {
+    // Refused as a rejection, like every adapter's put.
+    await Promise.resolve();
     checkSessionRecord(record);
     const earlier = this.records.get(record.runId);
     // Newest last: the map's order is the eviction order.
@@ -30,7 +32,6 @@ export class MemorySessionStore implements SessionStore {
       if (this.records.size <= this.maxRecords) break;
       this.records.delete(runId);
     }
-    return Promise.resolve();
   }
 
   get(runId: string): Promise<AgentSessionRecord | undefined> {

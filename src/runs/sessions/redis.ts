@@ -47,7 +47,10 @@ end
 return 1
 `);
 
-/** Sets one field of a record that exists; a forgotten record is not brought back. KEYS: run hash. ARGV: field, value. */
+/**
+ * Sets one field of a record that exists; a forgotten record is not brought back.
+ * KEYS: run hash. ARGV: field, value.
+ */
 const SET_IF_KEPT = new RedisScript(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])

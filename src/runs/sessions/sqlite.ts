@@ -110,10 +110,11 @@ export class SqliteSessionStore implements SessionStore {
     });
   }
 
-  put(record: AgentSessionRecord): Promise<void> {
+  async put(record: AgentSessionRecord): Promise<void> {
+    // Refused as a rejection, like every adapter's put.
+    await Promise.resolve();
     checkSessionRecord(record);
     this.putTransaction.immediate(record);
-    return Promise.resolve();
   }
 
   get(runId: string): Promise<AgentSessionRecord | undefined> {
