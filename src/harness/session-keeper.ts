@@ -63,6 +63,8 @@ export class SessionKeeper {
   private heartbeat: SessionHeartbeat | undefined;
   private stored = false;
   private lastContent: Buffer | undefined;
+  /** The complete lines `lastContent` was masked from, as read. */
+  private lastComplete: Buffer | undefined;
   private truncated = false;
   private copying: Promise<void> | undefined;
   private stopTimer: (() => void) | undefined;
@@ -162,7 +164,16 @@ export class SessionKeeper {
     const complete = bytes.subarray(0, bytes.lastIndexOf(0x0a) + 1);
     if (complete.length === 0) return;
     this.learn(firstLine(complete));
-    const content = Buffer.from(maskRecord(complete.toString("utf8"), this.options.mask), "utf8");
+    // A CLI appends to its record: only the lines new since the last copy are masked again.
+    const kept = this.lastComplete;
+    const appended =
+      kept !== undefined && this.lastContent !== undefined && complete.subarray(0, kept.length).equals(kept);
+    const content = appended
+      ? Buffer.concat([
+          this.lastContent ?? Buffer.alloc(0),
+          maskedBytes(complete.subarray(kept.length), this.options.mask),
+        ])
+      : maskedBytes(complete, this.options.mask);
     if (content.length > this.maxBytes) {
       // Masks longer than what they hide: the bound holds for what is stored, too.
       this.truncated = true;
@@ -171,6 +182,7 @@ export class SessionKeeper {
       return;
     }
     this.lastContent = content;
+    this.lastComplete = Buffer.from(complete);
     await this.options.store.put(this.record(content));
     this.stored = true;
   }
@@ -248,6 +260,10 @@ function everyInterval(intervalMs: number, tick: () => Promise<void>): () => voi
   return () => {
     clearInterval(timer);
   };
+}
+
+function maskedBytes(bytes: Buffer, mask: (text: string) => string): Buffer {
+  return Buffer.from(maskRecord(bytes.toString("utf8"), mask), "utf8");
 }
 
 function firstLine(bytes: Buffer): string {

@@ -200,6 +200,18 @@ describe("the session keeper", () => {
     expect(keptLines[3]).toBe(`not json: ${REDACTED}`);
   });
 
+  test("lines appended since the last copy are masked too, the earlier ones kept as masked", async () => {
+    const { sandbox, store, heartbeat, keeper, key } = setUp();
+    keeper.line('{"session_id":"abc-123"}');
+    sandbox.write(RECORD, `{"n":1,"text":"${key}"}\n`);
+    await heartbeat.tick();
+    sandbox.append(RECORD, `{"n":2,"text":"again ${key}"}\n`);
+    await keeper.finish();
+    expect((await store.get("run1"))?.content.toString()).toBe(
+      `{"n":1,"text":"${REDACTED}"}\n{"n":2,"text":"again ${REDACTED}"}\n`,
+    );
+  });
+
   test("over the bound: the last copy that fitted is kept, marked truncated, said once", async () => {
     const { sandbox, store, heartbeat, keeper, logs } = setUp({ maxBytes: 64 });
     keeper.line('{"session_id":"abc-123"}');
