@@ -391,7 +391,8 @@ async function runAgentNode(
   const notJson = agent.liveOutput === "json-lines" ? new NotJsonLines() : undefined;
   let keeper: SessionKeeper | undefined;
   try {
-    const sessionDir = run.sessions ? await makeSessionDir(run) : undefined;
+    // Only for CLIs that keep one: the folder costs a command in the sandbox.
+    const sessionDir = run.sessions && agent.sessionFacts ? await makeSessionDir(run) : undefined;
     const credentials = run.gateway
       ? { ...run.agentCredentials, ...(await run.gateway.credentials()) }
       : run.agentCredentials;
