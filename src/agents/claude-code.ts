@@ -3,7 +3,7 @@
  * (`@anthropic-ai/claude-code`) by running it against a local mock of the Anthropic API, as root,
  * with exactly this argv:
  *
- *   claude -p --output-format stream-json --verbose --dangerously-skip-permissions --no-session-persistence
+ *   claude -p --output-format stream-json --verbose --dangerously-skip-permissions [--no-session-persistence]
  *          [--max-turns N] [--model M]            (prompt on stdin)
  *
  * - `-p` (print mode): one non-interactive run that exits when the agent stops.
@@ -13,8 +13,14 @@
  * - `--dangerously-skip-permissions`: without it (or with `dontAsk`) tool calls are denied and the
  *   run still "succeeds" with nothing done. The harness sandbox is the isolation boundary. As
  *   root, Claude refuses this flag unless `IS_SANDBOX=1`, which we therefore set.
- * - `--no-session-persistence`: no transcript under `~/.claude/projects`; on the local sandbox
- *   HOME is the developer's own.
+ * - The session record: when Harness gives the run a session folder (inside the checkout's scratch
+ *   folder, never HOME: on the local sandbox HOME is the developer's own) and Claude is handed a
+ *   credential or a cloud provider, `CLAUDE_CONFIG_DIR` points at that folder and Claude writes
+ *   its transcript to `projects/<cwd with every character but letters and digits as '-'>/<session
+ *   id>.jsonl` there (2.1.332 honours the variable: verified against the scripted model server).
+ *   The session id is in stream-json's `system/init` event. Otherwise (no folder, or Claude
+ *   signing in with the developer's own login, which lives in `~/.claude`)
+ *   `--no-session-persistence` keeps any transcript from being written, as before.
  * - `--max-turns N` (hidden from `--help`, print mode only): ends the run with
  *   `subtype: "error_max_turns"` and exit 1 once the cap is reached.
  * - `--model M`: an alias (`sonnet`, `opus`) or a full model id.
@@ -25,15 +31,25 @@ import { z } from "zod";
 import { addTokenUsage, type ExecResult, type TokenUsage } from "../contracts/types.js";
 import {
   chooseExecutable,
+  cliVersionOf,
   declaredCredentials,
   fallbackSummary,
   noResultError,
   oneLine,
+  sessionIdOf,
   type CliAgentOptions,
 } from "./cli-output.js";
 import { baseUrlProblem, switchProblem, wholeNumberProblem } from "./provider-settings.js";
 import { describeToolCall, firstString, jsonObject, SUBJECT_KEYS } from "./progress.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, UsageMeter } from "./types.js";
+import type {
+  AgentDriver,
+  AgentInvocation,
+  AgentOutcome,
+  AgentRequest,
+  SessionFacts,
+  SessionLocation,
+  UsageMeter,
+} from "./types.js";
 
 const BEDROCK_CREDENTIALS = [
   "AWS_ACCESS_KEY_ID",
@@ -155,28 +171,28 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
       return call ? describeToolCall(call.name, firstString(call.input, SUBJECT_KEYS)) : undefined;
     },
     buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
-      const argv = [
-        executable,
-        "-p",
-        "--output-format",
-        "stream-json",
-        "--verbose",
-        "--dangerously-skip-permissions",
-        "--no-session-persistence",
-      ];
-      if (request.maxTurns !== undefined) argv.push("--max-turns", String(request.maxTurns));
-      if (request.model !== undefined) argv.push("--model", request.model);
       const settings = declaredCredentials(SETTINGS, context?.settings ?? {});
       const bedrock = isOn(settings["CLAUDE_CODE_USE_BEDROCK"]);
       // Least privilege: cloud keys only for the provider that needs them.
       const credentialNames = CREDENTIALS.filter(
         (name) => bedrock || !(BEDROCK_CREDENTIALS as readonly string[]).includes(name),
       );
+      const given = declaredCredentials(credentialNames, credentials);
+      // Claude's config folder also holds a developer's own login: it moves only when Claude
+      // needs nothing from it to reach its model.
+      const signedIn = Object.keys(given).length > 0 || bedrock || isOn(settings["CLAUDE_CODE_USE_VERTEX"]);
+      const sessionDir = signedIn ? request.sessionDir : undefined;
+      const argv = [executable, "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"];
+      if (sessionDir === undefined) argv.push("--no-session-persistence");
+      if (request.maxTurns !== undefined) argv.push("--max-turns", String(request.maxTurns));
+      if (request.model !== undefined) argv.push("--model", request.model);
       return {
         argv,
+        ...(sessionDir !== undefined ? { session: claudeSession(sessionDir, request.workDir) } : {}),
         env: {
           ...settings,
-          ...declaredCredentials(credentialNames, credentials),
+          ...given,
+          ...(sessionDir !== undefined ? { CLAUDE_CONFIG_DIR: sessionDir } : {}),
           // Lets the skip-permissions flag work as root in a container (Claude checks exactly "1").
           IS_SANDBOX: "1",
           // A run must not update the CLI under itself: its flags were verified for one version.
@@ -190,6 +206,7 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
         stdin: request.prompt,
       };
     },
+    sessionFacts: claudeSessionFacts,
     parseResult(result: ExecResult): AgentOutcome {
       const final = findResult(result.stdout);
       if (!final) {
@@ -204,6 +221,42 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
       return outcomeOf(final);
     },
   };
+}
+
+/** Claude names a project's transcript folder after its cwd, cut with a hash past this length. */
+const MAX_PROJECT_NAME = 200;
+
+/**
+ * Where Claude writes the session's transcript: `projects/<cwd, every character but letters and
+ * digits as '-'>/<id>.jsonl` under its config folder. Past 200 characters Claude cuts the name and
+ * adds a hash of its own, so the file is then looked for by its name.
+ */
+function claudeSession(sessionDir: string, workDir: string): SessionLocation {
+  const project = workDir.replace(/[^a-zA-Z0-9]/g, "-");
+  return {
+    file(id) {
+      if (id === undefined) return undefined;
+      return project.length <= MAX_PROJECT_NAME
+        ? { path: `${sessionDir}/projects/${project}/${id}.jsonl` }
+        : { under: `${sessionDir}/projects`, name: `${id}.jsonl` };
+    },
+  };
+}
+
+/** The session id (and version) in stream-json's `system/init` event or a transcript line. */
+function claudeSessionFacts(line: string): SessionFacts | undefined {
+  if (!line.includes('"session_id"') && !line.includes('"sessionId"')) return undefined;
+  const event = jsonObject(line);
+  if (!event) return undefined;
+  if (event["type"] === "system" && event["subtype"] === "init") {
+    const id = sessionIdOf(event["session_id"]);
+    const cliVersion = cliVersionOf(event["claude_code_version"]);
+    return id === undefined && cliVersion === undefined
+      ? undefined
+      : { ...(id !== undefined ? { id } : {}), ...(cliVersion !== undefined ? { cliVersion } : {}) };
+  }
+  const id = sessionIdOf(event["sessionId"]);
+  return id !== undefined ? { id } : undefined;
 }
 
 function checkClaudeSettings(settings: Readonly<Record<string, string>>): string[] {

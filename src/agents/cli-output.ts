@@ -106,3 +106,16 @@ export function fallbackSummary(result: ExecResult): string {
   const text = (result.stderr.trim() || result.stdout.trim()).split("\n").slice(-20).join("\n").trim();
   return text.length > MAX_FALLBACK_SUMMARY_CHARS ? `…${text.slice(-MAX_FALLBACK_SUMMARY_CHARS)}` : text;
 }
+
+/** A session id as Harness accepts it from a CLI's output: it becomes part of a path. */
+const SESSION_ID = /^[A-Za-z0-9][A-Za-z0-9-]{0,127}$/;
+
+/** `value` when it is a session id Harness can use in a path, else undefined. */
+export function sessionIdOf(value: unknown): string | undefined {
+  return typeof value === "string" && SESSION_ID.test(value) ? value : undefined;
+}
+
+/** `value` when it reads as a version (`2.1.332`, `0.169.0-alpha.1`), else undefined. */
+export function cliVersionOf(value: unknown): string | undefined {
+  return typeof value === "string" && /^\d+\.\d+[0-9A-Za-z.+-]{0,40}$/.test(value) ? value : undefined;
+}

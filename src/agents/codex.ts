@@ -2,7 +2,7 @@
  * OpenAI's Codex CLI as an agent. Flags and output verified with codex-cli 0.169.0
  * (`@openai/codex`) by running it against a local mock of the Responses API, with exactly this argv:
  *
- *   codex exec --json --skip-git-repo-check --ephemeral --dangerously-bypass-approvals-and-sandbox
+ *   codex exec --json --skip-git-repo-check [--ephemeral] --dangerously-bypass-approvals-and-sandbox
  *              [--model M] -                      (prompt on stdin)
  *
  * - `exec`: the non-interactive command; it never asks for approval.
@@ -10,7 +10,15 @@
  * - `--skip-git-repo-check`: exec refuses to start ("Not inside a trusted directory", exit 1)
  *   unless it recognises a git repository or a directory trusted in its config. Our checkout is a
  *   repository, but a fresh sandbox has no trust config and a run should not hinge on that check.
- * - `--ephemeral`: no session files under `~/.codex`; on the local sandbox HOME is the developer's.
+ * - The session record: when Harness gives the run a session folder (inside the checkout's scratch
+ *   folder, never HOME: on the local sandbox HOME is the developer's) and Codex is handed a key,
+ *   `CODEX_HOME` points at that folder and Codex writes its rollout to
+ *   `sessions/YYYY/MM/DD/rollout-<local time>-<thread id>.jsonl` there (with its SQLite state
+ *   beside it, which is not kept). The thread id is in the `thread.started` event; the date and
+ *   time in the path are the sandbox's, so the file is looked for by its name. Codex then reads
+ *   nothing from `~/.codex` (no config.toml): the run's `-c` overrides and key are all it needs.
+ *   Otherwise (no folder, or no key, when Codex signs in with the developer's own ChatGPT login in
+ *   `~/.codex`) `--ephemeral` keeps it from writing session files, as before.
  * - `--dangerously-bypass-approvals-and-sandbox`: Codex's own sandbox off, approvals off. The
  *   default sandbox is read-only (the agent cannot edit anything). `--sandbox workspace-write`
  *   with `-c approval_policy="never"` does edit files, but its Landlock/seccomp sandbox made
@@ -36,15 +44,25 @@ import { z } from "zod";
 import { addTokenUsage, type ExecResult, type TokenUsage } from "../contracts/types.js";
 import {
   chooseExecutable,
+  cliVersionOf,
   fallbackSummary,
   jsonLines,
   noResultError,
   oneLine,
+  sessionIdOf,
   type CliAgentOptions,
 } from "./cli-output.js";
 import { describeToolCall, firstString, jsonObject } from "./progress.js";
 import { baseUrlProblem } from "./provider-settings.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter, UsageMeter } from "./types.js";
+import type {
+  AgentDriver,
+  AgentInvocation,
+  AgentOutcome,
+  AgentRequest,
+  SessionFacts,
+  TurnCounter,
+  UsageMeter,
+} from "./types.js";
 
 /**
  * `codex exec` authenticates with `CODEX_API_KEY` (sent as a Bearer token). It ignores
@@ -104,23 +122,35 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       return problem ? [problem] : [];
     },
     buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
-      const argv = [
-        executable,
-        "exec",
-        "--json",
-        "--skip-git-repo-check",
-        "--ephemeral",
-        "--dangerously-bypass-approvals-and-sandbox",
-        ...QUIET.flatMap((override) => ["-c", override]),
-      ];
+      const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);
+      // CODEX_HOME also holds a developer's own ChatGPT login: it moves only when Codex has a key.
+      const sessionDir = apiKey !== undefined ? request.sessionDir : undefined;
+      const argv = [executable, "exec", "--json", "--skip-git-repo-check"];
+      if (sessionDir === undefined) argv.push("--ephemeral");
+      argv.push("--dangerously-bypass-approvals-and-sandbox", ...QUIET.flatMap((override) => ["-c", override]));
       const baseUrl = nonEmpty(context?.settings["OPENAI_BASE_URL"]);
       // A TOML string: JSON's escaping is valid TOML, so no URL can end the value early.
       if (baseUrl !== undefined) argv.push("-c", `openai_base_url=${JSON.stringify(baseUrl)}`);
       if (request.model !== undefined) argv.push("--model", request.model);
       argv.push("-");
-      const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);
-      return { argv, env: apiKey !== undefined ? { CODEX_API_KEY: apiKey } : {}, stdin: request.prompt };
+      return {
+        argv,
+        env: {
+          ...(apiKey !== undefined ? { CODEX_API_KEY: apiKey } : {}),
+          ...(sessionDir !== undefined ? { CODEX_HOME: sessionDir } : {}),
+        },
+        ...(sessionDir !== undefined
+          ? {
+              session: {
+                file: (id: string | undefined) =>
+                  id === undefined ? undefined : { under: `${sessionDir}/sessions`, name: `rollout-*-${id}.jsonl` },
+              },
+            }
+          : {}),
+        stdin: request.prompt,
+      };
     },
+    sessionFacts: codexSessionFacts,
     turnCounter: codexTurnCounter,
     usageMeter: codexUsageMeter,
     describeProgress(line) {
@@ -188,6 +218,24 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
   };
+}
+
+/** The thread id in the `thread.started` event, or the id and version in the rollout's `session_meta`. */
+function codexSessionFacts(line: string): SessionFacts | undefined {
+  if (line.includes('"thread.started"')) {
+    const event = jsonObject(line);
+    const id = event?.["type"] === "thread.started" ? sessionIdOf(event["thread_id"]) : undefined;
+    return id !== undefined ? { id } : undefined;
+  }
+  if (!line.includes('"session_meta"')) return undefined;
+  const event = jsonObject(line);
+  const payload = event?.["type"] === "session_meta" ? event["payload"] : undefined;
+  if (payload === null || typeof payload !== "object") return undefined;
+  const id = sessionIdOf((payload as { id?: unknown }).id);
+  const cliVersion = cliVersionOf((payload as { cli_version?: unknown }).cli_version);
+  return id === undefined && cliVersion === undefined
+    ? undefined
+    : { ...(id !== undefined ? { id } : {}), ...(cliVersion !== undefined ? { cliVersion } : {}) };
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

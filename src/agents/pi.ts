@@ -3,12 +3,15 @@
  * (`@mariozechner/pi-coding-agent`) by running it against a local mock of the Anthropic API,
  * with exactly this argv:
  *
- *   pi --mode json --no-session [--model M]          (prompt on stdin)
+ *   pi --mode json (--no-session | --session <file>) [--model M]          (prompt on stdin)
  *
  * - `--mode json`: non-interactive, JSONL session events on stdout. Unlike text mode it exits 0
  *   even when the model call failed, so success is read from the events, not the exit code.
- * - `--no-session`: no session file under `~/.pi/agent`; on the local sandbox HOME is the
- *   developer's.
+ * - `--session <file>`: when Harness gives the run a session folder (inside the checkout's scratch
+ *   folder, never HOME: on the local sandbox HOME is the developer's), pi keeps its session in
+ *   `pi-session.jsonl` there (0.73.1 starts a new session at a path that does not exist yet; the
+ *   first line is the session header with its id, which `--mode json` also prints first).
+ *   Otherwise `--no-session`: no session file under `~/.pi/agent`.
  * - `--model M`: `provider/id` (e.g. `anthropic/claude-sonnet-4-5`, optionally `:thinking`) or a
  *   bare pattern; without it pi takes the first provider that has a key.
  * - The prompt goes on stdin (pi reads a non-TTY stdin fully and makes it the first message),
@@ -41,12 +44,21 @@ import {
   jsonLines,
   noResultError,
   oneLine,
+  sessionIdOf,
   type CliAgentOptions,
 } from "./cli-output.js";
 import { InvalidInputError } from "../util/errors.js";
 import { describeToolCall, firstString, jsonObject, SUBJECT_KEYS } from "./progress.js";
 import { baseUrlProblem } from "./provider-settings.js";
-import type { AgentDriver, AgentInvocation, AgentOutcome, AgentRequest, TurnCounter, UsageMeter } from "./types.js";
+import type {
+  AgentDriver,
+  AgentInvocation,
+  AgentOutcome,
+  AgentRequest,
+  SessionFacts,
+  TurnCounter,
+  UsageMeter,
+} from "./types.js";
 
 /**
  * The env vars pi reads an API key from, by provider (`@mariozechner/pi-ai` `getApiKeyEnvVars`).
@@ -89,6 +101,8 @@ const BASE_URLS: Record<string, string> = {
 };
 const SETTINGS: readonly string[] = Object.keys(BASE_URLS);
 const MODELS_FILE = "models.json";
+/** The session file's name in the folder Harness gives the run. */
+const SESSION_FILE = "pi-session.jsonl";
 
 const AssistantMessage = z.object({
   role: z.literal("assistant"),
@@ -139,7 +153,13 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
     },
     configFiles: piConfigFiles,
     buildInvocation(request: AgentRequest, credentials, context): AgentInvocation {
-      const argv = [executable, "--mode", "json", "--no-session"];
+      const sessionFile = request.sessionDir !== undefined ? `${request.sessionDir}/${SESSION_FILE}` : undefined;
+      const argv = [
+        executable,
+        "--mode",
+        "json",
+        ...(sessionFile !== undefined ? ["--session", sessionFile] : ["--no-session"]),
+      ];
       if (request.model !== undefined) argv.push("--model", request.model);
       const modelsFile = context?.files[MODELS_FILE];
       if (Object.keys(piConfigFiles(context?.settings ?? {})).length > 0 && modelsFile === undefined)
@@ -147,6 +167,7 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
         throw new InvalidInputError(`pi's provider settings need ${MODELS_FILE}, which the harness did not write`);
       return {
         argv,
+        ...(sessionFile !== undefined ? { session: { file: () => ({ path: sessionFile }) } } : {}),
         env: {
           ...declaredCredentials(keysFor(request.model), credentials),
           ...(modelsFile !== undefined ? { PI_CODING_AGENT_DIR: posix.dirname(modelsFile) } : {}),
@@ -156,6 +177,7 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
         stdin: request.prompt,
       };
     },
+    sessionFacts: piSessionFacts,
     turnCounter: piTurnCounter,
     usageMeter: piUsageMeter,
     describeProgress(line) {
@@ -229,6 +251,14 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       return { success: false, summary, error, ...counts };
     },
   };
+}
+
+/** The id in pi's session header: the first line of its session file and of `--mode json`. */
+function piSessionFacts(line: string): SessionFacts | undefined {
+  if (!line.includes('"session"')) return undefined;
+  const event = jsonObject(line);
+  const id = event?.["type"] === "session" ? sessionIdOf(event["id"]) : undefined;
+  return id !== undefined ? { id } : undefined;
 }
 
 /** pi's agent-dir files for the settings given; none when no base URL is set. */

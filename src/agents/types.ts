@@ -15,6 +15,11 @@ export interface AgentRequest {
   maxTurns?: number;
   /** Model name override, when the operator configured one. */
   model?: string;
+  /**
+   * Absolute path, inside the sandbox and inside the checkout, of an empty folder the CLI may
+   * keep its own session record in (never the user's HOME). Absent: the driver keeps sessions off.
+   */
+  sessionDir?: string;
 }
 
 /** How to start the agent: argv, the environment it needs, and what to write to its stdin. */
@@ -26,6 +31,28 @@ export interface AgentInvocation {
    */
   env: Record<string, string>;
   stdin?: string;
+  /** Where the CLI keeps its session record in this invocation; absent when it keeps none. */
+  session?: SessionLocation;
+}
+
+/** Where a CLI keeps its session record, so Harness can copy it out of the sandbox. */
+export interface SessionLocation {
+  /**
+   * The record's file once the session id is known (`undefined` while it is not), as an absolute
+   * path in the sandbox, or as a file name to look for under a folder when the CLI puts a date or
+   * time in the path that Harness cannot know.
+   */
+  file(sessionId: string | undefined): SessionFile | undefined;
+}
+
+export type SessionFile = { path: string } | { under: string; name: string };
+
+/** What a CLI says about its session, in a line of its live output or its record's first line. */
+export interface SessionFacts {
+  /** The CLI's own session id, what `--resume` takes (letters, digits and `-` only). */
+  id?: string;
+  /** The CLI's version, when the line names it. */
+  cliVersion?: string;
 }
 
 /** What the harness hands a driver beside the credentials, when building an invocation. */
@@ -137,6 +164,11 @@ export interface AgentDriver {
    * the live output may be missing what it held.
    */
   readonly liveOutput?: "json-lines";
+  /**
+   * The session id (and CLI version) one line names: a line of the live output, or the first line
+   * of the session record. Undefined for a line that names neither.
+   */
+  sessionFacts?(line: string): SessionFacts | undefined;
 }
 
 /** Fed the agent's stdout, one complete line at a time, while it runs. */

@@ -17,6 +17,7 @@ import { startGateway, type RunningGateway } from "../gateway/local-gateway.js";
 import type { BudgetStop } from "../gateway/model-gateway.js";
 import { upstreamsFromEnvironment } from "../gateway/upstreams.js";
 import { MemorySpendStore } from "../runs/spend/memory.js";
+import { SqliteSessionStore } from "../runs/sessions/sqlite.js";
 import { createDockerSandbox } from "../sandbox/docker/sandbox.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona/snapshot.js";
@@ -258,6 +259,9 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   // Local runs call their model through a gateway in this process: the agent holds a run token,
   // never the key. A Daytona sandbox cannot reach this process, so there the key goes as before.
   const gateway = sandboxKind !== "daytona" ? await startCliGateway(env, prices) : undefined;
+  // The agent's own session record is kept where the App keeps its runs, when this machine has
+  // that file; a run from the command line alone has nowhere that outlives it.
+  const sessions = env["HARNESS_DB"] ? new SqliteSessionStore({ path: env["HARNESS_DB"] }) : undefined;
   const report = await runHarness({
     request: { runId, repo: flags.repo, branch, intent: flags.intent },
     blueprint,
@@ -313,7 +317,11 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
           },
         }
       : {}),
-  }).finally(() => gateway?.close());
+    ...(sessions ? { sessions: { store: sessions } } : {}),
+  }).finally(async () => {
+    await gateway?.close();
+    await sessions?.close();
+  });
   await reporter.close?.();
 
   if (flags.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);

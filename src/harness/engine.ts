@@ -15,6 +15,9 @@ import { scratchDirName } from "./git-steps.js";
 import { OutputLog } from "./output-log.js";
 import { renderAgentPrompt, type PromptInputs } from "./prompt.js";
 import { renderTemplate } from "./template.js";
+import { SessionKeeper } from "./session-keeper.js";
+import type { SessionStore } from "./session-store.js";
+import { createRedactor } from "../util/redact.js";
 
 /** Why a run was stopped from outside its steps. */
 export type StopReason = "budget" | "cancelled";
@@ -70,6 +73,19 @@ export interface BlueprintRun {
   outputThrottleMs: number;
   /** When set, every output line is also emitted as `node.log` events, batched at this interval. */
   outputLogMs?: number;
+  /** Where agent steps' own session records are kept; without it the CLIs keep none. */
+  sessions?: RunSessions;
+}
+
+/** How a run keeps its agent CLIs' session records (see `session-keeper.ts`). */
+export interface RunSessions {
+  store: SessionStore;
+  /** The pull request the run works on, when it works on one already. */
+  pullRequestUrl?: string;
+  /** The heartbeat's scheduler and interval, and the bound on a record (defaults: a timer, 5 s, 8 MiB). */
+  every?: (intervalMs: number, tick: () => Promise<void>) => () => void;
+  intervalMs?: number;
+  maxBytes?: number;
 }
 
 export interface BlueprintOutcome {
@@ -373,7 +389,13 @@ async function runAgentNode(
   const promptName = `prompt-${node.id}-${String(attempt)}.md`;
   const promptFile = await run.sandbox.writeScratchFile(promptName, prompt);
   const notJson = agent.liveOutput === "json-lines" ? new NotJsonLines() : undefined;
+  let keeper: SessionKeeper | undefined;
   try {
+    // Only for CLIs that keep one: the folder costs a command in the sandbox.
+    const sessionDir = run.sessions && agent.sessionFacts ? await makeSessionDir(run) : undefined;
+    const credentials = run.gateway
+      ? { ...run.agentCredentials, ...(await run.gateway.credentials()) }
+      : run.agentCredentials;
     const invocation = agent.buildInvocation(
       {
         prompt,
@@ -381,9 +403,35 @@ async function runAgentNode(
         promptFile,
         ...(run.maxAgentTurns !== undefined ? { maxTurns: run.maxAgentTurns } : {}),
         ...(run.model !== undefined ? { model: run.model } : {}),
+        ...(sessionDir !== undefined ? { sessionDir } : {}),
       },
-      run.gateway ? { ...run.agentCredentials, ...(await run.gateway.credentials()) } : run.agentCredentials,
+      credentials,
     );
+    if (run.sessions && invocation.session) {
+      // The step's own tokens too: the run's redactor was made before they were minted.
+      const stepSecrets = createRedactor(Object.values(credentials));
+      keeper = new SessionKeeper({
+        sandbox: run.sandbox,
+        store: run.sessions.store,
+        runId: run.runId,
+        nodeId: node.id,
+        attempt,
+        agent: agent.name,
+        location: invocation.session,
+        facts: agent.sessionFacts ? (line) => agent.sessionFacts?.(line) : undefined,
+        mask: (text) => stepSecrets(run.redactor(text)),
+        now: run.now,
+        ...(run.sessions.every ? { every: run.sessions.every } : {}),
+        ...(run.sessions.intervalMs !== undefined ? { intervalMs: run.sessions.intervalMs } : {}),
+        ...(run.sessions.maxBytes !== undefined ? { maxBytes: run.sessions.maxBytes } : {}),
+        pullRequestUrl: run.sessions.pullRequestUrl,
+        log: (text) => {
+          run.reporter.emit({ type: "run.notice", runId: run.runId, text, at: run.now().toISOString(), quiet: true });
+        },
+      });
+      keeper.start();
+    }
+    const sessionLines = keeper;
     // A CLI without a turn cap of its own is stopped by Harness as it begins a turn beyond it.
     const cap = run.maxAgentTurns;
     const counter = cap !== undefined ? agent.turnCounter?.() : undefined;
@@ -396,9 +444,10 @@ async function runAgentNode(
     let stoppedAt: number | undefined;
     const progress = agent.describeProgress ? progressEmitter(run, node.id, attempt) : undefined;
     const lines =
-      counter || progress || meter || notJson
+      counter || progress || meter || notJson || sessionLines
         ? lineSplitter((line) => {
             notJson?.line(line);
+            sessionLines?.line(line);
             if (counter) {
               counter.line(line);
               if (cap !== undefined && counter.started > cap && !capped.signal.aborted) capped.abort();
@@ -472,6 +521,8 @@ async function runAgentNode(
       };
     return { result, outcome, ...(meter ? { meter } : {}) };
   } finally {
+    // The last copy, before the scratch folder that holds the record goes.
+    await keeper?.finish();
     if (notJson?.first !== undefined) {
       run.reporter.emit({
         type: "run.notice",
@@ -489,6 +540,20 @@ async function runAgentNode(
       .exec({ argv: ["rm", "-rf", "--", scratchDirName(run.runId)], cwd: run.sandbox.workDir, timeout: 30_000 })
       .catch(() => undefined);
   }
+}
+
+/**
+ * An empty folder inside the checkout's scratch folder for the agent's session record: the
+ * sandbox's user can write there (unlike the private scratch files), it is never committed, and
+ * it goes with the scratch folder after the step. Undefined when it could not be made: the CLI
+ * then keeps no session, as before.
+ */
+async function makeSessionDir(run: BlueprintRun): Promise<string | undefined> {
+  const relative = `${scratchDirName(run.runId)}/agent-session`;
+  const made = await run.sandbox
+    .exec({ argv: ["mkdir", "-p", "--", relative], cwd: run.sandbox.workDir, timeout: 30_000 })
+    .catch(() => undefined);
+  return made?.exitCode === 0 ? `${run.sandbox.workDir}/${relative}` : undefined;
 }
 
 function judge(

@@ -32,7 +32,7 @@ import { describeError, InvalidInputError } from "../util/errors.js";
 import { githubCloneUrl, isLocalPath, parseGitHubRepo, type GitHubRepo } from "../util/github.js";
 import { createRedactor } from "../util/redact.js";
 import type { Blueprint } from "./blueprint.js";
-import { runBlueprint, type StopReason } from "./engine.js";
+import { runBlueprint, type RunSessions, type StopReason } from "./engine.js";
 import { fanOut, type HarnessEvent, type Reporter } from "../contracts/events.js";
 import { commitMessage, commitRunChanges, describeChange, gitRunner, headSha } from "./git-steps.js";
 import type { IssueContext, PromptContext } from "./prompt.js";
@@ -179,6 +179,11 @@ export interface HarnessOptions {
   prices?: PriceTable;
   /** Harness's model gateway; without it (tests of the engine alone) the agent gets the keys themselves. */
   gateway?: HarnessGateway;
+  /**
+   * Where the agent CLIs' own session records are kept, copied out of the sandbox while each agent
+   * step runs; linked to the pull request the run opens. Without it the CLIs keep no session.
+   */
+  sessions?: RunSessions;
   now?: () => Date;
 }
 
@@ -383,6 +388,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       outputThrottleMs: output.throttleMs ?? 500,
       ...(output.logMs !== undefined ? { outputLogMs: output.logMs } : {}),
+      ...(options.sessions ? { sessions: options.sessions } : {}),
     });
     nodes = outcome.nodes;
     // No agent runs after the blueprint: its tokens go before anything is committed or pushed.
@@ -480,6 +486,9 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
           );
           if (pushResult.commitSha) commitSha = pushResult.commitSha;
           reporter.emit({ type: "push.finished", runId: request.runId, result: pushResult, at: at() });
+          // The session that made the pull request is what a follow-up on it resumes.
+          if (pushResult.prUrl && options.sessions?.pullRequestUrl === undefined)
+            await options.sessions?.store.linkPullRequest(request.runId, pushResult.prUrl).catch(() => undefined);
         }
       }
     }

@@ -11,6 +11,7 @@ import type { RunJournal } from "../runs/journal/port.js";
 import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
 import { createSpendStore } from "../runs/spend/create.js";
+import { createSessionStore } from "../runs/sessions/create.js";
 import { DEFAULT_PRICES } from "../agents/prices.js";
 import { startAppGateway, type AppGateway } from "./model-gateway.js";
 import { createPullRequestLedger } from "../pulls/ledger/create.js";
@@ -138,6 +139,8 @@ export async function buildRuntime(
   const pulls = createPullRequestLedger(settings.queue);
   // What each repository and installation spent today, beside the runs: every worker holds the same daily budgets.
   const spend = createSpendStore(settings.queue);
+  // The agent CLIs' own session records, beside the runs, for a later step to resume from.
+  const sessions = createSessionStore(settings.queue);
   // The only holder of the model keys: agents get run tokens and its address instead.
   const gateway = await startAppGateway({
     environment,
@@ -187,6 +190,7 @@ export async function buildRuntime(
     ...(settings.prices ? { prices: settings.prices } : {}),
     ...(settings.maxCostUsd !== undefined ? { maxCostUsd: settings.maxCostUsd } : {}),
     spend,
+    sessions,
     ...(gateway ? { modelGateway: gateway.worker } : {}),
     ...(settings.dailyCostUsdPerInstallation !== undefined
       ? { dailyCostUsdPerInstallation: settings.dailyCostUsdPerInstallation }
@@ -293,7 +297,14 @@ export async function buildRuntime(
       await stopSpareBuilds();
       await repoCache?.settle();
       await gateway?.close();
-      await Promise.allSettled([journal.close(), pending.close(), audit.close(), pulls.close(), spend.close()]);
+      await Promise.allSettled([
+        journal.close(),
+        pending.close(),
+        audit.close(),
+        pulls.close(),
+        spend.close(),
+        sessions.close(),
+      ]);
     },
   };
 }

@@ -21,7 +21,7 @@
  * The layout is the same on one Redis, a cluster or behind sentinels, so a deployment can move
  * between them; on one Redis the tags only change the names.
  */
-export type RedisStoreName = "pending" | "pulls" | "spend" | "audit" | "gateway" | "ratelimit";
+export type RedisStoreName = "pending" | "pulls" | "spend" | "audit" | "gateway" | "ratelimit" | "sessions";
 
 /** The tagged namespace of a store's keys: `{<prefix>:<store>}`. */
 export function storeNamespace(prefix: string, store: RedisStoreName): string {

@@ -24,7 +24,7 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
   });
 
   test("happy path: the file the model writes is committed; turns, cost and summary come from the result", async () => {
-    const { report, node, server, repo, credentials, events } = await run("claude-code", {
+    const { report, node, server, repo, credentials, events, sessions } = await run("claude-code", {
       script: [
         writeFile("greeting.txt", "hello from the scripted model\n", {
           text: "I will add the file.",
@@ -56,6 +56,25 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
     // Nonessential traffic off: the model calls are all it made.
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
+
+    // Claude's own transcript was kept: its session, the scripted Write and its result, no key.
+    const init = events.find((event) => event.type === "node.log" && event.text.includes('"session_id"'));
+    const record = await sessions.get("realagent1");
+    expect(record).toMatchObject({
+      agent: "claude-code",
+      nodeId: "implement",
+      cliVersion: pinnedVersion("claude-code"),
+    });
+    expect(record?.sessionId).toMatch(/^[0-9a-f-]{36}$/);
+    expect(init?.type === "node.log" ? init.text : "").toContain(`"session_id":"${record?.sessionId ?? "?"}"`);
+    const transcript = record?.content.toString("utf8") ?? "";
+    expect(transcript).toContain('"name":"Write"');
+    expect(transcript).toContain("hello from the scripted model");
+    expect(transcript).toMatch(/"tool_use_id":"[^"]+"/);
+    expect(transcript).not.toContain(credentials["ANTHROPIC_API_KEY"] ?? "?");
+    expect(transcript).not.toMatch(/hgw_[A-Za-z0-9_-]{20,}/);
+    expect(record?.truncated).toBe(false);
+    console.info(`[real-agents] Claude Code session record: ${String(record?.content.length)} bytes`);
   });
 
   test("on the fake Daytona: the gateway's address and a run token reach Claude, the key never", async () => {

@@ -45,7 +45,9 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
   });
 
   test("happy path: the file the model writes is committed; one Codex turn, the last message as summary", async () => {
-    const { report, node, server, repo, credentials, output, events } = await run("codex", { script: GREETING });
+    const { report, node, server, repo, credentials, output, events, sessions } = await run("codex", {
+      script: GREETING,
+    });
 
     expect(report.status).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 1 });
@@ -73,6 +75,19 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
     const progress = events.flatMap((event) => (event.type === "node.progress" ? [event.text] : []));
     expect(progress).toEqual([expect.stringMatching(/^(editing|running) `.+`$/)]);
     expect(node.costUsd).toBeUndefined();
+
+    // Codex's own rollout was kept: its thread, the scripted tool call and its output, no key.
+    const record = await sessions.get("realagent1");
+    expect(record).toMatchObject({ agent: "codex", nodeId: "implement", cliVersion: pinnedVersion("codex") });
+    expect(output).toContain(`"thread_id":"${record?.sessionId ?? "?"}"`);
+    const rollout = record?.content.toString("utf8") ?? "";
+    expect(rollout.split("\n")[0]).toContain('"type":"session_meta"');
+    expect(rollout).toContain("hello from the scripted model");
+    expect(rollout).toMatch(/"type":"(custom_tool_call|function_call)_output"/);
+    expect(rollout).not.toContain(credentials["OPENAI_API_KEY"] ?? "?");
+    expect(rollout).not.toMatch(/hgw_[A-Za-z0-9_-]{20,}/);
+    expect(record?.truncated).toBe(false);
+    console.info(`[real-agents] Codex session record: ${String(record?.content.length)} bytes`);
   });
 
   test("on the fake Daytona: -c openai_base_url leads Codex to the gateway, the key never reaches it", async () => {

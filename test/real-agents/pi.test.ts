@@ -44,7 +44,7 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
   });
 
   test("happy path: the file the model writes is committed; turns and cost are summed from the events", async () => {
-    const { report, node, server, repo, credentials, events } = await run("pi", { script: GREETING });
+    const { report, node, server, repo, credentials, events, sessions } = await run("pi", { script: GREETING });
 
     expect(report.status).toBe("succeeded");
     expect(node).toMatchObject({ status: "succeeded", summary: "Added greeting.txt.", turns: 2 });
@@ -66,6 +66,19 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
     expect(JSON.stringify(calls[0]?.body)).toContain("add a greeting file");
     expect(server.receivedCredential(credentials["ANTHROPIC_API_KEY"] ?? "")).toBe(true);
     expect(server.requests.map((request) => request.path)).toEqual(["/v1/messages", "/v1/messages"]);
+
+    // pi's own session file was kept: its header, the scripted write and its result, no key.
+    const record = await sessions.get("realagent1");
+    expect(record).toMatchObject({ agent: "pi", nodeId: "implement" });
+    const session = record?.content.toString("utf8") ?? "";
+    expect(JSON.parse(session.split("\n")[0] ?? "")).toMatchObject({ type: "session", id: record?.sessionId });
+    expect(session).toMatch(/"type":"toolCall","id":"[^"]+","name":"write"/);
+    expect(session).toContain('"role":"toolResult"');
+    expect(session).toContain("hello from the scripted model");
+    expect(session).not.toContain(credentials["ANTHROPIC_API_KEY"] ?? "?");
+    expect(session).not.toMatch(/hgw_[A-Za-z0-9_-]{20,}/);
+    expect(record?.truncated).toBe(false);
+    console.info(`[real-agents] pi session record: ${String(record?.content.length)} bytes`);
   });
 
   test("on the fake Daytona: the generated models.json reaches pi as an upload; the file is committed", async () => {

@@ -19,6 +19,7 @@ import { startGateway, type RunningGateway } from "../../src/gateway/local-gatew
 import type { GatewayCall } from "../../src/gateway/model-gateway.js";
 import { upstreamsFromEnvironment } from "../../src/gateway/upstreams.js";
 import { MemorySpendStore } from "../../src/runs/spend/memory.js";
+import { MemorySessionStore } from "../../src/runs/sessions/memory.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer } from "../fakes/git-http-server.js";
@@ -167,6 +168,8 @@ export interface RealRun {
   gateway: RunningGateway;
   /** The calls the gateway answered, with the provider's usage and their cost. */
   gatewayCalls: GatewayCall[];
+  /** Where the run kept the CLI's own session record (as the App does, with a 1 s heartbeat). */
+  sessions: MemorySessionStore;
 }
 
 /**
@@ -225,6 +228,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     });
     cleanups.push(() => gateway.close());
     const events: HarnessEvent[] = [];
+    const sessions = new MemorySessionStore();
     const model = options.model === undefined ? MODELS[agent] : options.model;
     const report = await runHarness({
       request: {
@@ -254,6 +258,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
         onBudgetReached: (runId, listener) => gateway.signals.subscribe(runId, listener),
       },
       github: { token: githubToken },
+      sessions: { store: sessions, intervalMs: 1_000 },
       ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       output: {
         throttleMs: 20,
@@ -282,6 +287,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
       events,
       gateway,
       gatewayCalls,
+      sessions,
     };
   };
 }

@@ -1,4 +1,5 @@
 import type { PriceTable } from "../../agents/prices.js";
+import type { SessionStore } from "../../harness/session-store.js";
 import type { AuditLog } from "../../audit/audit-log.js";
 import { type ConfigCapableOctokit } from "../../config/load-repo-config.js";
 import { type NetworkMode } from "../../config/network-policy.js";
@@ -81,6 +82,8 @@ export interface WorkerDeps {
   modelGateway?: WorkerGateway;
   /** What each repository and installation spent today: finished runs add to it, daily budgets read it. */
   spend?: SpendStore;
+  /** Where the agent CLIs' own session records are kept, per run; without it the CLIs keep none. */
+  sessions?: SessionStore;
   /** The operator's cap on an installation's agent spend per UTC day (HARNESS_DAILY_COST_USD_PER_INSTALLATION). */
   dailyCostUsdPerInstallation?: number;
   log: Log;

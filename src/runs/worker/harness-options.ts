@@ -195,6 +195,15 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
           },
         }
       : {}),
+    ...(deps.sessions
+      ? {
+          sessions: {
+            store: deps.sessions,
+            // A request made on a pull request works on that one: its session belongs to it.
+            ...(request.issue.pullRequest ? { pullRequestUrl: request.issue.htmlUrl } : {}),
+          },
+        }
+      : {}),
     signal: run.signal,
     budgetMs: config.timeout_minutes * 60_000,
     ...(maxCostUsd !== undefined ? { maxCostUsd } : {}),
