@@ -47,6 +47,8 @@ export class OrphanReaper {
     private readonly activeRunIds: () => Promise<Set<string>>,
     private readonly log: Pick<Log, "info" | "warn">,
     private readonly intervalMs = 10 * 60_000,
+    /** How old a sandbox of no active run must be before it goes (`reapOrphans`' default otherwise). */
+    private readonly minAgeMs?: number,
   ) {}
 
   start(): void {
@@ -67,7 +69,11 @@ export class OrphanReaper {
     this.running = this.running.then(async () => {
       try {
         const active = await this.activeRunIds();
-        const reaped = await reapOrphans(this.inventory, (runId) => active.has(runId));
+        const reaped = await reapOrphans(
+          this.inventory,
+          (runId) => active.has(runId),
+          this.minAgeMs !== undefined ? { minAgeMs: this.minAgeMs } : {},
+        );
         if (reaped.length > 0)
           this.log.info({ reaped: reaped.map((record) => record.id) }, "reaped orphaned sandboxes");
       } catch (error) {

@@ -68,8 +68,11 @@ export interface RuntimeOverrides {
   sandboxes?: Partial<Record<SandboxKind, (options: SandboxOptions) => Promise<Sandbox>>>;
   /** Replaces the run queue around the worker (benchmarks measure the webhook path alone). */
   queue?: (processor: RunProcessor) => RunQueue;
-  /** Where the orphan reaper looks (default: the settings' sandbox), and how often (default 10 min). */
-  reaper?: { inventory: SandboxInventory; intervalMs?: number };
+  /**
+   * Where the orphan reaper looks (default: the settings' sandbox), how often (default 10 min), and
+   * how old a sandbox of no active run must be to go (default 10 min).
+   */
+  reaper?: { inventory: SandboxInventory; intervalMs?: number; minAgeMs?: number };
 }
 
 /**
@@ -339,7 +342,7 @@ function orphanReaper(
       : settings.sandbox === "docker"
         ? dockerInventory(settings.docker?.host !== undefined ? { host: settings.docker.host } : {})
         : localInventory());
-  return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs);
+  return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs, override?.minAgeMs);
 }
 
 /**

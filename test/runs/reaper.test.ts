@@ -4,7 +4,7 @@ import { join } from "node:path";
 import { PassThrough } from "node:stream";
 import { afterEach, beforeEach, describe, expect, test } from "vitest";
 import { main } from "../../src/cli/main.js";
-import { reapOrphans } from "../../src/runs/reaper.js";
+import { OrphanReaper, reapOrphans } from "../../src/runs/reaper.js";
 import { daytonaInventory } from "../../src/sandbox/daytona/inventory.js";
 import { localInventory } from "../../src/sandbox/local/inventory.js";
 import type { SandboxInventory, SandboxRecord } from "../../src/sandbox/inventory.js";
@@ -67,6 +67,33 @@ describe("the orphan reaper", () => {
     const reaped = await reapOrphans(inventory, () => false);
     expect(reaped.map((record) => record.id)).toEqual(["harness-spare-stale"]);
     expect(removed).toEqual(["harness-spare-stale"]);
+  });
+
+  test("the periodic reaper takes the minimum age it is given: a young sandbox of no active run goes", async () => {
+    const young = new Date(Date.now() - 30_000).toISOString();
+    const records: SandboxRecord[] = [
+      { kind: "daytona", id: "left-by-a-killed-worker", runId: "finished", createdAt: young },
+      { kind: "daytona", id: "of-a-live-run", runId: "live", createdAt: young },
+    ];
+    const removed: string[] = [];
+    const inventory: SandboxInventory = {
+      list: () => Promise.resolve(records.filter((record) => !removed.includes(record.id))),
+      remove: (record) => {
+        removed.push(record.id);
+        return Promise.resolve();
+      },
+    };
+    const log = { info: () => undefined, warn: () => undefined };
+    const active = () => Promise.resolve(new Set(["live"]));
+    // As shipped (10 minutes), thirty seconds is too young.
+    const shipped = new OrphanReaper(inventory, active, log, 60_000);
+    shipped.start();
+    await shipped.stop();
+    expect(removed).toEqual([]);
+    const shortened = new OrphanReaper(inventory, active, log, 60_000, 10_000);
+    shortened.start();
+    await shortened.stop();
+    expect(removed).toEqual(["left-by-a-killed-worker"]);
   });
 
   test("Daytona: lists sandboxes by the app's label and deletes the orphans only", async () => {

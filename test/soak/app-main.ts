@@ -13,8 +13,10 @@ import { daytonaInventory } from "../../src/sandbox/daytona/inventory.js";
 
 const scale = Number(process.env["HARNESS_SOAK_PACING_SCALE"] ?? "1");
 if (!(scale > 0 && scale <= 1)) throw new Error("HARNESS_SOAK_PACING_SCALE must be in (0, 1]");
-// The orphan reaper's pass, 10 minutes as shipped; the soak shortens it (`HARNESS_SOAK_REAPER_MS`)
-// so that what it is there to delete is deleted before the soak looks.
+// The orphan reaper's pass and the age a sandbox of no active run must reach, 10 minutes each as
+// shipped; the soak shortens both (`HARNESS_SOAK_REAPER_MS`, the age twice the pass) so that what
+// the reaper is there to delete (a killed worker's sandbox no retry replaced) is gone before the
+// soak looks. A sandbox of a run still active is never the reaper's, however young.
 const reaperMs = Number(process.env["HARNESS_SOAK_REAPER_MS"] ?? "0");
 const settings = settingsFromEnv(process.env);
 const server = await startHarnessServer(settings, {
@@ -28,7 +30,7 @@ const server = await startHarnessServer(settings, {
         },
       }),
   ...(reaperMs > 0 && settings.mode === "app" && settings.sandbox === "daytona"
-    ? { reaper: { inventory: daytonaInventory(settings.daytona), intervalMs: reaperMs } }
+    ? { reaper: { inventory: daytonaInventory(settings.daytona), intervalMs: reaperMs, minAgeMs: 2 * reaperMs } }
     : {}),
 });
 process.stderr.write(`Harness is listening on ${server.url}\n`);
