@@ -1,5 +1,6 @@
 import { createProbotAuth } from "octokit-auth-probot";
 import type { EventClient, FallbackClient, InstallationToken } from "./event-client.js";
+import { SERVER_ERROR_RETRY, serverErrorWait } from "./retry-runner.js";
 
 /*
  * Probot's auth strategy (octokit-auth-probot), with one change: the client Probot asks for when
@@ -69,24 +70,24 @@ export function eventClientAuth(
   };
 }
 
-/** Waits between attempts at a token when GitHub answers 5xx: four attempts within two seconds. */
-const TOKEN_RETRY_DELAYS_MS = [250, 500, 1_000];
+/** Retries of a token exchange: the app's server-error policy, its waits a quarter second a unit. */
+const TOKEN_RETRY = { ...SERVER_ERROR_RETRY, unitMs: 250 };
 
 /**
  * The token exchange runs on Probot's bare request, which retries nothing: every handler waiting
  * for an installation's first token shares the one exchange, so a single 502 from GitHub would
- * drop all of their webhooks unanswered. Server errors are tried again, briefly; anything else
- * (a suspended installation, a wrong key) is the answer.
+ * drop all of their webhooks unanswered. Server errors are tried again as the app's clients try
+ * them (serverErrorWait), on a shorter clock; anything else (a suspended installation, a wrong
+ * key) is the answer.
  */
 async function mintRetryingServerErrors<T>(mint: () => Promise<T>): Promise<T> {
-  for (let attempt = 0; ; attempt += 1) {
+  for (let retries = 0; ; retries += 1) {
     try {
       return await mint();
     } catch (error) {
-      const status = (error as { status?: unknown } | undefined)?.status;
-      const delay = TOKEN_RETRY_DELAYS_MS[attempt];
-      if (typeof status !== "number" || status < 500 || delay === undefined) throw error;
-      await new Promise((resolve) => setTimeout(resolve, delay));
+      const wait = serverErrorWait(error, retries, TOKEN_RETRY);
+      if (wait === undefined) throw error;
+      await new Promise((resolve) => setTimeout(resolve, wait * TOKEN_RETRY.unitMs));
     }
   }
 }

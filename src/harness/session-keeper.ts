@@ -1,7 +1,7 @@
 import { createHash } from "node:crypto";
 import type { SessionFacts, SessionFile, SessionLocation } from "../agents/types.js";
 import type { Sandbox } from "../sandbox/types.js";
-import { describeError } from "../util/errors.js";
+import { describeError, SandboxFileTooLargeError } from "../util/errors.js";
 import type { AgentSessionRecord, SessionHeartbeat, SessionStore } from "./session-store.js";
 
 /** Largest session record kept: far above a long session's (a two-turn Claude session is 260 KB). */
@@ -132,8 +132,7 @@ export class SessionKeeper {
     try {
       bytes = await this.options.sandbox.downloadBytes(path, this.maxBytes);
     } catch (error) {
-      // Every sandbox says so in these words when a file is over the bound it was read with.
-      if (/-byte limit/.test(describeError(error))) {
+      if (error instanceof SandboxFileTooLargeError) {
         if (!this.truncated) {
           this.truncated = true;
           this.say(

@@ -53,6 +53,16 @@ export class SandboxBackendUnreachableError extends SandboxError {
   }
 }
 
+/** A file read out of a sandbox that is, or grew while read, past the caller's limit. */
+export class SandboxFileTooLargeError extends SandboxError {
+  constructor(
+    message: string,
+    readonly limitBytes: number,
+  ) {
+    super(message);
+  }
+}
+
 /** A command or snapshot asked of a paused sandbox (`Sandbox.pause`): it runs nothing until resumed. */
 export class SandboxPausedError extends HarnessError {
   constructor(sandboxId: string) {

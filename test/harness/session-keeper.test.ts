@@ -6,6 +6,7 @@ import type { SessionHeartbeat } from "../../src/harness/session-store.js";
 import { MemorySessionStore } from "../../src/runs/sessions/memory.js";
 import { createRedactor, REDACTED } from "../../src/util/redact.js";
 import { fakeToken } from "../helpers/fake-secrets.js";
+import { SandboxFileTooLargeError } from "../../src/util/errors.js";
 
 const WORK = "/sandbox/work";
 const DIR = `${WORK}/.harness-run1/agent-session`;
@@ -29,7 +30,10 @@ class FakeSandbox {
     if (!bytes) return Promise.reject(new Error(`Could not read ${path} from the sandbox: ENOENT`));
     if (bytes.length > maxBytes)
       return Promise.reject(
-        new Error(`${path} in the sandbox is ${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`),
+        new SandboxFileTooLargeError(
+          `${path} in the sandbox is ${String(bytes.length)} bytes, over the ${String(maxBytes)}-byte limit`,
+          maxBytes,
+        ),
       );
     return Promise.resolve(Buffer.from(bytes));
   }

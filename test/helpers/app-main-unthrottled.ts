@@ -7,6 +7,7 @@
  * of waiting on a timer rather than on the app.
  */
 import { harnessModuleUrl } from "./compiled-entry.js";
+import { serveUntilSignalled } from "./serve-until-signalled.js";
 
 // The compiled modules when dist/ is current, as the app itself is started (compiled-entry.ts).
 const { settingsFromEnv } = (await import(
@@ -18,15 +19,4 @@ const settings = settingsFromEnv(process.env);
 const server = await startHarnessServer(settings, {
   octokitDefaults: (options: object) => ({ ...options, retry: { enabled: false }, throttle: { enabled: false } }),
 });
-process.stderr.write(`Harness is listening on ${server.url}\n`);
-let stopping = false;
-const stop = (): void => {
-  if (stopping) return;
-  stopping = true;
-  server.close().then(
-    () => process.exit(0),
-    () => process.exit(1),
-  );
-};
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
+serveUntilSignalled(server);

@@ -112,3 +112,34 @@ async function scanKeys(node: Redis, prefix: string): Promise<string[]> {
   }
   return found;
 }
+
+/**
+ * A store conformance suite's Redis cases: each case opens a store under a prefix of its own
+ * beneath `prefixRoot` (so cases never share keys), `another` opens a second client on the same
+ * keys (another process), and `dispose` closes every one it opened.
+ */
+export function redisStoreCases(
+  prefixRoot: string,
+): <Store extends { close(): Promise<void> }>(
+  open: (prefix: string) => Store,
+) => Promise<{ prefix: string; store: Store; another: () => Promise<Store>; dispose: () => Promise<void> }> {
+  let cases = 0;
+  return (open) => {
+    cases += 1;
+    const prefix = `${prefixRoot}:${String(cases)}`;
+    const opened: { close(): Promise<void> }[] = [];
+    const client = () => {
+      const store = open(prefix);
+      opened.push(store);
+      return store;
+    };
+    return Promise.resolve({
+      prefix,
+      store: client(),
+      another: () => Promise.resolve(client()),
+      dispose: async () => {
+        for (const store of opened) await store.close();
+      },
+    });
+  };
+}

@@ -16,7 +16,14 @@ import { RedisPendingRequestStore } from "../../src/runs/pending/redis.js";
 import { SqlitePendingRequestStore } from "../../src/runs/pending/sqlite.js";
 import type { RedisTarget } from "../../src/store/redis-connection.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisKeys, testRedisTopologies, testRedisUrl, type RedisTopology } from "../helpers/redis.js";
+import {
+  deleteRedisKeys,
+  redisKeys,
+  redisStoreCases,
+  testRedisTopologies,
+  testRedisUrl,
+  type RedisTopology,
+} from "../helpers/redis.js";
 import { describePendingRequestConformance } from "./pending-requests-conformance.js";
 
 const HOUR = 3600_000;
@@ -247,25 +254,9 @@ test("the factory keeps requests in memory when no store is configured", async (
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-pending-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
 
-let redisCase = 0;
-function redisStores(target: RedisTarget, options: PendingRequestStoreOptions) {
-  redisCase += 1;
-  const prefix = `${prefixRoot}:${String(redisCase)}`;
-  const opened: PendingRequestStore[] = [];
-  const open = (): RedisPendingRequestStore => {
-    const store = new RedisPendingRequestStore({ ...options, redis: target, prefix });
-    opened.push(store);
-    return store;
-  };
-  return Promise.resolve({
-    prefix,
-    store: open(),
-    another: () => Promise.resolve(open()),
-    dispose: async () => {
-      for (const store of opened) await store.close();
-    },
-  });
-}
+const redisCase = redisStoreCases(prefixRoot);
+const redisStores = (target: RedisTarget, options: PendingRequestStoreOptions) =>
+  redisCase((prefix) => new RedisPendingRequestStore({ ...options, redis: target, prefix }));
 
 const topologies = testRedisTopologies();
 for (const { name, target } of topologies) {

@@ -8,7 +8,14 @@ import { RedisSessionStore } from "../../src/runs/sessions/redis.js";
 import { SqliteSessionStore } from "../../src/runs/sessions/sqlite.js";
 import type { RedisTarget } from "../../src/store/redis-connection.js";
 import { scratchDir } from "../helpers/git.js";
-import { adminConnection, deleteRedisKeys, redisKeys, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
+import {
+  adminConnection,
+  deleteRedisKeys,
+  redisKeys,
+  redisStoreCases,
+  testRedisTopologies,
+  testRedisUrl,
+} from "../helpers/redis.js";
 import { describeSessionStoreConformance } from "./session-store-conformance.js";
 
 describeSessionStoreConformance("memory", (options) => {
@@ -37,25 +44,9 @@ describeSessionStoreConformance("SQLite", async (options) => {
 
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-sessions-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
-let redisCase = 0;
-function redisStores(target: RedisTarget | string, options: { maxRecords?: number } = {}) {
-  redisCase += 1;
-  const prefix = `${prefixRoot}:${String(redisCase)}`;
-  const opened: SessionStore[] = [];
-  const open = (): SessionStore => {
-    const store = new RedisSessionStore({ ...options, redis: target, prefix });
-    opened.push(store);
-    return store;
-  };
-  return Promise.resolve({
-    prefix,
-    store: open(),
-    another: () => Promise.resolve(open()),
-    dispose: async () => {
-      for (const store of opened) await store.close();
-    },
-  });
-}
+const redisCase = redisStoreCases(prefixRoot);
+const redisStores = (target: RedisTarget | string, options: { maxRecords?: number } = {}) =>
+  redisCase((prefix) => new RedisSessionStore({ ...options, redis: target, prefix }));
 
 for (const { name, target } of testRedisTopologies()) {
   afterAll(() => deleteRedisKeys(target, prefixRoot));

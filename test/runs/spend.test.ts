@@ -9,7 +9,7 @@ import type { SpendStore } from "../../src/runs/spend/port.js";
 import { RedisSpendStore } from "../../src/runs/spend/redis.js";
 import { SqliteSpendStore } from "../../src/runs/spend/sqlite.js";
 import { scratchDir } from "../helpers/git.js";
-import { deleteRedisKeys, redisKeys, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
+import { deleteRedisKeys, redisKeys, redisStoreCases, testRedisTopologies, testRedisUrl } from "../helpers/redis.js";
 import type { RedisTarget } from "../../src/store/redis-connection.js";
 import { describeSpendStoreConformance } from "./spend-conformance.js";
 
@@ -52,25 +52,9 @@ const redisUrl = testRedisUrl();
 // One prefix per test file run, so parallel files and earlier runs never share keys.
 const prefixRoot = `test-spend-${String(process.pid)}-${randomBytes(4).toString("hex")}`;
 
-let redisCase = 0;
-function redisStores(target: RedisTarget | string = redisUrl) {
-  redisCase += 1;
-  const prefix = `${prefixRoot}:${String(redisCase)}`;
-  const opened: SpendStore[] = [];
-  const open = (): RedisSpendStore => {
-    const store = new RedisSpendStore({ redis: target, prefix });
-    opened.push(store);
-    return store;
-  };
-  return Promise.resolve({
-    prefix,
-    store: open(),
-    another: () => Promise.resolve(open()),
-    dispose: async () => {
-      for (const store of opened) await store.close();
-    },
-  });
-}
+const redisCase = redisStoreCases(prefixRoot);
+const redisStores = (target: RedisTarget | string = redisUrl) =>
+  redisCase((prefix) => new RedisSpendStore({ redis: target, prefix }));
 
 for (const { name, target } of testRedisTopologies()) {
   afterAll(() => deleteRedisKeys(target, prefixRoot));

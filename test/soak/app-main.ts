@@ -10,6 +10,7 @@ import { settingsFromEnv } from "../../src/runtime/app-settings.js";
 import { startHarnessServer } from "../../src/server.js";
 import { GITHUB_WRITE_PACING } from "../../src/github/write-pacing.js";
 import { daytonaInventory } from "../../src/sandbox/daytona/inventory.js";
+import { serveUntilSignalled } from "../helpers/serve-until-signalled.js";
 
 const scale = Number(process.env["HARNESS_SOAK_PACING_SCALE"] ?? "1");
 if (!(scale > 0 && scale <= 1)) throw new Error("HARNESS_SOAK_PACING_SCALE must be in (0, 1]");
@@ -33,15 +34,4 @@ const server = await startHarnessServer(settings, {
     ? { reaper: { inventory: daytonaInventory(settings.daytona), intervalMs: reaperMs, minAgeMs: 2 * reaperMs } }
     : {}),
 });
-process.stderr.write(`Harness is listening on ${server.url}\n`);
-let stopping = false;
-const stop = (): void => {
-  if (stopping) return;
-  stopping = true;
-  server.close().then(
-    () => process.exit(0),
-    () => process.exit(1),
-  );
-};
-process.on("SIGTERM", stop);
-process.on("SIGINT", stop);
+serveUntilSignalled(server);

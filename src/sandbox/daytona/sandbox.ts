@@ -15,7 +15,7 @@ import {
   type Sandbox as DaytonaSdkSandbox,
 } from "@daytonaio/sdk";
 import type { ExecOptions, ExecResult } from "../../contracts/types.js";
-import { describeError, SandboxError, SandboxPausedError } from "../../util/errors.js";
+import { describeError, SandboxError, SandboxFileTooLargeError, SandboxPausedError } from "../../util/errors.js";
 import { githubCloneUrl, isLocalPath, parseGitHubRepo } from "../../util/github.js";
 import { assertPathConfined } from "../../util/path.js";
 import { createRedactor } from "../../util/redact.js";
@@ -287,8 +287,9 @@ class DaytonaSandbox implements Sandbox {
       const details = await this.remote.fs.getFileDetails(target);
       if (details.isDir) throw new SandboxError(`${path} in the sandbox is not a regular file`);
       if (details.size > maxBytes)
-        throw new SandboxError(
+        throw new SandboxFileTooLargeError(
           `${path} in the sandbox is ${String(details.size)} bytes, over the ${String(maxBytes)}-byte limit`,
+          maxBytes,
         );
       const stream = await this.remote.fs.downloadFileStream(target, { signal: transfer.signal });
       await consume(
@@ -296,8 +297,9 @@ class DaytonaSandbox implements Sandbox {
           for await (const chunk of stream as AsyncIterable<Buffer>) {
             received += chunk.length;
             if (received > maxBytes)
-              throw new SandboxError(
+              throw new SandboxFileTooLargeError(
                 `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+                maxBytes,
               );
             yield chunk;
           }

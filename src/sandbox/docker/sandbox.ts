@@ -12,6 +12,7 @@ import {
   InvalidInputError,
   PathConfinementError,
   SandboxError,
+  SandboxFileTooLargeError,
   SandboxNameTakenError,
   SandboxPausedError,
 } from "../../util/errors.js";
@@ -777,7 +778,10 @@ export class DockerSandbox implements Sandbox {
     await pending;
     if (failure !== undefined) throw failure instanceof Error ? failure : new SandboxError("the copy failed");
     if (received > maxBytes)
-      throw new SandboxError(`${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`);
+      throw new SandboxFileTooLargeError(
+        `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+        maxBytes,
+      );
     const said = stderr.text().trim();
     switch (exit.exitCode) {
       case 0:
@@ -787,7 +791,10 @@ export class DockerSandbox implements Sandbox {
       case READ_NOT_FILE:
         throw new SandboxError(`${path} in the sandbox is not a regular file`);
       case READ_TOO_LARGE:
-        throw new SandboxError(`${path} in the sandbox is ${said} bytes, over the ${String(maxBytes)}-byte limit`);
+        throw new SandboxFileTooLargeError(
+          `${path} in the sandbox is ${said} bytes, over the ${String(maxBytes)}-byte limit`,
+          maxBytes,
+        );
       default:
         throw new SandboxError(`Could not read ${path} from the sandbox: ${said || `exit ${String(exit.exitCode)}`}`);
     }

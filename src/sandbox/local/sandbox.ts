@@ -9,6 +9,7 @@ import {
   PathConfinementError,
   RepoRefError,
   SandboxError,
+  SandboxFileTooLargeError,
   SandboxPausedError,
 } from "../../util/errors.js";
 import { classifyRepoRef, githubCloneUrl } from "../../util/github.js";
@@ -368,8 +369,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         const info = await handle.stat();
         if (!info.isFile()) throw new SandboxError(`${path} in the sandbox is not a regular file`);
         if (info.size > maxBytes)
-          throw new SandboxError(
+          throw new SandboxFileTooLargeError(
             `${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`,
+            maxBytes,
           );
         // Read one byte past the limit: a file that grew since the stat is refused, not cut.
         const buffer = Buffer.alloc(Math.min(maxBytes + 1, info.size + 1));
@@ -381,8 +383,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
           if (length === buffer.length) break;
         }
         if (length > maxBytes || (length === buffer.length && length > info.size))
-          throw new SandboxError(
+          throw new SandboxFileTooLargeError(
             `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+            maxBytes,
           );
         return buffer.subarray(0, length);
       } finally {
@@ -403,8 +406,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
         const info = await source.stat();
         if (!info.isFile()) throw new SandboxError(`${path} in the sandbox is not a regular file`);
         if (info.size > maxBytes)
-          throw new SandboxError(
+          throw new SandboxFileTooLargeError(
             `${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`,
+            maxBytes,
           );
         const sink = await open(destination, "wx", 0o600);
         created = true;
@@ -417,8 +421,9 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
             if (bytesRead === 0) return copied;
             copied += bytesRead;
             if (copied > maxBytes)
-              throw new SandboxError(
+              throw new SandboxFileTooLargeError(
                 `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
+                maxBytes,
               );
             await sink.write(chunk, 0, bytesRead);
           }
