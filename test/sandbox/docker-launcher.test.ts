@@ -160,10 +160,14 @@ describe("the Docker sandbox's launcher", () => {
   });
 
   runs("a command that reads the launcher's requests is gone before the next request is sent", async () => {
+    // The thief is waited for until it sleeps in its read of the launcher's input (the pipe it
+    // opened is its fd 3), so it is already queued for the next request when this command ends.
     const stolen = await run([
       "sh",
       "-c",
-      'setsid sh -c "cat /proc/$PPID/fd/0 > /tmp/stolen" </dev/null >/dev/null 2>&1 & sleep 0.2',
+      'setsid sh -c "echo \\$\\$ > /tmp/thief; exec cat /proc/$PPID/fd/0 > /tmp/stolen" </dev/null >/dev/null 2>&1 & ' +
+        "until [ -s /tmp/thief ] && read -r t < /tmp/thief && [ -e /proc/$t/fd/3 ] && " +
+        'read -r _ _ state _ < /proc/$t/stat && [ "$state" = S ]; do sleep 0.01; done',
     ]);
     expect(stolen.exitCode).toBe(0);
     const next = await run(["sh", "-c", "echo mine; exit 3"]);
