@@ -78,6 +78,16 @@ export function checkInboxDelivery(delivery: NewInboxDelivery): void {
     throw new RangeError(`an inbox payload is at most ${String(MAX_INBOX_PAYLOAD_BYTES)} bytes`);
 }
 
+/**
+ * How many deliveries a claim of `limit` may take, as a whole number a store can be asked for:
+ * the in-memory claim takes while it has fewer than `limit`, so a fraction rounds up, and nothing
+ * (zero, a negative or NaN) takes none. A store's own "no limit" (SQLite's negative LIMIT) is
+ * never reached by accident.
+ */
+export function claimCount(limit: number): number {
+  return Math.max(0, Math.min(Math.ceil(limit), Number.MAX_SAFE_INTEGER)) || 0;
+}
+
 interface Held {
   delivery: InboxDelivery;
   owner: string;
@@ -157,7 +167,7 @@ export class MemoryWebhookInbox implements WebhookInbox {
 }
 
 /** A synchronous step as a promise, its throw a rejection: the same shape the shared stores have. */
-function settled<T>(step: () => T): Promise<T> {
+export function settled<T>(step: () => T): Promise<T> {
   try {
     return Promise.resolve(step());
   } catch (error) {
