@@ -9,7 +9,7 @@
  *   its issue and its requester, eviction from the ledger picks any pull request, a spend hold
  *   counts on a run, a repository and an installation at once. Per-entity tags would split what
  *   a script must see whole.
- * - not one tag for all of Harness, so the stores spread over up to eight slots, and so over
+ * - not one tag for all of Harness, so the stores spread over up to nine slots, and so over
  *   the masters of a cluster, rather than loading one master with everything.
  * - the journal, which carries nearly all the bytes (every run's output), keeps a tag per run
  *   (`<prefix>:journal:{<run id>}:…`): only a run's own keys are ever written together, so runs
@@ -21,7 +21,7 @@
  * The layout is the same on one Redis, a cluster or behind sentinels, so a deployment can move
  * between them; on one Redis the tags only change the names.
  */
-export type RedisStoreName = "pending" | "pulls" | "spend" | "audit" | "gateway" | "ratelimit" | "sessions";
+export type RedisStoreName = "pending" | "pulls" | "spend" | "audit" | "gateway" | "ratelimit" | "sessions" | "inbox";
 
 /** The tagged namespace of a store's keys: `{<prefix>:<store>}`. */
 export function storeNamespace(prefix: string, store: RedisStoreName): string {
