@@ -1,8 +1,11 @@
-import type { ApplicationFunction, Probot } from "probot";
+import { Context, type ApplicationFunction, type Probot } from "probot";
 import { onIssueComment, onIssueLabeled, type HandlerDeps } from "./triggers/handlers.js";
 import { onCheckCompleted, onCommitStatus, onPullRequestClosedCi, onPullRequestPushed } from "./triggers/checks.js";
 import { onPullRequestClosed, onPullRequestReopened } from "./triggers/pull-request-closed.js";
 import { onPullRequestReview, onPullRequestReviewComment } from "./triggers/review.js";
+import type { WebhookContext } from "./triggers/context.js";
+import type { DeliveryKeeper } from "./triggers/inbox/keeper.js";
+import type { InboxDelivery } from "./triggers/inbox/port.js";
 import type { WorkTracker } from "./util/idle.js";
 
 export interface HarnessAppOptions {
@@ -14,7 +17,14 @@ export interface HarnessAppOptions {
    * Absent: the handler is awaited before the answer (handler tests).
    */
   acknowledgements?: WorkTracker;
+  /**
+   * Given (with `acknowledgements`): each delivery is kept before it is answered and worked again
+   * by a live process if this one dies before finishing it; this process works such deliveries too.
+   */
+  deliveries?: DeliveryKeeper;
 }
+
+type Handler = (context: WebhookContext) => Promise<void>;
 
 /**
  * The Probot app: thin handlers (parse → authorise → acknowledge → enqueue) in front of the
@@ -22,32 +32,67 @@ export interface HarnessAppOptions {
  * Everything behind the queue is wired by the runtime, not here.
  */
 export function createHarnessApp(options: HarnessAppOptions): ApplicationFunction {
-  const { handlers, acknowledgements } = options;
+  const { handlers, acknowledgements, deliveries } = options;
+  // Each handler by the name a kept delivery records, so a second working runs exactly it.
+  const table = new Map<string, { events: string[]; handle: Handler }>();
+  const add = (name: string, events: string[], handle: Handler): void => {
+    table.set(name, { events, handle });
+  };
+  add("issue_comment.created", ["issue_comment.created"], (context) => onIssueComment(context, handlers));
+  add("issues.labeled", ["issues.labeled"], (context) => onIssueLabeled(context, handlers));
+  const pulls = handlers.pulls;
+  if (pulls) {
+    const outcomes = { pulls, ...(handlers.onPullOutcome ? { onOutcome: handlers.onPullOutcome } : {}) };
+    add("pull_request.closed", ["pull_request.closed"], (context) => onPullRequestClosed(context, outcomes));
+    add("pull_request.closed/ci", ["pull_request.closed"], (context) => onPullRequestClosedCi(context, handlers));
+    add("pull_request.reopened", ["pull_request.reopened"], (context) => onPullRequestReopened(context, outcomes));
+  }
+  add("checks.completed", ["check_suite.completed", "check_run.completed"], (context) =>
+    onCheckCompleted(context, handlers),
+  );
+  add("status", ["status"], (context) => onCommitStatus(context, handlers));
+  add("pull_request.synchronize", ["pull_request.synchronize"], (context) => onPullRequestPushed(context, handlers));
+  add("pull_request_review.submitted", ["pull_request_review.submitted"], (context) =>
+    onPullRequestReview(context, handlers),
+  );
+  add("pull_request_review_comment.created", ["pull_request_review_comment.created"], (context) =>
+    onPullRequestReviewComment(context, handlers),
+  );
+
   // GitHub waits for the HTTP answer (10 s at most, no retry); the acknowledgement needs a few
   // GitHub calls. Answering first keeps deliveries fast whatever GitHub's latency is.
-  const acknowledge = (work: Promise<void>): Promise<void> => {
-    if (!acknowledgements) return work;
-    acknowledgements.track(work);
+  const acknowledge = (name: string, context: Context, handle: Handler): Promise<void> => {
+    if (!acknowledgements) return handle(context);
+    if (deliveries)
+      return deliveries.keep(
+        { deliveryId: context.id, name: context.name, handler: name, payload: context.payload },
+        () => handle(context),
+      );
+    acknowledgements.track(handle(context));
     return Promise.resolve();
   };
   return (app: Probot) => {
-    app.on("issue_comment.created", (context) => acknowledge(onIssueComment(context, handlers)));
-    app.on("issues.labeled", (context) => acknowledge(onIssueLabeled(context, handlers)));
-    const pulls = handlers.pulls;
-    if (pulls) {
-      const outcomes = { pulls, ...(handlers.onPullOutcome ? { onOutcome: handlers.onPullOutcome } : {}) };
-      app.on("pull_request.closed", (context) => acknowledge(onPullRequestClosed(context, outcomes)));
-      app.on("pull_request.closed", (context) => acknowledge(onPullRequestClosedCi(context, handlers)));
-      app.on("pull_request.reopened", (context) => acknowledge(onPullRequestReopened(context, outcomes)));
-    }
-    app.on(["check_suite.completed", "check_run.completed"], (context) =>
-      acknowledge(onCheckCompleted(context, handlers)),
-    );
-    app.on("status", (context) => acknowledge(onCommitStatus(context, handlers)));
-    app.on("pull_request.synchronize", (context) => acknowledge(onPullRequestPushed(context, handlers)));
-    app.on("pull_request_review.submitted", (context) => acknowledge(onPullRequestReview(context, handlers)));
-    app.on("pull_request_review_comment.created", (context) =>
-      acknowledge(onPullRequestReviewComment(context, handlers)),
-    );
+    for (const [name, { events, handle }] of table)
+      app.on(events as Parameters<Probot["on"]>[0], (context) => acknowledge(name, context as Context, handle));
+    if (acknowledgements && deliveries) deliveries.start((delivery) => replay(app, table, delivery));
   };
+}
+
+/** A kept delivery's work done again, in a context made as Probot makes one for a delivery. */
+async function replay(
+  app: Probot,
+  table: ReadonlyMap<string, { handle: Handler }>,
+  delivery: InboxDelivery,
+): Promise<void> {
+  const log = app.log.child({ name: "event", id: delivery.deliveryId });
+  const entry = table.get(delivery.handler);
+  if (!entry) {
+    log.warn({ handler: delivery.handler }, "a kept delivery names no handler of this version; dropped");
+    return;
+  }
+  const payload = JSON.parse(delivery.payload) as { installation?: { id?: unknown } };
+  const installationId = typeof payload.installation?.id === "number" ? payload.installation.id : undefined;
+  const octokit = await app.auth(installationId);
+  const event = { id: delivery.deliveryId, name: delivery.name, payload } as ConstructorParameters<typeof Context>[0];
+  await entry.handle(new Context(event, octokit, log));
 }

@@ -37,7 +37,11 @@ export function harnessFromEnv(env: NodeJS.ProcessEnv): ApplicationFunction {
       { log: app.log, metrics: new HarnessMetrics(), github: app },
       { environment: env },
     );
-    await createHarnessApp({ handlers: runtime.handlers, acknowledgements: runtime.acknowledgements })(app, options);
+    await createHarnessApp({
+      handlers: runtime.handlers,
+      acknowledgements: runtime.acknowledgements,
+      deliveries: runtime.deliveries,
+    })(app, options);
   };
 }
 

@@ -178,7 +178,11 @@ export async function startHarnessServer(
         log: probot.log,
       });
     }
-    const app = createHarnessApp({ handlers: built.handlers, acknowledgements: built.acknowledgements });
+    const app = createHarnessApp({
+      handlers: built.handlers,
+      acknowledgements: built.acknowledgements,
+      deliveries: built.deliveries,
+    });
     const middleware = await createNodeMiddleware(app, { probot, webhooksPath: settings.webhookPath });
     const closer = createLingeringClose();
     const admitWebhook = createWebhookGate({ secret: settings.webhookSecret, closer, log: probot.log });

@@ -1,3 +1,4 @@
+import { randomUUID } from "node:crypto";
 import { AcknowledgingRuns } from "../runs/queue/acknowledging.js";
 import { createAuditLog } from "../audit/create-audit-log.js";
 import type { AuditLog } from "../audit/audit-log.js";
@@ -41,6 +42,8 @@ import { assertRedisReachable } from "../store/redis-connection.js";
 import { hasKeysBeforeHashTags, OLD_LAYOUT_FIX, OLD_LAYOUT_PROBLEM } from "../store/redis-key-migration.js";
 import { ConfigCache, TtlCache } from "../triggers/ttl-cache.js";
 import type { HandlerDeps } from "../triggers/handlers.js";
+import { createWebhookInbox } from "../triggers/inbox/create.js";
+import { DeliveryKeeper } from "../triggers/inbox/keeper.js";
 import { describeError, SandboxError } from "../util/errors.js";
 import { WorkTracker } from "../util/idle.js";
 import type { Log } from "../util/log.js";
@@ -73,6 +76,11 @@ export interface RuntimeOverrides {
    * how old a sandbox of no active run must be to go (default 10 min).
    */
   reaper?: { inventory: SandboxInventory; intervalMs?: number; minAgeMs?: number };
+  /**
+   * How long a delivery stays held by a process that stopped renewing it (default: the settings'
+   * lease), and how often lapsed ones are looked for (default: every half lease, at most 10 s).
+   */
+  inbox?: { leaseMs?: number; drainEveryMs?: number };
 }
 
 /**
@@ -84,6 +92,8 @@ export interface Runtime {
   handlers: HandlerDeps;
   /** Acknowledgements finished after the webhook was answered (drains and tests wait for them). */
   acknowledgements: WorkTracker;
+  /** Keeps each acknowledgement's delivery until it is done, and works those a dead process left. */
+  deliveries: DeliveryKeeper;
   /** The run queue, journaled, around the instrumented worker. */
   queue: RunQueue;
   worker: WorkerDeps;
@@ -233,11 +243,24 @@ export async function buildRuntime(
   const acknowledgements = new WorkTracker((error) => {
     log.error({ err: describeError(error) }, "an acknowledgement failed");
   });
+  // Beside the queue, so every process that can take a delivery can also finish a dead one's.
+  const inbox = createWebhookInbox(settings.queue);
+  const deliveries = new DeliveryKeeper({
+    inbox,
+    owner: randomUUID(),
+    tracker: acknowledgements,
+    log,
+    // A killed process's deliveries are taken back as its runs are: once its lease lapses.
+    leaseMs: settings.leaseMs ?? 60_000,
+    drainEveryMs: Math.min(10_000, Math.max(100, (settings.leaseMs ?? 60_000) / 2)),
+    ...overrides.inbox,
+  });
   const handlers: HandlerDeps = {
     queue,
     inFlight: new Set<string>(),
     acknowledging: new AcknowledgingRuns(),
     pending,
+    acknowledged: deliveries.progress,
     replyWindowMs: settings.replyWindowMs ?? 3_600_000,
     audit,
     configCache: new ConfigCache(30_000),
@@ -273,6 +296,7 @@ export async function buildRuntime(
   return {
     handlers,
     acknowledgements,
+    deliveries,
     queue,
     worker,
     journal,
@@ -294,6 +318,7 @@ export async function buildRuntime(
     async close(graceMs = 30_000) {
       await ciWatcher?.stop();
       await reaper?.stop();
+      await deliveries.stop();
       await acknowledgements.idle();
       await queue.close(graceMs);
       // A spare container being written for a next run is dropped, not waited for.
@@ -307,6 +332,7 @@ export async function buildRuntime(
         pulls.close(),
         spend.close(),
         sessions.close(),
+        inbox.close(),
       ]);
     },
   };

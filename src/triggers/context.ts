@@ -12,6 +12,7 @@ import { describeGitHubError } from "../github/errors.js";
 import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
 import type { RunQueue } from "../runs/queue/port.js";
+import type { AcknowledgementLedger } from "./inbox/keeper.js";
 import type { Log } from "../util/log.js";
 import type { IssueCommentEvent } from "./payload.js";
 import type { ConfigCache, TtlCache } from "./ttl-cache.js";
@@ -41,6 +42,8 @@ export interface HandlerDeps {
   acknowledging?: AcknowledgingRuns;
   /** Requests from below the permission bar, waiting for a maintainer to approve them by id. */
   pending: PendingRequestStore;
+  /** How far earlier workings of a request's delivery got, so a second working reuses their run and comment. */
+  acknowledged?: AcknowledgementLedger;
   /** At most one refusal reply per person, issue and kind of refusal within this window, in ms. */
   replyWindowMs: number;
   /** Who asked, who was refused, who approved what: the operator's record (never a secret). */

@@ -120,7 +120,11 @@ export async function startRun(
     }
   }
 
-  const runId = start.runId ?? deps.newRunId();
+  // A second working of this delivery (its first process died mid-way) reuses the run id and
+  // status comment the first one made, so the issue never shows two.
+  const earlier = start.runId === undefined ? await deps.acknowledged?.of(start.key) : undefined;
+  const runId = start.runId ?? earlier?.runId ?? deps.newRunId();
+  const reuseComment = start.statusCommentId ?? earlier?.statusCommentId;
   const request: RunRequest = {
     runId,
     key: start.key,
@@ -170,7 +174,13 @@ export async function startRun(
       await refuseQueued(context, deps, start, admission);
       return;
     }
-    return await acknowledgeAndQueue(context, deps, start, request, admission);
+    return await acknowledgeAndQueue(
+      context,
+      deps,
+      { ...start, ...(reuseComment !== undefined ? { statusCommentId: reuseComment } : {}) },
+      request,
+      admission,
+    );
   } finally {
     release?.();
   }
@@ -234,7 +244,10 @@ async function acknowledgeAndQueue(
           "eyes",
         );
   try {
-    return await queueAcknowledged(context, deps, start, request, view, await statusComment);
+    const statusCommentId = await statusComment;
+    if (statusCommentId !== undefined && start.statusCommentId === undefined)
+      await deps.acknowledged?.note(start.key, { runId, statusCommentId });
+    return await queueAcknowledged(context, deps, start, request, view, statusCommentId);
   } finally {
     // Still part of this acknowledgement (it is tracked until this returns), just not in the run's way.
     await eyes;

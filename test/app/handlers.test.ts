@@ -1,13 +1,14 @@
 import { generateKeyPairSync } from "node:crypto";
 import nock from "nock";
 import { Probot, ProbotOctokit } from "probot";
-import { afterEach, beforeEach, describe, expect, test } from "vitest";
+import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { createHarnessApp } from "../../src/app.js";
 import type { PermissionLevel } from "../../src/config/repo-config.js";
 import { MemoryPendingRequestStore } from "../../src/runs/pending/port.js";
 import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue/port.js";
 import { ConfigCache, TtlCache } from "../../src/triggers/ttl-cache.js";
 import type { HandlerDeps } from "../../src/triggers/handlers.js";
+import type { AcknowledgementProgress } from "../../src/triggers/inbox/port.js";
 import type { RunRequest } from "../../src/runs/request.js";
 import { issueCommentCreated, issuesLabeled } from "../fixtures/payloads.js";
 import { shownInCodeBlock } from "../helpers/rendered-markdown.js";
@@ -221,6 +222,70 @@ describe("/harness <intent> from someone with write access", () => {
     await receive("issue_comment", issueCommentCreated("/harness go"));
     expect(queue.requests).toHaveLength(1);
     expect(second.isDone()).toBe(false);
+  });
+
+  test("worked again after its process died: its status comment is edited, the same run queued", async () => {
+    const noted = new Map<string, AcknowledgementProgress>();
+    const acknowledged = {
+      of: (key: string) => Promise.resolve(noted.get(key)),
+      note: (key: string, progress: AcknowledgementProgress) => {
+        noted.set(key, progress);
+        return Promise.resolve();
+      },
+    };
+    const load = async (into: RecordingQueue): Promise<Probot> => {
+      const process = new Probot({
+        appId: 123,
+        privateKey,
+        secret: "s",
+        Octokit: ProbotOctokit.defaults((o: object) => ({
+          ...o,
+          retry: { enabled: false },
+          throttle: { enabled: false },
+        })),
+        logLevel: "fatal",
+      });
+      await process.load(createHarnessApp({ handlers: handlerDeps(into, { acknowledged }) }));
+      return process;
+    };
+    const delivery = {
+      id: "delivery-1",
+      name: "issue_comment",
+      payload: issueCommentCreated("/harness go"),
+    } as unknown as Parameters<Probot["receive"]>[0];
+
+    // The first process posts the status comment and notes it, then dies before queuing.
+    const dying = new RecordingQueue();
+    dying.enqueue = () => new Promise(() => undefined);
+    github({ permission: "write" })
+      .post(/reactions/)
+      .reply(201, {})
+      .post("/repos/acme/widgets/issues/7/comments")
+      .reply(201, { id: 4711 });
+    void (await load(dying)).receive(delivery);
+    await vi.waitFor(() => {
+      expect(noted.get("4242:comment:555")).toMatchObject({ statusCommentId: 4711 });
+    });
+    const runId = noted.get("4242:comment:555")?.runId;
+
+    // The second process edits that comment instead of posting another, and queues that run.
+    const edited: string[] = [];
+    const second = github({ permission: "write" })
+      .post(/reactions/)
+      .reply(200, {})
+      .patch("/repos/acme/widgets/issues/comments/4711", (body: { body: string }) => {
+        edited.push(body.body);
+        return true;
+      })
+      .reply(200, { id: 4711 });
+    const posts = nock(API).post("/repos/acme/widgets/issues/7/comments").reply(201, { id: 4712 });
+    const live = new RecordingQueue();
+    await (await load(live)).receive(delivery);
+    expect(second.pendingMocks()).toEqual([]);
+    expect(posts.isDone()).toBe(false);
+    expect(edited[0]).toContain(`<!-- harness:run=${runId ?? "x"} -->`);
+    expect(live.requests).toHaveLength(1);
+    expect(live.requests[0]).toMatchObject({ runId, statusCommentId: 4711 });
   });
 
   test("on a busy issue the status comment says the run waits its turn", async () => {

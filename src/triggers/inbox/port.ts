@@ -51,7 +51,7 @@ export const INBOX_MAX_AGE_MS = 24 * 3600_000;
 export interface WebhookInbox {
   /** Keeps a delivery, held by `owner` until `leaseUntil` (ms); keeping a key again replaces it. */
   keep(delivery: NewInboxDelivery, owner: string, leaseUntil: number): Promise<void>;
-  /** The work is done (or given up): the delivery and its progress are gone. */
+  /** The work is done (or given up): the delivery is gone (progress ages out on its own). */
   release(key: string): Promise<void>;
   /** Extends the hold on those of `keys` that `owner` still holds; returns how many it does. */
   renew(owner: string, keys: readonly string[], leaseUntil: number): Promise<number>;

@@ -26,6 +26,11 @@ export interface Fault {
   /** JSON-encoded unless a string; default GitHub-style `{message}`. */
   body?: unknown;
   headers?: Record<string, string>;
+  /**
+   * The answer is held until this settles: a GitHub slow to answer, for a test that must act
+   * while a request is in flight (kill the process that sent it, say).
+   */
+  hold?: Promise<unknown>;
 }
 
 export interface FaultHandle {

@@ -489,6 +489,7 @@ export async function startFakeGitHub(options: FakeGitHubOptions = {}): Promise<
     const fault = faultRegistry.take(method, apiPath === undefined ? [url.pathname] : [url.pathname, apiPath]);
     if (fault) {
       record.fault = true;
+      if (fault.hold) await fault.hold.catch(() => undefined);
       sendFault(res, fault);
       return;
     }
