@@ -17,10 +17,10 @@ import { loadavg } from "node:os";
 import { join, resolve } from "node:path";
 import { startFakeDaytona } from "../test/fakes/daytona/server.js";
 import { startFakeGitHub } from "../test/fakes/github/server.js";
-import { issueCommentCreated, sendWebhook } from "../test/fakes/github/webhooks.js";
+import { sendWebhook } from "../test/fakes/github/webhooks.js";
 import { startAppProcess, waitFor, type AppProcess } from "../test/helpers/app-process.js";
 import { scratchDir } from "../test/helpers/git.js";
-import { installHarness } from "../test/helpers/harness-world.js";
+import { commentOnNewIssue, installHarness } from "../test/helpers/harness-world.js";
 
 const argValue = (name: string): string | undefined => {
   const index = process.argv.indexOf(`--${name}`);
@@ -108,16 +108,10 @@ async function round(index: number): Promise<Round> {
       github.issueComments("acme", "widgets", issue).filter((comment) => comment.body.includes("<!-- harness:run="));
     const status = (issue: number): string => statusComments(issue)[0]?.body ?? "";
     const ask = async (url: string): Promise<number> => {
-      const issue = github.createIssue("acme", "widgets", { title: "Greet", body: "A HELLO file.", user: "r" });
-      const posted = github.addComment("acme", "widgets", issue.number, {
-        body: "/harness add HELLO",
-        user: "maintainer",
-      });
-      const payload = issueCommentCreated({
-        repo: github.repo("acme", "widgets"),
-        issue: { number: issue.number, title: issue.title, body: issue.body },
-        comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
-        installationId: 77,
+      const { issue, payload } = commentOnNewIssue(github, {
+        title: "Greet",
+        body: "A HELLO file.",
+        comment: "/harness add HELLO",
       });
       const answer = await sendWebhook(url, SECRET, "issue_comment", payload);
       if (answer.status !== 200) throw new Error(`the webhook was answered ${String(answer.status)}`);

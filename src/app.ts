@@ -3,7 +3,7 @@ import { onIssueComment, onIssueLabeled, type HandlerDeps } from "./triggers/han
 import { onCheckCompleted, onCommitStatus, onPullRequestClosedCi, onPullRequestPushed } from "./triggers/checks.js";
 import { onPullRequestClosed, onPullRequestReopened } from "./triggers/pull-request-closed.js";
 import { onPullRequestReview, onPullRequestReviewComment } from "./triggers/review.js";
-import type { WebhookContext } from "./triggers/context.js";
+import { AcknowledgementInterrupted, type WebhookContext } from "./triggers/context.js";
 import type { DeliveryKeeper } from "./triggers/inbox/keeper.js";
 import type { InboxDelivery } from "./triggers/inbox/port.js";
 import type { WorkTracker } from "./util/idle.js";
@@ -62,13 +62,13 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
   // GitHub waits for the HTTP answer (10 s at most, no retry); the acknowledgement needs a few
   // GitHub calls. Answering first keeps deliveries fast whatever GitHub's latency is.
   const acknowledge = (name: string, context: Context, handle: Handler): Promise<void> => {
-    if (!acknowledgements) return handle(context);
+    if (!acknowledgements) return handledOnce(context, handle);
     if (deliveries)
       return deliveries.keep(
         { deliveryId: context.id, name: context.name, handler: name, payload: context.payload },
         () => handle(context),
       );
-    acknowledgements.track(handle(context));
+    acknowledgements.track(handledOnce(context, handle));
     return Promise.resolve();
   };
   return (app: Probot) => {
@@ -76,6 +76,16 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
       app.on(events as Parameters<Probot["on"]>[0], (context) => acknowledge(name, context as Context, handle));
     if (acknowledgements && deliveries) deliveries.start((delivery) => replay(app, table, delivery));
   };
+}
+
+/** Without an inbox there is no later try: a failure that might have passed is only logged. */
+async function handledOnce(context: WebhookContext, handle: Handler): Promise<void> {
+  try {
+    await handle(context);
+  } catch (error) {
+    if (!(error instanceof AcknowledgementInterrupted)) throw error;
+    context.log.error({ err: error.message, delivery: context.id }, "could not handle the webhook");
+  }
 }
 
 /** A kept delivery's work done again, in a context made as Probot makes one for a delivery. */

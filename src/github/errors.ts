@@ -21,3 +21,16 @@ export function describeGitHubError(error: unknown): string {
   }
   return error instanceof Error ? error.message : String(error);
 }
+
+/**
+ * A failure that may pass if the same request is made again later: GitHub's 5xx, its rate
+ * limits (429, or a 403 naming the secondary limit), and anything without an HTTP status (a
+ * reset connection, a timeout, a store failing over). A 4xx otherwise is GitHub's answer.
+ */
+export function isTransientGitHubError(error: unknown): boolean {
+  if (error === null || typeof error !== "object" || !("status" in error) || typeof error.status !== "number")
+    return true;
+  const status = error.status;
+  if (status >= 500 || status === 429) return true;
+  return status === 403 && /secondary rate limit|rate limit exceeded/i.test(describeGitHubError(error));
+}

@@ -8,7 +8,7 @@ import type { ConfigCapableOctokit } from "../config/load-repo-config.js";
 import type { PermissionLevel } from "../config/repo-config.js";
 import { type OctokitLike } from "../github/octokit-client.js";
 import { issueThread, type IssueThread } from "../github/issue-thread.js";
-import { describeGitHubError } from "../github/errors.js";
+import { describeGitHubError, isTransientGitHubError } from "../github/errors.js";
 import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
 import type { RunQueue } from "../runs/queue/port.js";
@@ -117,14 +117,27 @@ export async function react(
 }
 
 /**
- * Errors from GitHub (a deleted issue, an uninstalled repository, a 502) are logged and the
- * delivery answered 200: a thrown error would reach GitHub's delivery log as a 500 with its text.
+ * Errors from GitHub (a deleted issue, an uninstalled repository) are logged and the delivery
+ * answered 200: a thrown error would reach GitHub's delivery log as a 500 with its text. One that
+ * may pass (a 502, a rate limit, a reset connection) is thrown on as an `AcknowledgementInterrupted`,
+ * for the webhook inbox to try the delivery again later.
  */
 export async function guard(context: WebhookContext, work: () => Promise<void>): Promise<void> {
   try {
     await work();
   } catch (error) {
+    if (isTransientGitHubError(error)) throw new AcknowledgementInterrupted(describeGitHubError(error), error);
     context.log.error({ err: describeGitHubError(error), delivery: context.id }, "could not handle the webhook");
+  }
+}
+
+/** An acknowledgement stopped by a failure that may pass: worth trying the delivery again. */
+export class AcknowledgementInterrupted extends Error {
+  readonly interrupted = true;
+
+  constructor(reason: string, cause: unknown) {
+    super(reason, { cause });
+    this.name = "AcknowledgementInterrupted";
   }
 }
 

@@ -3,11 +3,11 @@ import { join } from "node:path";
 import { afterEach, describe, expect, test } from "vitest";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startFakeGitHub, type FakeGitHub } from "../fakes/github/server.js";
-import { issueCommentCreated, sendWebhook } from "../fakes/github/webhooks.js";
+import { sendWebhook } from "../fakes/github/webhooks.js";
 import { startAppProcess, waitFor, type AppProcess } from "../helpers/app-process.js";
 import { scratchDir } from "../helpers/git.js";
 import { deleteRedisKeys, testRedisUrl } from "../helpers/redis.js";
-import { installHarness } from "../helpers/harness-world.js";
+import { commentOnNewIssue, installHarness } from "../helpers/harness-world.js";
 
 // The app as a real child process (`src/main.ts`, settings from the environment), the fake
 // GitHub and the fake Daytona in this process. The worker is SIGKILLed while the agent sleeps in
@@ -114,20 +114,10 @@ describe.each(["sqlite", "bullmq"] as const)("a worker killed mid-run, restarted
       const liveSandboxes = () => [...fake.sandboxes.values()].filter((sandbox) => sandbox.state !== "destroyed");
 
       const first = await start("app before the crash");
-      const issue = gh.createIssue("acme", "widgets", {
+      const { issue, payload } = commentOnNewIssue(gh, {
         title: "Greet people",
         body: "We need a HELLO file.",
-        user: "reporter",
-      });
-      const posted = gh.addComment("acme", "widgets", issue.number, {
-        body: "/harness add a HELLO file",
-        user: "maintainer",
-      });
-      const payload = issueCommentCreated({
-        repo: gh.repo("acme", "widgets"),
-        issue: { number: issue.number, title: issue.title, body: issue.body },
-        comment: { id: posted.id, body: posted.body, user: { login: "maintainer" } },
-        installationId: 77,
+        comment: "/harness add a HELLO file",
       });
       expect((await sendWebhook(first.url, SECRET, "issue_comment", payload)).status).toBe(200);
 

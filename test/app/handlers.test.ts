@@ -69,7 +69,16 @@ let queue: RecordingQueue;
 beforeEach(async () => {
   nock.disableNetConnect();
   queue = new RecordingQueue();
-  probot = new Probot({
+  // Each test scripts GitHub per event; the caches get their own test below.
+  probot = await loadedApp(handlerDeps(queue));
+});
+
+/**
+ * The app in a Probot of its own, with Octokit's retry and throttle off. No acknowledgement
+ * tracker: each handler is awaited before the delivery is answered.
+ */
+async function loadedApp(handlers: HandlerDeps): Promise<Probot> {
+  const loaded = new Probot({
     appId: 123,
     privateKey,
     secret: "test-secret",
@@ -81,12 +90,9 @@ beforeEach(async () => {
     })),
     logLevel: "fatal",
   });
-  await probot.load(
-    // Each test scripts GitHub per event; the caches get their own test below. No
-    // acknowledgement tracker: each handler is awaited before the delivery is answered.
-    createHarnessApp({ handlers: handlerDeps(queue) }),
-  );
-});
+  await loaded.load(createHarnessApp({ handlers }));
+  return loaded;
+}
 
 /** What the runtime gives the handlers, with the test's queue and no caches unless asked. */
 function handlerDeps(runQueue: RunQueue, extra: Partial<HandlerDeps> = {}): HandlerDeps {
@@ -233,21 +239,7 @@ describe("/harness <intent> from someone with write access", () => {
         return Promise.resolve();
       },
     };
-    const load = async (into: RecordingQueue): Promise<Probot> => {
-      const process = new Probot({
-        appId: 123,
-        privateKey,
-        secret: "s",
-        Octokit: ProbotOctokit.defaults((o: object) => ({
-          ...o,
-          retry: { enabled: false },
-          throttle: { enabled: false },
-        })),
-        logLevel: "fatal",
-      });
-      await process.load(createHarnessApp({ handlers: handlerDeps(into, { acknowledged }) }));
-      return process;
-    };
+    const load = (into: RecordingQueue): Promise<Probot> => loadedApp(handlerDeps(into, { acknowledged }));
     const delivery = {
       id: "delivery-1",
       name: "issue_comment",
@@ -740,24 +732,11 @@ describe("the harness label", () => {
 
 describe("caches on a busy repository", () => {
   test("an invalid config is read and parsed once per TTL too, however many comments ask", async () => {
-    const cached = new Probot({
-      appId: 123,
-      privateKey,
-      secret: "s",
-      Octokit: ProbotOctokit.defaults((o: object) => ({
-        ...o,
-        retry: { enabled: false },
-        throttle: { enabled: false },
-      })),
-      logLevel: "fatal",
-    });
     const busyQueue = new RecordingQueue();
-    await cached.load(
-      createHarnessApp({
-        handlers: handlerDeps(busyQueue, {
-          configCache: new ConfigCache(30_000),
-          permissionCache: new TtlCache<PermissionLevel>(30_000),
-        }),
+    const cached = await loadedApp(
+      handlerDeps(busyQueue, {
+        configCache: new ConfigCache(30_000),
+        permissionCache: new TtlCache<PermissionLevel>(30_000),
       }),
     );
     // The config is served once; a second read would find no mock and fail the test.
@@ -775,24 +754,11 @@ describe("caches on a busy repository", () => {
   });
 
   test("config and permission are read once per TTL, not once per webhook", async () => {
-    const cached = new Probot({
-      appId: 123,
-      privateKey,
-      secret: "s",
-      Octokit: ProbotOctokit.defaults((o: object) => ({
-        ...o,
-        retry: { enabled: false },
-        throttle: { enabled: false },
-      })),
-      logLevel: "fatal",
-    });
     const busyQueue = new RecordingQueue();
-    await cached.load(
-      createHarnessApp({
-        handlers: handlerDeps(busyQueue, {
-          configCache: new ConfigCache(30_000),
-          permissionCache: new TtlCache<PermissionLevel>(30_000),
-        }),
+    const cached = await loadedApp(
+      handlerDeps(busyQueue, {
+        configCache: new ConfigCache(30_000),
+        permissionCache: new TtlCache<PermissionLevel>(30_000),
       }),
     );
     const scope = github({ permission: "write" });

@@ -60,7 +60,9 @@ describeRealAgent("claude-code", "the real Claude Code CLI through the claude-co
     // Claude's own transcript was kept: its session, the scripted Write and its result, no key.
     const init = events.find((event) => event.type === "node.log" && event.text.includes('"session_id"'));
     const record = await sessions.get("realagent1");
-    expect(record).toMatchObject({
+    // When none was kept, the run's notices say why.
+    const notices = events.flatMap((event) => (event.type === "run.notice" ? [event.text] : [])).join("\n");
+    expect(record, notices).toMatchObject({
       agent: "claude-code",
       nodeId: "implement",
       cliVersion: pinnedVersion("claude-code"),

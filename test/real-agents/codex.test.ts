@@ -78,7 +78,9 @@ describeRealAgent("codex", "the real Codex CLI through the codex driver", () => 
 
     // Codex's own rollout was kept: its thread, the scripted tool call and its output, no key.
     const record = await sessions.get("realagent1");
-    expect(record).toMatchObject({ agent: "codex", nodeId: "implement", cliVersion: pinnedVersion("codex") });
+    // When none was kept, the run's notices say why.
+    const notices = events.flatMap((event) => (event.type === "run.notice" ? [event.text] : [])).join("\n");
+    expect(record, notices).toMatchObject({ agent: "codex", nodeId: "implement", cliVersion: pinnedVersion("codex") });
     expect(output).toContain(`"thread_id":"${record?.sessionId ?? "?"}"`);
     const rollout = record?.content.toString("utf8") ?? "";
     expect(rollout.split("\n")[0]).toContain('"type":"session_meta"');

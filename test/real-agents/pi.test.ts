@@ -69,7 +69,9 @@ describeRealAgent("pi", "the real pi CLI through the pi driver", () => {
 
     // pi's own session file was kept: its header, the scripted write and its result, no key.
     const record = await sessions.get("realagent1");
-    expect(record).toMatchObject({ agent: "pi", nodeId: "implement" });
+    // When none was kept, the run's notices say why.
+    const notices = events.flatMap((event) => (event.type === "run.notice" ? [event.text] : [])).join("\n");
+    expect(record, notices).toMatchObject({ agent: "pi", nodeId: "implement" });
     const session = record?.content.toString("utf8") ?? "";
     expect(JSON.parse(session.split("\n")[0] ?? "")).toMatchObject({ type: "session", id: record?.sessionId });
     expect(session).toMatch(/"type":"toolCall","id":"[^"]+","name":"write"/);

@@ -188,11 +188,23 @@ describe("the delivery keeper", () => {
     expect(await inbox.claim("probe", clock.now() + 10 * LEASE, clock.now() + 11 * LEASE, 10)).toEqual([]);
   });
 
-  test("a failing acknowledgement is reported and let go, not worked again", async () => {
+  test("a failed acknowledgement is tried again once its hold lapses; the third failure is reported and let go", async () => {
     const { inbox, clock, process } = world();
     const web = process("web-1");
-    await web.keeper.keep(delivery("d-1"), () => Promise.reject(new Error("GitHub said no")));
+    const failing = (): Promise<void> => Promise.reject(new Error("GitHub API 502: Bad Gateway"));
+    await web.keeper.keep(delivery("d-1"), failing);
     await web.tracker.idle();
+    expect(web.failures).toEqual([]);
+    const tries: number[] = [];
+    for (let round = 0; round < 3; round++) {
+      clock.advance(LEASE + 1);
+      await web.keeper.drainOnce((kept) => {
+        tries.push(kept.attempts);
+        return failing();
+      });
+      await web.tracker.idle();
+    }
+    expect(tries).toEqual([2, 3]);
     expect(web.failures).toHaveLength(1);
     expect(await inbox.claim("probe", clock.now() + 10 * LEASE, clock.now() + 11 * LEASE, 10)).toEqual([]);
   });

@@ -113,7 +113,7 @@ export class DeliveryKeeper {
         );
       }
     }
-    this.tracker.track(kept ? this.finishing(key, work) : work());
+    this.tracker.track(kept ? this.finishing(key, 1, work) : work());
   }
 
   /**
@@ -161,11 +161,14 @@ export class DeliveryKeeper {
         await this.release(delivery.key);
         continue;
       }
-      this.log.warn(about, "working again on a delivery whose process stopped before finishing it");
+      this.log.warn(
+        about,
+        "working again on a delivery left unfinished (its process stopped, or its acknowledgement failed)",
+      );
       this.held.add(delivery.key);
       this.replaying += 1;
       this.tracker.track(
-        this.finishing(delivery.key, () => replay(delivery)).finally(() => {
+        this.finishing(delivery.key, delivery.attempts, () => replay(delivery)).finally(() => {
           this.replaying -= 1;
         }),
       );
@@ -194,13 +197,28 @@ export class DeliveryKeeper {
     };
   }
 
-  private async finishing(key: string, work: () => Promise<void>): Promise<void> {
+  /**
+   * Runs the work and lets go of the delivery; when the work fails (GitHub down, a store failing
+   * over), only stops renewing it, so that any process tries it again once the hold lapses, up
+   * to `maxAttempts` workings in all.
+   */
+  private async finishing(key: string, attempts: number, work: () => Promise<void>): Promise<void> {
     try {
       await work();
-    } finally {
+    } catch (error) {
       this.held.delete(key);
+      if (attempts < this.maxAttempts) {
+        this.log.warn(
+          { key, attempts, err: describeError(error) },
+          "an acknowledgement failed; the delivery is tried again once its hold lapses",
+        );
+        return;
+      }
       await this.release(key);
+      throw error;
     }
+    this.held.delete(key);
+    await this.release(key);
   }
 
   private async release(key: string): Promise<void> {
