@@ -188,7 +188,7 @@ describe("the delivery keeper", () => {
     expect(await inbox.claim("probe", clock.now() + 10 * LEASE, clock.now() + 11 * LEASE, 10)).toEqual([]);
   });
 
-  test("a failed acknowledgement is tried again once its hold lapses; the third failure is reported and let go", async () => {
+  test("a failed acknowledgement is tried again once its hold lapses; a third failure is reported", async () => {
     const { inbox, clock, process } = world();
     const web = process("web-1");
     const failing = (): Promise<void> => Promise.reject(new Error("GitHub API 502: Bad Gateway"));
