@@ -27,6 +27,8 @@ import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound 
 export async function processRun(request: RunRequest, signal: AbortSignal, deps: WorkerDeps): Promise<void> {
   const run = startRun(request, signal, deps);
   const { status, log } = run;
+  // Before anything is made for it: a process that dies from here on held this run.
+  log.info({ trigger: request.trigger.kind, repo: `${request.repo.owner}/${request.repo.name}` }, "run started");
   // While the installation's requests wait for GitHub's rate limit, the comment says until when.
   const stopHearing = deps.rateLimitWaits?.onWait(installationRateLimitKey(request.installationId), (until) => {
     status.show({ rateLimitUntil: until });
