@@ -656,21 +656,33 @@ async function judge(evidence: Evidence): Promise<SoakResult> {
   // The cap on runs in flight, as Daytona sees it. A SIGKILLed worker's sandbox stays until the
   // run's retry deletes it; that one is counted also as open only while its worker lived.
   const workerKills = fleet.kills.filter((kill) => kill.slot.startsWith("worker"));
+  // Each run a killed worker held, with when it died; then when the run was next taken on
+  // ("run started" logged after that death): a sandbox of the run made before then is the dead
+  // attempt's, even one the fake finished creating after the kill (its request was in flight).
   const startedBy = new Map<string, number>();
+  const takenOn: Array<{ runId: string; at: number }> = [];
   for (const slot of fleet.slots.filter((each) => each.role === "worker"))
     for (const process of slot.history) {
+      for (const match of process
+        .output()
+        .matchAll(/"time":(\d+),[^\n]*"runId":"([A-Za-z0-9_-]+)"[^\n]*"msg":"run started"/g))
+        if (match[2]) takenOn.push({ runId: match[2], at: Number(match[1]) });
       const death = workerKills.find((kill) => kill.pid === process.pid)?.at;
       if (death === undefined) continue;
       for (const match of process.output().matchAll(/"runId":"([A-Za-z0-9_-]+)"/g))
         if (match[1]) startedBy.set(match[1], death);
     }
+  const retriedAt = (runId: string, death: number): number =>
+    Math.min(...takenOn.filter((each) => each.runId === runId && each.at > death).map((each) => each.at));
   const sandboxes = [...daytona.sandboxes.values()];
   const ofLiveWorkers = maxOverlap(
     sandboxes.map((sandbox) => {
-      const death = startedBy.get(sandbox.labels["harness-run"] ?? "");
+      const runId = sandbox.labels["harness-run"] ?? "";
+      const death = startedBy.get(runId);
       const end = sandbox.deletedAt;
-      const cut = death !== undefined && sandbox.createdAt <= death ? Math.min(end ?? Infinity, death) : end;
-      return { from: sandbox.createdAt, to: cut === Infinity ? undefined : cut };
+      if (death === undefined || sandbox.createdAt >= retriedAt(runId, death))
+        return { from: sandbox.createdAt, to: end };
+      return { from: sandbox.createdAt, to: Math.max(sandbox.createdAt, Math.min(end ?? Infinity, death)) };
     }),
   );
   // A killed worker's sandboxes outlive it (Daytona cannot know) until the retry of each run
