@@ -251,8 +251,7 @@ export async function buildRuntime(
     tracker: acknowledgements,
     log,
     // A killed process's deliveries are taken back as its runs are: once its lease lapses.
-    leaseMs: settings.leaseMs ?? 60_000,
-    drainEveryMs: Math.min(10_000, Math.max(100, (settings.leaseMs ?? 60_000) / 2)),
+    ...(settings.leaseMs !== undefined ? { leaseMs: settings.leaseMs } : {}),
     ...overrides.inbox,
   });
   const handlers: HandlerDeps = {

@@ -21,7 +21,7 @@ export interface DeliveryKeeperOptions {
    * after its last renewal. The holder renews every third of it.
    */
   leaseMs?: number;
-  /** How often lapsed deliveries are looked for. */
+  /** How often lapsed deliveries are looked for (default: every half lease, at most every 10 s). */
   drainEveryMs?: number;
   /** A delivery taken on this many times without being finished is given up, logged. */
   maxAttempts?: number;
@@ -37,7 +37,8 @@ export interface KeptDelivery {
   payload: unknown;
 }
 
-export const DEFAULT_INBOX_LEASE_MS = 30_000;
+/** The runs' own lease by default: one answer to "how long before a dead process's work is taken back". */
+export const DEFAULT_INBOX_LEASE_MS = 60_000;
 export const DEFAULT_INBOX_DRAIN_MS = 10_000;
 export const DEFAULT_INBOX_MAX_ATTEMPTS = 3;
 
@@ -70,7 +71,7 @@ export class DeliveryKeeper {
     this.log = options.log;
     this.now = options.now ?? Date.now;
     this.leaseMs = options.leaseMs ?? DEFAULT_INBOX_LEASE_MS;
-    this.drainEveryMs = options.drainEveryMs ?? DEFAULT_INBOX_DRAIN_MS;
+    this.drainEveryMs = options.drainEveryMs ?? Math.min(DEFAULT_INBOX_DRAIN_MS, Math.max(100, this.leaseMs / 2));
     this.maxAttempts = options.maxAttempts ?? DEFAULT_INBOX_MAX_ATTEMPTS;
     this.maxReplays = options.maxReplays ?? 4;
   }
