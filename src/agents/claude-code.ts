@@ -184,6 +184,7 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
       const sessionDir = signedIn ? request.sessionDir : undefined;
       const argv = [executable, "-p", "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"];
       if (sessionDir === undefined) argv.push("--no-session-persistence");
+      else if (request.resume !== undefined) argv.push("--resume", request.resume.sessionId);
       if (request.maxTurns !== undefined) argv.push("--max-turns", String(request.maxTurns));
       if (request.model !== undefined) argv.push("--model", request.model);
       return {
@@ -207,6 +208,11 @@ export function claudeCodeAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
     sessionFacts: claudeSessionFacts,
+    restoreSession({ sessionDir, workDir, sessionId }, record) {
+      const file = claudeSession(sessionDir, workDir).file(sessionId);
+      return file !== undefined && "path" in file ? { path: file.path, record } : undefined;
+    },
+    resumeRefused: claudeResumeRefused,
     parseResult(result: ExecResult): AgentOutcome {
       const final = findResult(result.stdout);
       if (!final) {
@@ -288,6 +294,18 @@ function checkClaudeSettings(settings: Readonly<Record<string, string>>): string
 
 function isOn(value: string | undefined): boolean {
   return value === "1" || value?.toLowerCase() === "true";
+}
+
+/**
+ * What Claude said when it could not load the session `--resume` named: a result that is an error
+ * before any turn and any model call ("No conversation found with session ID: …", or a transcript
+ * this version cannot read).
+ */
+function claudeResumeRefused(result: ExecResult): string | undefined {
+  const final = findResult(result.stdout);
+  if (!final?.is_error || (final.num_turns ?? 0) > 0 || final.subtype !== "error_during_execution") return undefined;
+  const said = final.errors?.map(oneLine).join("; ") ?? "";
+  return said !== "" ? said : undefined;
 }
 
 /** The last stdout line that is Claude's result object; lines before it (warnings) are ignored. */

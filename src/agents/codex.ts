@@ -125,13 +125,16 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       const apiKey = nonEmpty(credentials["CODEX_API_KEY"]) ?? nonEmpty(credentials["OPENAI_API_KEY"]);
       // CODEX_HOME also holds a developer's own ChatGPT login: it moves only when Codex has a key.
       const sessionDir = apiKey !== undefined ? request.sessionDir : undefined;
-      const argv = [executable, "exec", "--json", "--skip-git-repo-check"];
+      const resume = sessionDir !== undefined ? request.resume : undefined;
+      // `exec resume <id>` takes the same flags after it as `exec` does.
+      const argv = [executable, "exec", ...(resume !== undefined ? ["resume"] : []), "--json", "--skip-git-repo-check"];
       if (sessionDir === undefined) argv.push("--ephemeral");
       argv.push("--dangerously-bypass-approvals-and-sandbox", ...QUIET.flatMap((override) => ["-c", override]));
       const baseUrl = nonEmpty(context?.settings["OPENAI_BASE_URL"]);
       // A TOML string: JSON's escaping is valid TOML, so no URL can end the value early.
       if (baseUrl !== undefined) argv.push("-c", `openai_base_url=${JSON.stringify(baseUrl)}`);
       if (request.model !== undefined) argv.push("--model", request.model);
+      if (resume !== undefined) argv.push(resume.sessionId);
       argv.push("-");
       return {
         argv,
@@ -151,6 +154,11 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
     sessionFacts: codexSessionFacts,
+    restoreSession: ({ sessionDir, sessionId }, record) => ({
+      path: `${sessionDir}/sessions/${codexRolloutPath(new Date(), sessionId)}`,
+      record,
+    }),
+    resumeRefused: codexResumeRefused,
     turnCounter: codexTurnCounter,
     usageMeter: codexUsageMeter,
     describeProgress(line) {
@@ -218,6 +226,27 @@ export function codexAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
   };
+}
+
+/**
+ * Where Codex writes a session's rollout under its home: `sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl`.
+ * `exec resume <id>` finds it by the id in its name, so a restored record is given today's.
+ */
+export function codexRolloutPath(at: Date, sessionId: string): string {
+  const iso = at.toISOString();
+  const [year, month, day] = [iso.slice(0, 4), iso.slice(5, 7), iso.slice(8, 10)];
+  const time = iso.slice(0, 19).replace(/:/g, "-");
+  return `${year}/${month}/${day}/rollout-${time}-${sessionId}.jsonl`;
+}
+
+/**
+ * What Codex said when `exec resume` could not load the session ("thread/resume failed: no
+ * rollout found for thread id …"): it says so on stderr and exits before any turn.
+ */
+function codexResumeRefused(result: ExecResult): string | undefined {
+  if (result.exitCode === 0 || result.stdout.includes('"thread.started"')) return undefined;
+  const match = /thread\/resume failed: ([^\n]*?)(?: \(code -?\d+\))?$/m.exec(result.stderr);
+  return match?.[1] !== undefined ? oneLine(match[1]) : undefined;
 }
 
 /** The thread id in the `thread.started` event, or the id and version in the rollout's `session_meta`. */

@@ -178,6 +178,12 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       };
     },
     sessionFacts: piSessionFacts,
+    // `--session <file>` continues the session a file holds, in the folder its header names.
+    restoreSession: ({ sessionDir, workDir }, record) => ({
+      path: `${sessionDir}/${SESSION_FILE}`,
+      record: withHeaderCwd(record, workDir),
+    }),
+    resumeRefused: piResumeRefused,
     turnCounter: piTurnCounter,
     usageMeter: piUsageMeter,
     describeProgress(line) {
@@ -251,6 +257,28 @@ export function piAgent(options: CliAgentOptions = {}): AgentDriver {
       return { success: false, summary, error, ...counts };
     },
   };
+}
+
+/**
+ * The session moved to `workDir`: pi refuses a session whose header names a folder that does not
+ * exist ("Stored session working directory does not exist"), and a new sandbox's checkout is
+ * somewhere else.
+ */
+function withHeaderCwd(record: string, workDir: string): string {
+  const end = record.indexOf("\n");
+  const header = jsonObject(end < 0 ? record : record.slice(0, end));
+  if (header?.["type"] !== "session") return record;
+  return `${JSON.stringify({ ...header, cwd: workDir })}${end < 0 ? "" : record.slice(end)}`;
+}
+
+/** What pi said when it could not open the session `--session` named; it exits 1 before any turn. */
+function piResumeRefused(result: ExecResult): string | undefined {
+  if (result.exitCode === 0 || result.stdout.includes('"type":"turn_start"')) return undefined;
+  const said = result.stderr
+    .split("\n")
+    .map((line) => line.trim())
+    .find((line) => /session/i.test(line));
+  return said !== undefined ? oneLine(said) : undefined;
 }
 
 /** The id in pi's session header: the first line of its session file and of `--mode json`. */

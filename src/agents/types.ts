@@ -20,6 +20,11 @@ export interface AgentRequest {
    * keep its own session record in (never the user's HOME). Absent: the driver keeps sessions off.
    */
   sessionDir?: string;
+  /**
+   * Continue this session instead of starting one: its record is already where the driver's
+   * `restoreSession` said, inside `sessionDir`. Only given to drivers that have `restoreSession`.
+   */
+  resume?: { sessionId: string };
 }
 
 /** How to start the agent: argv, the environment it needs, and what to write to its stdin. */
@@ -169,6 +174,21 @@ export interface AgentDriver {
    * of the session record. Undefined for a line that names neither.
    */
   sessionFacts?(line: string): SessionFacts | undefined;
+  /**
+   * Where, in a fresh `sessionDir`, a kept record of session `sessionId` must be put for the CLI
+   * to continue it (`--resume`, `exec resume`, `--session`), and the record as put there: moved
+   * to `workDir` where the CLI keeps the folder it worked in. Undefined when the CLI could not
+   * find a session put there. Absent: the CLI's sessions cannot be continued.
+   */
+  restoreSession?(
+    place: { sessionDir: string; workDir: string; sessionId: string },
+    record: string,
+  ): { path: string; record: string } | undefined;
+  /**
+   * Whether a step asked to continue a session ended because the CLI could not load it (no such
+   * session, a record it cannot read), and what it said: the step then starts a fresh agent.
+   */
+  resumeRefused?(result: ExecResult): string | undefined;
 }
 
 /** Fed the agent's stdout, one complete line at a time, while it runs. */

@@ -15,9 +15,11 @@ import { scratchDirName } from "./git-steps.js";
 import { OutputLog } from "./output-log.js";
 import { renderAgentPrompt, type PromptInputs } from "./prompt.js";
 import { renderTemplate } from "./template.js";
-import { SessionKeeper } from "./session-keeper.js";
+import { MAX_SESSION_RECORD_BYTES, SessionKeeper } from "./session-keeper.js";
+import { planResume, type SessionToResume } from "./session-resume.js";
 import type { SessionStore } from "./session-store.js";
 import { createRedactor } from "../util/redact.js";
+import { describeError } from "../util/errors.js";
 
 /** Why a run was stopped from outside its steps. */
 export type StopReason = "budget" | "cancelled";
@@ -86,6 +88,8 @@ export interface RunSessions {
   every?: (intervalMs: number, tick: () => Promise<void>) => () => void;
   intervalMs?: number;
   maxBytes?: number;
+  /** A kept session the run's first agent step continues instead of starting a fresh agent. */
+  resume?: SessionToResume;
 }
 
 export interface BlueprintOutcome {
@@ -111,6 +115,15 @@ interface Execution {
 /** An agent step not started because the run's budget is spent. */
 class BudgetSpentError extends Error {}
 
+/** What a run's steps share. */
+interface RunScope {
+  /** The prompts' fence marker, made new for each prompt from this. */
+  nonce: string;
+  spend: RunSpend;
+  /** The kept session still to be continued, until an agent step takes it. */
+  resume: SessionToResume | undefined;
+}
+
 /**
  * Runs a blueprint's nodes in order. A failing node with `onFailure` runs its retry target
  * (e.g. `fix`) and then itself again, at most `maxAttempts` times in all; `on-failure` nodes
@@ -129,10 +142,12 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
     },
   });
 
+  // Only the run's first agent step continues a kept session; the steps after it start afresh.
+  const scope: RunScope = { nonce, spend, resume: run.sessions?.resume };
   const execute = async (node: BlueprintNode, failureOutput?: string): Promise<Execution> => {
     const attempt = (attempts.get(node.id) ?? 0) + 1;
     attempts.set(node.id, attempt);
-    const execution = await executeNode(run, node, attempt, nonce, spend, failureOutput);
+    const execution = await executeNode(run, node, attempt, scope, failureOutput);
     reports.push(execution.report);
     return execution;
   };
@@ -198,10 +213,10 @@ async function executeNode(
   run: BlueprintRun,
   node: BlueprintNode,
   attempt: number,
-  nonce: string,
-  spend: RunSpend,
+  scope: RunScope,
   failureOutput?: string,
 ): Promise<Execution> {
+  const { spend } = scope;
   const started = run.now();
   run.reporter.emit({
     type: "node.started",
@@ -264,7 +279,7 @@ async function executeNode(
         result,
         outcome: agentOutcome,
         meter,
-      } = await runAgentNode(run, node, attempt, nonce, timeout, onOutput, spend, failureOutput));
+      } = await runAgentNode(run, node, attempt, scope, timeout, onOutput, failureOutput));
     }
     ({ status, error } = judge(run, node, result, agentOutcome));
     stoppedAtLimit = agentOutcome?.stoppedAtTurnCap !== undefined || agentOutcome?.stoppedAtBudget !== undefined;
@@ -361,28 +376,121 @@ function secretEnv(run: BlueprintRun, node: ExecNode): Record<string, string> | 
   return env;
 }
 
+type AgentRun = { result: ExecResult; outcome?: AgentOutcome; meter?: UsageMeter };
+
+/** A kept session the step is continuing: its record is already in `sessionDir`. */
+interface Continuing {
+  sessionId: string;
+  sessionDir: string;
+  sameCheckout: boolean;
+}
+
 async function runAgentNode(
   run: BlueprintRun,
   node: AgentNode,
   attempt: number,
-  nonce: string,
+  scope: RunScope,
   timeout: number,
   onOutput: (stream: "stdout" | "stderr", chunk: string) => void,
-  spend: RunSpend,
   failureOutput?: string,
-): Promise<{ result: ExecResult; outcome?: AgentOutcome; meter?: UsageMeter }> {
+): Promise<AgentRun> {
   const agent = run.agent;
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
   // The budget is spent: the step does not start.
   const reached = run.gateway?.reached();
   if (reached) throw new BudgetSpentError(budgetStop(reached.limitUsd, reached.spentUsd));
-  const spent = run.gateway ? undefined : spend.stopReason();
+  const spent = run.gateway ? undefined : scope.spend.stopReason();
   if (spent !== undefined) throw new BudgetSpentError(spent);
+  const step = { run, node, attempt, scope, agent, onOutput, failureOutput };
+  const resume = scope.resume;
+  scope.resume = undefined;
+  if (resume === undefined || !run.sessions) return runAgentProcess(step, timeout, undefined);
+
+  const started = Date.now();
+  const continued = await continueSession(step, resume, timeout);
+  if ("result" in continued) return continued;
+  notice(
+    run,
+    `The ${agent.name} agent's session from ${resume.from} could not be continued (${continued.fallback}): ` +
+      `a fresh agent was started instead.`,
+  );
+  return runAgentProcess(step, Math.max(1, timeout - (Date.now() - started)), undefined);
+}
+
+interface AgentStep {
+  run: BlueprintRun;
+  node: AgentNode;
+  attempt: number;
+  scope: RunScope;
+  agent: AgentDriver;
+  onOutput: (stream: "stdout" | "stderr", chunk: string) => void;
+  failureOutput: string | undefined;
+}
+
+/**
+ * Puts the kept session's record where the CLI looks for it and runs the agent continuing it.
+ * Says why not, and runs nothing, when the record is unusable; and when the CLI itself could not
+ * load it, what it said.
+ */
+async function continueSession(
+  step: AgentStep,
+  resume: SessionToResume,
+  timeout: number,
+): Promise<AgentRun | { fallback: string }> {
+  const { run, agent } = step;
+  const sessionDir = await makeSessionDir(run);
+  if (sessionDir === undefined) return { fallback: "no folder for it could be made in the sandbox" };
+  const plan = planResume(
+    resume,
+    agent,
+    { sessionDir, workDir: run.sandbox.workDir },
+    run.sessions?.maxBytes ?? MAX_SESSION_RECORD_BYTES,
+  );
+  if (!plan.resume) return { fallback: plan.reason };
+  try {
+    await run.sandbox.uploadFiles([{ path: plan.path.slice(run.sandbox.workDir.length + 1), content: plan.content }]);
+  } catch (error) {
+    return { fallback: `its record could not be put in the sandbox: ${run.redactor(describeError(error))}` };
+  }
+  notice(run, `Continuing the ${agent.name} agent's session from ${resume.from}.`);
+  const ran = await runAgentProcess(step, timeout, {
+    sessionId: plan.sessionId,
+    sessionDir,
+    sameCheckout: resume.sameCheckout === true,
+  });
+  if ("refused" in ran) return { fallback: `the ${agent.name} CLI could not load it: ${run.redactor(ran.refused)}` };
+  return ran;
+}
+
+function notice(run: BlueprintRun, text: string): void {
+  run.reporter.emit({ type: "run.notice", runId: run.runId, text, at: run.now().toISOString() });
+}
+
+/** What the agent is told as it continues its session, before the request. */
+function continuingNote(branch: string, sameCheckout: boolean): string {
+  return sameCheckout
+    ? "You are continuing your earlier session on this task, in the checkout as you left it."
+    : `You are continuing your earlier session on this task, in a new checkout of ${branch}: ` +
+        "changes you made before are in it only if Harness committed them, so look (git status, git log) " +
+        "before you go on.";
+}
+
+async function runAgentProcess(
+  step: AgentStep,
+  timeout: number,
+  continuing: Continuing | undefined,
+): Promise<AgentRun | (AgentRun & { refused: string })> {
+  const { run, node, attempt, scope, agent, onOutput, failureOutput } = step;
+  const { spend } = scope;
   // A fresh nonce per prompt: one a tool could have read from an earlier prompt is no use.
   const prompt = renderAgentPrompt(
     node.prompt,
-    { ...run.promptInputs, ...(failureOutput !== undefined ? { failureOutput } : {}) },
-    `${nonce}${randomBytes(4).toString("hex")}`,
+    {
+      ...run.promptInputs,
+      ...(failureOutput !== undefined ? { failureOutput } : {}),
+      ...(continuing ? { continuing: continuingNote(run.promptInputs.branch, continuing.sameCheckout) } : {}),
+    },
+    `${scope.nonce}${randomBytes(4).toString("hex")}`,
   );
   // Outside the checkout: a script the run executes there could otherwise read the nonce, and
   // the prompt (which may quote the issue) could end up in the commit.
@@ -392,7 +500,8 @@ async function runAgentNode(
   let keeper: SessionKeeper | undefined;
   try {
     // Only for CLIs that keep one: the folder costs a command in the sandbox.
-    const sessionDir = run.sessions && agent.sessionFacts ? await makeSessionDir(run) : undefined;
+    const sessionDir =
+      continuing?.sessionDir ?? (run.sessions && agent.sessionFacts ? await makeSessionDir(run) : undefined);
     const credentials = run.gateway
       ? { ...run.agentCredentials, ...(await run.gateway.credentials()) }
       : run.agentCredentials;
@@ -404,6 +513,7 @@ async function runAgentNode(
         ...(run.maxAgentTurns !== undefined ? { maxTurns: run.maxAgentTurns } : {}),
         ...(run.model !== undefined ? { model: run.model } : {}),
         ...(sessionDir !== undefined ? { sessionDir } : {}),
+        ...(continuing ? { resume: { sessionId: continuing.sessionId } } : {}),
       },
       credentials,
     );
@@ -488,6 +598,8 @@ async function runAgentNode(
     if (result.exitCode === EXIT_NOT_FOUND && /not found/i.test(result.stderr)) {
       return { result, ...(meter ? { meter } : {}) };
     }
+    const refused = continuing && !run.signal.aborted ? agent.resumeRefused?.(result) : undefined;
+    if (refused !== undefined) return { result, refused, ...(meter ? { meter } : {}) };
     const outcome = agent.parseResult(result);
     if (capped.signal.aborted && cap !== undefined && !run.signal.aborted)
       return {

@@ -21,6 +21,11 @@ export interface PromptInputs {
   failureOutput?: string;
   /** Background appended after the template, each section fenced as untrusted. */
   context?: readonly PromptContext[];
+  /**
+   * Harness's word to an agent continuing its own earlier session, said before the request:
+   * background marked `forFreshAgentOnly` is then left out, the agent having lived it.
+   */
+  continuing?: string;
 }
 
 /** A section of background for the agent, such as a review thread or what earlier runs did. */
@@ -30,6 +35,8 @@ export interface PromptContext {
   /** A line said before the section, written by Harness (not fenced). */
   heading: string;
   text: string;
+  /** What a fresh agent must be told and an agent continuing its own session already knows. */
+  forFreshAgentOnly?: boolean;
 }
 
 /**
@@ -81,7 +88,12 @@ export function renderAgentPrompt(
   ].join("\n");
   const context = (inputs.context ?? [])
     .filter((section) => section.text.trim() !== "")
+    .filter((section) => inputs.continuing === undefined || section.forFreshAgentOnly !== true)
     .map((section) => `${section.heading}\n${fence(section.label.replace(/[^A-Za-z0-9-]/g, "-"), section.text)}`);
-  const body = [renderTemplate(template, values).trim(), ...context].join("\n\n");
+  const body = [
+    ...(inputs.continuing !== undefined ? [inputs.continuing] : []),
+    renderTemplate(template, values).trim(),
+    ...context,
+  ].join("\n\n");
   return `${preamble}\n\n${body}\n`;
 }

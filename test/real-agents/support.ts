@@ -20,6 +20,7 @@ import type { GatewayCall } from "../../src/gateway/model-gateway.js";
 import { upstreamsFromEnvironment } from "../../src/gateway/upstreams.js";
 import { MemorySpendStore } from "../../src/runs/spend/memory.js";
 import { MemorySessionStore } from "../../src/runs/sessions/memory.js";
+import type { SessionToResume } from "../../src/harness/session-resume.js";
 import type { Sandbox, SandboxOptions } from "../../src/sandbox/types.js";
 import { startFakeDaytona, type FakeDaytona } from "../fakes/daytona/server.js";
 import { startGitHttpServer } from "../fakes/git-http-server.js";
@@ -147,6 +148,14 @@ export interface RealRunOptions {
   maxCostUsd?: number;
   /** A verify command after the agent (one fix round when it fails). */
   verify?: string[];
+  /** The run's id (default `realagent1`). */
+  runId?: string;
+  /** What the agent is asked (default: add a greeting file). */
+  intent?: string;
+  /** Where session records are kept: an earlier run's store, to continue one of its sessions. */
+  sessions?: MemorySessionStore;
+  /** A kept session the run's agent continues. */
+  resume?: SessionToResume;
 }
 
 export interface RealRun {
@@ -228,14 +237,14 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
     });
     cleanups.push(() => gateway.close());
     const events: HarnessEvent[] = [];
-    const sessions = new MemorySessionStore();
+    const sessions = options.sessions ?? new MemorySessionStore();
     const model = options.model === undefined ? MODELS[agent] : options.model;
     const report = await runHarness({
       request: {
-        runId: "realagent1",
+        runId: options.runId ?? "realagent1",
         repo: cloned ? "acme/widgets" : repo,
         branch: "harness/real-agent",
-        intent: "add a greeting file",
+        intent: options.intent ?? "add a greeting file",
       },
       blueprint: withAgentTimeout(
         builtinBlueprint("default", options.verify ? { verify: options.verify, maxFixRounds: 1 } : {}),
@@ -258,7 +267,7 @@ export function useRealAgentRuns(): (agent: RealAgentName, options: RealRunOptio
         onBudgetReached: (runId, listener) => gateway.signals.subscribe(runId, listener),
       },
       github: { token: githubToken },
-      sessions: { store: sessions, intervalMs: 1_000 },
+      sessions: { store: sessions, intervalMs: 1_000, ...(options.resume ? { resume: options.resume } : {}) },
       ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       output: {
         throttleMs: 20,

@@ -3,6 +3,7 @@ import { mirrorScopeOf } from "./mirror-scope.js";
 import type { BotIdentity } from "../../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
 import type { PromptContext } from "../../harness/prompt.js";
+import type { SessionToResume } from "../../harness/session-resume.js";
 import { lowestBudget } from "../../harness/cost-budget.js";
 import type { HarnessOptions } from "../../harness/run.js";
 import { secretsFromEnv } from "../../util/redact.js";
@@ -22,6 +23,8 @@ export interface HarnessInputs {
   clone: CloneToken;
   /** What the agent is asked when it is not the request's intent (a review round), and its background. */
   prompt?: { intent?: string; context?: PromptContext[] };
+  /** A kept agent session the run continues (see `session-to-resume.ts`). */
+  resume?: SessionToResume;
   /** What is left of the repository's and installation's budgets for today, when either is capped. */
   leftTodayUsd?: number;
 }
@@ -201,6 +204,7 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
             store: deps.sessions,
             // A request made on a pull request works on that one: its session belongs to it.
             ...(request.issue.pullRequest ? { pullRequestUrl: request.issue.htmlUrl } : {}),
+            ...(inputs.resume ? { resume: inputs.resume } : {}),
           },
         }
       : {}),

@@ -19,6 +19,7 @@ import { abandonCiRound, prepareCiRound, watchAfterPush, type CiRound } from "./
 import { noteMissingAccess } from "./follow-up-access.js";
 import { installationRateLimitKey } from "../../github/rate-limit-gate.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
+import { sessionToResume } from "./session-to-resume.js";
 
 /**
  * Runs one request from start to a terminal status comment, whatever happens: config, tokens,
@@ -97,6 +98,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       return;
     }
 
+    const resume = await sessionToResume(run, followed);
     await withCloneToken(
       run,
       async (clone) => {
@@ -108,6 +110,7 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
             branch,
             clone,
             prompt,
+            ...(resume ? { resume } : {}),
             ...(today.leftUsd !== undefined ? { leftTodayUsd: today.leftUsd } : {}),
           }),
         );

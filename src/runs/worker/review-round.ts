@@ -141,6 +141,7 @@ export function threadContext(pull: TrackedPull | undefined): PromptContext[] {
       heading:
         "Earlier Harness runs on this pull request, oldest first. Continue from their work rather than start over:",
       text,
+      forFreshAgentOnly: true,
     },
   ];
 }

@@ -265,5 +265,12 @@ describe("write planning", () => {
     expect(workingDirectory({ system: "Current working directory: /c" })).toBe("/c");
     expect(workingDirectory({ input: "<cwd>/d</cwd>" })).toBe("/d");
     expect(workingDirectory({ system: "nothing" })).toBeUndefined();
+    // A continued session: the folder it continues in is told last.
+    expect(
+      workingDirectory({
+        messages: ["Primary working directory: /old\n", "Primary working directory: /new (was /old)\n"],
+      }),
+    ).toBe("/new");
+    expect(workingDirectory({ input: "<cwd>/old</cwd> … <cwd>/new</cwd>" })).toBe("/new");
   });
 });

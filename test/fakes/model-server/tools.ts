@@ -124,20 +124,25 @@ export function planShell(command: string, tools: DeclaredTool[]): PlannedCall {
 /**
  * The agent's working directory as the CLI told the model in its prompt: Claude Code
  * ("Primary working directory: …"), pi ("Current working directory: …"), Codex (`<cwd>…</cwd>`).
+ * The last one told: a continued session names the folder it worked in before and then, later
+ * in the conversation, the one it continues in.
  */
 export function workingDirectory(body: unknown): string | undefined {
   const text = JSON.stringify(body);
   const patterns = [
-    /Primary working directory: ([^\\"<]+)/,
-    /Current working directory: ([^\\"<]+)/,
-    /Working directory: ([^\\"<]+)/,
-    /<cwd>([^<]+)<\/cwd>/,
+    /Primary working directory: ([^\\"<(]+)/g,
+    /Current working directory: ([^\\"<]+)/g,
+    /Working directory: ([^\\"<]+)/g,
+    /<cwd>([^<]+)<\/cwd>/g,
   ];
+  let last: { at: number; path: string } | undefined;
   for (const pattern of patterns) {
-    const match = pattern.exec(text);
-    if (match?.[1] !== undefined) return match[1].trim();
+    for (const match of text.matchAll(pattern)) {
+      const path = match[1]?.trim();
+      if (path !== undefined && (last === undefined || match.index > last.at)) last = { at: match.index, path };
+    }
   }
-  return undefined;
+  return last?.path;
 }
 
 /** Codex's patch format for a new file; paths are relative to the session's working directory. */
