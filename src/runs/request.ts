@@ -33,7 +33,12 @@ export interface RunRequest {
     /** Review feedback on a pull request; the worker gathers every comment not yet addressed. */
     | { kind: "review"; reviewId: number }
     /** Failing checks on the commit Harness pushed; the worker reads their output afresh. */
-    | { kind: "ci"; sha: string; round: number };
+    | { kind: "ci"; sha: string; round: number }
+    /**
+     * `/harness continue [+N]` on a run paused at its money budget: goes on with that run's work
+     * and agent session, allowed `raiseUsd` more.
+     */
+    | { kind: "continue"; commentId: number; pausedRunId: string; raiseUsd: number };
   requester: { login: string; id: number };
   intent: string;
   /** False when the request came from someone below the permission bar and was approved. */
