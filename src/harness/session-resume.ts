@@ -1,3 +1,4 @@
+import { posix } from "node:path";
 import type { AgentDriver } from "../agents/types.js";
 import type { AgentSessionRecord } from "./session-store.js";
 
@@ -50,9 +51,11 @@ export function planResume(
   } catch {
     restored = undefined;
   }
-  if (restored === undefined || !restored.path.startsWith(`${place.sessionDir}/`))
+  // Normalised first: a `..` in the path would otherwise pass for inside the folder and leave it.
+  const path = restored !== undefined ? posix.normalize(restored.path) : undefined;
+  if (restored === undefined || path === undefined || !path.startsWith(`${place.sessionDir}/`))
     return { resume: false, reason: `the ${agent.name} agent cannot find a session restored in this checkout` };
-  return { resume: true, sessionId, content: Buffer.from(restored.record, "utf8"), path: restored.path };
+  return { resume: true, sessionId, content: Buffer.from(restored.record, "utf8"), path };
 }
 
 /** Why the record is not one the CLI wrote for `sessionId`, or undefined when it reads as one. */

@@ -348,3 +348,90 @@ describe("claude-code parseResult on captured output", () => {
     expect(parseResult(execResult("", 137)).error).toBe("claude exited with 137");
   });
 });
+
+describe("claude-code continuing a kept session", () => {
+  const driver = claudeCodeAgent();
+  const WORK = "/tmp/run/work";
+  const DIR = `${WORK}/.harness-run2/agent-session`;
+  const ID = "0b7e5a52-3c51-4f57-9b8e-1d2f3a4b5c6d";
+  const KEY = { ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 48) };
+  const request = { prompt: "go on", workDir: WORK, promptFile: "/tmp/run/prompt.md" };
+
+  test("--resume with the session id, in place of --no-session-persistence", () => {
+    const { argv } = driver.buildInvocation(
+      { ...request, sessionDir: DIR, resume: { sessionId: ID }, maxTurns: 3 },
+      KEY,
+    );
+    expect(argv).toEqual([
+      "claude",
+      "-p",
+      "--output-format",
+      "stream-json",
+      "--verbose",
+      "--dangerously-skip-permissions",
+      "--resume",
+      ID,
+      "--max-turns",
+      "3",
+    ]);
+  });
+
+  test("no session folder (or the developer's own login, which keeps none): no --resume, sessions stay off", () => {
+    const withoutFolder = driver.buildInvocation({ ...request, resume: { sessionId: ID } }, KEY).argv;
+    expect(withoutFolder).not.toContain("--resume");
+    expect(withoutFolder).toContain("--no-session-persistence");
+    const ownLogin = driver.buildInvocation({ ...request, sessionDir: DIR, resume: { sessionId: ID } }, {}).argv;
+    expect(ownLogin).not.toContain("--resume");
+    expect(ownLogin).toContain("--no-session-persistence");
+  });
+
+  test("restored as projects/<cwd with every non-alphanumeric as '-'>/<id>.jsonl, the record unchanged", () => {
+    const record = `${JSON.stringify({ type: "user", sessionId: ID, cwd: "/old/work" })}\n`;
+    const workDir = "/home/u_1/work.v2";
+    expect(driver.restoreSession?.({ sessionDir: DIR, workDir, sessionId: ID }, record)).toEqual({
+      path: `${DIR}/projects/-home-u-1-work-v2/${ID}.jsonl`,
+      record,
+    });
+  });
+
+  test("a cwd of 200 characters still names its folder; past 200 Claude hashes it, so none can be restored", () => {
+    const at200 = `/${"w".repeat(199)}`;
+    expect(driver.restoreSession?.({ sessionDir: DIR, workDir: at200, sessionId: ID }, "{}\n")?.path).toBe(
+      `${DIR}/projects/-${"w".repeat(199)}/${ID}.jsonl`,
+    );
+    const past = `/${"w".repeat(200)}`;
+    expect(driver.restoreSession?.({ sessionDir: DIR, workDir: past, sessionId: ID }, "{}\n")).toBeUndefined();
+  });
+
+  test("refused: the result Claude prints when --resume names no session it has, with what it said", () => {
+    const refused = JSON.stringify({
+      type: "result",
+      subtype: "error_during_execution",
+      duration_ms: 0,
+      duration_api_ms: 0,
+      is_error: true,
+      num_turns: 0,
+      session_id: "5e0f2c1a-1111-4222-8333-944455556666",
+      total_cost_usd: 0,
+      usage: { input_tokens: 0, output_tokens: 0, cache_read_input_tokens: 0, cache_creation_input_tokens: 0 },
+      permission_denials: [],
+      errors: [`No conversation found with session ID: ${ID}`],
+    });
+    expect(driver.resumeRefused?.(execResult(`${refused}\n`, 1))).toBe(`No conversation found with session ID: ${ID}`);
+  });
+
+  test("not refused: a success, a failure after turns were taken, an API error, or no result at all", () => {
+    expect(driver.resumeRefused?.(execResult(capture("claude-success.json")))).toBeUndefined();
+    expect(driver.resumeRefused?.(execResult(capture("claude-max-turns.json"), 1))).toBeUndefined();
+    expect(driver.resumeRefused?.(execResult(capture("claude-api-error.json"), 1))).toBeUndefined();
+    const midWay = JSON.stringify({
+      type: "result",
+      subtype: "error_during_execution",
+      is_error: true,
+      num_turns: 3,
+      errors: ["Tool execution failed"],
+    });
+    expect(driver.resumeRefused?.(execResult(`${midWay}\n`, 1))).toBeUndefined();
+    expect(driver.resumeRefused?.(execResult("", 1, capture("claude-root-refusal.stderr")))).toBeUndefined();
+  });
+});

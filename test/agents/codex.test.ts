@@ -1,6 +1,7 @@
-import { afterEach, beforeEach, describe, expect, test } from "vitest";
-import { codexAgent } from "../../src/agents/codex.js";
+import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
+import { codexAgent, codexRolloutPath } from "../../src/agents/codex.js";
 import { addedEnv, capture, execResult, OFFERED_CREDENTIALS, runWithFakeCli } from "../fakes/agent-clis.js";
+import { fakeToken } from "../helpers/fake-secrets.js";
 import { scratchDir } from "../helpers/git.js";
 
 let dir: { path: string; cleanup: () => Promise<void> };
@@ -272,5 +273,73 @@ describe("codex parseResult on captured output", () => {
       success: true,
       summary: "Hello from the mock model.",
     });
+  });
+});
+
+describe("codex continuing a kept session", () => {
+  const driver = codexAgent();
+  const WORK = "/tmp/run/work";
+  const DIR = `${WORK}/.harness-run2/agent-session`;
+  const ID = "0b7e5a52-3c51-4f57-9b8e-1d2f3a4b5c6d";
+  const KEY = { CODEX_API_KEY: fakeToken("sk-proj-", 48) };
+  const request = { prompt: "go on", workDir: WORK, promptFile: "/tmp/run/prompt.md" };
+  const KEPT_ARGS = BASE_ARGS.filter((arg) => arg !== "--ephemeral");
+
+  test("exec resume with exec's flags after it, then the thread id before the prompt marker", () => {
+    const { argv } = driver.buildInvocation(
+      { ...request, sessionDir: DIR, resume: { sessionId: ID }, model: "gpt-5.5" },
+      KEY,
+    );
+    const [exec, ...flags] = KEPT_ARGS;
+    expect(argv).toEqual(["codex", exec, "resume", ...flags, "--model", "gpt-5.5", ID, "-"]);
+  });
+
+  test("no session folder (or no key, so the developer's own login): a fresh exec, ephemeral", () => {
+    for (const argv of [
+      driver.buildInvocation({ ...request, resume: { sessionId: ID } }, KEY).argv,
+      driver.buildInvocation({ ...request, sessionDir: DIR, resume: { sessionId: ID } }, {}).argv,
+    ]) {
+      expect(argv).toEqual(["codex", ...BASE_ARGS, "-"]);
+    }
+  });
+
+  test("the rollout's place: sessions/YYYY/MM/DD/rollout-<time>-<id>.jsonl", () => {
+    expect(codexRolloutPath(new Date("2026-03-04T09:05:07.123Z"), ID)).toBe(
+      `2026/03/04/rollout-2026-03-04T09-05-07-${ID}.jsonl`,
+    );
+  });
+
+  test("restored under today's date in CODEX_HOME's sessions, the record unchanged, where the keeper looks", () => {
+    vi.useFakeTimers({ toFake: ["Date"] });
+    try {
+      vi.setSystemTime(new Date("2026-11-28T23:59:58.500Z"));
+      const record = `${JSON.stringify({ type: "session_meta", payload: { id: ID } })}\n`;
+      const restored = driver.restoreSession?.({ sessionDir: DIR, workDir: WORK, sessionId: ID }, record);
+      expect(restored).toEqual({
+        path: `${DIR}/sessions/2026/11/28/rollout-2026-11-28T23-59-58-${ID}.jsonl`,
+        record,
+      });
+      // The continued session is kept again from the same file: the keeper finds it by this name.
+      const kept = driver.buildInvocation({ ...request, sessionDir: DIR, resume: { sessionId: ID } }, KEY).session;
+      const looked = kept?.file(ID);
+      expect(looked).toEqual({ under: `${DIR}/sessions`, name: `rollout-*-${ID}.jsonl` });
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  test("refused: `exec resume` found no rollout, said on stderr before any thread started", () => {
+    const stderr = "Error: thread/resume: thread/resume failed: no rollout found for thread id X (code -32600)\n";
+    expect(driver.resumeRefused?.(execResult("", 1, stderr))).toBe("no rollout found for thread id X");
+  });
+
+  test("not refused: a success, a thread that started and then failed, or another failure", () => {
+    expect(driver.resumeRefused?.(execResult(capture("codex-success.jsonl")))).toBeUndefined();
+    expect(driver.resumeRefused?.(execResult(capture("codex-turn-failed.jsonl"), 1))).toBeUndefined();
+    const later = "Error: thread/resume: thread/resume failed: no rollout found for thread id X (code -32600)\n";
+    expect(
+      driver.resumeRefused?.(execResult(`${JSON.stringify({ type: "thread.started", thread_id: ID })}\n`, 1, later)),
+    ).toBeUndefined();
+    expect(driver.resumeRefused?.(execResult("", 2, capture("codex-usage-error.stderr")))).toBeUndefined();
   });
 });

@@ -272,3 +272,66 @@ describe("pi parseResult on captured output", () => {
     });
   });
 });
+
+describe("pi continuing a kept session", () => {
+  const driver = piAgent();
+  const WORK = "/tmp/run/work";
+  const DIR = `${WORK}/.harness-run2/agent-session`;
+  const ID = "0b7e5a52-3c51-4f57-9b8e-1d2f3a4b5c6d";
+  const request = { prompt: "go on", workDir: WORK, promptFile: "/tmp/run/prompt.md" };
+
+  test("--session names the file the record was restored to: pi goes on with what it holds", () => {
+    const { argv } = driver.buildInvocation({ ...request, sessionDir: DIR, resume: { sessionId: ID } }, {});
+    const restored = driver.restoreSession?.({ sessionDir: DIR, workDir: WORK, sessionId: ID }, "{}\n");
+    expect(restored?.path).toBe(`${DIR}/pi-session.jsonl`);
+    expect(argv).toEqual(["pi", "--mode", "json", "--session", restored?.path]);
+  });
+
+  test("restored: the header's cwd is the new checkout; every other line is byte for byte the same", () => {
+    const header = JSON.stringify({
+      type: "session",
+      version: 3,
+      id: ID,
+      timestamp: "2026-11-28T10:00:00Z",
+      cwd: "/a",
+    });
+    // Spacing and escapes JSON.stringify would not write: a re-serialised line would differ.
+    const rest = [
+      '{ "type": "message", "message": {"role":"user","content":"caf\\u00e9"} }',
+      '{"type":"model_change","cwd":"/a"}',
+      "",
+    ].join("\n");
+    const restored = driver.restoreSession?.({ sessionDir: DIR, workDir: WORK, sessionId: ID }, `${header}\n${rest}`);
+    const text = restored?.record ?? "";
+    const end = text.indexOf("\n");
+    expect(JSON.parse(text.slice(0, end))).toEqual({
+      type: "session",
+      version: 3,
+      id: ID,
+      timestamp: "2026-11-28T10:00:00Z",
+      cwd: WORK,
+    });
+    expect(text.slice(end + 1)).toBe(rest);
+  });
+
+  test("a record whose first line is no session header is put back as it was", () => {
+    const record = '{"type":"message","cwd":"/a"}\n';
+    expect(driver.restoreSession?.({ sessionDir: DIR, workDir: WORK, sessionId: ID }, record)?.record).toBe(record);
+  });
+
+  test("refused: pi exits 1 before any turn and says on stderr what was wrong with the session", () => {
+    const header = `${JSON.stringify({ type: "session", version: 3, id: ID, cwd: "/x" })}\n`;
+    expect(
+      driver.resumeRefused?.(execResult(header, 1, "\nStored session working directory does not exist: /x\n")),
+    ).toBe("Stored session working directory does not exist: /x");
+  });
+
+  test("not refused: a success, a failure after a turn began, or a failure that is not about the session", () => {
+    const said = "Stored session working directory does not exist: /x\n";
+    expect(driver.resumeRefused?.(execResult(capture("pi-success.jsonl"), 0, said))).toBeUndefined();
+    expect(driver.resumeRefused?.(execResult('{"type":"turn_start"}\n', 1, said))).toBeUndefined();
+    expect(
+      driver.resumeRefused?.(execResult(capture("pi-no-key.jsonl"), 1, capture("pi-no-key.stderr"))),
+    ).toBeUndefined();
+  });
+});

@@ -105,3 +105,41 @@ describe("agent prompts", () => {
     expect(prompt).toMatch(/<untrusted-issue-body-abc123>\nbefore [\s\S]* after\n<\/untrusted-issue-body-abc123>\n$/);
   });
 });
+
+describe("agent prompts for an agent continuing its own session", () => {
+  const note = "You are continuing your earlier session on this task.";
+  const context = [
+    {
+      label: "pull thread",
+      heading: "Earlier Harness runs on this pull request:",
+      text: "run 1 added a.txt",
+      forFreshAgentOnly: true,
+    },
+    { label: "review", heading: "Review comments to address:", text: "rename a.txt to b.txt" },
+  ];
+
+  test("the continuing note comes after the rules and before the request", () => {
+    const prompt = renderAgentPrompt("{{intent}}", { ...base, continuing: note }, "n1");
+    const at = prompt.indexOf(note);
+    expect(at).toBeGreaterThan(prompt.indexOf("Never print, store or transmit credentials"));
+    expect(at).toBeLessThan(prompt.indexOf("fix the typo"));
+    // Harness's own words, a paragraph of their own: never fenced as untrusted.
+    expect(prompt).toContain(`credentials or environment variables.\n\n${note}\n\nfix the typo\n`);
+  });
+
+  test("background the agent lived through is left out; the rest is still given", () => {
+    const prompt = renderAgentPrompt("{{intent}}", { ...base, context, continuing: note }, "n1");
+    expect(prompt).not.toContain("Earlier Harness runs on this pull request");
+    expect(prompt).not.toContain("run 1 added a.txt");
+    expect(prompt).toContain("Review comments to address:\n<untrusted-review-n1>\nrename a.txt to b.txt\n");
+  });
+
+  test("a fresh agent is told everything, and nothing about continuing", () => {
+    const prompt = renderAgentPrompt("{{intent}}", { ...base, context }, "n1");
+    expect(prompt).toContain(
+      "Earlier Harness runs on this pull request:\n<untrusted-pull-thread-n1>\nrun 1 added a.txt\n",
+    );
+    expect(prompt).toContain("rename a.txt to b.txt");
+    expect(prompt).not.toContain("continuing");
+  });
+});
