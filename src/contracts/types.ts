@@ -58,7 +58,9 @@ export type RunStatus =
   | "timed_out"
   | "cancelled"
   /** The run finished but produced no changes, so nothing was pushed. */
-  | "no_changes";
+  | "no_changes"
+  /** The run reached its money budget and waits for a person to continue or stop it. */
+  | "paused";
 
 /** Where one blueprint node ended up. */
 export type NodeStatus = "succeeded" | "failed" | "timed_out" | "cancelled" | "skipped";
@@ -194,6 +196,23 @@ export interface RunReport {
   pushResult?: PushResult;
   /** A one-line, user-readable reason when the run did not succeed. */
   error?: string;
+  /** Where a `paused` run stopped, and what continuing it needs. */
+  paused?: RunPause;
+}
+
+/** A run paused at its money budget. */
+export interface RunPause {
+  /** The agent step it stopped in. */
+  nodeId: string;
+  /** What it had spent, against what it was allowed, in US dollars. */
+  spentUsd: number;
+  limitUsd: number;
+  /** The commit it started from, and its work so far as a patch on that commit (masked, bounded). */
+  baseSha: string;
+  patch?: string;
+  diffstat?: string;
+  /** The sandbox it paused in, when that was kept (paused) for a continuation, by its id. */
+  sandboxId?: string;
 }
 
 /** Who a commit is written as (the App's bot, or the CLI user). */

@@ -6,7 +6,16 @@ import { utcTime } from "./rate-limit-gate.js";
 
 /** Where a run is, as the status comment shows it. */
 export type RunPhase =
-  "queued" | "waiting" | "running" | "succeeded" | "no_changes" | "failed" | "timed_out" | "cancelled" | "interrupted";
+  | "queued"
+  | "waiting"
+  | "running"
+  | "succeeded"
+  | "no_changes"
+  | "failed"
+  | "timed_out"
+  | "cancelled"
+  | "interrupted"
+  | "paused";
 
 export type StepState = "pending" | "running" | "succeeded" | "failed" | "timed_out" | "cancelled" | "skipped";
 
@@ -59,6 +68,17 @@ export interface StatusView {
   diffstat?: string;
   patch?: string;
   runUrl?: string;
+  /** A run paused at its money budget: what it spent of what it was allowed, and how to go on. */
+  paused?: PausedView;
+}
+
+export interface PausedView {
+  spentUsd: number;
+  limitUsd: number;
+  /** The repository's command (`/harness`). */
+  command?: string;
+  /** Epoch ms at which an unanswered pause ends the run. */
+  until?: number;
 }
 
 /** Hidden marker that lets a restarted worker find its comment again instead of posting a second. */
@@ -85,6 +105,7 @@ const HEADINGS: Record<RunPhase, string> = {
   timed_out: "❌ Harness ran out of time",
   cancelled: "⏹ Harness run cancelled",
   interrupted: "❌ Harness was interrupted",
+  paused: "⏸ Harness paused at its budget",
 };
 
 const STEP_MARK: Record<StepState, string> = {
@@ -144,7 +165,19 @@ export function renderStatusComment(view: StatusView): string {
     lines.push("");
   }
 
-  if (view.error && view.phase !== "succeeded") {
+  if (view.phase === "paused" && view.paused) {
+    const { spentUsd, limitUsd, until } = view.paused;
+    const command = view.paused.command ?? "/harness";
+    lines.push(
+      `⏸ paused at $${spentUsd.toFixed(2)} of $${limitUsd.toFixed(2)} — ` +
+        `\`${command} continue [+$N]\` or \`${command} stop\``,
+      "",
+      `The agent's session and its work so far are kept: \`${command} continue +5\` allows $5 more and goes on ` +
+        `where it stopped (\`${command} continue\` alone allows the same again).` +
+        (until !== undefined ? ` Unanswered, the run ends at ${utcTime(until)} with its work kept below.` : ""),
+      "",
+    );
+  } else if (view.error && view.phase !== "succeeded") {
     lines.push(`**What happened:** ${neutralText(oneLine(view.error, 500))}`);
     if (view.remedy) lines.push(`**What to do:** ${neutralText(oneLine(view.remedy, 500))}`);
     lines.push("");

@@ -191,13 +191,18 @@ export class StatusCommentReporter implements Reporter {
         const { report } = event;
         view.durationMs = report.durationMs;
         const push = report.pushResult;
-        if (report.status === "succeeded" && push?.pushed && push.prUrl) {
+        if (report.status === "paused" && report.paused) {
+          view.phase = "paused";
+          view.paused = { ...view.paused, spentUsd: report.paused.spentUsd, limitUsd: report.paused.limitUsd };
+          if (report.paused.diffstat) view.diffstat = report.paused.diffstat;
+          if (report.paused.patch) view.patch = report.paused.patch;
+        } else if (report.status === "succeeded" && push?.pushed && push.prUrl) {
           view.phase = "succeeded";
           view.prUrl = push.prUrl;
           if (push.prReused) view.prReused = true;
           if (push.draftUnavailable) view.draftUnavailable = true;
         } else {
-          view.phase = report.status === "succeeded" ? "failed" : report.status;
+          view.phase = report.status === "succeeded" || report.status === "paused" ? "failed" : report.status;
           const error = push?.error ?? report.error;
           if (error) view.error = error;
           if (push?.remedy) view.remedy = push.remedy;

@@ -77,6 +77,11 @@ export interface BlueprintRun {
   outputLogMs?: number;
   /** Where agent steps' own session records are kept; without it the CLIs keep none. */
   sessions?: RunSessions;
+  /**
+   * The node to start at, leaving out the main nodes before it: a run continued in the sandbox
+   * it paused in goes on where it stopped. A node run only on failure starts at the node it repairs.
+   */
+  startAt?: string;
 }
 
 /** How a run keeps its agent CLIs' session records (see `session-keeper.ts`). */
@@ -102,6 +107,14 @@ export interface BlueprintOutcome {
    * is worth keeping.
    */
   stoppedAtLimit?: true;
+  /** Which agent step the run's money budget stopped (or kept from starting), and at what spend. */
+  stoppedAtBudget?: BudgetStopAt;
+}
+
+export interface BudgetStopAt {
+  nodeId: string;
+  limitUsd: number;
+  spentUsd: number;
 }
 
 interface Execution {
@@ -110,10 +123,19 @@ interface Execution {
   failureOutput: string;
   /** Harness stopped the step at the cost budget or the turn cap, or did not start it, the budget spent. */
   stoppedAtLimit: boolean;
+  /** The money budget is what stopped the step, or kept it from starting. */
+  budget?: BudgetStopAt;
 }
 
 /** An agent step not started because the run's budget is spent. */
-class BudgetSpentError extends Error {}
+class BudgetSpentError extends Error {
+  constructor(
+    readonly limitUsd: number,
+    readonly spentUsd: number,
+  ) {
+    super(budgetStop(limitUsd, spentUsd));
+  }
+}
 
 /** What a run's steps share. */
 interface RunScope {
@@ -162,7 +184,8 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
     };
   };
 
-  for (const node of run.blueprint.nodes) {
+  const first = startIndex(run.blueprint, run.startAt);
+  for (const node of run.blueprint.nodes.slice(first)) {
     if (node.runs === "on-failure") continue;
     const early = stopped();
     if (early) return early;
@@ -184,6 +207,7 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
               nodes: reports,
               error: `${target.title} failed: ${repair.report.error ?? repair.report.status}`,
               ...(repair.stoppedAtLimit ? { stoppedAtLimit: true } : {}),
+              ...(repair.budget ? { stoppedAtBudget: repair.budget } : {}),
             }
           );
         }
@@ -203,10 +227,23 @@ export async function runBlueprint(run: BlueprintRun): Promise<BlueprintOutcome>
         nodes: reports,
         error: `${node.title} failed${suffix}: ${report.error ?? report.status}`,
         ...(execution.stoppedAtLimit ? { stoppedAtLimit: true } : {}),
+        ...(execution.budget ? { stoppedAtBudget: execution.budget } : {}),
       };
     }
   }
   return { status: "succeeded", nodes: reports };
+}
+
+/** Where a run that starts at `nodeId` begins: that node, or the main node an on-failure node repairs. */
+function startIndex(blueprint: Blueprint, nodeId: string | undefined): number {
+  if (nodeId === undefined) return 0;
+  const node = blueprint.nodes.find((candidate) => candidate.id === nodeId);
+  const from =
+    node?.runs === "on-failure"
+      ? blueprint.nodes.find((candidate) => candidate.onFailure?.retry === node.id && candidate.runs !== "on-failure")
+      : node;
+  const index = from ? blueprint.nodes.indexOf(from) : -1;
+  return index < 0 ? 0 : index;
 }
 
 async function executeNode(
@@ -271,6 +308,7 @@ async function executeNode(
   let meter: UsageMeter | undefined;
   let error: string | undefined;
   let stoppedAtLimit = false;
+  let budget: BudgetStopAt | undefined;
   try {
     if (node.kind === "exec") {
       result = await runExecNode(run, node, timeout, onOutput);
@@ -283,9 +321,12 @@ async function executeNode(
     }
     ({ status, error } = judge(run, node, result, agentOutcome));
     stoppedAtLimit = agentOutcome?.stoppedAtTurnCap !== undefined || agentOutcome?.stoppedAtBudget !== undefined;
+    if (agentOutcome?.stoppedAtBudget) budget = { nodeId: node.id, ...agentOutcome.stoppedAtBudget };
   } catch (caught) {
     status = run.stopReason() === "budget" ? "timed_out" : run.stopReason() === "cancelled" ? "cancelled" : "failed";
     stoppedAtLimit = caught instanceof BudgetSpentError && status === "failed";
+    if (stoppedAtLimit && caught instanceof BudgetSpentError)
+      budget = { nodeId: node.id, limitUsd: caught.limitUsd, spentUsd: caught.spentUsd };
     error = caught instanceof Error ? caught.message : String(caught);
   } finally {
     throttle.stop();
@@ -322,7 +363,12 @@ async function executeNode(
     ...(error ? { error: run.redactor(error) } : {}),
   };
   run.reporter.emit({ type: "node.finished", runId: run.runId, report, at: finished.toISOString() });
-  return { report, failureOutput: readableTail(failureTail, run.redactor), stoppedAtLimit };
+  return {
+    report,
+    failureOutput: readableTail(failureTail, run.redactor),
+    stoppedAtLimit,
+    ...(budget ? { budget } : {}),
+  };
 }
 
 function templateValues(run: BlueprintRun): Record<string, string> {
@@ -398,9 +444,10 @@ async function runAgentNode(
   if (!agent) throw new Error(`No agent is configured for the agent step "${node.title}"`);
   // The budget is spent: the step does not start.
   const reached = run.gateway?.reached();
-  if (reached) throw new BudgetSpentError(budgetStop(reached.limitUsd, reached.spentUsd));
-  const spent = run.gateway ? undefined : scope.spend.stopReason();
-  if (spent !== undefined) throw new BudgetSpentError(spent);
+  if (reached) throw new BudgetSpentError(reached.limitUsd, reached.spentUsd);
+  const { spend } = scope;
+  if (!run.gateway && spend.limitUsd !== undefined && spend.stopReason() !== undefined)
+    throw new BudgetSpentError(spend.limitUsd, spend.spentUsd);
   const step = { run, node, attempt, scope, agent, onOutput, failureOutput };
   const resume = scope.resume;
   scope.resume = undefined;

@@ -1,6 +1,6 @@
 import { defaultCommitIdentity } from "../github/bot-identity.js";
 import { randomInt } from "node:crypto";
-import type { NodeReport, PushResult, RunReport, RunStatus } from "../contracts/types.js";
+import type { NodeReport, PushResult, RunPause, RunReport, RunStatus } from "../contracts/types.js";
 import {
   assertProviderSettings,
   declaredSettings,
@@ -32,9 +32,11 @@ import { describeError, InvalidInputError } from "../util/errors.js";
 import { githubCloneUrl, isLocalPath, parseGitHubRepo, type GitHubRepo } from "../util/github.js";
 import { createRedactor } from "../util/redact.js";
 import type { Blueprint } from "./blueprint.js";
-import { runBlueprint, type RunSessions, type StopReason } from "./engine.js";
+import { runBlueprint, type BudgetStopAt, type RunSessions, type StopReason } from "./engine.js";
 import { fanOut, type HarnessEvent, type Reporter } from "../contracts/events.js";
 import { commitMessage, commitRunChanges, describeChange, gitRunner, headSha } from "./git-steps.js";
+import { MAX_KEPT_PATCH_BYTES, type HarnessContinuation, type HarnessPause } from "./budget-pause.js";
+import { applyKeptWork } from "./kept-work.js";
 import type { IssueContext, PromptContext } from "./prompt.js";
 import { deliverToLocalRepository } from "./local-delivery.js";
 import { pushAndOpenPullRequest } from "./push.js";
@@ -184,6 +186,10 @@ export interface HarnessOptions {
    * step runs; linked to the pull request the run opens. Without it the CLIs keep no session.
    */
   sessions?: RunSessions;
+  /** Pause at the money budget rather than fail (see `budget-pause.ts`). */
+  pause?: HarnessPause;
+  /** Go on with a run that paused at its money budget. */
+  continuation?: HarnessContinuation;
   now?: () => Date;
 }
 
@@ -286,6 +292,10 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
   let error: string | undefined;
   let commitSha: string | undefined;
   let pushResult: PushResult | undefined;
+  let paused: RunPause | undefined;
+  // A sandbox handed on paused is the keeper's: this run does not tear it down.
+  let handedOn = false;
+  const continuation = options.continuation;
 
   try {
     // Known before any sandbox exists: one the agent could not call its model from is never made.
@@ -294,18 +304,37 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
         options.gateway?.unreachable ??
           "The sandbox has no way to reach Harness's model gateway, so the agent could not call its model",
       );
-    sandbox = await options.sandbox.create({
-      ...options.sandbox.options,
-      repo: request.repo,
-      branch: request.branch,
-      runId: request.runId,
-      ...(github.token ? { githubToken: github.token } : {}),
-      ...(access && options.gateway?.address ? { modelGateway: options.gateway.address } : {}),
-    });
+    const kept = continuation?.sandbox;
+    if (kept) await kept.resume();
+    sandbox =
+      kept ??
+      (await options.sandbox.create({
+        ...options.sandbox.options,
+        repo: request.repo,
+        branch: request.branch,
+        runId: request.runId,
+        ...(github.token ? { githubToken: github.token } : {}),
+        ...(access && options.gateway?.address ? { modelGateway: options.gateway.address } : {}),
+      }));
     if (controller.signal.aborted) throw new Error("stopped before the first step");
     reporter.emit({ type: "sandbox.ready", runId: request.runId, workDir: sandbox.workDir, at: at() });
     // Read before any step runs: after that, everything in the checkout is the agent's to change.
-    const baseSha = await headSha(sandbox, controller.signal);
+    // The sandbox a run paused in holds its work committed on the commit it started from.
+    const baseSha = kept ? continuation.baseSha : await headSha(sandbox, controller.signal);
+    // In a new checkout, the paused run's work goes back in before any step, when it still applies.
+    const workBack =
+      continuation && !kept && continuation.patch !== undefined
+        ? await applyKeptWork(sandbox, continuation.patch, controller.signal)
+        : undefined;
+    if (workBack !== undefined && !workBack.applied)
+      reporter.emit({
+        type: "run.notice",
+        runId: request.runId,
+        text:
+          `The paused run's work could not be put back in the new checkout (${redactor(workBack.why)}): ` +
+          "the agent starts from the branch as it is.",
+        at: at(),
+      });
     const target = github.push ? await resolvePushTarget(options, sandbox) : undefined;
     if (access && sandbox.modelGatewayUrl === undefined)
       throw new Error(
@@ -388,13 +417,43 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       ...(options.maxCostUsd !== undefined ? { maxCostUsd: options.maxCostUsd } : {}),
       outputThrottleMs: output.throttleMs ?? 500,
       ...(output.logMs !== undefined ? { outputLogMs: output.logMs } : {}),
-      ...(options.sessions ? { sessions: options.sessions } : {}),
+      ...(options.sessions
+        ? {
+            sessions: {
+              ...options.sessions,
+              // The agent is told whether its earlier edits are in the checkout it continues in.
+              ...(options.sessions.resume && continuation
+                ? {
+                    resume: {
+                      ...options.sessions.resume,
+                      sameCheckout: kept !== undefined || workBack?.applied === true,
+                    },
+                  }
+                : {}),
+            },
+          }
+        : {}),
+      ...(kept ? { startAt: continuation.nodeId } : {}),
     });
     nodes = outcome.nodes;
     // No agent runs after the blueprint: its tokens go before anything is committed or pushed.
     await access?.revoke().catch(() => undefined);
 
-    if (outcome.status !== "succeeded") {
+    if (outcome.stoppedAtBudget && options.pause) {
+      status = "paused";
+      error = outcome.error;
+      paused = await pauseAtBudget(sandbox, options.pause, {
+        runId: request.runId,
+        title: pullRequestTitle(request.intent).slice(0, 100),
+        baseSha,
+        identity,
+        stop: outcome.stoppedAtBudget,
+        knownSecrets,
+        redactor,
+        signal: controller.signal,
+      });
+      handedOn = paused.sandboxId !== undefined;
+    } else if (outcome.status !== "succeeded") {
       status = outcome.status;
       error = outcome.error;
       // Keeping the work must not hide why the run stopped: a failure to commit it leaves the run's error as it is.
@@ -501,7 +560,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     unsubscribe?.();
     // The run is over: its tokens are worth nothing from here, whatever still holds them.
     await access?.revoke().catch(() => undefined);
-    await sandbox?.teardown().catch(() => undefined);
+    if (!handedOn) await sandbox?.teardown().catch(() => undefined);
   }
 
   if (stopReason === "budget") {
@@ -527,12 +586,65 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     ...(commitSha ? { commitSha } : {}),
     ...(pushResult ? { pushResult } : {}),
     ...(error ? { error: redactor(error) } : {}),
+    ...(paused ? { paused } : {}),
   };
   reporter.emit({ type: "run.finished", runId: request.runId, report, at: at() });
   return report;
 }
 
 const STOPPED_BODY = "Stopped before it finished: not pushed.";
+const PAUSED_BODY = "Paused at its budget: not pushed.";
+
+/**
+ * The run stopped at its money budget: its work is committed in the sandbox (on the commit it
+ * started from, where a continuation's final commit replaces it), described as a patch for the
+ * status comment and a continuation elsewhere, and the sandbox paused and handed to the keeper.
+ * A sandbox that cannot be paused or kept is torn down: the patch is then what carries the work.
+ */
+async function pauseAtBudget(
+  sandbox: Sandbox,
+  pause: HarnessPause,
+  run: {
+    runId: string;
+    title: string;
+    baseSha: string;
+    identity: CommitIdentity;
+    stop: BudgetStopAt;
+    knownSecrets: readonly KnownSecret[];
+    redactor: (text: string) => string;
+    signal: AbortSignal;
+  },
+): Promise<RunPause> {
+  const commit = await commitRunChanges(sandbox, {
+    baseSha: run.baseSha,
+    title: run.title,
+    body: PAUSED_BODY,
+    runId: run.runId,
+    identity: run.identity,
+    signal: run.signal,
+  }).catch(() => undefined);
+  const change = commit?.sha
+    ? await describeChange(sandbox, run.baseSha, commit.sha).catch(() => undefined)
+    : undefined;
+  const patch = change?.patch ? run.redactor(maskSecrets(change.patch, run.knownSecrets)) : undefined;
+  let kept = false;
+  try {
+    await sandbox.pause();
+    await pause.keep(sandbox);
+    kept = true;
+  } catch {
+    // Not kept: the caller tears it down, and a continuation starts from the patch.
+  }
+  return {
+    nodeId: run.stop.nodeId,
+    spentUsd: run.stop.spentUsd,
+    limitUsd: run.stop.limitUsd,
+    baseSha: run.baseSha,
+    ...(patch !== undefined && Buffer.byteLength(patch, "utf8") <= MAX_KEPT_PATCH_BYTES ? { patch } : {}),
+    ...(change?.diffstat ? { diffstat: run.redactor(change.diffstat) } : {}),
+    ...(kept ? { sandboxId: sandbox.id } : {}),
+  };
+}
 
 function localBranchNotice(request: HarnessRequest, repository: string, commitSha: string, at: string): HarnessEvent {
   return {

@@ -2,7 +2,7 @@ import { collectDefaultMetrics, Counter, Gauge, Histogram, Registry } from "prom
 import type { PullOutcome, TrackedPull } from "../pulls/ledger/port.js";
 
 /** How a run ended, as the issue's status comment shows it. */
-export type RunOutcome = "succeeded" | "failed" | "timed_out" | "cancelled" | "no_changes" | "interrupted";
+export type RunOutcome = "succeeded" | "failed" | "timed_out" | "cancelled" | "no_changes" | "interrupted" | "paused";
 
 export const RUN_OUTCOMES: readonly RunOutcome[] = [
   "succeeded",
@@ -11,6 +11,7 @@ export const RUN_OUTCOMES: readonly RunOutcome[] = [
   "cancelled",
   "no_changes",
   "interrupted",
+  "paused",
 ];
 
 /** Runs waiting and running across the whole queue (every process), from the run store. */

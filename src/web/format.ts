@@ -31,6 +31,7 @@ export const STATE_LABELS: Readonly<Record<RunState, string>> = {
   failed: "Failed",
   cancelled: "Cancelled",
   interrupted: "Interrupted",
+  paused: "Paused at its budget",
 };
 
 /** "1.5 MB", "812 KB", "300 bytes". */

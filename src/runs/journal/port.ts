@@ -30,9 +30,16 @@ export interface RunJournal {
   close(): Promise<void>;
 }
 
-export type RunState = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "interrupted";
+/** `paused`: stopped at its money budget, waiting for a person; a continuation is a run of its own. */
+export type RunState = "queued" | "running" | "succeeded" | "failed" | "cancelled" | "interrupted" | "paused";
 
-export const TERMINAL_STATES: ReadonlySet<RunState> = new Set(["succeeded", "failed", "cancelled", "interrupted"]);
+export const TERMINAL_STATES: ReadonlySet<RunState> = new Set([
+  "succeeded",
+  "failed",
+  "cancelled",
+  "interrupted",
+  "paused",
+]);
 
 export function isTerminal(state: RunState): boolean {
   return TERMINAL_STATES.has(state);

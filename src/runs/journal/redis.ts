@@ -394,6 +394,7 @@ const STATES: ReadonlySet<string> = new Set<RunState>([
   "failed",
   "cancelled",
   "interrupted",
+  "paused",
 ]);
 
 function toSummary(hash: Record<string, string>): RunSummary | undefined {

@@ -88,5 +88,7 @@ export function outcomeOf(report: RunReport): SummaryPatch & { state: RunState }
       return { state: "cancelled", ...(report.error ? { error: report.error } : {}) };
     case "failed":
       return { state: "failed", errorKind: "step_failed", error: report.error ?? "A step failed" };
+    case "paused":
+      return { state: "paused", ...(report.error ? { error: report.error } : {}) };
   }
 }

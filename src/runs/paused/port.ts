@@ -1,3 +1,4 @@
+import { MAX_KEPT_PATCH_BYTES } from "../../harness/budget-pause.js";
 import type { RunRequest } from "../request.js";
 
 /**
@@ -58,7 +59,7 @@ export interface PausedRun {
 }
 
 /** Longest patch a record keeps; a larger one is dropped (the record says the work was too large to keep). */
-export const MAX_PAUSED_PATCH_BYTES = 1024 * 1024;
+export const MAX_PAUSED_PATCH_BYTES = MAX_KEPT_PATCH_BYTES;
 
 /** Refuses a record a store must not keep, before any adapter writes it. */
 export function checkPausedRun(run: PausedRun): void {

@@ -21,6 +21,8 @@ import type { DraftRefusals } from "./draft-refusals.js";
 import type { InstallationAccessCache } from "./installation-access-cache.js";
 import type { PullRequestLedger } from "../../pulls/ledger/port.js";
 import type { SpendStore } from "../spend/port.js";
+import type { HeldSandboxes } from "../paused/held-sandboxes.js";
+import type { PausedRunStore } from "../paused/port.js";
 import type { GrantStore } from "../../gateway/grants.js";
 import type { BudgetStop } from "../../gateway/model-gateway.js";
 import type { UpstreamName } from "../../gateway/upstreams.js";
@@ -109,4 +111,10 @@ export interface WorkerDeps {
   ciFirstLookMs?: number;
   /** What each installation granted, asked at most hourly (to say what following a pull request lacks). */
   accessCache?: InstallationAccessCache;
+  /** Runs paused at their money budget until `/harness continue` or `stop`; without it the budget fails a run. */
+  paused?: PausedRunStore;
+  /** The sandboxes of runs paused in this process, kept for their continuation. */
+  heldSandboxes?: HeldSandboxes;
+  /** How long an unanswered pause waits before it ends the run, in ms (default 24 h). */
+  pauseExpiryMs?: number;
 }

@@ -4,6 +4,7 @@ import type { BotIdentity } from "../../github/bot-identity.js";
 import { createOctokitClient, type OctokitLike } from "../../github/octokit-client.js";
 import type { PromptContext } from "../../harness/prompt.js";
 import type { SessionToResume } from "../../harness/session-resume.js";
+import type { HarnessContinuation } from "../../harness/budget-pause.js";
 import { lowestBudget } from "../../harness/cost-budget.js";
 import type { HarnessOptions } from "../../harness/run.js";
 import { secretsFromEnv } from "../../util/redact.js";
@@ -25,6 +26,9 @@ export interface HarnessInputs {
   prompt?: { intent?: string; context?: PromptContext[] };
   /** A kept agent session the run continues (see `session-to-resume.ts`). */
   resume?: SessionToResume;
+  /** A paused run this one goes on with (`/harness continue`), and the allowance its continuation was given. */
+  continuation?: HarnessContinuation;
+  allowanceUsd?: number;
   /** What is left of the repository's and installation's budgets for today, when either is capped. */
   leftTodayUsd?: number;
 }
@@ -37,11 +41,11 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
   // The operator's ceiling holds whatever the repository asks: it can only be lowered, and so
   // does what is left of the day's budgets, unless the gateway holds each call to them itself.
   const gateway = deps.modelGateway;
-  const maxCostUsd = lowestBudget(
-    config.budget?.max_cost_usd,
-    deps.maxCostUsd,
-    gateway ? undefined : inputs.leftTodayUsd,
-  );
+  // A continuation's allowance was checked against the ceilings when it was asked for.
+  const maxCostUsd =
+    inputs.allowanceUsd !== undefined
+      ? lowestBudget(inputs.allowanceUsd, gateway ? undefined : inputs.leftTodayUsd)
+      : lowestBudget(config.budget?.max_cost_usd, deps.maxCostUsd, gateway ? undefined : inputs.leftTodayUsd);
   const gatewayAddress = gateway?.addressFor(sandboxKind);
   const spend = deps.spend;
   return {
@@ -208,6 +212,18 @@ export function harnessOptions(run: RunContext, inputs: HarnessInputs): HarnessO
           },
         }
       : {}),
+    // With a place to keep paused runs, the money budget pauses a run rather than fail it.
+    ...(deps.paused && deps.heldSandboxes
+      ? {
+          pause: {
+            keep: (sandbox) => {
+              deps.heldSandboxes?.hold(request.runId, sandbox);
+              return Promise.resolve();
+            },
+          },
+        }
+      : {}),
+    ...(inputs.continuation ? { continuation: inputs.continuation } : {}),
     signal: run.signal,
     budgetMs: config.timeout_minutes * 60_000,
     ...(maxCostUsd !== undefined ? { maxCostUsd } : {}),

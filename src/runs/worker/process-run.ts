@@ -20,6 +20,7 @@ import { noteMissingAccess } from "./follow-up-access.js";
 import { installationRateLimitKey } from "../../github/rate-limit-gate.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
 import { sessionToResume } from "./session-to-resume.js";
+import { continuationOf, keepPausedRun, type Continuation } from "./budget-pause.js";
 
 /**
  * Runs one request from start to a terminal status comment, whatever happens: config, tokens,
@@ -84,6 +85,15 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       ...(asked ? { intent: asked.intent } : {}),
       context: [...threadContext(followed), ...(asked?.context ?? [])],
     };
+    let continuation: Continuation | undefined;
+    if (request.trigger.kind === "continue") {
+      const found = await continuationOf(run);
+      if ("gone" in found) {
+        await status.finish("cancelled", found.gone);
+        return;
+      }
+      continuation = found;
+    }
     const branch = runBranch(request);
     if (await finishEarlierAttempt(run, octokit, plan, branch)) return;
     const earlier = await pushedByEarlierAttempt(run, octokit);
@@ -98,7 +108,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       return;
     }
 
-    const resume = await sessionToResume(run, followed);
+    // An interrupted attempt of this very run goes on from its own session, before a paused run's.
+    const resume = (await sessionToResume(run, followed)) ?? continuation?.resume;
     await withCloneToken(
       run,
       async (clone) => {
@@ -111,9 +122,20 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
             clone,
             prompt,
             ...(resume ? { resume } : {}),
+            ...(continuation && request.trigger.kind === "continue"
+              ? { continuation: continuation.harness, allowanceUsd: request.trigger.raiseUsd }
+              : {}),
             ...(today.leftUsd !== undefined ? { leftTodayUsd: today.leftUsd } : {}),
           }),
         );
+        // The paused run is continued, whatever came of it: a pause of this run is a record of its own.
+        if (continuation) await deps.paused?.delete(continuation.paused.runId).catch(() => undefined);
+        if (report.status === "paused") {
+          const kept = await keepPausedRun(run, report, plan.config.command, continuation?.paused);
+          if (!kept) status.show({ phase: "failed" });
+          await reportFinished(run, report);
+          return;
+        }
         if (round) await finishReviewRound(run, octokit, round, report);
         await recordInThread(run, report);
         if (report.pushResult?.prUrl && !request.issue.pullRequest) await noteMissingAccess(run, plan.config);
