@@ -31,6 +31,8 @@ export type AuditAction =
   /** actor: the approver; `details.requester`, `requestId`, `runId`. */
   | "request.approved"
   | "run.cancelled"
+  /** A run paused at its money budget goes on (actor: who continued it; `details.pausedRunId`, `raiseUsd`). */
+  | "run.continued"
   /** `details.permissions` (e.g. "contents:read"), `details.repositories`. */
   | "token.minted"
   /** A run token for the model gateway (`details.agent`, `details.upstream`); never the token. */
@@ -53,6 +55,7 @@ export const AUDIT_ACTIONS: readonly AuditAction[] = [
   "request.pending",
   "request.approved",
   "run.cancelled",
+  "run.continued",
   "token.minted",
   "model_token.minted",
   "model_tokens.revoked",

@@ -54,7 +54,23 @@ export function resolveRepoConfig(files: ConfigFiles, orgRepo: string): RepoConf
   const effective = parseRepoConfig(mergeRawConfigs(orgRaw, repoRaw));
   const problems = orgFloorProblems(orgRaw, org, effective, orgRepo);
   if (problems.length > 0) throw new RepoConfigError(problems);
+  const orgMaxCost = org.budget?.max_cost_usd;
+  if (hasPath(orgRaw, ["budget", "max_cost_usd"]) && orgMaxCost !== undefined)
+    orgRunCeilings.set(effective, orgMaxCost);
   return effective;
+}
+
+/**
+ * The organisation's own `budget.max_cost_usd` under each config it floored. The repository's
+ * value may be lower (it is the run's budget); raising a paused run's allowance may go up to the
+ * organisation's, never past it. Kept beside the config rather than in it, so the config stays
+ * exactly what its schema describes.
+ */
+const orgRunCeilings = new WeakMap<RepoConfig, number>();
+
+/** The organisation's `budget.max_cost_usd` for `config`, when its file set one. */
+export function orgMaxCostUsd(config: RepoConfig): number | undefined {
+  return orgRunCeilings.get(config);
 }
 
 /** A problem found in the organisation's file, saying where that file is. */

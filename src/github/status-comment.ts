@@ -236,7 +236,9 @@ export function renderHelp(command: string, label: string, permission: string): 
     "",
     `- \`${command} <what should change>\` — start a run on this issue ` +
       `(or push follow-up commits on this pull request)`,
-    `- \`${command} cancel\` — stop the active run on this issue`,
+    `- \`${command} cancel\` — stop the active run on this issue (or end a paused one, keeping its work)`,
+    `- \`${command} continue [+N]\` — go on with a run paused at its money budget, allowed $N more ` +
+      `(without an amount, its own allowance again)`,
     `- \`${command} approve\` — run a request from someone without ${permission} access (maintainers only)`,
     `- add the \`${label}\` label — run with the issue's title and body as the request`,
     "",

@@ -6,7 +6,14 @@ export type HarnessCommand =
   /** `/harness approve <id>` names the request; bare `approve` works only when one is pending. */
   | { kind: "approve"; requestId?: string }
   /** `/harness` with nothing after it: answered with help, never run. */
-  | { kind: "empty" };
+  | { kind: "empty" }
+  /**
+   * `/harness continue [+N]` on a run paused at its money budget: `raiseUsd` more allowed (without
+   * it, the run's own allowance again).
+   */
+  | { kind: "continue"; raiseUsd?: number }
+  /** `continue` followed by something that is not an amount: `invalid` says why, to be answered once. */
+  | { kind: "continue"; invalid: string };
 
 /** Longest intent accepted from a comment, in bytes (the harness's own limit). */
 export const MAX_COMMENT_INTENT_BYTES = 64 * 1024;
@@ -48,9 +55,34 @@ export function parseCommand(body: string, prefix = "/harness"): HarnessCommand 
   if (word === "cancel" || word === "stop") return { kind: "cancel" };
   if (word === "help" || word === "--help") return { kind: "help" };
   if (word === "approve") return { kind: "approve" };
+  const continued = /^continue(?:\s+([\s\S]*))?$/i.exec(intent);
+  if (continued) return continueCommand(continued[1]);
   const approve = /^approve\s+`?([a-z0-9]{4,16})`?$/i.exec(intent);
   if (approve?.[1]) return { kind: "approve", requestId: approve[1].toLowerCase() };
   return { kind: "run", intent };
+}
+
+/** The most characters an amount may have (`+$1234567.89`); anything longer is not read further. */
+const MAX_AMOUNT_CHARS = 12;
+
+/**
+ * What follows `continue`: nothing, or one amount of dollars written `5`, `+5`, `$5`, `+$2.50`
+ * (cents at most). Everything else is answered with why, never guessed at or run as a request.
+ */
+function continueCommand(argument: string | undefined): HarnessCommand {
+  const amount = (argument ?? "").trim();
+  if (amount === "") return { kind: "continue" };
+  if (amount.length > MAX_AMOUNT_CHARS) return { kind: "continue", invalid: "that is too long to be an amount" };
+  if (/\s/.test(amount)) return { kind: "continue", invalid: "it takes one amount of dollars and nothing else" };
+  if (/^-/.test(amount)) return { kind: "continue", invalid: "the amount to add cannot be negative" };
+  const parts = /^\+?\$?(\d+)(?:\.(\d+))?$/.exec(amount);
+  if (!parts) return { kind: "continue", invalid: "that is not an amount of dollars" };
+  const [, dollars = "", cents = ""] = parts;
+  if (cents.length > 2) return { kind: "continue", invalid: "an amount has at most two decimals (cents)" };
+  // In whole cents, so `2.10` is exactly 210 and no float rounding creeps into the allowance.
+  const totalCents = Number(dollars) * 100 + Number(cents.padEnd(2, "0"));
+  if (totalCents === 0) return { kind: "continue", invalid: "the amount to add must be more than $0" };
+  return { kind: "continue", raiseUsd: totalCents / 100 };
 }
 
 /** The intent for a label trigger: the issue's title and body, within the intent limit. */

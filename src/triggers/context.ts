@@ -11,6 +11,7 @@ import { issueThread, type IssueThread } from "../github/issue-thread.js";
 import { describeGitHubError, isTransientGitHubError } from "../github/errors.js";
 import type { AuditLog, AuditEntry } from "../audit/audit-log.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
+import type { PausedRunStore } from "../runs/paused/port.js";
 import type { RunQueue } from "../runs/queue/port.js";
 import type { AcknowledgementLedger } from "./inbox/keeper.js";
 import type { Log } from "../util/log.js";
@@ -58,6 +59,10 @@ export interface HandlerDeps {
   botLogin?: () => Promise<string | undefined>;
   /** Told once per pull request outcome recorded (merged, closed): the metrics. */
   onPullOutcome?: (pull: TrackedPull) => void;
+  /** Runs paused at their money budget; without it `continue` finds none and `stop` ends only queued runs. */
+  paused?: PausedRunStore;
+  /** The operator's ceiling on a run's spend (HARNESS_MAX_COST_USD): a continued run's allowance stays within it. */
+  maxCostUsd?: number;
 }
 
 export type Repo = IssueCommentEvent["repository"];

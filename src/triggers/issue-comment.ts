@@ -6,6 +6,7 @@ import { parseIssueComment, payloadProblem, type IssueCommentEvent } from "./pay
 import { approve, holdForApproval } from "./approval.js";
 import { cachedPermission, isIgnoredBot, loadConfigOrReport, refuseBelowBar } from "./authorise.js";
 import { cancel } from "./cancel.js";
+import { continuePaused } from "./continue.js";
 import { guard, names, reply, type HandlerDeps, type WebhookContext } from "./context.js";
 import { startRun } from "./start-run.js";
 
@@ -70,7 +71,10 @@ async function handleComment(context: WebhookContext, deps: HandlerDeps, event: 
         return;
       case "cancel":
         if (!allowed) return refuse(context, deps, event, config, "cancel");
-        return cancel(context, deps, event, key);
+        return cancel(context, deps, event, key, commentKey(event));
+      case "continue":
+        if (!allowed) return refuse(context, deps, event, config, "continue");
+        return continuePaused(context, deps, event, config, command, commentKey(event));
       case "approve":
         if (!allowed) return refuse(context, deps, event, config, "approve");
         return approve(context, deps, event, config, key, command.requestId);
@@ -122,7 +126,7 @@ async function refuse(
   deps: HandlerDeps,
   event: IssueCommentEvent,
   config: RepoConfig,
-  what: "cancel" | "approve",
+  what: "cancel" | "approve" | "continue",
 ): Promise<void> {
   context.log.info(
     { sender: event.sender.login, required: config.permission, command: what },

@@ -42,6 +42,8 @@ export interface StartRun {
   runId?: string;
   /** A below-the-bar review a maintainer approved: the follow-up addresses exactly this text. */
   approvedReview?: RunRequest["approvedReview"];
+  /** Harness's own line for the status comment (a continuation says who continued it, with how much). */
+  note?: string;
 }
 
 /** What `startRun` did: the run and its status comment, when one was accepted. */
@@ -209,6 +211,7 @@ async function acknowledgeAndQueue(
       ? `Approved by @${start.approvedBy} (request \`${start.requestId ?? ""}\`); ` +
         `the request is treated as untrusted input.`
       : undefined,
+    start.note,
   ].filter((note): note is string => note !== undefined);
   const view: StatusView = {
     runId,
@@ -240,7 +243,9 @@ async function acknowledgeAndQueue(
           context,
           start.repository,
           start.issue.number,
-          start.trigger.kind === "comment" ? { commentId: start.trigger.commentId } : { issue: true },
+          start.trigger.kind === "comment" || start.trigger.kind === "continue"
+            ? { commentId: start.trigger.commentId }
+            : { issue: true },
           "eyes",
         );
   try {

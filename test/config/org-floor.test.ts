@@ -1,5 +1,5 @@
 import { describe, expect, test } from "vitest";
-import { FLOOR_RULES, mergeRawConfigs, resolveRepoConfig } from "../../src/config/org-floor.js";
+import { FLOOR_RULES, mergeRawConfigs, orgMaxCostUsd, resolveRepoConfig } from "../../src/config/org-floor.js";
 import { parseRepoConfig, repoConfigSchema, RepoConfigError } from "../../src/config/repo-config.js";
 
 const ORG = "acme/.github";
@@ -363,6 +363,15 @@ describe("money, CI rounds and automatic rounds: the organisation's ceilings", (
       "`ci.fix_attempts: 4` exceeds the organisation's `ci.fix_attempts: 1` (acme/.github), a ceiling",
       "`ci.timeout_minutes: 600` exceeds the organisation's `ci.timeout_minutes: 30` (acme/.github), a ceiling",
     ]);
+  });
+
+  test("the organisation's own run budget stays known under a repository's lower one, for raising a paused run", () => {
+    const org = { budget: { max_cost_usd: 5 } };
+    expect(orgMaxCostUsd(resolveRepoConfig({ org, repo: { budget: { max_cost_usd: 2 } } }, ORG))).toBe(5);
+    expect(orgMaxCostUsd(resolveRepoConfig({ org, repo: null }, ORG))).toBe(5);
+    // Only a value the organisation wrote binds: its other keys, or none at all, set no ceiling.
+    expect(orgMaxCostUsd(resolveRepoConfig({ org: { budget: { daily_usd: 9 } }, repo: null }, ORG))).toBeUndefined();
+    expect(orgMaxCostUsd(resolveRepoConfig({ repo: { budget: { max_cost_usd: 3 } } }, ORG))).toBeUndefined();
   });
 
   test("ci and reviews merge per key: the organisation's choices stay where the repository is silent", () => {

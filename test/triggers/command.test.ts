@@ -29,6 +29,47 @@ describe("parseCommand", () => {
     },
   );
 
+  test.each([
+    ["/harness continue", { kind: "continue" }],
+    ["/harness CONTINUE  ", { kind: "continue" }],
+    ["/harness continue +5", { kind: "continue", raiseUsd: 5 }],
+    ["/harness continue $5", { kind: "continue", raiseUsd: 5 }],
+    ["/harness continue +$2.50", { kind: "continue", raiseUsd: 2.5 }],
+    ["/harness continue 5", { kind: "continue", raiseUsd: 5 }],
+    ["/harness continue 0.10", { kind: "continue", raiseUsd: 0.1 }],
+    ["/harness continue\n+$1234567.89", { kind: "continue", raiseUsd: 1234567.89 }],
+  ])("%j is a continue with its raise", (body, expected) => {
+    expect(parseCommand(body)).toEqual(expected);
+  });
+
+  test.each([
+    ["abc", /not an amount of dollars/],
+    ["-3", /cannot be negative/],
+    ["+0", /more than \$0/],
+    ["$0.00", /more than \$0/],
+    ["1e9999", /not an amount of dollars/],
+    ["2.505", /at most two decimals/],
+    ["+5 please", /one amount of dollars and nothing else/],
+    ["5.", /not an amount of dollars/],
+    ["1,000", /not an amount of dollars/],
+    ["9".repeat(400), /too long to be an amount/],
+    ["+$12345678.90", /too long to be an amount/],
+  ])("continue %j is answered with why, never run as a request", (argument, reason) => {
+    const parsed = parseCommand(`/harness continue ${argument}`);
+    expect(parsed).toEqual({ kind: "continue", invalid: expect.stringMatching(reason) as unknown });
+    // The reason is Harness's own words: nothing the commenter wrote comes back in it.
+    expect(parsed && "invalid" in parsed ? parsed.invalid.length : Infinity).toBeLessThan(80);
+  });
+
+  test("stop and cancel still cancel; a word merely starting with continue is a request", () => {
+    expect(parseCommand("/harness stop")).toEqual({ kind: "cancel" });
+    expect(parseCommand("/harness cancel")).toEqual({ kind: "cancel" });
+    expect(parseCommand("/harness continued work on the parser")).toEqual({
+      kind: "run",
+      intent: "continued work on the parser",
+    });
+  });
+
   test("a configured command word", () => {
     expect(parseCommand("/bot do it", "/bot")).toEqual({ kind: "run", intent: "do it" });
     expect(parseCommand("/harness do it", "/bot")).toBeUndefined();
