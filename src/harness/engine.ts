@@ -516,7 +516,7 @@ function notice(run: BlueprintRun, text: string): void {
 /** What the agent is told as it continues its session, before the request. */
 function continuingNote(branch: string, sameCheckout: boolean): string {
   return sameCheckout
-    ? "You are continuing your earlier session on this task, in the checkout as you left it."
+    ? "You are continuing your earlier session on this task, in a checkout that holds your work so far."
     : `You are continuing your earlier session on this task, in a new checkout of ${branch}: ` +
         "changes you made before are in it only if Harness committed them, so look (git status, git log) " +
         "before you go on.";

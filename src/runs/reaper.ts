@@ -10,7 +10,7 @@ import type { Log } from "../util/log.js";
 export async function reapOrphans(
   inventory: SandboxInventory,
   isActive: (runId: string) => boolean,
-  options: { minAgeMs?: number; now?: () => number } = {},
+  options: { minAgeMs?: number; now?: () => number; kept?: (runId: string) => Promise<boolean> } = {},
 ): Promise<SandboxRecord[]> {
   const now = options.now ?? Date.now;
   const minAge = options.minAgeMs ?? 10 * 60_000;
@@ -25,6 +25,8 @@ export async function reapOrphans(
   const reaped: SandboxRecord[] = [];
   for (const orphan of orphans) {
     try {
+      // Asked only of the few that look orphaned: a run paused at its budget keeps its sandbox.
+      if (orphan.runId && options.kept && (await options.kept(orphan.runId))) continue;
       await inventory.remove(orphan);
       reaped.push(orphan);
     } catch {
@@ -49,6 +51,8 @@ export class OrphanReaper {
     private readonly intervalMs = 10 * 60_000,
     /** How old a sandbox of no active run must be before it goes (`reapOrphans`' default otherwise). */
     private readonly minAgeMs?: number,
+    /** Whether a run that is not active still owns its sandbox (paused at its budget). */
+    private readonly kept?: (runId: string) => Promise<boolean>,
   ) {}
 
   start(): void {
@@ -69,11 +73,10 @@ export class OrphanReaper {
     this.running = this.running.then(async () => {
       try {
         const active = await this.activeRunIds();
-        const reaped = await reapOrphans(
-          this.inventory,
-          (runId) => active.has(runId),
-          this.minAgeMs !== undefined ? { minAgeMs: this.minAgeMs } : {},
-        );
+        const reaped = await reapOrphans(this.inventory, (runId) => active.has(runId), {
+          ...(this.minAgeMs !== undefined ? { minAgeMs: this.minAgeMs } : {}),
+          ...(this.kept ? { kept: this.kept } : {}),
+        });
         if (reaped.length > 0)
           this.log.info({ reaped: reaped.map((record) => record.id) }, "reaped orphaned sandboxes");
       } catch (error) {

@@ -114,6 +114,8 @@ export type AppSettings =
       maxInFlight?: number;
       /** How long a run is held without a heartbeat before it counts as stalled, in ms. */
       leaseMs?: number;
+      /** How long a run paused at its money budget waits for `/harness continue` before it ends, in ms. */
+      pauseExpiryMs?: number;
       /** Quotas on waiting and running runs per repository and installation (HARNESS_MAX_*). */
       queueLimits?: QueueLimits;
       /** Requests from below the permission bar, held for a maintainer's approval. */
@@ -259,6 +261,7 @@ export function settingsFromEnv(
     ...repoCacheFrom(env, queue),
     maxInFlight: integer(env["HARNESS_MAX_IN_FLIGHT"], 0, "HARNESS_MAX_IN_FLIGHT"),
     leaseMs: positive(env["HARNESS_LEASE_MS"], 60_000, "HARNESS_LEASE_MS"),
+    pauseExpiryMs: positive(env["HARNESS_PAUSE_HOURS"], 24, "HARNESS_PAUSE_HOURS") * 3_600_000,
     queueLimits: {
       maxQueuedPerRepository: integer(
         env["HARNESS_MAX_QUEUED_PER_REPO"],

@@ -13,6 +13,9 @@ import { JournalReporter } from "../runs/journal/reporter.js";
 import { createPendingRequestStore } from "../runs/pending/create.js";
 import { createSpendStore } from "../runs/spend/create.js";
 import { createSessionStore } from "../runs/sessions/create.js";
+import { createPausedRunStore } from "../runs/paused/create.js";
+import { HeldSandboxes } from "../runs/paused/held-sandboxes.js";
+import { PauseKeeper } from "../runs/paused/pause-keeper.js";
 import { DEFAULT_PRICES } from "../agents/prices.js";
 import { startAppGateway, type AppGateway } from "./model-gateway.js";
 import { createPullRequestLedger } from "../pulls/ledger/create.js";
@@ -21,6 +24,7 @@ import type { PullRequestLedger } from "../pulls/ledger/port.js";
 import type { PendingRequestStore } from "../runs/pending/port.js";
 import type { RunProcessor, RunQueue } from "../runs/queue/port.js";
 import { OrphanReaper } from "../runs/reaper.js";
+import type { PausedRunStore } from "../runs/paused/port.js";
 import { daytonaInventory } from "../sandbox/daytona/inventory.js";
 import type { SandboxInventory } from "../sandbox/inventory.js";
 import { localInventory } from "../sandbox/local/inventory.js";
@@ -154,6 +158,10 @@ export async function buildRuntime(
   const spend = createSpendStore(settings.queue);
   // The agent CLIs' own session records, beside the runs, for a later step to resume from.
   const sessions = createSessionStore(settings.queue);
+  // Runs paused at their money budget, beside the runs: a pause outlives the process that paused it.
+  const paused = createPausedRunStore(settings.queue);
+  // A paused run's sandbox is kept by the worker that paused it, for a continuation there.
+  const heldSandboxes = settings.role === "web" ? undefined : new HeldSandboxes(log);
   // The only holder of the model keys: agents get run tokens and its address instead.
   const gateway = await startAppGateway({
     environment,
@@ -204,6 +212,9 @@ export async function buildRuntime(
     ...(settings.maxCostUsd !== undefined ? { maxCostUsd: settings.maxCostUsd } : {}),
     spend,
     sessions,
+    paused,
+    ...(heldSandboxes ? { heldSandboxes } : {}),
+    ...(settings.pauseExpiryMs !== undefined ? { pauseExpiryMs: settings.pauseExpiryMs } : {}),
     ...(gateway ? { modelGateway: gateway.worker } : {}),
     ...(settings.dailyCostUsdPerInstallation !== undefined
       ? { dailyCostUsdPerInstallation: settings.dailyCostUsdPerInstallation }
@@ -268,6 +279,8 @@ export async function buildRuntime(
     now: () => new Date(),
     appId: settings.appId,
     pulls,
+    paused,
+    ...(settings.maxCostUsd !== undefined ? { maxCostUsd: settings.maxCostUsd } : {}),
     botLogin: botLoginOf(worker),
     onPullOutcome: (pull) => {
       metrics.recordPullOutcome(pull);
@@ -290,7 +303,19 @@ export async function buildRuntime(
         });
   ciWatcher?.start(settings.ciWatch?.intervalMs ?? 10_000);
 
-  const reaper = orphanReaper(settings, queue, log, overrides.reaper);
+  // Workers end unanswered pauses and let go of the sandboxes of runs no longer paused.
+  const pauseKeeper =
+    settings.role === "web"
+      ? undefined
+      : new PauseKeeper({
+          store: paused,
+          ...(heldSandboxes ? { held: heldSandboxes } : {}),
+          installationOctokit: (installationId) => worker.installationOctokit(installationId),
+          log,
+        });
+  pauseKeeper?.start(60_000);
+
+  const reaper = orphanReaper(settings, queue, paused, log, overrides.reaper);
   reaper?.start();
   return {
     handlers,
@@ -311,15 +336,20 @@ export async function buildRuntime(
       for (let pass = 0; pass < 20; pass += 1) {
         await acknowledgements.idle();
         await queue.idle();
+        // An expired pause ends here too, so a caller sees it ended rather than waiting for the timer.
+        await pauseKeeper?.once();
         if (!ciWatcher || (await ciWatcher.once()) === 0) return;
       }
     },
     async close(graceMs = 30_000) {
       await ciWatcher?.stop();
+      await pauseKeeper?.stop();
       await reaper?.stop();
       await deliveries.stop();
       await acknowledgements.idle();
       await queue.close(graceMs);
+      // Held sandboxes cannot be reached from another process: a continuation starts from the patch.
+      await heldSandboxes?.releaseAll();
       // A spare container being written for a next run is dropped, not waited for.
       await stopSpareBuilds();
       await repoCache?.settle();
@@ -331,6 +361,7 @@ export async function buildRuntime(
         pulls.close(),
         spend.close(),
         sessions.close(),
+        paused.close(),
         inbox.close(),
       ]);
     },
@@ -355,6 +386,7 @@ function dockerSandboxes(docker: DockerOptions | undefined): (options: SandboxOp
 function orphanReaper(
   settings: AppModeSettings,
   queue: RunQueue,
+  paused: PausedRunStore,
   log: Log,
   override: RuntimeOverrides["reaper"],
 ): OrphanReaper | undefined {
@@ -367,7 +399,9 @@ function orphanReaper(
       : settings.sandbox === "docker"
         ? dockerInventory(settings.docker?.host !== undefined ? { host: settings.docker.host } : {})
         : localInventory());
-  return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs, override?.minAgeMs);
+  // A paused run's sandbox waits for its continuation: never an orphan while the run is paused.
+  const kept = async (runId: string): Promise<boolean> => (await paused.get(runId)) !== undefined;
+  return new OrphanReaper(inventory, activeRunIds, log, override?.intervalMs, override?.minAgeMs, kept);
 }
 
 /**

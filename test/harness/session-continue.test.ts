@@ -165,7 +165,7 @@ describe("a run's first agent step continuing a kept session", () => {
     const { driver, requests } = scriptedDriver(cli.path);
     await run(driver, keptSession({}, true));
     expect(requests[0]?.prompt).toContain(
-      "You are continuing your earlier session on this task, in the checkout as you left it.",
+      "You are continuing your earlier session on this task, in a checkout that holds your work so far.",
     );
   });
 
