@@ -2,6 +2,7 @@ import { Context, type ApplicationFunction, type Probot } from "probot";
 import { onIssueComment, onIssueLabeled, type HandlerDeps } from "./triggers/handlers.js";
 import { onCheckCompleted, onCommitStatus, onPullRequestClosedCi, onPullRequestPushed } from "./triggers/checks.js";
 import { onPullRequestClosed, onPullRequestReopened } from "./triggers/pull-request-closed.js";
+import { onClosedWhilePaused } from "./triggers/pause-closed.js";
 import { onPullRequestReview, onPullRequestReviewComment } from "./triggers/review.js";
 import { AcknowledgementInterrupted, type WebhookContext } from "./triggers/context.js";
 import type { DeliveryKeeper } from "./triggers/inbox/keeper.js";
@@ -46,6 +47,9 @@ export function createHarnessApp(options: HarnessAppOptions): ApplicationFunctio
     add("pull_request.closed", ["pull_request.closed"], (context) => onPullRequestClosed(context, outcomes));
     add("pull_request.closed/ci", ["pull_request.closed"], (context) => onPullRequestClosedCi(context, handlers));
     add("pull_request.reopened", ["pull_request.reopened"], (context) => onPullRequestReopened(context, outcomes));
+  }
+  if (handlers.paused) {
+    add("closed/pause", ["issues.closed", "pull_request.closed"], (context) => onClosedWhilePaused(context, handlers));
   }
   add("checks.completed", ["check_suite.completed", "check_run.completed"], (context) =>
     onCheckCompleted(context, handlers),

@@ -4,7 +4,8 @@ import { createHarnessApp } from "../../src/app.js";
 import type { AuditEntry, AuditLog } from "../../src/audit/audit-log.js";
 import { renderHelp } from "../../src/github/status-comment.js";
 import { MemoryPendingRequestStore } from "../../src/runs/pending/port.js";
-import { checkPausedRun, type PausedRun, type PausedRunStore } from "../../src/runs/paused/port.js";
+import { MemoryPausedRunStore } from "../../src/runs/paused/memory.js";
+import type { PausedRun } from "../../src/runs/paused/port.js";
 import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue/port.js";
 import { issueKeyOf, type RunRequest } from "../../src/runs/request.js";
 import type { HandlerDeps } from "../../src/triggers/handlers.js";
@@ -15,45 +16,6 @@ import { INSTALLATION_ID, installHarness } from "../helpers/harness-world.js";
 // `/harness continue` and `/harness stop` on a run paused at its money budget, delivered through
 // the real Probot and the app's handlers, answered by the fake GitHub. The queue records what it
 // is given instead of running it.
-
-/** The port's rules, in memory: one move out of `paused`, a retried move by the same `by` is no second move. */
-class FakePausedRunStore implements PausedRunStore {
-  readonly runs = new Map<string, PausedRun>();
-  put(run: PausedRun): Promise<void> {
-    checkPausedRun(run);
-    this.runs.set(run.runId, structuredClone(run));
-    return Promise.resolve();
-  }
-  get(runId: string): Promise<PausedRun | undefined> {
-    return Promise.resolve(this.copy(this.runs.get(runId)));
-  }
-  forIssue(issueKey: string): Promise<PausedRun | undefined> {
-    return Promise.resolve(this.copy([...this.runs.values()].find((run) => run.issueKey === issueKey)));
-  }
-  claim(runId: string, to: { state: "continuing" | "ending"; by: string }): Promise<PausedRun | undefined> {
-    const run = this.runs.get(runId);
-    if (!run) return Promise.resolve(undefined);
-    if (run.state === to.state && run.claimedBy === to.by) return Promise.resolve(this.copy(run));
-    if (run.state !== "paused") return Promise.resolve(undefined);
-    run.state = to.state;
-    run.claimedBy = to.by;
-    return Promise.resolve(this.copy(run));
-  }
-  expired(now: Date, limit: number): Promise<PausedRun[]> {
-    const due = [...this.runs.values()].filter((run) => run.state === "paused" && Date.parse(run.expiresAt) <= +now);
-    return Promise.resolve(due.slice(0, limit).map((run) => structuredClone(run)));
-  }
-  delete(runId: string): Promise<void> {
-    this.runs.delete(runId);
-    return Promise.resolve();
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
-  private copy(run: PausedRun | undefined): PausedRun | undefined {
-    return run === undefined ? undefined : structuredClone(run);
-  }
-}
 
 class RecordingQueue implements RunQueue {
   readonly requests: RunRequest[] = [];
@@ -106,7 +68,7 @@ class RecordingAudit implements AuditLog {
 let github: FakeGitHub;
 let app: FakeApp;
 let queue: RecordingQueue;
-let paused: FakePausedRunStore;
+let paused: MemoryPausedRunStore;
 let audit: RecordingAudit;
 let issueNumber: number;
 let statusCommentId: number;
@@ -118,7 +80,7 @@ beforeEach(async () => {
   github.setCollaborator("acme", "widgets", "other-maintainer", "write");
   github.setCollaborator("acme", "widgets", "drive-by", "read");
   queue = new RecordingQueue();
-  paused = new FakePausedRunStore();
+  paused = new MemoryPausedRunStore();
   audit = new RecordingAudit();
   issueNumber = github.createIssue("acme", "widgets", { title: "Add a greeting", user: "reporter" }).number;
   statusCommentId = github.addComment("acme", "widgets", issueNumber, {
@@ -378,7 +340,7 @@ describe("/harness continue on a paused run", () => {
 
   test("a stop that claimed the run first wins: the continue is told so and nothing is queued", async () => {
     // The stop's claim lands between this continue's look at the record and its own claim.
-    const racing = Object.create(paused) as FakePausedRunStore;
+    const racing = Object.create(paused) as MemoryPausedRunStore;
     racing.claim = async (runId, to) => {
       await paused.claim(runId, { state: "ending", by: "a stop comment" });
       return paused.claim(runId, to);
@@ -435,4 +397,50 @@ describe("/harness stop on a paused run", () => {
 
 test("the help lists continue", () => {
   expect(renderHelp("/harness", "harness", "write")).toContain("- `/harness continue [+N]` — go on with a run paused");
+});
+
+describe("closing the issue or pull request of a paused run", () => {
+  /** GitHub's `issues.closed` or `pull_request.closed` for the paused run's issue number. */
+  async function close(probot: Probot, kind: "issues" | "pull_request", number = issueNumber): Promise<void> {
+    const repository = { ...github.repo("acme", "widgets"), full_name: "acme/widgets" };
+    const payload =
+      kind === "issues"
+        ? { action: "closed", issue: { number }, repository, installation: { id: INSTALLATION_ID } }
+        : {
+            action: "closed",
+            pull_request: { number, merged: false },
+            repository,
+            installation: { id: INSTALLATION_ID },
+          };
+    await probot.receive({ id: `close-${String(Math.random()).slice(2)}`, name: kind, payload } as never);
+  }
+
+  test.each(["issues", "pull_request"] as const)(
+    "%s closed: the run ends with its work kept in its status comment, and the record goes",
+    async (kind) => {
+      const probot = await loadedApp();
+      await close(probot, kind);
+      expect(statusComment()).toContain("Harness run ended while paused");
+      expect(statusComment()).toContain(`the ${kind === "issues" ? "issue" : "pull request"} was closed`);
+      expect(statusComment()).toContain("README.md | 1 +");
+      expect(await paused.get("run-paused")).toBeUndefined();
+      expect(queue.requests).toHaveLength(0);
+    },
+  );
+
+  test("closing an issue with no paused run changes nothing and asks GitHub nothing", async () => {
+    const probot = await loadedApp();
+    const before = github.requests.length;
+    await close(probot, "issues", issueNumber + 100);
+    expect(github.requests.slice(before)).toEqual([]);
+    expect((await paused.get("run-paused"))?.state).toBe("paused");
+  });
+
+  test("a run already continuing is not ended by a close", async () => {
+    await paused.claim("run-paused", { state: "continuing", by: "someone" });
+    const probot = await loadedApp();
+    await close(probot, "issues");
+    expect((await paused.get("run-paused"))?.state).toBe("continuing");
+    expect(statusComment()).not.toContain("ended while paused");
+  });
 });
