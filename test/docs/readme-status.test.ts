@@ -169,6 +169,16 @@ const SHIPPED: ShippedCapability[] = [
     evidence: [{ file: "src/mcp/sandbox-server.ts", contains: "export function createSandboxMcpServer" }],
   },
   {
+    name: "agent sessions continued",
+    named: /\bsession is kept and continued\b/i,
+    evidence: [{ file: "src/harness/session-resume.ts", contains: "export function planResume" }],
+  },
+  {
+    name: "budgets that pause",
+    named: /\bpaused at its money\s+budget\b/i,
+    evidence: [{ file: "src/runs/worker/budget-pause.ts", contains: "export async function keepPausedRun" }],
+  },
+  {
     name: "Redis Cluster and Sentinel",
     named: /\bRedis\s+Cluster\b[^]*\bSentinel\b/,
     evidence: [
