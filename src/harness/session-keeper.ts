@@ -2,6 +2,7 @@ import { createHash } from "node:crypto";
 import type { SessionFacts, SessionFile, SessionLocation } from "../agents/types.js";
 import type { Sandbox } from "../sandbox/types.js";
 import { describeError, SandboxFileTooLargeError } from "../util/errors.js";
+import { REDACTED } from "../util/redact.js";
 import type { AgentSessionRecord, SessionHeartbeat, SessionStore } from "./session-store.js";
 
 /** Largest session record kept: far above a long session's (a two-turn Claude session is 260 KB). */
@@ -311,6 +312,14 @@ function maskJsonLine(line: string, mask: (text: string) => string): string | un
       for (const [key, item] of Object.entries(node)) {
         const maskedKey = mask(key);
         if (maskedKey !== key) seen.changed = true;
+        // A number or flag the text pass would mask beside its name (a known value, an assignment):
+        // masked as a string, so the line stays JSON.
+        const pair = item !== null && typeof item !== "object" && typeof item !== "string";
+        if (pair && mask(`"${key}":${JSON.stringify(item)}`) !== `"${key}":${JSON.stringify(item)}`) {
+          seen.changed = true;
+          out[maskedKey] = REDACTED;
+          continue;
+        }
         out[maskedKey] = walk(item, depth + 1);
       }
       return out;

@@ -170,7 +170,9 @@ function redactAssignments(text: string): string {
     // Whatever the value was, it is read: the next separator is looked for after it.
     position = Math.max(position, valueEnd);
     const value = text.slice(valueStart, valueEnd);
-    if (value.length < 8 || NOT_A_SECRET.test(value)) continue;
+    // A JSON number or flag ends where its object or array does: `"total_tokens":1000010}`.
+    const bare = value.replace(/[}\])]+$/, "");
+    if (value.length < 8 || NOT_A_SECRET.test(bare)) continue;
     out += text.slice(copied, valueStart) + REDACTED;
     copied = valueEnd;
   }

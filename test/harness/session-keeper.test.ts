@@ -327,4 +327,18 @@ describe("maskRecord", () => {
     const line = JSON.stringify({ OPENAI_API_KEY: "abcdefghijklmnopqrstu" });
     expect(maskRecord(line, mask)).not.toContain("abcdefghijklmnopqrstu");
   });
+
+  test("a count after a secret-sounding name, at the end of its object, stays the number it is", () => {
+    // Codex's rollout: `"total_tokens":1000010}`. Masked, the line would no longer be JSON and
+    // the record could not be continued.
+    const line = JSON.stringify({ info: { last_token_usage: { input_tokens: 1000000, total_tokens: 1000010 } } });
+    expect(maskRecord(line, createRedactor([]))).toBe(line);
+  });
+
+  test("a number that is a known secret is masked as a string: the line stays JSON", () => {
+    const line = JSON.stringify({ type: "event", payload: { pin: 73914682 } });
+    const masked = maskRecord(line, createRedactor(["73914682"]));
+    expect(masked).not.toContain("73914682");
+    expect(JSON.parse(masked)).toEqual({ type: "event", payload: { pin: "[REDACTED]" } });
+  });
 });

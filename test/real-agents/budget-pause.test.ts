@@ -11,7 +11,8 @@ import { fakeToken } from "../helpers/fake-secrets.js";
 import { scratchDir } from "../helpers/git.js";
 import { commentOnNewIssue, installHarness, INSTALLATION_ID } from "../helpers/harness-world.js";
 import { startTestServer } from "../helpers/test-server.js";
-import { BIN_DIR, describeRealAgent, REAL_AGENTS_DIR } from "./support.js";
+import { DEFAULT_PRICES, type PriceTable } from "../../src/agents/prices.js";
+import { BIN_DIR, describeRealAgent, REAL_AGENTS_DIR, type RealAgentName } from "./support.js";
 
 /**
  * A run paused at its money budget, end to end: the real App (signed webhooks, the fake GitHub,
@@ -25,6 +26,15 @@ const SECRET = "budget-pause-webhook-secret";
 const APP_ID = 4600;
 const MARKER = "written before the pause 5c1e";
 const EXPENSIVE = writeFile("greeting.txt", `${MARKER}\n`, { usage: { inputTokens: 1_000_000, outputTokens: 10 } });
+/**
+ * Codex compacts a conversation it counts near its context window on resuming (a call the scripted
+ * server does not answer), so its $3 is two calls of 50,000 tokens at the $30 per million it is
+ * priced at here: the first, under the budget, writes the file; the second reaches it.
+ */
+const EXPENSIVE_CODEX = [
+  writeFile("greeting.txt", `${MARKER}\n`, { usage: { inputTokens: 50_000, outputTokens: 10 } }),
+  say("Checking the file.", { inputTokens: 50_000, outputTokens: 10 }),
+];
 const AFTER = [writeFile("farewell.txt", "bye\n"), say("Added farewell.txt after greeting.txt.")];
 
 let github: FakeGitHub;
@@ -43,12 +53,6 @@ beforeEach(async () => {
   const app = await installHarness(github, { appId: APP_ID });
   privateKey = app.privateKeyPem ?? "";
   github.setCollaborator("acme", "widgets", "stranger", "read");
-  await github.setFile(
-    "acme",
-    "widgets",
-    ".github/harness.yml",
-    "agent: pi\nmodel: anthropic/claude-sonnet-4-5\nbudget:\n  max_cost_usd: 2\n",
-  );
 });
 
 afterEach(async () => {
@@ -60,8 +64,37 @@ afterEach(async () => {
   await dir.cleanup();
 });
 
-async function start(script: Turn[] | undefined, settings: { pauseExpiryMs?: number } = {}): Promise<void> {
+/** How each CLI reaches the scripted model through the App's gateway, priced so the first answer costs $3. */
+function agentSetUp(agent: RealAgentName): {
+  config: string;
+  environment: Record<string, string>;
+  prices?: PriceTable;
+} {
+  if (agent === "codex")
+    return {
+      config: "agent: codex\n",
+      environment: { OPENAI_API_KEY: fakeToken("sk-proj-", 48), OPENAI_BASE_URL: model.openaiBaseUrl },
+      // Codex's default model has no published price: the operator prices it (HARNESS_PRICES).
+      prices: { ...DEFAULT_PRICES, "gpt-6.1-sol": { input: 30, output: 0, cacheRead: 3, cacheWrite: 0 } },
+    };
+  const anthropic = { ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 48), ANTHROPIC_BASE_URL: model.url };
+  if (agent === "claude-code")
+    return {
+      config: "agent: claude-code\nmodel: claude-sonnet-4-5\n",
+      // Claude retries a refused call ten times with back-off unless told otherwise.
+      environment: { ...anthropic, CLAUDE_CODE_MAX_RETRIES: "2" },
+    };
+  return { config: "agent: pi\nmodel: anthropic/claude-sonnet-4-5\n", environment: anthropic };
+}
+
+async function start(
+  script: Turn[] | undefined,
+  settings: { pauseExpiryMs?: number } = {},
+  agent: RealAgentName = "pi",
+): Promise<void> {
   if (script) model = await startModelServer({ script });
+  const setUp = agentSetUp(agent);
+  await github.setFile("acme", "widgets", ".github/harness.yml", `${setUp.config}budget:\n  max_cost_usd: 2\n`);
   const home = join(dir.path, "home");
   await mkdir(home, { recursive: true });
   const started = await startTestServer(github, {
@@ -69,12 +102,15 @@ async function start(script: Turn[] | undefined, settings: { pauseExpiryMs?: num
     privateKey,
     webhookSecret: SECRET,
     readOnlyPaths: [REAL_AGENTS_DIR, ...(process.execPath.startsWith("/usr/") ? [] : [dirname(process.execPath)])],
-    settings: { queue: { kind: "sqlite", path: join(dir.path, "harness.db") }, ...settings },
+    settings: {
+      queue: { kind: "sqlite", path: join(dir.path, "harness.db") },
+      ...(setUp.prices ? { prices: setUp.prices } : {}),
+      ...settings,
+    },
     environment: {
       PATH: process.env["PATH"],
       HOME: home,
-      ANTHROPIC_API_KEY: fakeToken("sk-ant-api03-", 48),
-      ANTHROPIC_BASE_URL: model.url,
+      ...setUp.environment,
     },
   });
   server = started.server;
@@ -136,29 +172,36 @@ async function pullRequestBranch(): Promise<{ commits: number; files: string[] }
 
 function expectPaused(issueNumber: number): void {
   const body = statusComment(issueNumber);
-  expect(body, readLogs()).toContain("⏸ paused at $3.00 of $2.00 — `/harness continue [+$N]` or `/harness stop`");
+  expect(body, readLogs()).toMatch(
+    /⏸ paused at \$3\.\d\d of \$2\.00 — `\/harness continue \[\+\$N\]` or `\/harness stop`/,
+  );
   expect(body).toContain("greeting.txt");
   expect(github.pullRequests("acme", "widgets")).toHaveLength(0);
 }
 
-describeRealAgent("pi", "a run paused at its budget, with the real pi CLI behind the App", () => {
-  test("pause → /harness continue +5 → the agent goes on in the same sandbox and session → one-commit PR", async () => {
-    await start([EXPENSIVE, ...AFTER]);
-    const issue = await ask();
-    expectPaused(issue);
+for (const agent of ["pi", "claude-code", "codex"] as const) {
+  describeRealAgent(agent, `a run paused at its budget, with the real ${agent} CLI behind the App`, () => {
+    test("pause → continue +5 → the agent goes on in the same sandbox and session → a one-commit PR", async () => {
+      const pausing = agent === "codex" ? EXPENSIVE_CODEX : [EXPENSIVE];
+      await start([...pausing, ...AFTER], {}, agent);
+      const issue = await ask();
+      expectPaused(issue);
 
-    await say_(issue, "/harness continue +5");
+      await say_(issue, "/harness continue +5");
 
-    const calls = model.modelCalls();
-    // The pause's one call, then the continuation's two.
-    expect(calls).toHaveLength(3);
-    const first = JSON.stringify(calls[1]?.body);
-    expect(first).toContain(MARKER);
-    expect(first).toContain("in a checkout that holds your work so far");
-    expect(statusComment(issue), readLogs()).toContain("✅ Harness opened a pull request");
-    expect(await pullRequestBranch()).toEqual({ commits: 1, files: ["farewell.txt", "greeting.txt"] });
+      const calls = model.modelCalls();
+      // The pause's calls, then the continuation's two.
+      expect(calls).toHaveLength(pausing.length + 2);
+      const first = JSON.stringify(calls[pausing.length]?.body);
+      expect(first).toContain(MARKER);
+      expect(first).toContain("in a checkout that holds your work so far");
+      expect(statusComment(issue), readLogs()).toContain("✅ Harness opened a pull request");
+      expect(await pullRequestBranch()).toEqual({ commits: 1, files: ["farewell.txt", "greeting.txt"] });
+    });
   });
+}
 
+describeRealAgent("pi", "a paused run's restart, expiry and refusals, with the real pi CLI behind the App", () => {
   test("pause → restart → continue: a new sandbox with the work put back, the session restored", async () => {
     await start([EXPENSIVE, ...AFTER]);
     const issue = await ask();

@@ -204,3 +204,17 @@ describe("redact: hostile input costs time linear in its length", () => {
     },
   );
 });
+
+describe("redact: counts after secret-sounding names", () => {
+  test.each([
+    ['{"total_tokens":1000010}', '{"total_tokens":1000010}'],
+    ['{"usage":{"output_tokens":12345678]}', '{"usage":{"output_tokens":12345678]}'],
+    ['{"has_key":true}', '{"has_key":true}'],
+  ])("%s is left as it is", (line, expected) => {
+    expect(redact(line)).toBe(expected);
+  });
+
+  test("a value that is not a count still goes, whatever closes it", () => {
+    expect(redact('{"api_key":hunter2hunter2}')).toBe('{"api_key":[REDACTED]');
+  });
+});
