@@ -28,6 +28,7 @@ export const TIMED_FILES = [
 const ISOLATED_FILES = [
   "test/app/handlers.test.ts",
   "test/cli/run.test.ts",
+  "test/cli/run-continue.test.ts",
   "test/cli/run-daytona.test.ts",
   "test/delivery/hostile-bundles.test.ts",
 ];

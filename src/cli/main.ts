@@ -17,7 +17,6 @@ import { startGateway, type RunningGateway } from "../gateway/local-gateway.js";
 import type { BudgetStop } from "../gateway/model-gateway.js";
 import { upstreamsFromEnvironment } from "../gateway/upstreams.js";
 import { MemorySpendStore } from "../runs/spend/memory.js";
-import { SqliteSessionStore } from "../runs/sessions/sqlite.js";
 import { createDockerSandbox } from "../sandbox/docker/sandbox.js";
 import { createDaytonaSandbox } from "../sandbox/daytona/sandbox.js";
 import { createRecommendedSnapshot, RECOMMENDED_SNAPSHOT } from "../sandbox/daytona/snapshot.js";
@@ -29,11 +28,12 @@ import { parseCommandLine } from "../util/command-line.js";
 import { describeError, HarnessError } from "../util/errors.js";
 import { classifyRepoRef, isLocalPath, parseGitHubRepo } from "../util/github.js";
 import { createRedactor, secretsFromEnv } from "../util/redact.js";
-import { positiveInteger, positiveNumber } from "./arguments.js";
+import { positiveInteger, positiveNumber, runIdArgument } from "./arguments.js";
 import { registerDoctorCommand } from "./doctor.js";
 import { registerMcpCommand } from "./mcp.js";
 import { registerRedisCommand } from "./redis.js";
 import { registerSandboxesCommand } from "./sandboxes.js";
+import { closeSessionRecords, openSessionRecords, sessionRecordsFile, sessionToContinue } from "./session-records.js";
 import { UsageError } from "./usage-error.js";
 
 /** Exit codes: 0 success, 1 the run failed, 2 the command line was wrong. */
@@ -54,7 +54,8 @@ interface RunFlags {
   repo: string;
   intent: string;
   blueprint: string;
-  agent: string;
+  /** Unset: the agent of the run `--continue` names, else claude-code. */
+  agent?: string;
   agentCommand?: string;
   setup?: string;
   verify?: string;
@@ -72,6 +73,8 @@ interface RunFlags {
   timeout: number;
   maxCost?: number;
   json?: boolean;
+  /** The earlier run whose agent session this run continues. */
+  continue?: string;
 }
 
 /** Errors that mean the command asked for something wrong (exit 2), not that doing it failed. */
@@ -127,7 +130,11 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       `built-in blueprint (${Object.keys(BUILTIN_BLUEPRINTS).join(", ")}) or a YAML file`,
       "default",
     )
-    .option("--agent <name>", `coding agent: ${Object.keys(AGENTS).join(", ")}`, "claude-code")
+    .option(
+      "--agent <name>",
+      `coding agent: ${Object.keys(AGENTS).join(", ")} ` +
+        "(default: claude-code, or with --continue the earlier run's agent)",
+    )
     .option("--agent-command <command>", "the program the `command` agent runs")
     .option("--setup <command>", 'default blueprint: command to run before the agent (e.g. "npm ci")')
     .option("--verify <command>", 'default blueprint: command that proves the change (e.g. "npm test")')
@@ -167,6 +174,11 @@ function buildProgram(io: CliIo, setExitCode: (code: number) => void): Command {
       positiveNumber,
     )
     .option("--json", "print the final report as JSON on stdout")
+    .option(
+      "--continue <run id>",
+      `continue the agent session an earlier run kept (in ${sessionRecordsFile(io.env)}) with this intent`,
+      runIdArgument,
+    )
     .action(async (flags: RunFlags) => {
       setExitCode(await runCommand(flags, io));
     });
@@ -220,11 +232,17 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   const env = io.env;
   const blueprint = await chooseBlueprint(flags);
   const needsAgent = blueprint.nodes.some((node) => node.kind === "agent");
-  if (flags.agent === "command" && needsAgent && !flags.agentCommand)
+  if (flags.continue && !needsAgent)
+    throw new UsageError(`--continue needs a blueprint with an agent step; ${blueprint.name} has none`);
+  // Looked up before anything is made: a run with no kept session stops here.
+  const resume = flags.continue ? await sessionToContinue(flags.continue, env) : undefined;
+  const agentName =
+    flags.agent ?? (resume && Object.hasOwn(AGENTS, resume.record.agent) ? resume.record.agent : "claude-code");
+  if (agentName === "command" && needsAgent && !flags.agentCommand)
     throw new UsageError('--agent command needs --agent-command "<program> <args…>"');
   const agent = needsAgent
     ? createAgent(
-        flags.agent,
+        agentName,
         flags.agentCommand ? { command: parseCommandLine(flags.agentCommand, "--agent-command") } : {},
       )
     : undefined;
@@ -259,9 +277,13 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
   // Local runs call their model through a gateway in this process: the agent holds a run token,
   // never the key. A Daytona sandbox cannot reach this process, so there the key goes as before.
   const gateway = sandboxKind !== "daytona" ? await startCliGateway(env, prices) : undefined;
-  // The agent's own session record is kept where the App keeps its runs, when this machine has
-  // that file; a run from the command line alone has nowhere that outlives it.
-  const sessions = env["HARNESS_DB"] ? new SqliteSessionStore({ path: env["HARNESS_DB"] }) : undefined;
+  // Kept under this run's id for a later `--continue`; a session to continue needs the store too,
+  // even for an agent that keeps none, so that the run says why it starts afresh.
+  const sessions =
+    resume || agent?.sessionFacts
+      ? openSessionRecords(env, (line) => io.stderr.write(`harness: ${line}\n`))
+      : undefined;
+  const kept = { session: false };
   const report = await runHarness({
     request: { runId, repo: flags.repo, branch, intent: flags.intent },
     blueprint,
@@ -317,12 +339,13 @@ async function runCommand(flags: RunFlags, io: CliIo): Promise<number> {
           },
         }
       : {}),
-    ...(sessions ? { sessions: { store: sessions } } : {}),
+    ...(sessions ? { sessions: { store: sessions, ...(resume ? { resume } : {}) } } : {}),
   }).finally(async () => {
     await gateway?.close();
-    await sessions?.close();
+    if (sessions) kept.session = await closeSessionRecords(sessions, runId);
   });
   await reporter.close?.();
+  if (kept.session) io.stderr.write(`harness: the agent's session is kept: go on from it with --continue ${runId}\n`);
 
   if (flags.json) io.stdout.write(`${JSON.stringify(report, null, 2)}\n`);
   else if (report.pushResult?.prUrl) io.stdout.write(`${report.pushResult.prUrl}\n`);
