@@ -19,7 +19,7 @@ import { abandonCiRound, prepareCiRound, watchAfterPush, type CiRound } from "./
 import { noteMissingAccess } from "./follow-up-access.js";
 import { installationRateLimitKey } from "../../github/rate-limit-gate.js";
 import { finishReviewRound, prepareReviewRound, threadContext, type ReviewRound } from "./review-round.js";
-import { sessionToResume } from "./session-to-resume.js";
+import { sessionToResume, waitWhileEarlierAgentIsHeard } from "./session-to-resume.js";
 import { continuationOf, keepPausedRun, type Continuation } from "./budget-pause.js";
 
 /**
@@ -95,6 +95,8 @@ export async function processRun(request: RunRequest, signal: AbortSignal, deps:
       continuation = found;
     }
     const branch = runBranch(request);
+    // Before anything an earlier attempt did is looked at: it may still be at work.
+    await waitWhileEarlierAgentIsHeard(run);
     if (await finishEarlierAttempt(run, octokit, plan, branch)) return;
     const earlier = await pushedByEarlierAttempt(run, octokit);
     if (earlier) {

@@ -3,7 +3,7 @@ import type { AgentSessionRecord, SessionStore } from "../../../src/harness/sess
 import type { PullThreadEntry, TrackedPull } from "../../../src/pulls/ledger/port.js";
 import { MemorySessionStore } from "../../../src/runs/sessions/memory.js";
 import type { RunContext } from "../../../src/runs/worker/run-context.js";
-import { sessionToResume } from "../../../src/runs/worker/session-to-resume.js";
+import { sessionToResume, waitWhileEarlierAgentIsHeard } from "../../../src/runs/worker/session-to-resume.js";
 import { createRedactor } from "../../../src/util/redact.js";
 import { fakeToken } from "../../helpers/fake-secrets.js";
 
@@ -133,5 +133,70 @@ describe("the kept session a run continues", () => {
     await expect(sessionToResume(run, pullWithThread(["earlier"]))).resolves.toBeUndefined();
     expect(warnings.map((warning) => warning.msg)).toEqual(["could not read the kept agent sessions"]);
     expect(asked).toEqual([]);
+  });
+});
+
+describe("a retry waits while its earlier attempt's agent is still heard from", () => {
+  /** A store whose record of this run was last copied `heardMsAgo` before each read, for `reads` reads. */
+  function heardStore(clock: { now: number }, heardMsAgo: (read: number) => number | undefined): SessionStore {
+    let reads = 0;
+    return {
+      put: () => Promise.resolve(),
+      get: (runId) => {
+        const ago = heardMsAgo((reads += 1));
+        if (runId !== RUN || ago === undefined) return Promise.resolve(undefined);
+        const copiedAt = new Date(clock.now - ago).toISOString();
+        return Promise.resolve({ ...record(RUN), heartbeat: { copiedAt, grew: true, changedAt: copiedAt } });
+      },
+      heartbeat: () => Promise.resolve(),
+      linkPullRequest: () => Promise.resolve(),
+      close: () => Promise.resolve(),
+    };
+  }
+
+  function retry(store: SessionStore) {
+    const infos: string[] = [];
+    const { run, warnings } = runWith(store);
+    Object.assign(run.log, { info: (_obj: unknown, msg?: string) => infos.push(msg ?? "") });
+    Object.assign(run, { signal: new AbortController().signal });
+    return { run, infos, warnings };
+  }
+
+  test("no record, or one not copied for two heartbeats: no wait", async () => {
+    const clock = { now: Date.parse("2026-11-29T10:00:00Z") };
+    for (const ago of [undefined, 40]) {
+      const { run, infos } = retry(heardStore(clock, () => ago));
+      expect(await waitWhileEarlierAgentIsHeard(run, { heartbeatMs: 20, now: () => clock.now })).toBe(false);
+      expect(infos).toEqual([]);
+    }
+  });
+
+  test("copied moments ago, then no more: waits until the copies stop, then takes the run on", async () => {
+    const clock = { now: Date.parse("2026-11-29T10:00:00Z") };
+    // Heard 5 ms ago on the first two reads; then its process is gone and the last copy ages.
+    const store = heardStore(clock, (read) => (read <= 2 ? 5 : 5 + 20 * read));
+    const { run, infos, warnings } = retry(store);
+    expect(await waitWhileEarlierAgentIsHeard(run, { heartbeatMs: 20, now: () => clock.now })).toBe(true);
+    expect(infos).toEqual([
+      "the earlier attempt's agent was heard from moments ago: waiting for it to stop before taking the run on",
+      "the earlier attempt's agent is no longer heard: taking the run on",
+    ]);
+    expect(warnings).toEqual([]);
+  });
+
+  test("still heard when the wait is over: goes on anyway and says so", async () => {
+    let now = Date.parse("2026-11-29T10:00:00Z");
+    const clock = {
+      get now() {
+        return (now += 15);
+      },
+    };
+    const { run, warnings } = retry(heardStore(clock, () => 1));
+    expect(await waitWhileEarlierAgentIsHeard(run, { heartbeatMs: 20, maxWaitMs: 100, now: () => clock.now })).toBe(
+      true,
+    );
+    expect(warnings.map((warning) => warning.msg)).toEqual([
+      "the earlier attempt's agent is still heard from; taking the run on anyway (its sandbox is replaced)",
+    ]);
   });
 });
