@@ -40,6 +40,11 @@ export interface BlueprintRun {
   runId: string;
   reporter: Reporter;
   redactor: Redactor;
+  /**
+   * Masks what is kept of an agent's session: the run's known secrets and token shapes, without
+   * the guesses after secret-sounding names that `redactor` also makes (default: `redactor`).
+   */
+  recordMask?: Redactor;
   signal: AbortSignal;
   stopReason: () => StopReason | undefined;
   /** Epoch ms by which the whole run must end. */
@@ -566,7 +571,7 @@ async function runAgentProcess(
     );
     if (run.sessions && invocation.session) {
       // The step's own tokens too: the run's redactor was made before they were minted.
-      const stepSecrets = createRedactor(Object.values(credentials));
+      const stepSecrets = createRedactor(Object.values(credentials), { assignments: false });
       keeper = new SessionKeeper({
         sandbox: run.sandbox,
         store: run.sessions.store,
@@ -576,7 +581,7 @@ async function runAgentProcess(
         agent: agent.name,
         location: invocation.session,
         facts: agent.sessionFacts ? (line) => agent.sessionFacts?.(line) : undefined,
-        mask: (text) => stepSecrets(run.redactor(text)),
+        mask: (text) => stepSecrets((run.recordMask ?? run.redactor)(text)),
         now: run.now,
         ...(run.sessions.every ? { every: run.sessions.every } : {}),
         ...(run.sessions.intervalMs !== undefined ? { intervalMs: run.sessions.intervalMs } : {}),

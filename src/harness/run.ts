@@ -225,6 +225,8 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
     ...Object.values(options.sandbox.setupSecrets ?? {}),
   ];
   const redactor = createRedactor(secretValues);
+  // A session record is read back by its CLI: only what is known to be secret is masked in it.
+  const recordMask = createRedactor(secretValues, { assignments: false });
   const knownSecrets = knownSecretsOf(options, agentSecrets);
   const reporter = redactingReporter(output.reporter ?? fanOut(), redactor);
   const at = (): string => now().toISOString();
@@ -380,6 +382,7 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       runId: request.runId,
       reporter,
       redactor,
+      recordMask,
       signal: controller.signal,
       stopReason: () => stopReason,
       deadline,

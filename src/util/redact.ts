@@ -74,7 +74,18 @@ export type Redactor = (text: string) => string;
  * and with hidden characters (zero-width spaces, bidi controls…) inside it: text holding one is
  * read without them, and shown without them when that reveals a known value.
  */
-export function createRedactor(secrets: Iterable<string | undefined> = []): Redactor {
+export function createRedactor(
+  secrets: Iterable<string | undefined> = [],
+  options: {
+    /**
+     * Also mask the value after a secret-sounding name (`password=…`, `"api_key": "…"`), the
+     * default. Off for text that is data to be read back rather than shown, such as an agent's
+     * session record, where the guess would change what a tool said.
+     */
+    assignments?: boolean;
+  } = {},
+): Redactor {
+  const assignments = options.assignments ?? true;
   const values = [...new Set([...secrets].filter(isRedactableValue))].sort((a, b) => b.length - a.length);
   const valuePattern = values.length > 0 ? new RegExp(values.map(escapeRegExp).join("|"), "g") : undefined;
   const forms = [
@@ -103,7 +114,7 @@ export function createRedactor(secrets: Iterable<string | undefined> = []): Reda
     if (colon) out = out.replace(AUTHORIZATION_HEADER, `$1 ${REDACTED}`);
     if (TOKEN_PREFIXES.test(out)) for (const shape of TOKEN_SHAPES) out = out.replace(shape, REDACTED);
     if (colon && out.includes("://")) out = out.replace(URL_CREDENTIALS, `$1${REDACTED}@`);
-    return colon || out.includes("=") ? redactAssignments(out) : out;
+    return assignments && (colon || out.includes("=")) ? redactAssignments(out) : out;
   };
 }
 

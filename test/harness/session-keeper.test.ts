@@ -341,4 +341,14 @@ describe("maskRecord", () => {
     expect(masked).not.toContain("73914682");
     expect(JSON.parse(masked)).toEqual({ type: "event", payload: { pin: "[REDACTED]" } });
   });
+
+  test("as a run masks a record: its known secrets and token shapes go, a tool's own words stay", () => {
+    const secret = fakeToken("sk-ant-api03-", 48);
+    // Codex's tool description holds `load(key: string)`; a guess after `key:` would change it.
+    const line = JSON.stringify({ tools: "load(key: string): returns the stored value", auth: secret });
+    const masked = maskRecord(line, createRedactor([secret], { assignments: false }));
+    expect(masked).toContain("load(key: string): returns the stored value");
+    expect(masked).not.toContain(secret);
+    expect(JSON.parse(masked)).toMatchObject({ auth: "[REDACTED]" });
+  });
 });

@@ -218,3 +218,14 @@ describe("redact: counts after secret-sounding names", () => {
     expect(redact('{"api_key":hunter2hunter2}')).toBe('{"api_key":[REDACTED]');
   });
 });
+
+describe("redact without the guesses after secret-sounding names", () => {
+  test("known values and token shapes go; a name's value stays as written", () => {
+    const known = fakeToken("sk-ant-api03-", 48);
+    const shaped = fakeToken("ghp_", 36);
+    const mask = createRedactor([known], { assignments: false });
+    expect(mask(`password=hunter2hunter2 key: ${known} token ${shaped}`)).toBe(
+      `password=hunter2hunter2 key: ${REDACTED} token ${REDACTED}`,
+    );
+  });
+});
