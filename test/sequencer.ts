@@ -11,7 +11,7 @@ export const SLOWEST_FILES = [
   "test/app/e2e.test.ts",
   "test/real-agents/pi.test.ts",
   "test/real-agents/worker-kill-resume.test.ts",
-  "test/real-agents/budget-pause.test.ts",
+  "test/real-agents/app-sessions.test.ts",
   "test/real-agents/codex.test.ts",
   "test/app/ci-crash.test.ts",
   "test/sandbox/repo-cache.test.ts",

@@ -15,7 +15,9 @@ import { DEFAULT_PRICES, type PriceTable } from "../../src/agents/prices.js";
 import { BIN_DIR, describeRealAgent, REAL_AGENTS_DIR, type RealAgentName } from "./support.js";
 
 /**
- * A run paused at its money budget, end to end: the real App (signed webhooks, the fake GitHub,
+ * Agent sessions behind the real App, end to end: a follow-up on the pull request continues the
+ * session of the run that opened it, and a run paused at its money budget continues its own. The
+ * real App (signed webhooks, the fake GitHub,
  * its SQLite store, its model gateway holding the only key) running the real pi CLI against the
  * scripted model server. The first model answer costs $3 (a million input tokens at Sonnet's
  * price) against a $2 budget: the gateway refuses the next call, and the run pauses with the file
@@ -134,7 +136,7 @@ async function ask(): Promise<number> {
   return issue.number;
 }
 
-async function say_(issueNumber: number, body: string, by = "maintainer"): Promise<void> {
+async function say_(issueNumber: number, body: string, by = "maintainer", onPullRequest = false): Promise<void> {
   const issue = github.issue("acme", "widgets", issueNumber);
   if (!issue) throw new Error("no such issue");
   const comment = github.addComment("acme", "widgets", issueNumber, { body, user: by });
@@ -144,6 +146,7 @@ async function say_(issueNumber: number, body: string, by = "maintainer"): Promi
       issue: { number: issue.number, title: issue.title, body: issue.body },
       comment: { id: comment.id, body: comment.body, user: { login: by } },
       installationId: INSTALLATION_ID,
+      isPullRequest: onPullRequest,
     }),
   );
 }
@@ -200,6 +203,34 @@ for (const agent of ["pi", "claude-code", "codex"] as const) {
     });
   });
 }
+
+describeRealAgent("pi", "a follow-up on the pull request, with the real pi CLI behind the App", () => {
+  test("/harness <intent> on the pull request continues the session of the run that opened it", async () => {
+    const cheap = { inputTokens: 100, outputTokens: 10 };
+    await start([
+      writeFile("greeting.txt", `${MARKER}\n`, { usage: cheap }),
+      say("Added greeting.txt.", cheap),
+      ...AFTER,
+    ]);
+    await ask();
+    const [pull] = github.pullRequests("acme", "widgets");
+    if (!pull) throw new Error(`no pull request:\n${readLogs()}`);
+
+    await say_(pull.number, "/harness also add a farewell file", "maintainer", true);
+
+    const calls = model.modelCalls();
+    expect(calls, readLogs()).toHaveLength(4);
+    const first = JSON.stringify(calls[2]?.body);
+    // The opening run's write and its result, then the follow-up's request, in one conversation.
+    expect(first).toContain(MARKER);
+    expect(first).toContain("also add a farewell file");
+    expect(first).toContain("You are continuing your earlier session on this task, in a new checkout");
+    // Told the conversation itself, the agent is not told the thread's summary as well.
+    expect(first).not.toContain("Earlier Harness runs on this pull request");
+    expect(statusComment(pull.number)).toMatch(/Continuing the pi agent's session from run [a-z0-9]+\./);
+    expect(await pullRequestBranch()).toEqual({ commits: 2, files: ["farewell.txt", "greeting.txt"] });
+  });
+});
 
 describeRealAgent("pi", "a paused run's restart, expiry and refusals, with the real pi CLI behind the App", () => {
   test("pause → restart → continue: a new sandbox with the work put back, the session restored", async () => {
