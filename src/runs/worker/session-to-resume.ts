@@ -58,16 +58,17 @@ export async function waitWhileEarlierAgentIsHeard(
   if (!sessions) return false;
   const heartbeatMs = options.heartbeatMs ?? SESSION_HEARTBEAT_MS;
   const now = options.now ?? Date.now;
-  const deadline = now() + (options.maxWaitMs ?? 12 * heartbeatMs);
+  // Counted in heartbeats, not read off the clock: the wait ends even if the clock stands still.
+  const most = Math.ceil((options.maxWaitMs ?? 12 * heartbeatMs) / heartbeatMs);
   let waited = false;
-  for (;;) {
+  for (let beat = 0; ; beat += 1) {
     const own = await sessions.get(run.request.runId).catch(() => undefined);
     const heard = own ? now() - Date.parse(own.heartbeat.copiedAt) : Number.POSITIVE_INFINITY;
     if (!(heard < MISSED_HEARTBEATS * heartbeatMs)) {
       if (waited) run.log.info({}, "the earlier attempt's agent is no longer heard: taking the run on");
       return waited;
     }
-    if (now() >= deadline) {
+    if (beat >= most) {
       run.log.warn(
         { heardMsAgo: heard },
         "the earlier attempt's agent is still heard from; taking the run on anyway (its sandbox is replaced)",

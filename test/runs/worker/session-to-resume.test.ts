@@ -185,12 +185,7 @@ describe("a retry waits while its earlier attempt's agent is still heard from", 
   });
 
   test("still heard when the wait is over: goes on anyway and says so", async () => {
-    let now = Date.parse("2026-11-29T10:00:00Z");
-    const clock = {
-      get now() {
-        return (now += 15);
-      },
-    };
+    const clock = { now: Date.parse("2026-11-29T10:00:00Z") };
     const { run, warnings } = retry(heardStore(clock, () => 1));
     expect(await waitWhileEarlierAgentIsHeard(run, { heartbeatMs: 20, maxWaitMs: 100, now: () => clock.now })).toBe(
       true,
