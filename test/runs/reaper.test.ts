@@ -44,6 +44,18 @@ describe("the orphan reaper", () => {
       expect(existsSync(join(dir.path, kept))).toBe(true);
   });
 
+  test("a sandbox whose run is paused at its budget is kept; once the pause is gone, it goes", async () => {
+    const old = new Date(Date.now() - 3600_000).toISOString();
+    await localSandboxDir("harness-paused-ffff", { runId: "paused-run", createdAt: old });
+    const paused = new Set(["paused-run"]);
+    const kept = (runId: string): Promise<boolean> => Promise.resolve(paused.has(runId));
+    expect(await reapOrphans(localInventory(dir.path), () => false, { kept })).toEqual([]);
+    expect(existsSync(join(dir.path, "harness-paused-ffff"))).toBe(true);
+    paused.clear();
+    const reaped = await reapOrphans(localInventory(dir.path), () => false, { kept });
+    expect(reaped.map((record) => record.id)).toEqual(["harness-paused-ffff"]);
+  });
+
   test("a spare belongs to no run: it is removed only once stale, and old enough", async () => {
     const old = new Date(Date.now() - 3600_000).toISOString();
     const records: SandboxRecord[] = [
