@@ -1,4 +1,5 @@
 import { redact } from "../util/redact.js";
+import { fence, fitComment, MAX_INLINE_PATCH_CHARS, oneLine } from "./comment-text.js";
 import { neutralText } from "./neutral-text.js";
 import { statusMarker } from "./status-comment.js";
 
@@ -16,11 +17,7 @@ export interface PausedRunSummary {
   diffstat?: string;
 }
 
-/** A patch is shown inline only when it is small enough to read; the status comment's limit. */
-const MAX_INLINE_PATCH_CHARS = 12_000;
 const MAX_DIFFSTAT_CHARS = 4_000;
-/** GitHub rejects comments over 65,536 characters; stay clear of it. */
-const MAX_COMMENT_CHARS = 60_000;
 
 /**
  * The status comment of a paused run that was ended without going on (`why`: stopped by someone,
@@ -40,9 +37,7 @@ export function renderPauseEnded(run: PausedRunSummary, why: string): string {
   lines.push(`${reason}. It had spent ${usd(run.spentUsd)} of its ${usd(run.limitUsd)} allowance.`, "");
   lines.push(...keptWork(run), `<sub>Run \`${run.runId}\`</sub>`);
   const body = redact(lines.join("\n"));
-  return body.length <= MAX_COMMENT_CHARS
-    ? body
-    : `${body.slice(0, MAX_COMMENT_CHARS)}\n\n… (cut to fit a GitHub comment)`;
+  return fitComment(body);
 }
 
 /** The work so far in collapsed blocks, or why there is none to show. */
@@ -81,16 +76,4 @@ function keptWork(run: PausedRunSummary): string[] {
 
 function usd(amount: number): string {
   return `$${amount.toFixed(2)}`;
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
-}
-
-/** A fenced block whose fence is longer than any backtick run inside, so content cannot close it. */
-function fence(text: string, language = ""): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((match) => match[0].length));
-  const ticks = "`".repeat(longest + 1);
-  return `${ticks}${language}\n${text.replace(/\n+$/, "")}\n${ticks}`;
 }

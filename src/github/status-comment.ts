@@ -1,5 +1,6 @@
 import { formatTokens } from "../util/token-count.js";
 import { redact } from "../util/redact.js";
+import { fence, fitComment, MAX_INLINE_PATCH_CHARS, oneLine } from "./comment-text.js";
 import { neutralText } from "./neutral-text.js";
 import { formatDuration } from "../util/duration.js";
 import { utcTime } from "./rate-limit-gate.js";
@@ -89,11 +90,6 @@ export function statusMarker(runId: string): string {
 export function runIdFromComment(body: string): string | undefined {
   return /<!-- harness:run=([A-Za-z0-9_-]+) -->/.exec(body)?.[1];
 }
-
-/** GitHub rejects comments over 65,536 characters; stay clear of it. */
-const MAX_COMMENT_CHARS = 60_000;
-/** A patch is shown inline only when it is small enough to read. */
-const MAX_INLINE_PATCH_CHARS = 12_000;
 
 const HEADINGS: Record<RunPhase, string> = {
   queued: "👀 Harness heard you — queued",
@@ -212,21 +208,7 @@ export function renderStatusComment(view: StatusView): string {
   lines.push(`<sub>${footer.join(" · ")}</sub>`);
 
   const body = redact(lines.join("\n"));
-  return body.length <= MAX_COMMENT_CHARS
-    ? body
-    : `${body.slice(0, MAX_COMMENT_CHARS)}\n\n… (cut to fit a GitHub comment)`;
-}
-
-function oneLine(text: string, max: number): string {
-  const flat = text.replace(/\s+/g, " ").trim();
-  return flat.length <= max ? flat : `${flat.slice(0, max - 1)}…`;
-}
-
-/** A fenced block whose fence is longer than any backtick run inside, so content cannot close it. */
-function fence(text: string, language = ""): string {
-  const longest = Math.max(2, ...[...text.matchAll(/`+/g)].map((match) => match[0].length));
-  const ticks = "`".repeat(longest + 1);
-  return `${ticks}${language}\n${text.replace(/\n+$/, "")}\n${ticks}`;
+  return fitComment(body);
 }
 
 /** The help reply for `/harness help` and a bare `/harness`. */

@@ -5,13 +5,13 @@ import { afterEach, beforeEach, describe, expect, test, vi } from "vitest";
 import { createHarnessApp } from "../../src/app.js";
 import type { PermissionLevel } from "../../src/config/repo-config.js";
 import { MemoryPendingRequestStore } from "../../src/runs/pending/port.js";
-import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue/port.js";
 import { ConfigCache, TtlCache } from "../../src/triggers/ttl-cache.js";
 import type { HandlerDeps } from "../../src/triggers/handlers.js";
 import type { AcknowledgementProgress } from "../../src/triggers/inbox/port.js";
-import type { RunRequest } from "../../src/runs/request.js";
+import type { RunQueue } from "../../src/runs/queue/port.js";
 import { issueCommentCreated, issuesLabeled } from "../fixtures/payloads.js";
 import { shownInCodeBlock } from "../helpers/rendered-markdown.js";
+import { RecordingQueue } from "../helpers/recording-queue.js";
 
 // The Probot testing pattern: the real Probot and Octokit, GitHub answered by nock, retry and
 // throttling off so failures surface at once. The queue records requests instead of running them.
@@ -23,45 +23,6 @@ const { privateKey } = generateKeyPairSync("rsa", {
 const API = "https://api.github.com";
 const CONFIG_PATH = "/repos/acme/widgets/contents/.github%2Fharness.yml";
 const ORG_CONFIG_PATH = "/repos/acme/.github/contents/.github%2Fharness.yml";
-
-class RecordingQueue implements RunQueue {
-  readonly requests: RunRequest[] = [];
-  readonly cancelled: string[] = [];
-  active: string | undefined;
-  refuse: Error | undefined;
-  enqueue(request: RunRequest): Promise<EnqueueOutcome> {
-    if (this.refuse) return Promise.reject(this.refuse);
-    this.requests.push(request);
-    return Promise.resolve(this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: 0 });
-  }
-  ahead = 0;
-  admissionError: Error | undefined;
-  admission(): Promise<EnqueueOutcome> {
-    if (this.admissionError) return Promise.reject(this.admissionError);
-    return Promise.resolve(
-      this.active ? { status: "waiting", behind: this.active } : { status: "queued", ahead: this.ahead },
-    );
-  }
-  seen(key: string): Promise<boolean> {
-    return Promise.resolve(this.requests.some((request) => request.key === key));
-  }
-  activeRun(): Promise<string | undefined> {
-    return Promise.resolve(this.active);
-  }
-  cancel(key: string): Promise<boolean> {
-    this.cancelled.push(key);
-    return Promise.resolve(this.active !== undefined);
-  }
-  stats(): Promise<{ queued: number; running: number }> {
-    return Promise.resolve({ queued: this.requests.length, running: 0 });
-  }
-  idle(): Promise<void> {
-    return Promise.resolve();
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
-}
 
 let probot: Probot;
 let queue: RecordingQueue;

@@ -6,47 +6,16 @@ import { renderHelp } from "../../src/github/status-comment.js";
 import { MemoryPendingRequestStore } from "../../src/runs/pending/port.js";
 import { MemoryPausedRunStore } from "../../src/runs/paused/memory.js";
 import type { PausedRun } from "../../src/runs/paused/port.js";
-import type { EnqueueOutcome, RunQueue } from "../../src/runs/queue/port.js";
 import { issueKeyOf, type RunRequest } from "../../src/runs/request.js";
 import type { HandlerDeps } from "../../src/triggers/handlers.js";
 import { startFakeGitHub, type FakeApp, type FakeGitHub } from "../fakes/github/server.js";
 import { issueCommentCreated } from "../fakes/github/webhooks.js";
 import { INSTALLATION_ID, installHarness } from "../helpers/harness-world.js";
+import { RecordingQueue } from "../helpers/recording-queue.js";
 
 // `/harness continue` and `/harness stop` on a run paused at its money budget, delivered through
 // the real Probot and the app's handlers, answered by the fake GitHub. The queue records what it
 // is given instead of running it.
-
-class RecordingQueue implements RunQueue {
-  readonly requests: RunRequest[] = [];
-  refusal: EnqueueOutcome | undefined;
-  enqueue(request: RunRequest): Promise<EnqueueOutcome> {
-    if (this.refusal) return Promise.resolve(this.refusal);
-    this.requests.push(request);
-    return Promise.resolve({ status: "queued", ahead: 0 });
-  }
-  admission(): Promise<EnqueueOutcome> {
-    return Promise.resolve(this.refusal ?? { status: "queued", ahead: 0 });
-  }
-  seen(key: string): Promise<boolean> {
-    return Promise.resolve(this.requests.some((request) => request.key === key));
-  }
-  activeRun(): Promise<string | undefined> {
-    return Promise.resolve(undefined);
-  }
-  cancel(): Promise<boolean> {
-    return Promise.resolve(false);
-  }
-  stats(): Promise<{ queued: number; running: number }> {
-    return Promise.resolve({ queued: this.requests.length, running: 0 });
-  }
-  idle(): Promise<void> {
-    return Promise.resolve();
-  }
-  close(): Promise<void> {
-    return Promise.resolve();
-  }
-}
 
 class RecordingAudit implements AuditLog {
   readonly entries: Array<Omit<AuditEntry, "at">> = [];
