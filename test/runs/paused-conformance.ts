@@ -21,7 +21,8 @@ function at(offsetMs: number): string {
 const HOUR = 3_600_000;
 const ISSUE = "101#7";
 
-function request(runId: string): RunRequest {
+/** A run's request as a paused-run record keeps it, with a stranger's text in it. */
+export function pausedRunRequest(runId: string): RunRequest {
   return {
     runId,
     key: `comment:9001:${runId}`,
@@ -56,7 +57,7 @@ function pausedRun(runId: string, overrides: Partial<PausedRun> = {}): PausedRun
     runId,
     issueKey: ISSUE,
     state: "paused",
-    request: request(runId),
+    request: pausedRunRequest(runId),
     nodeId: "implement",
     spentUsd: 4.87,
     limitUsd: 5,

@@ -18,7 +18,7 @@ import {
   testRedisTopologies,
   testRedisUrl,
 } from "../helpers/redis.js";
-import { describePausedRunStoreConformance } from "./paused-conformance.js";
+import { describePausedRunStoreConformance, pausedRunRequest } from "./paused-conformance.js";
 
 describePausedRunStoreConformance(
   "memory",
@@ -69,25 +69,7 @@ function pausedRun(runId: string, issueKey = "101#7"): PausedRun {
     runId,
     issueKey,
     state: "paused",
-    request: {
-      runId,
-      key: `comment:9001:${runId}`,
-      deliveryId: "5c3e8a10-8c7b-11f0-9d1c-2f0a4b6c8d9e",
-      installationId: 7,
-      repo: {
-        id: 101,
-        owner: "acme",
-        name: "widgets",
-        htmlUrl: "https://github.com/acme/widgets",
-        defaultBranch: "main",
-      },
-      issue: { number: 7, title: "t", body: "b", htmlUrl: "https://github.com/acme/widgets/issues/7" },
-      trigger: { kind: "comment", commentId: 9001 },
-      requester: { login: "octocat", id: 583231 },
-      intent: "fix it",
-      intentTrusted: true,
-      requestedAt: "2026-12-01T08:00:00.000Z",
-    },
+    request: pausedRunRequest(runId),
     nodeId: "implement",
     spentUsd: 5,
     limitUsd: 5,
