@@ -328,6 +328,15 @@ export async function runHarness(options: HarnessOptions): Promise<RunReport> {
       continuation && !kept && continuation.patch !== undefined
         ? await applyKeptWork(sandbox, continuation.patch, controller.signal)
         : undefined;
+    if (continuation && !kept && continuation.patch === undefined)
+      reporter.emit({
+        type: "run.notice",
+        runId: request.runId,
+        text:
+          "The paused run's sandbox is not at hand and its work was not kept as a patch (none, or too large): " +
+          "the agent starts from the branch as it is.",
+        at: at(),
+      });
     if (workBack !== undefined && !workBack.applied)
       reporter.emit({
         type: "run.notice",

@@ -7,10 +7,11 @@ import { builtinBlueprint } from "../../src/harness/builtin-blueprints.js";
 import { MemoryReporter } from "../../src/harness/reporters/memory.js";
 import { runHarness } from "../../src/harness/run.js";
 import type { SessionToResume } from "../../src/harness/session-resume.js";
+import type { HarnessContinuation } from "../../src/harness/budget-pause.js";
 import type { AgentSessionRecord } from "../../src/harness/session-store.js";
 import { MemorySessionStore } from "../../src/runs/sessions/memory.js";
 import { createLocalSandbox } from "../../src/sandbox/local/sandbox.js";
-import { makeRepo, scratchDir } from "../helpers/git.js";
+import { git, makeRepo, scratchDir } from "../helpers/git.js";
 
 // A run whose first agent step continues a kept session: the record is put where the driver said
 // before the CLI starts, the CLI is asked to continue it, and the status says so; when the record
@@ -111,7 +112,12 @@ function keptSession(overrides: Partial<AgentSessionRecord> = {}, sameCheckout?:
   };
 }
 
-async function run(driver: AgentDriver, resume: SessionToResume | undefined, verify?: string[]) {
+async function run(
+  driver: AgentDriver,
+  resume: SessionToResume | undefined,
+  verify?: string[],
+  continuation?: HarnessContinuation,
+) {
   const reporter = new MemoryReporter();
   let workDir = "";
   const report = await runHarness({
@@ -127,6 +133,7 @@ async function run(driver: AgentDriver, resume: SessionToResume | undefined, ver
     },
     output: { throttleMs: 20, reporter },
     sessions: { store: new MemorySessionStore(), ...(resume ? { resume } : {}) },
+    ...(continuation ? { continuation } : {}),
   });
   const notices = reporter.ofType("run.notice").map((event) => event.text);
   return { report, notices, workDir };
@@ -284,5 +291,56 @@ process.stdout.write(events);
     );
     expect(report.status).toBe("succeeded");
     expect(report.nodes[0]).toMatchObject({ nodeId: "implement", status: "succeeded", turns: 2 });
+  });
+});
+
+describe("a paused run continued in a new sandbox", () => {
+  const PATCH = [
+    "diff --git a/PAUSED.md b/PAUSED.md",
+    "new file mode 100644",
+    "--- /dev/null",
+    "+++ b/PAUSED.md",
+    "@@ -0,0 +1 @@",
+    "+written before the pause",
+    "",
+  ].join("\n");
+
+  test("its kept patch goes back into the checkout before the agent runs, and lands in the one commit", async () => {
+    const cli = await fakeCli();
+    const { driver, requests } = scriptedDriver(cli.path);
+    const { report, notices } = await run(driver, keptSession({}, true), undefined, {
+      baseSha: "unused-when-the-sandbox-is-new",
+      nodeId: "implement",
+      patch: PATCH,
+    });
+    expect(report.status, report.error).toBe("succeeded");
+    expect(notices.filter((text) => text.includes("paused run"))).toEqual([]);
+    expect(requests[0]?.prompt).toContain("in a checkout that holds your work so far");
+    expect(git(repo, "show", `harness/test:PAUSED.md`)).toBe("written before the pause");
+    expect(git(repo, "rev-list", "--count", `main..harness/test`)).toBe("1");
+  });
+
+  test("a patch that no longer applies: said, and the agent is told its work is not there", async () => {
+    const cli = await fakeCli();
+    const { driver, requests } = scriptedDriver(cli.path);
+    const { report, notices } = await run(driver, keptSession({}, true), undefined, {
+      baseSha: "unused",
+      nodeId: "implement",
+      patch: PATCH.replace("new file mode 100644", "deleted file mode 100644").replace(
+        "+++ b/PAUSED.md",
+        "+++ /dev/null",
+      ),
+    });
+    expect(report.status, report.error).toBe("succeeded");
+    expect(notices.join("\n")).toContain("The paused run's work could not be put back in the new checkout");
+    expect(requests[0]?.prompt).toContain("in a new checkout of harness/test");
+  });
+
+  test("no patch kept: said, and the agent is told its work is not there", async () => {
+    const cli = await fakeCli();
+    const { driver, requests } = scriptedDriver(cli.path);
+    const { notices } = await run(driver, keptSession({}, true), undefined, { baseSha: "unused", nodeId: "implement" });
+    expect(notices.join("\n")).toContain("its work was not kept as a patch");
+    expect(requests[0]?.prompt).toContain("in a new checkout of harness/test");
   });
 });
