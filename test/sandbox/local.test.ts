@@ -1,4 +1,4 @@
-import { execFileSync } from "node:child_process";
+import { execFileSync, spawn } from "node:child_process";
 import { existsSync } from "node:fs";
 import { lstat, readFile, readdir, rm, stat, symlink, writeFile } from "node:fs/promises";
 import { tmpdir } from "node:os";
@@ -73,6 +73,37 @@ describe("local sandbox: seed behaviour", () => {
     const sandbox = await sandboxFor(testRepo);
     await expect(sandbox.uploadFiles([{ path: "../escape.txt", content: "bad" }])).rejects.toThrow(/path confinement/i);
     expect(existsSync(join(sandbox.workDir, "..", "escape.txt"))).toBe(false);
+  });
+
+  test("downloadBytes reads a file that grows while it is read, refusing it only past the limit", async () => {
+    const sandbox = await sandboxFor(testRepo);
+    const path = join(sandbox.workDir, "growing.jsonl");
+    await writeFile(path, "");
+    // A writer appending a line every millisecond, as a CLI writes its session record.
+    const writer = spawn(process.execPath, [
+      "-e",
+      `const fs = require("node:fs"); let lines = 0;
+       const timer = setInterval(() => {
+         fs.appendFileSync(${JSON.stringify(path)}, "x".repeat(20000) + "\\n");
+         if ((lines += 1) === 300) clearInterval(timer);
+       }, 1);`,
+    ]);
+    const exited = new Promise((resolve) => writer.once("exit", resolve));
+    const reads: number[] = [];
+    let failure: unknown;
+    while (writer.exitCode === null) {
+      try {
+        reads.push((await sandbox.downloadBytes("growing.jsonl", 8 * 1024 * 1024)).length);
+      } catch (error) {
+        failure = error;
+        break;
+      }
+    }
+    await exited;
+    expect(failure).toBeUndefined();
+    expect(reads.length).toBeGreaterThan(5);
+    // Still refused once it is over the limit.
+    await expect(sandbox.downloadBytes("growing.jsonl", 100)).rejects.toThrow(/over the 100-byte limit/);
   });
 
   test("teardown is idempotent", async () => {

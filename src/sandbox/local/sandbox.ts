@@ -373,16 +373,22 @@ export async function createLocalSandbox(opts: SandboxOptions): Promise<Sandbox>
             `${path} in the sandbox is ${String(info.size)} bytes, over the ${String(maxBytes)}-byte limit`,
             maxBytes,
           );
-        // Read one byte past the limit: a file that grew since the stat is refused, not cut.
-        const buffer = Buffer.alloc(Math.min(maxBytes + 1, info.size + 1));
+        // A file still being written (an agent's session record) may grow while it is read: read
+        // on to its end, up to one byte past the limit, so only a file over the limit is refused.
+        let buffer = Buffer.alloc(Math.min(maxBytes + 1, info.size + 1));
         let length = 0;
         for (;;) {
+          if (length === buffer.length) {
+            if (length > maxBytes) break;
+            const grown = Buffer.alloc(Math.min(maxBytes + 1, buffer.length * 2));
+            buffer.copy(grown, 0, 0, length);
+            buffer = grown;
+          }
           const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
           if (bytesRead === 0) break;
           length += bytesRead;
-          if (length === buffer.length) break;
         }
-        if (length > maxBytes || (length === buffer.length && length > info.size))
+        if (length > maxBytes)
           throw new SandboxFileTooLargeError(
             `${path} in the sandbox grew past the ${String(maxBytes)}-byte limit while it was read`,
             maxBytes,
