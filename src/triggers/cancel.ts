@@ -1,8 +1,7 @@
-import { isTransientGitHubError } from "../github/errors.js";
-import { renderPauseEnded } from "../github/pause-comment.js";
 import { stopCiWatch } from "../pulls/watch/nudge.js";
+import { endPausedRun } from "../runs/paused/end-paused.js";
 import type { IssueCommentEvent } from "./payload.js";
-import { installationOf, react, record, reply, threadOf, type HandlerDeps, type WebhookContext } from "./context.js";
+import { installationOf, react, record, reply, type HandlerDeps, type WebhookContext } from "./context.js";
 
 /**
  * `/harness cancel` (or `stop`) from someone at or above the bar: stops the issue's run, ends a
@@ -61,16 +60,7 @@ async function endPaused(
   if (paused.state !== "paused" && !(paused.state === "ending" && paused.claimedBy === commentKey)) return false;
   const claimed = await store.claim(paused.runId, { state: "ending", by: commentKey });
   if (!claimed) return false;
-  const body = renderPauseEnded(claimed, `Ended by @${event.sender.login}`);
-  const thread = threadOf(context, event.repository, event.issue.number);
-  try {
-    await thread.upsert(claimed.request.statusCommentId, body);
-  } catch (error) {
-    // The status comment is gone (deleted, or never made): the kept work is posted instead.
-    if (isTransientGitHubError(error) || claimed.request.statusCommentId === undefined) throw error;
-    await thread.reply(body);
-  }
-  await store.delete(claimed.runId);
+  await endPausedRun(store, context.octokit, claimed, `Ended by @${event.sender.login}`);
   await record(context, deps, {
     action: "run.cancelled",
     repo: event.repository.full_name,

@@ -1,6 +1,5 @@
 import { z } from "zod";
-import { issueThread } from "../github/issue-thread.js";
-import { renderPauseEnded } from "../github/pause-comment.js";
+import { endPausedRun } from "../runs/paused/end-paused.js";
 import { issueKeyOf } from "../runs/request.js";
 import { guard, type HandlerDeps, type WebhookContext } from "./context.js";
 
@@ -33,10 +32,7 @@ export async function onClosedWhilePaused(context: WebhookContext, deps: Handler
     const run = await store.claim(paused.runId, { state: "ending", by });
     if (!run) return;
     const what = parsed.data.pull_request ? "pull request" : "issue";
-    const body = renderPauseEnded(run, `Ended: the ${what} was closed while the run was paused`);
-    const thread = issueThread(context.octokit, run.request.repo, run.request.issue.number);
-    if (run.request.statusCommentId !== undefined) await thread.upsert(run.request.statusCommentId, body);
-    await store.delete(run.runId);
+    await endPausedRun(store, context.octokit, run, `Ended: the ${what} was closed while the run was paused`);
     context.log.info({ runId: run.runId }, `a paused run ended: its ${what} was closed`);
   });
 }

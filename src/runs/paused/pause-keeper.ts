@@ -1,6 +1,5 @@
-import { issueThread } from "../../github/issue-thread.js";
 import type { OctokitLike } from "../../github/octokit-client.js";
-import { renderPauseEnded } from "../../github/pause-comment.js";
+import { endPausedRun } from "./end-paused.js";
 import { describeError } from "../../util/errors.js";
 import type { Log } from "../../util/log.js";
 import type { HeldSandboxes } from "./held-sandboxes.js";
@@ -73,17 +72,14 @@ export class PauseKeeper {
         return false;
       }
       this.unsaid.add(runId);
-      const { request } = run;
       const hours = Math.round((Date.parse(run.expiresAt) - Date.parse(run.pausedAt)) / 3_600_000);
-      const body = renderPauseEnded(
+      const octokit = await this.options.installationOctokit(run.request.installationId);
+      await endPausedRun(
+        store,
+        octokit,
         run,
         `Ended: nobody continued it within ${String(hours)} hour${hours === 1 ? "" : "s"} of its pause`,
       );
-      const octokit = await this.options.installationOctokit(request.installationId);
-      const thread = issueThread(octokit, request.repo, request.issue.number);
-      if (request.statusCommentId !== undefined) await thread.upsert(request.statusCommentId, body);
-      else await thread.reply(body);
-      await store.delete(runId);
       this.unsaid.delete(runId);
       log.info({ runId }, "a paused run's pause expired: ended with its work kept");
       return true;
